@@ -1,0 +1,68 @@
+#pragma once
+
+// The launcher: the supervisor of one machine's ranks, like torchrun's agent. It starts N worker
+// processes with torchrun's environment, watches them, and when one fails stops the others and
+// reports that rank as the root cause. Qt-free and torch-free: it is a plain POSIX process
+// supervisor (fork/exec with argument vectors, never a shell).
+
+#include "engine/common/result.h"
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct LaunchOptions {
+    std::string workerPath;              // the executable every rank runs
+    std::vector<std::string> workerArgs; // its arguments (argv[1..])
+    int numProcesses = 1;                // ranks on this machine
+    std::string masterAddr = "127.0.0.1";
+    int masterPort = 0; // 0: pick a free port
+    // How long ranks get to exit after SIGTERM before they are killed.
+    std::chrono::milliseconds stopGrace = std::chrono::seconds(3);
+    // NAME=VALUE pairs added to every rank's environment (after the inherited ones).
+    std::vector<std::string> extraEnvironment;
+};
+
+struct RankExit {
+    int rank = 0;
+    pid_t pid = 0;
+    int exitCode = 0;               // when it exited normally
+    int signal = 0;                 // when a signal ended it, else 0
+    bool stoppedByLauncher = false; // it was ended by the launcher after another rank failed or on Ctrl-C
+    double seconds = 0;             // from launch to exit
+
+    bool failed() const { return signal != 0 || exitCode != 0; }
+    // The conventional shell status: the exit code, or 128 + signal.
+    int status() const { return signal != 0 ? 128 + signal : exitCode; }
+    std::string describe() const;
+};
+
+struct LaunchOutcome {
+    int exitCode = 0;                 // what the launcher exits with: 0, or the root-cause rank's status
+    std::optional<int> rootCauseRank; // the first rank that failed on its own
+    bool cancelled = false;           // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP)
+    int masterPort = 0;
+    std::vector<RankExit> ranks; // in rank order
+
+    // A torchrun-style summary, root cause first; empty when every rank succeeded.
+    std::string failureSummary() const;
+};
+
+// Starts the ranks and supervises them until all have exited. Errors are returned for what
+// prevents the launch itself (worker not executable, port in use, fork failure).
+Result<LaunchOutcome> runLaunch(const LaunchOptions& options);
+
+// Binds a listening TCP socket on `address`:`port` (0: any free port). Returns the descriptor and
+// the port; an error says when the port is taken.
+struct ListeningSocket {
+    int fd = -1;
+    int port = 0;
+};
+Result<ListeningSocket> listenOn(const std::string& address, int port);
+
+} // namespace shardscope

@@ -1,0 +1,98 @@
+// shardscope-worker: the engine's executable, one process per rank, started only by the launcher.
+//
+// Exit codes: 0 success, 2 bad command line or environment, 3 a self-check found wrong results,
+// 4 a run-ending error inside the rank (rendezvous, backend, torch).
+
+#include "engine/common/dist_env.h"
+#include "engine/dist/collective_check.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+namespace {
+
+enum ExitCode { kOk = 0, kUsage = 2, kCheckFailed = 3, kRankError = 4 };
+
+struct CheckCollectivesArgs {
+    std::string backend = "gloo";
+    std::int64_t numel = 1024;
+    int corruptRank = -1;
+    int failRank = -1;
+    int failCode = 1;
+};
+
+int checkCollectives(const CheckCollectivesArgs& args)
+{
+    using namespace shardscope;
+    auto env = DistEnv::fromEnvironment();
+    if (!env) {
+        std::cerr << "shardscope-worker: " << env.error().message << "\n";
+        return kUsage;
+    }
+    const std::string who = "rank " + std::to_string(env->rank) + "/" + std::to_string(env->worldSize);
+    if (env->rank == args.failRank) {
+        // Fault injection for the launcher's tests: fail before the rendezvous, so the other
+        // ranks wait in it until the launcher stops them.
+        std::cerr << who << ": failing on purpose with exit code " << args.failCode << " (--fail-rank)\n";
+        return args.failCode;
+    }
+    auto backend = dist::parseBackendName(args.backend);
+    if (!backend) {
+        std::cerr << "shardscope-worker: unknown backend '" << args.backend << "' (use gloo or nccl)\n";
+        return kUsage;
+    }
+    dist::CollectiveCheckOptions options;
+    options.backend = *backend;
+    options.numel = args.numel;
+    options.corruptRank = args.corruptRank;
+    const auto report = dist::runCollectiveChecks(*env, options);
+    for (const auto& failure : report.failures)
+        std::cerr << who << ": WRONG " << failure << "\n";
+    if (!report.failures.empty()) {
+        std::cerr << who << ": " << report.failures.size() << " of " << report.checksRun
+                  << " collective checks failed on " << report.device << " (" << args.backend << ")\n";
+        return kCheckFailed;
+    }
+    std::cout << who << ": " << report.checksRun << " collective checks passed on " << report.device << " ("
+              << args.backend << ")" << std::endl;
+    return kOk;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    CLI::App app{"shardscope-worker: one rank of a Shardscope run (started by `shardscope launch`)"};
+    app.require_subcommand(1);
+
+    CheckCollectivesArgs check;
+    auto* checkCmd = app.add_subcommand("check-collectives",
+                                        "Run all-reduce, all-gather, reduce-scatter and broadcast and verify every result");
+    checkCmd->add_option("--backend", check.backend, "c10d backend: gloo (CPU) or nccl (CUDA)")->capture_default_str();
+    checkCmd->add_option("--numel", check.numel, "Elements per rank in each collective")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
+        ->capture_default_str();
+    checkCmd->add_option("--corrupt-rank", check.corruptRank, "Fault injection: this rank perturbs its inputs");
+    checkCmd->add_option("--fail-rank", check.failRank, "Fault injection: this rank exits at once with --fail-code");
+    checkCmd->add_option("--fail-code", check.failCode, "Exit code for --fail-rank")->capture_default_str();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? kOk : kUsage;
+    }
+
+    try {
+        if (checkCmd->parsed())
+            return checkCollectives(check);
+    } catch (const std::exception& e) {
+        // Note [Run-ending errors]: exceptions end a rank; they are caught here once, reported,
+        // and turned into a distinct exit code the launcher propagates.
+        std::cerr << "shardscope-worker: error: " << e.what() << std::endl;
+        return kRankError;
+    }
+    return kUsage;
+}

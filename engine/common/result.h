@@ -1,0 +1,64 @@
+#pragma once
+
+// Result<T>: a value or an Error, for expected failures that cross module borders (bad input,
+// missing file, port in use). Internal bugs are asserts, run-ending conditions inside a rank are
+// exceptions caught once in the worker's main; see ../shared/STYLE.md, "Errors".
+//
+// std::expected is C++23 and g++ 12 (Debian bookworm) lacks it, hence this small type with the
+// same spirit: check with `if (!r)`, read r.error() or *r.
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace shardscope {
+
+// An error a user can act on: what went wrong, where, and how to fix it, in one message.
+struct Error {
+    std::string message;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+public:
+    Result(T value) : m_state(std::in_place_index<0>, std::move(value)) {}
+    Result(Error error) : m_state(std::in_place_index<1>, std::move(error)) {}
+
+    bool ok() const { return m_state.index() == 0; }
+    explicit operator bool() const { return ok(); }
+
+    T& value() & { assert(ok()); return std::get<0>(m_state); }
+    const T& value() const& { assert(ok()); return std::get<0>(m_state); }
+    T&& value() && { assert(ok()); return std::get<0>(std::move(m_state)); }
+    T& operator*() & { return value(); }
+    const T& operator*() const& { return value(); }
+    T&& operator*() && { return std::move(*this).value(); }
+    T* operator->() { return &value(); }
+    const T* operator->() const { return &value(); }
+
+    const Error& error() const { assert(!ok()); return std::get<1>(m_state); }
+
+private:
+    std::variant<T, Error> m_state;
+};
+
+// Result<void>: success or an Error.
+template <>
+class [[nodiscard]] Result<void> {
+public:
+    Result() = default;
+    Result(Error error) : m_error(std::move(error)) {}
+
+    bool ok() const { return !m_error.has_value(); }
+    explicit operator bool() const { return ok(); }
+    const Error& error() const { assert(!ok()); return *m_error; }
+
+private:
+    std::optional<Error> m_error;
+};
+
+inline Error makeError(std::string message) { return Error{std::move(message)}; }
+
+} // namespace shardscope

@@ -1,0 +1,124 @@
+#include "engine/dist/communicator.h"
+
+#include "engine/dist/backends.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <stdexcept>
+
+namespace shardscope::dist {
+
+namespace {
+
+bool isLoopback(const std::string& host)
+{
+    return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+} // namespace
+
+std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const CommunicatorOptions& options)
+{
+    std::unique_ptr<Communicator> comm(new Communicator());
+    comm->m_rank = env.rank;
+    comm->m_size = env.worldSize;
+    comm->m_kind = options.backend;
+    comm->m_timeout = options.timeout;
+
+    c10d::TCPStoreOptions storeOptions;
+    storeOptions.port = static_cast<std::uint16_t>(env.masterPort);
+    storeOptions.isServer = env.rank == 0;
+    storeOptions.numWorkers = static_cast<std::size_t>(env.worldSize);
+    storeOptions.timeout = options.timeout;
+    // The libuv server is optional in torch builds; the classic one works everywhere and is ample
+    // for a handful of ranks (libtorch-engine-ground.md §1.2).
+    storeOptions.useLibUV = false;
+    if (env.rank == 0 && env.masterListenFd >= 0)
+        storeOptions.masterListenFd = env.masterListenFd;
+
+    c10::intrusive_ptr<c10d::Store> tcpStore;
+    try {
+        tcpStore = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, storeOptions);
+    } catch (const std::exception& e) {
+        throw std::runtime_error("rendezvous with " + env.masterAddr + ":" + std::to_string(env.masterPort)
+                                 + " failed: " + e.what());
+    }
+    // One prefix per process group, as Python does: groups sharing raw keys corrupt each other.
+    comm->m_store = c10::make_intrusive<c10d::PrefixStore>("default_pg/", tcpStore);
+
+    try {
+        switch (options.backend) {
+        case BackendKind::Gloo: {
+            const std::string bindAddress = isLoopback(env.masterAddr) ? "127.0.0.1" : std::string();
+            if (bindAddress.empty())
+                throw std::runtime_error("multi-machine Gloo is not supported yet (MASTER_ADDR=" + env.masterAddr + ")");
+            comm->m_backend = detail::makeGlooBackend(comm->m_store, env.rank, env.worldSize, options.timeout,
+                                                      bindAddress);
+            break;
+        }
+        case BackendKind::Nccl:
+#ifdef SHARDSCOPE_HAVE_NCCL
+            comm->m_device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.localRank));
+            comm->m_backend = detail::makeNcclBackend(comm->m_store, env.rank, env.worldSize, options.timeout,
+                                                      env.localRank);
+            break;
+#else
+            throw std::runtime_error("this build of shardscope-worker has no NCCL support "
+                                     "(configure with a CUDA build of torch and SHARDSCOPE_WITH_NCCL=ON)");
+#endif
+        }
+    } catch (const std::runtime_error&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("creating the ") + backendName(options.backend)
+                                 + " process group failed: " + e.what());
+    }
+    return comm;
+}
+
+Communicator::~Communicator() = default;
+
+c10::intrusive_ptr<c10d::Work> Communicator::allreduce(at::Tensor& tensor, c10d::ReduceOp op)
+{
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = op;
+    opts.timeout = m_timeout;
+    return m_backend->allreduce(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> Communicator::allGatherSingle(at::Tensor& output, at::Tensor& input)
+{
+    c10d::AllgatherOptions opts;
+    opts.timeout = m_timeout;
+    // `_allgather_base` exists from 2.11 through 2.14 (2.14's canonical name is all_gather_single).
+    return m_backend->_allgather_base(output, input, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> Communicator::reduceScatterSingle(at::Tensor& output, at::Tensor& input,
+                                                                 c10d::ReduceOp op)
+{
+    c10d::ReduceScatterOptions opts;
+    opts.reduceOp = op;
+    opts.timeout = m_timeout;
+    return m_backend->_reduce_scatter_base(output, input, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> Communicator::broadcast(at::Tensor& tensor, int rootRank)
+{
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = rootRank;
+    opts.timeout = m_timeout;
+    return m_backend->broadcast(tensors, opts);
+}
+
+void Communicator::barrier()
+{
+    c10d::BarrierOptions opts;
+    opts.timeout = m_timeout;
+    m_backend->barrier(opts)->wait();
+}
+
+} // namespace shardscope::dist

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Installs everything Shardscope's build and tests need on a fresh Debian (bookworm) machine.
+#
+# Idempotent: every step checks first and does nothing when its result is already there, so a
+# second run on a set-up machine downloads nothing. What it installs:
+#   1. Debian packages: compilers and build tools, Qt 6, QCustomPlot (Qt 6 build), yaml-cpp,
+#      SQLite, nlohmann-json, CLI11, Xvfb (for screenshots).
+#   2. Gloo headers (libgloo-dev from Debian sid) into .deps/gloo: the torch wheel ships
+#      ProcessGroupGloo.hpp but not the gloo headers it includes. See docs/BUILDING.md.
+#   3. A project-local virtual environment .venv with the pinned PyTorch wheel (libtorch comes
+#      from it) and the Python references used by tests/tools, installed from a wheelhouse cached
+#      outside the checkout ($SHARDSCOPE_CACHE, default ~/.cache/shardscope), so that a fresh
+#      clone on the same machine does not download the wheels again.
+#
+# Options:
+#   --torch-prefix DIR   use an existing torch installation instead of the pinned wheel: DIR is
+#                        the torch package folder (the one holding include/, lib/, share/cmake/),
+#                        e.g. "$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')".
+#                        It is recorded in .deps/torch-prefix and used by the build.
+#   --no-apt             do not install Debian packages (report what is missing instead).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${SHARDSCOPE_CACHE:-$HOME/.cache/shardscope}
+deps="$root/.deps"
+venv="$root/.venv"
+torch_prefix=""
+use_apt=1
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --torch-prefix) torch_prefix=${2:?--torch-prefix needs a folder}; shift 2 ;;
+    --torch-prefix=*) torch_prefix=${1#*=}; shift ;;
+    --no-apt) use_apt=0; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+say() { echo "[setup] $*"; }
+die() { echo "[setup] error: $*" >&2; exit 1; }
+
+# --- 1. Debian packages -------------------------------------------------------------------------
+apt_packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6 libgl-dev libglx-dev
+  libyaml-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
+  xvfb xauth python3-venv
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ $use_apt = 0 ]; then
+    die "missing Debian packages: ${missing[*]}. Install them with: sudo apt-get install ${missing[*]}"
+  fi
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  say "installing Debian packages: ${missing[*]}"
+  ${sudo:-} apt-get update -qq || die "apt-get update failed: check the network and /etc/apt/sources.list"
+  DEBIAN_FRONTEND=noninteractive ${sudo:-} apt-get install -y -q --no-install-recommends "${missing[@]}" \
+    || die "could not install ${missing[*]} with apt-get"
+fi
+
+# --- 2. Gloo headers ----------------------------------------------------------------------------
+# Note [Gloo headers]: torch's wheel builds Gloo into libtorch_cpu but does not ship its headers.
+# Debian sid's libgloo-dev (0.0~git20250912) has the v2 store API that torch 2.1x's GlooStore
+# overrides; bookworm's 2022 snapshot does not compile. We fetch only that one .deb through a
+# private apt configuration (the machine's own apt setup is untouched) and unpack it under .deps/.
+gloo_version="0.0~git20250912.d97133a-2"
+gloo_dir="$deps/gloo"
+if [ ! -f "$gloo_dir/usr/include/gloo/algorithm.h" ]; then
+  mkdir -p "$cache/apt-sid/lists/partial" "$cache/debs"
+  deb_glob=("$cache"/debs/libgloo-dev_*"${gloo_version#0.0~}"*_amd64.deb)
+  if [ ! -f "${deb_glob[0]}" ]; then
+    say "fetching libgloo-dev $gloo_version from Debian sid (headers only)"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main" \
+      > "$cache/apt-sid/sources.list"
+    aptopts=(-o "Dir::Etc::SourceList=$cache/apt-sid/sources.list" -o Dir::Etc::SourceParts=/dev/null
+             -o "Dir::State::Lists=$cache/apt-sid/lists" -o APT::Sandbox::User=root)
+    apt-get "${aptopts[@]}" update -qq \
+      || die "could not read Debian sid's package list. Provide the Gloo headers by hand: unpack libgloo-dev $gloo_version into $gloo_dir (dpkg -x FILE.deb $gloo_dir)"
+    (cd "$cache/debs" && apt-get "${aptopts[@]}" download "libgloo-dev=$gloo_version") \
+      || die "could not download libgloo-dev=$gloo_version from Debian sid; unpack it by hand into $gloo_dir"
+    deb_glob=("$cache"/debs/libgloo-dev_*"${gloo_version#0.0~}"*_amd64.deb)
+  fi
+  rm -rf "$gloo_dir" && mkdir -p "$gloo_dir"
+  dpkg -x "${deb_glob[0]}" "$gloo_dir"
+  [ -f "$gloo_dir/usr/include/gloo/algorithm.h" ] || die "libgloo-dev unpacked without gloo/algorithm.h"
+fi
+
+# --- 3. Python environment and torch ------------------------------------------------------------
+mkdir -p "$deps"
+# A --torch-prefix given once is remembered: later runs (from run.sh and test.sh) keep using it.
+if [ -z "$torch_prefix" ] && [ -f "$deps/torch-prefix" ] && ! grep -q "^$venv/" "$deps/torch-prefix"; then
+  torch_prefix=$(cat "$deps/torch-prefix")
+fi
+if [ -n "$torch_prefix" ]; then
+  [ -f "$torch_prefix/share/cmake/Torch/TorchConfig.cmake" ] \
+    || die "--torch-prefix $torch_prefix has no share/cmake/Torch/TorchConfig.cmake; pass the torch package folder"
+  echo "$torch_prefix" > "$deps/torch-prefix"
+  say "using torch from $torch_prefix"
+fi
+
+requirements="$root/scripts/requirements.txt"
+stamp="$venv/.shardscope-requirements"
+if [ -z "$torch_prefix" ] && { [ ! -f "$stamp" ] || ! cmp -s "$requirements" "$stamp"; }; then
+  py=${PYTHON:-python3}
+  command -v "$py" >/dev/null || die "no python3 found; install python3 (>= 3.10) or set PYTHON"
+  wheels="$cache/wheels"
+  mkdir -p "$wheels"
+  # Download only what the wheelhouse lacks: pip resolves against the local folder first.
+  if ! "$py" -m pip download -q --no-index --find-links "$wheels" -r "$requirements" -d "$wheels" >/dev/null 2>&1; then
+    say "downloading the pinned wheels (torch and its CUDA runtime libraries, about 3 GB) into $wheels"
+    "$py" -m pip download -q -r "$requirements" -d "$wheels" \
+      || die "could not download the pinned wheels from PyPI. Without network, reuse an installed torch: scripts/setup.sh --torch-prefix DIR"
+  fi
+  say "creating $venv"
+  rm -rf "$venv"
+  "$py" -m venv "$venv" || die "python3 -m venv failed; install python3-venv"
+  "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" -r "$requirements" \
+    || die "installing the wheels from $wheels failed"
+  cp "$requirements" "$stamp"
+fi
+if [ -z "$torch_prefix" ]; then
+  "$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' > "$deps/torch-prefix" \
+    || die "torch does not import in $venv"
+fi
+say "ready: torch $(cat "$deps/torch-prefix")"
