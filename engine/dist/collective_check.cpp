@@ -38,11 +38,12 @@ private:
 
     at::Tensor onDevice(const at::Tensor& t, at::ScalarType dtype) const { return t.to(opts(dtype)); }
 
-    // The fault injection of CollectiveCheckOptions::corruptRank: one off-by-one element.
+    // The fault injection of CollectiveCheckOptions::corruptRank: one element far too large, so
+    // that sums and maxima both show it.
     void maybeCorrupt(at::Tensor& input) const
     {
         if (m_comm.rank() == m_options.corruptRank)
-            input.narrow(0, 0, 1).add_(1);
+            input.narrow(0, 0, 1).add_(1000);
     }
 
     void expectEqual(const char* what, at::ScalarType dtype, const at::Tensor& actual, const at::Tensor& expectedCpu)

@@ -1,0 +1,186 @@
+// The launcher as a process supervisor, driven with tests/helpers/fake_rank (no torch needed):
+// torchrun's environment, failure propagation with the root-cause rank, stopping the other ranks
+// in time, escalation to SIGKILL, and launch errors reported as values.
+
+#include "app/launcher/launcher.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <map>
+
+using namespace shardscope;
+
+namespace {
+
+const std::string kFakeRank = SHARDSCOPE_BINARY_DIR "/tests/helpers/fake_rank";
+
+LaunchOptions fakeLaunch(int n, std::vector<std::string> args)
+{
+    LaunchOptions options;
+    options.workerPath = kFakeRank;
+    options.numProcesses = n;
+    options.workerArgs = std::move(args);
+    options.stopGrace = std::chrono::milliseconds(2000);
+    return options;
+}
+
+std::map<std::string, std::string> readEnvFile(const QString& path)
+{
+    std::map<std::string, std::string> values;
+    std::ifstream in(path.toStdString());
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto eq = line.find('=');
+        if (eq != std::string::npos)
+            values[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return values;
+}
+
+bool processGone(pid_t pid)
+{
+    return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+} // namespace
+
+class TestLauncher : public QObject {
+    Q_OBJECT
+private slots:
+    void allRanksSucceed()
+    {
+        auto outcome = runLaunch(fakeLaunch(3, {}));
+        QVERIFY2(outcome.ok(), outcome.ok() ? "" : outcome.error().message.c_str());
+        QCOMPARE(outcome->exitCode, 0);
+        QVERIFY(!outcome->rootCauseRank);
+        QCOMPARE(int(outcome->ranks.size()), 3);
+        for (const auto& r : outcome->ranks) {
+            QVERIFY(!r.failed());
+            QVERIFY(processGone(r.pid));
+        }
+        QVERIFY(outcome->failureSummary().empty());
+    }
+
+    void environmentIsTorchruns()
+    {
+        QTemporaryDir dir;
+        auto outcome = runLaunch(fakeLaunch(4, {"--out", dir.path().toStdString()}));
+        QVERIFY(outcome.ok());
+        QCOMPARE(outcome->exitCode, 0);
+        QVERIFY(outcome->masterPort > 0);
+        for (int rank = 0; rank < 4; ++rank) {
+            auto env = readEnvFile(dir.filePath(QStringLiteral("rank%1.env").arg(rank)));
+            QCOMPARE(env["RANK"], std::to_string(rank));
+            QCOMPARE(env["LOCAL_RANK"], std::to_string(rank));
+            QCOMPARE(env["WORLD_SIZE"], std::string("4"));
+            QCOMPARE(env["LOCAL_WORLD_SIZE"], std::string("4"));
+            QCOMPARE(env["GROUP_RANK"], std::string("0"));
+            QCOMPARE(env["MASTER_ADDR"], std::string("127.0.0.1"));
+            QCOMPARE(env["MASTER_PORT"], std::to_string(outcome->masterPort));
+            // Only rank 0 serves the TCPStore, on the socket the launcher bound for it.
+            QCOMPARE(env.count("SHARDSCOPE_MASTER_LISTEN_FD"), size_t(rank == 0 ? 1 : 0));
+            QCOMPARE(env["LISTEN_FD_OK"], std::string(rank == 0 ? "1" : ""));
+        }
+    }
+
+    void failingRankStopsTheOthers_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<int>("failingRank");
+        QTest::addColumn<int>("code");
+        QTest::newRow("2 ranks, rank 1 exits 7") << 2 << 1 << 7;
+        QTest::newRow("4 ranks, rank 0 exits 3") << 4 << 0 << 3;
+        QTest::newRow("4 ranks, rank 3 exits 42") << 4 << 3 << 42;
+    }
+    void failingRankStopsTheOthers()
+    {
+        QFETCH(int, ranks);
+        QFETCH(int, failingRank);
+        QFETCH(int, code);
+        const auto start = std::chrono::steady_clock::now();
+        auto outcome = runLaunch(fakeLaunch(ranks, {"--exit", std::to_string(failingRank) + ":" + std::to_string(code),
+                                                    "--hang"}));
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        QVERIFY(outcome.ok());
+        QCOMPARE(outcome->exitCode, code);
+        QVERIFY(outcome->rootCauseRank);
+        QCOMPARE(*outcome->rootCauseRank, failingRank);
+        for (const auto& r : outcome->ranks) {
+            QVERIFY(processGone(r.pid));
+            if (r.rank == failingRank)
+                continue;
+            QVERIFY(r.stoppedByLauncher);
+            QCOMPARE(r.signal, SIGTERM);
+        }
+        QVERIFY2(seconds < 5.0, qPrintable(QStringLiteral("took %1 s").arg(seconds)));
+        const std::string summary = outcome->failureSummary();
+        QVERIFY(summary.find("rank " + std::to_string(failingRank) + " failed first") != std::string::npos);
+        QVERIFY(summary.find("exited with code " + std::to_string(code)) != std::string::npos);
+    }
+
+    void killedRankIsNamedWithItsSignal()
+    {
+        auto outcome = runLaunch(fakeLaunch(3, {"--kill-self", "1:" + std::to_string(SIGKILL), "--hang"}));
+        QVERIFY(outcome.ok());
+        QCOMPARE(outcome->exitCode, 128 + SIGKILL);
+        QCOMPARE(*outcome->rootCauseRank, 1);
+        QVERIFY(outcome->failureSummary().find("killed by SIGKILL") != std::string::npos);
+    }
+
+    void ranksIgnoringSigtermAreKilled()
+    {
+        auto options = fakeLaunch(3, {"--exit", "0:5", "--hang", "--ignore-term"});
+        options.stopGrace = std::chrono::milliseconds(300);
+        const auto start = std::chrono::steady_clock::now();
+        auto outcome = runLaunch(options);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        QVERIFY(outcome.ok());
+        QCOMPARE(outcome->exitCode, 5);
+        QCOMPARE(outcome->ranks[1].signal, SIGKILL);
+        QCOMPARE(outcome->ranks[2].signal, SIGKILL);
+        QVERIFY(seconds < 3.0);
+        for (const auto& r : outcome->ranks)
+            QVERIFY(processGone(r.pid));
+    }
+
+    void missingWorkerIsAnError()
+    {
+        auto options = fakeLaunch(2, {});
+        options.workerPath = "/nonexistent/shardscope-worker";
+        auto outcome = runLaunch(options);
+        QVERIFY(!outcome.ok());
+        QVERIFY(outcome.error().message.find("/nonexistent/shardscope-worker") != std::string::npos);
+    }
+
+    void takenPortIsAnError()
+    {
+        auto taken = listenOn("127.0.0.1", 0);
+        QVERIFY(taken.ok());
+        auto options = fakeLaunch(2, {});
+        options.masterPort = taken->port;
+        auto outcome = runLaunch(options);
+        QVERIFY(!outcome.ok());
+        QVERIFY2(outcome.error().message.find("already in use") != std::string::npos, outcome.error().message.c_str());
+        QVERIFY(outcome.error().message.find(std::to_string(taken->port)) != std::string::npos);
+        ::close(taken->fd);
+    }
+
+    void badAddressIsAnError()
+    {
+        auto options = fakeLaunch(1, {});
+        options.masterAddr = "not-an-address";
+        auto outcome = runLaunch(options);
+        QVERIFY(!outcome.ok());
+        QVERIFY(outcome.error().message.find("main_process_ip") != std::string::npos);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestLauncher)
+#include "tst_launcher.moc"

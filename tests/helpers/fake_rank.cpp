@@ -1,0 +1,82 @@
+// fake_rank: a stand-in for shardscope-worker in the launcher's tests. It behaves as told on its
+// command line, per rank (read from RANK), so a test can make one rank fail, crash or hang.
+//
+//   --out DIR            write DIR/rank<R>.env (its torchrun variables, one NAME=VALUE a line,
+//                        plus LISTEN_FD_OK=1 when a listening socket was inherited) at start
+//   --exit R:CODE        rank R exits with CODE after --delay-ms
+//   --kill-self R:SIG    rank R sends itself SIG after --delay-ms
+//   --hang               every other rank sleeps until it is signalled
+//   --ignore-term        ranks that hang ignore SIGTERM (the launcher must escalate to SIGKILL)
+//   --delay-ms N         delay before the chosen rank acts (default 100)
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace {
+
+bool parsePair(const char* text, int& a, int& b)
+{
+    const char* colon = std::strchr(text, ':');
+    if (!colon)
+        return false;
+    a = std::atoi(text);
+    b = std::atoi(colon + 1);
+    return true;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    const char* rankText = std::getenv("RANK");
+    const int rank = rankText ? std::atoi(rankText) : -1;
+    std::string outDir;
+    int exitRank = -1, exitCode = 0, killRank = -1, killSignal = 0, delayMs = 100;
+    bool hang = false, ignoreTerm = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        const char* next = i + 1 < argc ? argv[i + 1] : "";
+        if (arg == "--out") { outDir = next; ++i; }
+        else if (arg == "--exit") { parsePair(next, exitRank, exitCode); ++i; }
+        else if (arg == "--kill-self") { parsePair(next, killRank, killSignal); ++i; }
+        else if (arg == "--delay-ms") { delayMs = std::atoi(next); ++i; }
+        else if (arg == "--hang") hang = true;
+        else if (arg == "--ignore-term") ignoreTerm = true;
+        else return 64;
+    }
+
+    if (!outDir.empty()) {
+        std::ofstream out(outDir + "/rank" + std::to_string(rank) + ".env");
+        for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                                 "MASTER_PORT", "SHARDSCOPE_MASTER_LISTEN_FD"}) {
+            if (const char* value = std::getenv(name))
+                out << name << "=" << value << "\n";
+        }
+        if (const char* fdText = std::getenv("SHARDSCOPE_MASTER_LISTEN_FD")) {
+            int listening = 0;
+            socklen_t len = sizeof listening;
+            if (getsockopt(std::atoi(fdText), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening)
+                out << "LISTEN_FD_OK=1\n";
+        }
+    }
+
+    if (rank == exitRank || rank == killRank) {
+        usleep(static_cast<useconds_t>(delayMs) * 1000);
+        if (rank == killRank)
+            raise(killSignal);
+        return exitCode;
+    }
+    if (hang) {
+        if (ignoreTerm)
+            signal(SIGTERM, SIG_IGN);
+        for (;;)
+            pause();
+    }
+    return 0;
+}
