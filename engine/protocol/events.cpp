@@ -1,0 +1,275 @@
+#include "engine/protocol/events.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+namespace shardscope::protocol {
+
+using nlohmann::json;
+
+namespace {
+
+template <class> inline constexpr bool kAlwaysFalse = false;
+
+const char* typeNameOf(const EventBody& body)
+{
+    static constexpr const char* kNames[] = {"hello", "step", "eval", "memory", "trace", "checkpoint", "log", "error", "done"};
+    static_assert(std::size(kNames) == std::variant_size_v<EventBody>);
+    return kNames[body.index()];
+}
+
+json memoryJson(const MemoryStats& m)
+{
+    return {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
+            {"activations_peak", m.activationsPeak}, {"allocated", m.allocated}, {"reserved", m.reserved},
+            {"peak_allocated", m.peakAllocated}, {"rss", m.rss}};
+}
+
+json bodyJson(const EventBody& body)
+{
+    return std::visit([](const auto& e) -> json {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, HelloEvent>) {
+            return {{"pid", e.pid}, {"host", e.host}, {"device", e.device}, {"torch", e.torch},
+                    {"world_size", e.worldSize}, {"local_rank", e.localRank}, {"machine_rank", e.machineRank}};
+        } else if constexpr (std::is_same_v<T, StepEvent>) {
+            json j = {{"step", e.step}, {"epoch", e.epoch}, {"loss", e.loss}, {"local_loss", e.localLoss},
+                      {"lr", e.lr}, {"grad_norm", e.gradNorm}, {"skipped", e.skipped}, {"tokens", e.tokens},
+                      {"samples", e.samples}, {"step_time", e.stepTime}, {"tokens_per_s", e.tokensPerS},
+                      {"mem", memoryJson(e.mem)},
+                      {"comm", {{"all_reduce", e.comm.allReduce}, {"all_gather", e.comm.allGather},
+                                {"reduce_scatter", e.comm.reduceScatter}, {"broadcast", e.comm.broadcast}}}};
+            if (e.lossScale)
+                j["loss_scale"] = *e.lossScale;
+            return j;
+        } else if constexpr (std::is_same_v<T, EvalEvent>) {
+            json j = {{"step", e.step}, {"loss", e.loss}};
+            for (const auto& [name, value] : e.metrics)
+                j[name] = value;
+            return j;
+        } else if constexpr (std::is_same_v<T, MemoryEvent>) {
+            return memoryJson(e.mem);
+        } else if constexpr (std::is_same_v<T, TraceEvent>) {
+            return {{"path", e.path}, {"source", e.source},
+                    {"summary", {{"compute", e.summary.compute}, {"comm", e.summary.comm},
+                                 {"memory", e.summary.memory}, {"idle", e.summary.idle},
+                                 {"overlap", e.summary.overlap}}}};
+        } else if constexpr (std::is_same_v<T, CheckpointEvent>) {
+            return {{"step", e.step}, {"path", e.path}, {"kind", e.kind}, {"bytes", e.bytes}};
+        } else if constexpr (std::is_same_v<T, LogEvent>) {
+            return {{"level", e.level}, {"message", e.message}};
+        } else if constexpr (std::is_same_v<T, ErrorEvent>) {
+            return {{"kind", e.kind}, {"message", e.message}};
+        } else if constexpr (std::is_same_v<T, DoneEvent>) {
+            return {{"status", e.status}, {"steps", e.steps}, {"wall", e.wall}};
+        } else {
+            static_assert(kAlwaysFalse<T>, "every event type needs an encoder");
+        }
+    }, body);
+}
+
+// Reads fields of one JSON object, remembering the first problem (its key path and what was
+// expected) instead of throwing, so a bad line becomes one clear message.
+class FieldReader {
+public:
+    FieldReader(const json& object, std::string path, std::string* error)
+        : m_object(object), m_path(std::move(path)), m_error(error)
+    {
+    }
+
+    template <typename T>
+    void read(const char* key, T& out, bool required = false)
+    {
+        if (!m_error->empty())
+            return;
+        auto it = m_object.find(key);
+        if (it == m_object.end() || it->is_null()) {
+            if (required)
+                *m_error = "missing field '" + m_path + key + "'";
+            return;
+        }
+        if (!matches<T>(*it)) {
+            *m_error = "field '" + m_path + key + "' should be " + expected<T>() + ", not " + it->type_name();
+            return;
+        }
+        out = it->template get<T>();
+    }
+
+    FieldReader child(const char* key)
+    {
+        static const json kEmpty = json::object();
+        auto it = m_object.find(key);
+        if (it != m_object.end() && !it->is_object() && m_error->empty())
+            *m_error = "field '" + m_path + key + "' should be an object, not " + it->type_name();
+        const json& sub = (it != m_object.end() && it->is_object()) ? *it : kEmpty;
+        return FieldReader(sub, m_path + key + ".", m_error);
+    }
+
+    const json& object() const { return m_object; }
+
+private:
+    template <typename T> static bool matches(const json& j)
+    {
+        if constexpr (std::is_same_v<T, bool>) return j.is_boolean();
+        else if constexpr (std::is_integral_v<T>) return j.is_number_integer();
+        else if constexpr (std::is_floating_point_v<T>) return j.is_number();
+        else if constexpr (std::is_same_v<T, std::string>) return j.is_string();
+        else return false;
+    }
+    template <typename T> static std::string expected()
+    {
+        if constexpr (std::is_same_v<T, bool>) return "a boolean";
+        else if constexpr (std::is_integral_v<T>) return "an integer";
+        else if constexpr (std::is_floating_point_v<T>) return "a number";
+        else return "a string";
+    }
+
+    const json& m_object;
+    std::string m_path;
+    std::string* m_error;
+};
+
+void readMemory(FieldReader r, MemoryStats& m)
+{
+    r.read("params", m.params);
+    r.read("grads", m.grads);
+    r.read("optimizer", m.optimizer);
+    r.read("activations_peak", m.activationsPeak);
+    r.read("allocated", m.allocated);
+    r.read("reserved", m.reserved);
+    r.read("peak_allocated", m.peakAllocated);
+    r.read("rss", m.rss);
+}
+
+} // namespace
+
+std::string_view Event::typeName() const
+{
+    return typeNameOf(body);
+}
+
+std::string encodeEvent(const Event& event)
+{
+    json j = bodyJson(event.body);
+    j["v"] = event.version;
+    j["type"] = typeNameOf(event.body);
+    j["rank"] = event.rank;
+    j["time"] = event.time;
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<Event> decodeEvent(std::string_view line)
+{
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded())
+        return makeError("not valid JSON (a truncated or garbled event line)");
+    if (!j.is_object())
+        return makeError(std::string("an event must be a JSON object, not ") + j.type_name());
+
+    std::string error;
+    FieldReader r(j, "", &error);
+    Event event;
+    std::string type;
+    r.read("v", event.version, true);
+    r.read("type", type, true);
+    r.read("rank", event.rank, true);
+    r.read("time", event.time, true);
+    if (!error.empty())
+        return makeError(error);
+    if (event.version > kProtocolVersion)
+        return makeError("event schema version " + std::to_string(event.version) + " is newer than this build's "
+                         + std::to_string(kProtocolVersion) + "; update shardscope");
+
+    if (type == "hello") {
+        HelloEvent e;
+        r.read("pid", e.pid, true);
+        r.read("host", e.host);
+        r.read("device", e.device, true);
+        r.read("torch", e.torch);
+        r.read("world_size", e.worldSize, true);
+        r.read("local_rank", e.localRank);
+        r.read("machine_rank", e.machineRank);
+        event.body = e;
+    } else if (type == "step") {
+        StepEvent e;
+        r.read("step", e.step, true);
+        r.read("epoch", e.epoch);
+        r.read("loss", e.loss, true);
+        r.read("local_loss", e.localLoss);
+        r.read("lr", e.lr);
+        r.read("grad_norm", e.gradNorm);
+        double scale = 0;
+        if (j.contains("loss_scale") && !j["loss_scale"].is_null()) {
+            r.read("loss_scale", scale);
+            e.lossScale = scale;
+        }
+        r.read("skipped", e.skipped);
+        r.read("tokens", e.tokens);
+        r.read("samples", e.samples);
+        r.read("step_time", e.stepTime);
+        r.read("tokens_per_s", e.tokensPerS);
+        readMemory(r.child("mem"), e.mem);
+        auto comm = r.child("comm");
+        comm.read("all_reduce", e.comm.allReduce);
+        comm.read("all_gather", e.comm.allGather);
+        comm.read("reduce_scatter", e.comm.reduceScatter);
+        comm.read("broadcast", e.comm.broadcast);
+        event.body = e;
+    } else if (type == "eval") {
+        EvalEvent e;
+        r.read("step", e.step, true);
+        r.read("loss", e.loss, true);
+        for (const auto& [key, value] : j.items()) {
+            static const std::set<std::string> kReserved = {"v", "type", "rank", "time", "step", "loss"};
+            if (!kReserved.count(key) && value.is_number())
+                e.metrics[key] = value.get<double>();
+        }
+        event.body = e;
+    } else if (type == "memory") {
+        MemoryEvent e;
+        readMemory(r, e.mem);
+        event.body = e;
+    } else if (type == "trace") {
+        TraceEvent e;
+        r.read("path", e.path, true);
+        r.read("source", e.source, true);
+        auto s = r.child("summary");
+        s.read("compute", e.summary.compute);
+        s.read("comm", e.summary.comm);
+        s.read("memory", e.summary.memory);
+        s.read("idle", e.summary.idle);
+        s.read("overlap", e.summary.overlap);
+        event.body = e;
+    } else if (type == "checkpoint") {
+        CheckpointEvent e;
+        r.read("step", e.step, true);
+        r.read("path", e.path, true);
+        r.read("kind", e.kind, true);
+        r.read("bytes", e.bytes);
+        event.body = e;
+    } else if (type == "log") {
+        LogEvent e;
+        r.read("level", e.level, true);
+        r.read("message", e.message, true);
+        event.body = e;
+    } else if (type == "error") {
+        ErrorEvent e;
+        r.read("kind", e.kind, true);
+        r.read("message", e.message, true);
+        event.body = e;
+    } else if (type == "done") {
+        DoneEvent e;
+        r.read("status", e.status, true);
+        r.read("steps", e.steps);
+        r.read("wall", e.wall);
+        event.body = e;
+    } else {
+        return makeError("unknown event type '" + type + "'");
+    }
+    if (!error.empty())
+        return makeError(type + " event: " + error);
+    return event;
+}
+
+} // namespace shardscope::protocol

@@ -1,0 +1,133 @@
+#pragma once
+
+// The event protocol between a rank and its launcher: one JSON object per line, each with `v`
+// (schema version), `type`, `rank` and `time`. Shared by the worker (encoder), the launcher
+// (decoder), storage and the GUI, like Tracy's single protocol header. Fields and units are those
+// of ../shared/DESIGN.md, "Event fields".
+
+#include "engine/common/result.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace shardscope::protocol {
+
+// Bumped when a field changes meaning or disappears; new optional fields keep the version.
+inline constexpr int kProtocolVersion = 1;
+
+struct HelloEvent {
+    std::int64_t pid = 0;
+    std::string host;
+    std::string device; // "cpu", "cuda:N"
+    std::string torch;  // torch version the worker was built against
+    int worldSize = 1;
+    int localRank = 0;
+    int machineRank = 0;
+};
+
+struct MemoryStats { // bytes
+    std::int64_t params = 0;
+    std::int64_t grads = 0;
+    std::int64_t optimizer = 0;
+    std::int64_t activationsPeak = 0;
+    std::int64_t allocated = 0;
+    std::int64_t reserved = 0;
+    std::int64_t peakAllocated = 0;
+    std::int64_t rss = 0;
+};
+
+struct CommStats { // bytes moved by this rank in this step
+    std::int64_t allReduce = 0;
+    std::int64_t allGather = 0;
+    std::int64_t reduceScatter = 0;
+    std::int64_t broadcast = 0;
+};
+
+struct StepEvent {
+    std::int64_t step = 0; // optimizer steps done
+    std::int64_t epoch = 0;
+    double loss = 0;       // global mean over ranks (equal on every rank)
+    double localLoss = 0;  // this rank's own
+    double lr = 0;
+    double gradNorm = 0;   // before clipping
+    std::optional<double> lossScale; // fp16 only
+    bool skipped = false;
+    std::int64_t tokens = 0;  // this rank, this step
+    std::int64_t samples = 0; // this rank, this step
+    double stepTime = 0;      // seconds
+    double tokensPerS = 0;    // all ranks
+    MemoryStats mem;
+    CommStats comm;
+};
+
+struct EvalEvent {
+    std::int64_t step = 0;
+    double loss = 0;
+    std::map<std::string, double> metrics;
+};
+
+struct MemoryEvent {
+    MemoryStats mem;
+};
+
+struct TraceSummary { // seconds, overlap in [0, 1]
+    double compute = 0;
+    double comm = 0;
+    double memory = 0;
+    double idle = 0;
+    double overlap = 0;
+};
+
+struct TraceEvent {
+    std::string path;
+    std::string source; // "cupti" or "host"
+    TraceSummary summary;
+};
+
+struct CheckpointEvent {
+    std::int64_t step = 0;
+    std::string path;
+    std::string kind; // "state" or "model"
+    std::int64_t bytes = 0;
+};
+
+struct LogEvent {
+    std::string level; // "debug", "info", "warning", "error"
+    std::string message;
+};
+
+struct ErrorEvent {
+    std::string kind;
+    std::string message;
+};
+
+struct DoneEvent {
+    std::string status; // "completed", "failed", "cancelled"
+    std::int64_t steps = 0;
+    double wall = 0; // seconds
+};
+
+using EventBody = std::variant<HelloEvent, StepEvent, EvalEvent, MemoryEvent, TraceEvent, CheckpointEvent, LogEvent,
+                               ErrorEvent, DoneEvent>;
+
+struct Event {
+    int version = kProtocolVersion;
+    int rank = 0;
+    double time = 0; // seconds since the Unix epoch
+    EventBody body;
+
+    std::string_view typeName() const;
+};
+
+// One line of JSON, without the trailing newline.
+std::string encodeEvent(const Event& event);
+
+// Parses one line. A malformed line, a missing field, a wrong type or an unknown event type is an
+// error that says which, so the launcher can report the line and skip it.
+Result<Event> decodeEvent(std::string_view line);
+
+} // namespace shardscope::protocol

@@ -1,0 +1,160 @@
+// The event protocol: every event type survives encode → decode with every field, and every bad
+// line (garbled, truncated, wrong types, unknown type, future version) is an error that says why.
+
+#include "engine/protocol/events.h"
+
+#include <QtTest>
+
+#include <random>
+
+using namespace shardscope::protocol;
+
+namespace {
+
+Event roundTrip(const Event& event)
+{
+    const std::string line = encodeEvent(event);
+    if (line.find('\n') != std::string::npos)
+        qFatal("encoded event spans lines");
+    auto decoded = decodeEvent(line);
+    if (!decoded)
+        qFatal("decode failed: %s", decoded.error().message.c_str());
+    return *decoded;
+}
+
+} // namespace
+
+class TestEvents : public QObject {
+    Q_OBJECT
+private slots:
+    void stepRoundTrip()
+    {
+        StepEvent step;
+        step.step = 12;
+        step.epoch = 1;
+        step.loss = 2.5;
+        step.localLoss = 2.25;
+        step.lr = 3e-4;
+        step.gradNorm = 0.75;
+        step.lossScale = 32768.0;
+        step.skipped = true;
+        step.tokens = 4096;
+        step.samples = 16;
+        step.stepTime = 0.125;
+        step.tokensPerS = 65536;
+        step.mem.params = 1000;
+        step.mem.grads = 2000;
+        step.mem.optimizer = 8000;
+        step.mem.rss = 1 << 30;
+        step.comm.allReduce = 4000;
+        Event event{kProtocolVersion, 3, 1700000000.5, step};
+        const Event back = roundTrip(event);
+        QCOMPARE(back.rank, 3);
+        QCOMPARE(back.time, 1700000000.5);
+        QCOMPARE(back.typeName(), std::string_view("step"));
+        const auto& s = std::get<StepEvent>(back.body);
+        QCOMPARE(s.step, 12);
+        QCOMPARE(s.loss, 2.5);
+        QCOMPARE(s.localLoss, 2.25);
+        QCOMPARE(s.lr, 3e-4);
+        QCOMPARE(s.gradNorm, 0.75);
+        QVERIFY(s.lossScale);
+        QCOMPARE(*s.lossScale, 32768.0);
+        QVERIFY(s.skipped);
+        QCOMPARE(s.tokens, 4096);
+        QCOMPARE(s.samples, 16);
+        QCOMPARE(s.stepTime, 0.125);
+        QCOMPARE(s.tokensPerS, 65536.0);
+        QCOMPARE(s.mem.params, 1000);
+        QCOMPARE(s.mem.optimizer, 8000);
+        QCOMPARE(s.mem.rss, std::int64_t(1) << 30);
+        QCOMPARE(s.comm.allReduce, 4000);
+    }
+
+    void lossScaleIsOptional()
+    {
+        Event event{kProtocolVersion, 0, 1.0, StepEvent{}};
+        const std::string line = encodeEvent(event);
+        QVERIFY(line.find("loss_scale") == std::string::npos);
+        QVERIFY(!std::get<StepEvent>(roundTrip(event).body).lossScale);
+    }
+
+    void otherTypesRoundTrip()
+    {
+        QCOMPARE(std::get<HelloEvent>(roundTrip({1, 0, 1.0, HelloEvent{42, "host", "cuda:1", "2.14.1", 4, 1, 0}}).body).device,
+                 std::string("cuda:1"));
+        EvalEvent eval{7, 1.5, {{"accuracy", 0.5}}};
+        QCOMPARE(std::get<EvalEvent>(roundTrip({1, 0, 1.0, eval}).body).metrics.at("accuracy"), 0.5);
+        QCOMPARE(std::get<TraceEvent>(roundTrip({1, 0, 1.0, TraceEvent{"t.json", "host", {1, 2, 0, 0.5, 0.25}}}).body).summary.overlap,
+                 0.25);
+        QCOMPARE(std::get<CheckpointEvent>(roundTrip({1, 0, 1.0, CheckpointEvent{5, "c", "state", 99}}).body).bytes, 99);
+        QCOMPARE(std::get<LogEvent>(roundTrip({1, 0, 1.0, LogEvent{"info", "a \"quoted\"\nline"}}).body).message,
+                 std::string("a \"quoted\"\nline"));
+        QCOMPARE(std::get<ErrorEvent>(roundTrip({1, 0, 1.0, ErrorEvent{"nonfinite", "loss is nan"}}).body).kind,
+                 std::string("nonfinite"));
+        QCOMPARE(std::get<DoneEvent>(roundTrip({1, 0, 1.0, DoneEvent{"completed", 100, 61.5}}).body).steps, 100);
+        QCOMPARE(std::get<MemoryEvent>(roundTrip({1, 0, 1.0, MemoryEvent{{1, 2, 3, 4, 5, 6, 7, 8}}}).body).mem.rss, 8);
+    }
+
+    void badLines_data()
+    {
+        QTest::addColumn<QString>("line");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("truncated") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"ti" << "not valid JSON";
+        QTest::newRow("empty") << "" << "not valid JSON";
+        QTest::newRow("array") << "[1,2]" << "must be a JSON object";
+        QTest::newRow("no type") << "{\"v\":1,\"rank\":0,\"time\":1}" << "missing field 'type'";
+        QTest::newRow("unknown type") << "{\"v\":1,\"type\":\"bogus\",\"rank\":0,\"time\":1}" << "unknown event type 'bogus'";
+        QTest::newRow("future version") << "{\"v\":99,\"type\":\"log\",\"rank\":0,\"time\":1,\"level\":\"info\",\"message\":\"x\"}"
+                                        << "newer than this build";
+        QTest::newRow("loss is a string") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1,\"loss\":\"high\"}"
+                                          << "field 'loss' should be a number, not string";
+        QTest::newRow("nested wrong type") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1,\"loss\":1,\"mem\":{\"rss\":\"x\"}}"
+                                           << "field 'mem.rss' should be an integer";
+        QTest::newRow("step without loss") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1}"
+                                           << "step event: missing field 'loss'";
+    }
+    void badLines()
+    {
+        QFETCH(QString, line);
+        QFETCH(QString, expected);
+        auto decoded = decodeEvent(line.toStdString());
+        QVERIFY(!decoded.ok());
+        QVERIFY2(decoded.error().message.find(expected.toStdString()) != std::string::npos,
+                 decoded.error().message.c_str());
+    }
+
+    // Seeded mutations of valid lines (truncation, byte flips, insertions): the decoder never
+    // crashes, and every rejection carries a message.
+    void mutatedLinesNeverCrash()
+    {
+        StepEvent step;
+        step.lossScale = 2.0;
+        const std::vector<std::string> seeds = {
+            encodeEvent({1, 1, 2.0, step}), encodeEvent({1, 0, 1.0, HelloEvent{1, "h", "cpu", "2", 2, 0, 0}}),
+            encodeEvent({1, 0, 1.0, EvalEvent{1, 2, {{"acc", 1}}}}), encodeEvent({1, 0, 1.0, DoneEvent{"failed", 1, 2}})};
+        std::mt19937 rng(1234);
+        int rejected = 0;
+        for (int i = 0; i < 20000; ++i) {
+            std::string line = seeds[rng() % seeds.size()];
+            const int edits = 1 + int(rng() % 4);
+            for (int e = 0; e < edits && !line.empty(); ++e) {
+                const size_t pos = rng() % line.size();
+                switch (rng() % 3) {
+                case 0: line.resize(pos); break;
+                case 1: line[pos] = char(rng() % 256); break;
+                default: line.insert(pos, 1, "{}[]\",:0e-"[rng() % 10]); break;
+                }
+            }
+            auto decoded = decodeEvent(line);
+            if (!decoded) {
+                ++rejected;
+                QVERIFY(!decoded.error().message.empty());
+            }
+        }
+        QVERIFY(rejected > 10000);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestEvents)
+#include "tst_events.moc"
