@@ -4,7 +4,10 @@
 // 4 a run-ending error inside the rank (rendezvous, backend, torch).
 
 #include "engine/common/dist_env.h"
+#include "engine/config/recipe.h"
 #include "engine/dist/collective_check.h"
+#include "engine/train/event_sink.h"
+#include "engine/train/runner.h"
 
 #include <CLI/CLI.hpp>
 
@@ -61,6 +64,51 @@ int checkCollectives(const CheckCollectivesArgs& args)
     return kOk;
 }
 
+struct TrainArgs {
+    std::string recipe;
+    std::string backend = "gloo";
+    std::int64_t maxSteps = 0;
+    int threads = 0;
+    std::string dumpParams;
+    std::string dumpInitial;
+};
+
+int train(const TrainArgs& args)
+{
+    using namespace shardscope;
+    auto env = DistEnv::fromEnvironment();
+    if (!env) {
+        std::cerr << "shardscope-worker: " << env.error().message << "\n";
+        return kUsage;
+    }
+    auto recipe = config::loadRecipe(args.recipe);
+    if (!recipe) {
+        std::cerr << "shardscope-worker: " << recipe.error().message << "\n";
+        return kUsage;
+    }
+    auto backend = dist::parseBackendName(args.backend);
+    if (!backend) {
+        std::cerr << "shardscope-worker: unknown backend '" << args.backend << "' (use gloo or nccl)\n";
+        return kUsage;
+    }
+    train::RunOptions options;
+    options.recipe = *recipe;
+    if (args.maxSteps > 0)
+        options.recipe.maxSteps = args.maxSteps;
+    options.backend = *backend;
+    options.threads = args.threads;
+    options.dumpParamsPath = args.dumpParams;
+    options.dumpInitialPath = args.dumpInitial;
+    train::EventSink events(env->rank);
+    try {
+        train::runTraining(*env, options, events);
+    } catch (const std::exception& e) {
+        events.emit(protocol::ErrorEvent{"exception", e.what()});
+        throw;
+    }
+    return kOk;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -79,6 +127,15 @@ int main(int argc, char** argv)
     checkCmd->add_option("--fail-rank", check.failRank, "Fault injection: this rank exits at once with --fail-code");
     checkCmd->add_option("--fail-code", check.failCode, "Exit code for --fail-rank")->capture_default_str();
 
+    TrainArgs trainArgs;
+    auto* trainCmd = app.add_subcommand("train", "Train the recipe on this rank, emitting events");
+    trainCmd->add_option("--recipe", trainArgs.recipe, "Recipe YAML file")->required();
+    trainCmd->add_option("--backend", trainArgs.backend, "c10d backend: gloo (CPU) or nccl (CUDA)")->capture_default_str();
+    trainCmd->add_option("--max_steps", trainArgs.maxSteps, "Override the recipe's training.max_steps");
+    trainCmd->add_option("--threads", trainArgs.threads, "Intra-op threads (default: cores / local ranks)");
+    trainCmd->add_option("--dump-params", trainArgs.dumpParams, "Rank 0 writes the final parameters here (safetensors)");
+    trainCmd->add_option("--dump-initial", trainArgs.dumpInitial, "Rank 0 writes the initial parameters here (safetensors)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -88,6 +145,8 @@ int main(int argc, char** argv)
     try {
         if (checkCmd->parsed())
             return checkCollectives(check);
+        if (trainCmd->parsed())
+            return train(trainArgs);
     } catch (const std::exception& e) {
         // Note [Run-ending errors]: exceptions end a rank; they are caught here once, reported,
         // and turned into a distinct exit code the launcher propagates.

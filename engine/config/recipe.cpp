@@ -1,0 +1,323 @@
+#include "engine/config/recipe.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <vector>
+
+namespace shardscope::config {
+
+namespace {
+
+std::size_t editDistance(const std::string& a, const std::string& b)
+{
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j)
+        row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+// Reads one mapping of the recipe: each known key has a setter that converts and checks its value;
+// the first problem becomes the error, with file:line:column and the key path.
+class SectionReader {
+public:
+    using Setter = std::function<std::string(const YAML::Node&)>; // returns "" or what is wrong
+
+    SectionReader(std::string source, std::string path) : m_source(std::move(source)), m_path(std::move(path)) {}
+
+    void add(const std::string& key, Setter setter) { m_setters.emplace(key, std::move(setter)); }
+
+    Result<void> apply(const YAML::Node& node) const
+    {
+        if (!node.IsMap())
+            return error(node, "'" + (m_path.empty() ? std::string("the recipe") : m_path)
+                                   + "' should be a mapping of keys to values");
+        for (const auto& entry : node) {
+            const std::string key = entry.first.as<std::string>();
+            auto it = m_setters.find(key);
+            if (it == m_setters.end())
+                return error(entry.first, "unknown key '" + qualified(key) + "'" + suggestion(key));
+            if (std::string problem = it->second(entry.second); !problem.empty())
+                return error(entry.second, "'" + qualified(key) + "' " + problem);
+        }
+        return {};
+    }
+
+    std::string qualified(const std::string& key) const { return m_path.empty() ? key : m_path + "." + key; }
+
+private:
+    Error error(const YAML::Node& node, const std::string& what) const
+    {
+        const auto mark = node.Mark();
+        std::ostringstream out;
+        out << m_source;
+        if (!mark.is_null())
+            out << ":" << mark.line + 1 << ":" << mark.column + 1;
+        out << ": " << what;
+        return makeError(out.str());
+    }
+
+    std::string suggestion(const std::string& key) const
+    {
+        std::string best;
+        std::size_t bestDistance = 4; // farther than 3 edits is no suggestion
+        for (const auto& [known, setter] : m_setters) {
+            const std::size_t d = editDistance(key, known);
+            if (d < bestDistance) {
+                bestDistance = d;
+                best = known;
+            }
+        }
+        std::string known;
+        for (const auto& [name, setter] : m_setters)
+            known += (known.empty() ? "" : ", ") + name;
+        return best.empty() ? " (known keys: " + known + ")" : "; did you mean '" + best + "'?";
+    }
+
+    std::string m_source;
+    std::string m_path;
+    std::map<std::string, Setter> m_setters;
+};
+
+template <typename T>
+std::string convert(const YAML::Node& node, T& out, const char* expected)
+{
+    if (!node.IsScalar())
+        return std::string("should be ") + expected;
+    try {
+        out = node.as<T>();
+    } catch (const YAML::Exception&) {
+        return std::string("should be ") + expected + ", not '" + node.Scalar() + "'";
+    }
+    return {};
+}
+
+SectionReader::Setter integer(std::int64_t& out, std::int64_t minimum)
+{
+    return [&out, minimum](const YAML::Node& node) -> std::string {
+        if (auto problem = convert(node, out, "an integer"); !problem.empty())
+            return problem;
+        if (out < minimum)
+            return "is " + std::to_string(out) + "; it must be at least " + std::to_string(minimum);
+        return {};
+    };
+}
+
+SectionReader::Setter number(double& out, double minimum, double maximum)
+{
+    return [&out, minimum, maximum](const YAML::Node& node) -> std::string {
+        if (auto problem = convert(node, out, "a number"); !problem.empty())
+            return problem;
+        if (!(out >= minimum && out <= maximum)) {
+            std::ostringstream text;
+            text << "is " << node.Scalar() << "; it must be between " << minimum << " and " << maximum;
+            return text.str();
+        }
+        return {};
+    };
+}
+
+SectionReader::Setter boolean(bool& out)
+{
+    return [&out](const YAML::Node& node) { return convert(node, out, "true or false"); };
+}
+
+SectionReader::Setter text(std::string& out)
+{
+    return [&out](const YAML::Node& node) { return convert(node, out, "a string"); };
+}
+
+SectionReader::Setter choice(std::string& out, std::vector<std::string> allowed)
+{
+    return [&out, allowed = std::move(allowed)](const YAML::Node& node) -> std::string {
+        if (auto problem = convert(node, out, "a string"); !problem.empty())
+            return problem;
+        if (std::find(allowed.begin(), allowed.end(), out) != allowed.end())
+            return {};
+        std::string list;
+        for (const auto& a : allowed)
+            list += (list.empty() ? "" : ", ") + a;
+        return "is '" + out + "'; choose one of: " + list;
+    };
+}
+
+} // namespace
+
+Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& source)
+{
+    YAML::Node root;
+    try {
+        root = YAML::Load(yamlText);
+    } catch (const YAML::ParserException& e) {
+        return makeError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1)
+                         + ": not valid YAML: " + e.msg);
+    }
+    Recipe r;
+    if (root.IsNull())
+        return r;
+
+    const double big = 1e300;
+    SectionReader model(source, "model");
+    model.add("type", choice(r.model.type, {"gpt", "mlp"}));
+    model.add("vocab_size", integer(r.model.vocabSize, 2));
+    model.add("n_layer", integer(r.model.nLayer, 1));
+    model.add("n_embd", integer(r.model.nEmbd, 1));
+    model.add("n_head", integer(r.model.nHead, 1));
+    model.add("block_size", integer(r.model.blockSize, 1));
+    model.add("input_dim", integer(r.model.inputDim, 1));
+    model.add("hidden_dim", integer(r.model.hiddenDim, 1));
+    model.add("depth", integer(r.model.depth, 0));
+    model.add("output_dim", integer(r.model.outputDim, 1));
+
+    SectionReader data(source, "data");
+    data.add("type", choice(r.data.type, {"text", "synthetic_regression"}));
+    data.add("path", text(r.data.path));
+    data.add("num_samples", integer(r.data.numSamples, 1));
+    data.add("noise", number(r.data.noise, 0, big));
+    data.add("shuffle", boolean(r.data.shuffle));
+    data.add("drop_last", boolean(r.data.dropLast));
+    data.add("even_batches", boolean(r.data.evenBatches));
+    data.add("eval_fraction", number(r.data.evalFraction, 0, 0.9));
+
+    SectionReader optimizer(source, "optimizer");
+    optimizer.add("type", choice(r.optimizer.type, {"adamw", "sgd"}));
+    optimizer.add("lr", number(r.optimizer.lr, 0, big));
+    optimizer.add("weight_decay", number(r.optimizer.weightDecay, 0, big));
+    optimizer.add("beta1", number(r.optimizer.beta1, 0, 1));
+    optimizer.add("beta2", number(r.optimizer.beta2, 0, 1));
+    optimizer.add("eps", number(r.optimizer.eps, 0, big));
+    optimizer.add("momentum", number(r.optimizer.momentum, 0, 1));
+
+    SectionReader schedule(source, "schedule");
+    schedule.add("type", choice(r.schedule.type, {"constant", "linear", "cosine"}));
+    schedule.add("warmup_steps", integer(r.schedule.warmupSteps, 0));
+
+    SectionReader ddp(source, "ddp");
+    ddp.add("bucket_cap_mb", number(r.ddp.bucketCapMb, 1e-6, big));
+    ddp.add("first_bucket_cap_mb", number(r.ddp.firstBucketCapMb, 1e-6, big));
+    ddp.add("overlap", boolean(r.ddp.overlap));
+
+    SectionReader training(source, "training");
+    training.add("per_device_batch_size", integer(r.perDeviceBatchSize, 1));
+    training.add("gradient_accumulation_steps", integer(r.gradientAccumulationSteps, 1));
+    training.add("max_steps", integer(r.maxSteps, 1));
+    training.add("max_grad_norm", number(r.maxGradNorm, 0, big));
+    training.add("log_every", integer(r.logEvery, 1));
+    training.add("eval_every", integer(r.evalEvery, 0));
+    training.add("checkpoint_every", integer(r.checkpointEvery, 0));
+
+    SectionReader profile(source, "profile");
+    profile.add("start_step", integer(r.profileStartStep, 0));
+    profile.add("steps", integer(r.profileSteps, 1));
+
+    auto nested = [](const SectionReader& section) {
+        return [&section](const YAML::Node& node) -> std::string {
+            auto applied = section.apply(node);
+            return applied ? std::string() : "\x01" + applied.error().message;
+        };
+    };
+    SectionReader top(source, "");
+    top.add("name", text(r.name));
+    top.add("seed", [&r](const YAML::Node& node) { return convert(node, r.seed, "a non-negative integer"); });
+    top.add("model", nested(model));
+    top.add("data", nested(data));
+    top.add("optimizer", nested(optimizer));
+    top.add("schedule", nested(schedule));
+    top.add("ddp", nested(ddp));
+    top.add("training", nested(training));
+    top.add("profile", nested(profile));
+
+    if (auto applied = top.apply(root); !applied) {
+        // A nested section's message is already complete; drop the outer key's prefix.
+        const std::string& message = applied.error().message;
+        const auto marker = message.find('\x01');
+        return makeError(marker == std::string::npos ? message : message.substr(marker + 1));
+    }
+
+    if (r.model.type == "gpt") {
+        if (r.model.nEmbd % r.model.nHead != 0)
+            return makeError(source + ": 'model.n_embd' (" + std::to_string(r.model.nEmbd)
+                             + ") must be divisible by 'model.n_head' (" + std::to_string(r.model.nHead) + ")");
+        if (r.data.type != "text")
+            return makeError(source + ": the gpt model trains on data.type 'text'; set data.type: text or model.type: mlp");
+    } else if (r.data.type != "synthetic_regression") {
+        return makeError(source + ": the mlp model trains on data.type 'synthetic_regression'; set data.type: "
+                                  "synthetic_regression or model.type: gpt");
+    }
+    if (r.schedule.warmupSteps > r.maxSteps)
+        return makeError(source + ": 'schedule.warmup_steps' (" + std::to_string(r.schedule.warmupSteps)
+                         + ") exceeds 'training.max_steps' (" + std::to_string(r.maxSteps) + ")");
+    return r;
+}
+
+Result<Recipe> loadRecipe(const std::string& path)
+{
+    std::ifstream in(path);
+    if (!in)
+        return makeError(path + ": cannot open the recipe file");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return parseRecipe(buffer.str(), path);
+}
+
+std::string recipeToYaml(const Recipe& r)
+{
+    YAML::Emitter out;
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << r.name;
+    out << YAML::Key << "seed" << YAML::Value << r.seed;
+    out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "type" << YAML::Value << r.model.type;
+    if (r.model.type == "gpt") {
+        out << YAML::Key << "vocab_size" << YAML::Value << r.model.vocabSize << YAML::Key << "n_layer" << YAML::Value
+            << r.model.nLayer << YAML::Key << "n_embd" << YAML::Value << r.model.nEmbd << YAML::Key << "n_head"
+            << YAML::Value << r.model.nHead << YAML::Key << "block_size" << YAML::Value << r.model.blockSize;
+    } else {
+        out << YAML::Key << "input_dim" << YAML::Value << r.model.inputDim << YAML::Key << "hidden_dim" << YAML::Value
+            << r.model.hiddenDim << YAML::Key << "depth" << YAML::Value << r.model.depth << YAML::Key << "output_dim"
+            << YAML::Value << r.model.outputDim;
+    }
+    out << YAML::EndMap;
+    out << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.data.type
+        << YAML::Key << "path" << YAML::Value << r.data.path << YAML::Key << "num_samples" << YAML::Value
+        << r.data.numSamples << YAML::Key << "noise" << YAML::Value << r.data.noise << YAML::Key << "shuffle"
+        << YAML::Value << r.data.shuffle << YAML::Key << "drop_last" << YAML::Value << r.data.dropLast << YAML::Key
+        << "even_batches" << YAML::Value << r.data.evenBatches << YAML::Key << "eval_fraction" << YAML::Value
+        << r.data.evalFraction << YAML::EndMap;
+    out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value
+        << r.optimizer.type << YAML::Key << "lr" << YAML::Value << r.optimizer.lr << YAML::Key << "weight_decay"
+        << YAML::Value << r.optimizer.weightDecay << YAML::Key << "beta1" << YAML::Value << r.optimizer.beta1
+        << YAML::Key << "beta2" << YAML::Value << r.optimizer.beta2 << YAML::Key << "eps" << YAML::Value
+        << r.optimizer.eps << YAML::Key << "momentum" << YAML::Value << r.optimizer.momentum << YAML::EndMap;
+    out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value
+        << r.schedule.type << YAML::Key << "warmup_steps" << YAML::Value << r.schedule.warmupSteps << YAML::EndMap;
+    out << YAML::Key << "ddp" << YAML::Value << YAML::BeginMap << YAML::Key << "bucket_cap_mb" << YAML::Value
+        << r.ddp.bucketCapMb << YAML::Key << "first_bucket_cap_mb" << YAML::Value << r.ddp.firstBucketCapMb
+        << YAML::Key << "overlap" << YAML::Value << r.ddp.overlap << YAML::EndMap;
+    out << YAML::Key << "training" << YAML::Value << YAML::BeginMap << YAML::Key << "per_device_batch_size"
+        << YAML::Value << r.perDeviceBatchSize << YAML::Key << "gradient_accumulation_steps" << YAML::Value
+        << r.gradientAccumulationSteps << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key
+        << "max_grad_norm" << YAML::Value << r.maxGradNorm << YAML::Key << "log_every" << YAML::Value << r.logEvery
+        << YAML::Key << "eval_every" << YAML::Value << r.evalEvery << YAML::Key << "checkpoint_every" << YAML::Value
+        << r.checkpointEvery << YAML::EndMap;
+    if (r.profileStartStep >= 0)
+        out << YAML::Key << "profile" << YAML::Value << YAML::BeginMap << YAML::Key << "start_step" << YAML::Value
+            << r.profileStartStep << YAML::Key << "steps" << YAML::Value << r.profileSteps << YAML::EndMap;
+    out << YAML::EndMap;
+    return std::string(out.c_str()) + "\n";
+}
+
+} // namespace shardscope::config

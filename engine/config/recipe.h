@@ -1,0 +1,88 @@
+#pragma once
+
+// The recipe: what to train (model, data, optimizer, schedule, steps, batch size, intervals,
+// seed), in a YAML file of its own so one Accelerate config serves many recipes, as one
+// `accelerate config` serves many scripts. Torch-free: the launcher, the GUI and the worker all
+// read it.
+
+#include "engine/common/result.h"
+
+#include <cstdint>
+#include <string>
+
+namespace shardscope::config {
+
+struct ModelRecipe {
+    std::string type = "gpt"; // "gpt" or "mlp"
+    // gpt: a byte-level decoder (pre-norm blocks, causal self-attention, tied head)
+    std::int64_t vocabSize = 256;
+    std::int64_t nLayer = 2;
+    std::int64_t nEmbd = 64;
+    std::int64_t nHead = 4;
+    std::int64_t blockSize = 64; // sequence length, tokens
+    // mlp: input_dim -> hidden_dim (x depth, ReLU) -> output_dim
+    std::int64_t inputDim = 32;
+    std::int64_t hiddenDim = 64;
+    std::int64_t depth = 2;
+    std::int64_t outputDim = 1;
+};
+
+struct DataRecipe {
+    std::string type = "text"; // "text" (byte-level language modelling) or "synthetic_regression"
+    std::string path;          // text file; empty: the demo text shipped in resources/data
+    std::int64_t numSamples = 4096; // synthetic_regression: samples in the dataset
+    double noise = 0.01;            // synthetic_regression: std of the label noise
+    bool shuffle = true;
+    bool dropLast = true;
+    bool evenBatches = true; // Accelerate's even_batches: pad the last batch by wrapping around
+    double evalFraction = 0.1;
+};
+
+struct OptimizerRecipe {
+    std::string type = "adamw"; // "adamw" or "sgd"
+    double lr = 3e-3;
+    double weightDecay = 0.0;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double momentum = 0.0; // sgd
+};
+
+struct ScheduleRecipe {
+    std::string type = "constant"; // "constant", "linear" or "cosine"
+    std::int64_t warmupSteps = 0;
+};
+
+struct DdpRecipe { // Accelerate's DistributedDataParallelKwargs
+    double bucketCapMb = 25.0;
+    double firstBucketCapMb = 1.0;
+    // false: no bucketing overlap, one all-reduce of every gradient after backward (a baseline).
+    bool overlap = true;
+};
+
+struct Recipe {
+    std::string name = "recipe";
+    std::uint64_t seed = 1234;
+    ModelRecipe model;
+    DataRecipe data;
+    OptimizerRecipe optimizer;
+    ScheduleRecipe schedule;
+    DdpRecipe ddp;
+    std::int64_t perDeviceBatchSize = 16;
+    std::int64_t gradientAccumulationSteps = 1;
+    std::int64_t maxSteps = 100; // optimizer steps
+    double maxGradNorm = 0.0;    // 0: no clipping
+    std::int64_t logEvery = 1;
+    std::int64_t evalEvery = 0; // 0: no evaluation
+    std::int64_t checkpointEvery = 0;
+    std::int64_t profileStartStep = -1; // -1: no profiling window
+    std::int64_t profileSteps = 0;
+};
+
+// Parses a recipe from YAML text; `source` names the file in messages (file:line:column).
+// Unknown keys are errors naming the nearest valid key; values are range-checked.
+Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& source);
+Result<Recipe> loadRecipe(const std::string& path);
+std::string recipeToYaml(const Recipe& recipe);
+
+} // namespace shardscope::config

@@ -1,0 +1,122 @@
+#include "engine/models/models.h"
+
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/init.h>
+
+#include <cmath>
+
+namespace shardscope::models {
+
+namespace F = torch::nn::functional;
+
+MlpImpl::MlpImpl(const config::ModelRecipe& recipe)
+{
+    std::int64_t width = recipe.inputDim;
+    for (std::int64_t i = 0; i < recipe.depth; ++i) {
+        layers->push_back(torch::nn::Linear(width, recipe.hiddenDim));
+        width = recipe.hiddenDim;
+    }
+    layers->push_back(torch::nn::Linear(width, recipe.outputDim));
+    register_module("layers", layers);
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& input)
+{
+    torch::Tensor x = input;
+    const auto n = layers->size();
+    for (std::size_t i = 0; i < n; ++i) {
+        x = layers[i]->as<torch::nn::Linear>()->forward(x);
+        if (i + 1 < n)
+            x = torch::relu(x);
+    }
+    return x;
+}
+
+torch::Tensor MlpImpl::loss(const torch::Tensor& output, const torch::Tensor& target)
+{
+    return F::mse_loss(output, target);
+}
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead_)
+    : nHead(nHead_)
+{
+    c_attn = register_module("c_attn", torch::nn::Linear(nEmbd, 3 * nEmbd));
+    c_proj = register_module("c_proj", torch::nn::Linear(nEmbd, nEmbd));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x)
+{
+    const auto B = x.size(0), T = x.size(1), C = x.size(2);
+    auto qkv = c_attn->forward(x).split(C, 2);
+    auto heads = [&](const torch::Tensor& t) { return t.view({B, T, nHead, C / nHead}).transpose(1, 2); };
+    auto y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {}, 0.0, /*is_causal=*/true);
+    return c_proj->forward(y.transpose(1, 2).contiguous().view({B, T, C}));
+}
+
+GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead)
+{
+    ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({nEmbd})));
+    attn = register_module("attn", CausalSelfAttention(nEmbd, nHead));
+    ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({nEmbd})));
+    c_fc = register_module("c_fc", torch::nn::Linear(nEmbd, 4 * nEmbd));
+    c_proj = register_module("c_proj", torch::nn::Linear(4 * nEmbd, nEmbd));
+}
+
+torch::Tensor GPTBlockImpl::forward(const torch::Tensor& x)
+{
+    auto y = x + attn->forward(ln_1->forward(x));
+    return y + c_proj->forward(F::gelu(c_fc->forward(ln_2->forward(y)), F::GELUFuncOptions().approximate("tanh")));
+}
+
+GptImpl::GptImpl(const config::ModelRecipe& recipe)
+{
+    wte = register_module("wte", torch::nn::Embedding(recipe.vocabSize, recipe.nEmbd));
+    wpe = register_module("wpe", torch::nn::Embedding(recipe.blockSize, recipe.nEmbd));
+    for (std::int64_t i = 0; i < recipe.nLayer; ++i)
+        h->push_back(GPTBlock(recipe.nEmbd, recipe.nHead));
+    register_module("h", h);
+    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({recipe.nEmbd})));
+
+    // GPT-2's initialisation: N(0, 0.02) for embeddings and linear weights, zero biases, and the
+    // residual projections scaled by 1/sqrt(2 * n_layer).
+    torch::NoGradGuard noGrad;
+    const double residualStd = 0.02 / std::sqrt(2.0 * static_cast<double>(recipe.nLayer));
+    for (auto& item : named_parameters()) {
+        const std::string& name = item.key();
+        auto& p = item.value();
+        if (name.find("ln_") != std::string::npos)
+            continue; // LayerNorm keeps weight 1, bias 0
+        if (p.dim() == 1)
+            p.zero_();
+        else if (name.size() >= 13 && name.compare(name.size() - 13, 13, "c_proj.weight") == 0)
+            p.normal_(0.0, residualStd);
+        else
+            p.normal_(0.0, 0.02);
+    }
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& input)
+{
+    const auto T = input.size(1);
+    auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(input.device()));
+    auto x = wte->forward(input) + wpe->forward(positions);
+    for (auto& block : *h)
+        x = block->as<GPTBlock>()->forward(x);
+    return torch::matmul(ln_f->forward(x), wte->weight.t()); // tied head
+}
+
+torch::Tensor GptImpl::loss(const torch::Tensor& output, const torch::Tensor& target)
+{
+    return F::cross_entropy(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
+}
+
+std::shared_ptr<TrainableModel> buildModel(const config::ModelRecipe& recipe)
+{
+    if (recipe.type == "mlp")
+        return std::make_shared<MlpImpl>(recipe);
+    return std::make_shared<GptImpl>(recipe);
+}
+
+} // namespace shardscope::models

@@ -1,0 +1,74 @@
+#pragma once
+
+// Models, written without any knowledge of parallelism (the torchtitan way): DDP, FSDP and ZeRO
+// are applied to them after they are built.
+
+#include "engine/config/recipe.h"
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <memory>
+#include <string>
+
+namespace shardscope::models {
+
+// What the runner needs from any model: a forward from a batch's input to its output, the loss
+// for a batch, and the name of the class a wrap policy can name (fsdp_transformer_layer_cls_to_wrap).
+class TrainableModel : public torch::nn::Module {
+public:
+    virtual torch::Tensor forward(const torch::Tensor& input) = 0;
+    virtual torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) = 0;
+};
+
+struct MlpImpl : TrainableModel {
+    explicit MlpImpl(const config::ModelRecipe& recipe);
+    torch::Tensor forward(const torch::Tensor& input) override;
+    torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) override; // mean squared error
+
+    torch::nn::ModuleList layers;
+};
+
+struct CausalSelfAttentionImpl : torch::nn::Module {
+    CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead);
+    torch::Tensor forward(const torch::Tensor& x);
+
+    torch::nn::Linear c_attn{nullptr};
+    torch::nn::Linear c_proj{nullptr};
+    std::int64_t nHead;
+};
+TORCH_MODULE(CausalSelfAttention);
+
+// One pre-norm transformer block. Its class name, GPTBlock, is what
+// fsdp_transformer_layer_cls_to_wrap names.
+struct GPTBlockImpl : torch::nn::Module {
+    GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead);
+    torch::Tensor forward(const torch::Tensor& x);
+
+    torch::nn::LayerNorm ln_1{nullptr};
+    CausalSelfAttention attn{nullptr};
+    torch::nn::LayerNorm ln_2{nullptr};
+    torch::nn::Linear c_fc{nullptr};
+    torch::nn::Linear c_proj{nullptr};
+};
+TORCH_MODULE(GPTBlock);
+
+struct GptImpl : TrainableModel {
+    explicit GptImpl(const config::ModelRecipe& recipe);
+    // input: [batch, seq] token ids; output: [batch, seq, vocab] logits.
+    torch::Tensor forward(const torch::Tensor& input) override;
+    torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) override; // cross entropy
+
+    torch::nn::Embedding wte{nullptr}; // token embedding, tied with the output head
+    torch::nn::Embedding wpe{nullptr}; // position embedding
+    torch::nn::ModuleList h;
+    torch::nn::LayerNorm ln_f{nullptr};
+};
+
+// Builds the model a recipe names, initialised from the global torch seed.
+std::shared_ptr<TrainableModel> buildModel(const config::ModelRecipe& recipe);
+
+} // namespace shardscope::models

@@ -1,0 +1,85 @@
+#pragma once
+
+// Data parallelism with overlapped gradient all-reduce, PyTorch DDP's design on c10d:
+// parameters are broadcast from rank 0 once; gradients are grouped into buckets in reverse
+// registration order (the order backward produces them; first bucket 1 MiB, then 25 MiB by
+// default); a hook on each parameter's gradient accumulator counts the bucket down, and the
+// moment a bucket is complete its all-reduce starts asynchronously while backward goes on.
+// finishGradientSync() waits for all buckets and writes the averaged gradients back, before the
+// optimizer step. On accumulation steps no hook is armed and nothing is communicated.
+
+#include "engine/dist/communicator.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace shardscope::parallel {
+
+struct DdpOptions {
+    std::int64_t bucketCapBytes = 25 * 1024 * 1024;
+    std::int64_t firstBucketCapBytes = 1024 * 1024;
+    // false: one all-reduce of every gradient after backward (the baseline without overlap).
+    bool overlap = true;
+};
+
+// When each bucket's all-reduce was issued in the last synchronised backward, for showing that
+// communication overlaps computation.
+struct BucketIssue {
+    std::size_t bucket = 0;
+    std::chrono::steady_clock::time_point issued;
+    bool duringBackward = false; // issued from a gradient hook, i.e. before backward returned
+};
+
+class DistributedDataParallel {
+public:
+    DistributedDataParallel(std::vector<at::Tensor> parameters, dist::Communicator& comm, DdpOptions options);
+    ~DistributedDataParallel();
+    DistributedDataParallel(const DistributedDataParallel&) = delete;
+    DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+    // Makes every rank's parameters equal to rank 0's (one flat broadcast per dtype).
+    void broadcastParameters();
+    // Before each backward: arm the hooks when this backward's gradients are to be synchronised.
+    void prepareForBackward(bool synchronize);
+    // After the last backward of an optimizer step: launch what is left, wait, average, copy back.
+    void finishGradientSync();
+
+    std::size_t bucketCount() const { return m_buckets.size(); }
+    const std::vector<BucketIssue>& lastIssues() const { return m_issues; }
+    // Bytes this rank all-reduced in the last finishGradientSync (and broadcast at start).
+    std::int64_t allReducedBytes() const { return m_allReducedBytes; }
+    std::int64_t broadcastBytes() const { return m_broadcastBytes; }
+
+private:
+    struct Bucket {
+        std::vector<std::size_t> params; // indices into m_params
+        std::int64_t numel = 0;
+        at::Tensor flat;
+        c10::intrusive_ptr<c10d::Work> work;
+        int pending = 0;
+    };
+
+    void onGradientReady(std::size_t param);
+    void launch(std::size_t bucket, bool duringBackward);
+
+    std::vector<at::Tensor> m_params;
+    dist::Communicator& m_comm;
+    DdpOptions m_options;
+    std::vector<Bucket> m_buckets;
+    std::vector<std::size_t> m_bucketOf;
+    // Parameters hold only a weak reference to their gradient accumulator: keep ours alive, or
+    // the next backward would create a new one without our hook.
+    // (A shared_ptr up to torch 2.13, an intrusive_ptr from 2.14: take whatever it returns.)
+    std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> m_accumulators;
+    bool m_armed = false;
+    std::vector<BucketIssue> m_issues;
+    std::int64_t m_allReducedBytes = 0;
+    std::int64_t m_broadcastBytes = 0;
+};
+
+} // namespace shardscope::parallel

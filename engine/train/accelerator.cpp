@@ -1,0 +1,110 @@
+#include "engine/train/accelerator.h"
+
+#include <ATen/ATen.h>
+
+namespace shardscope::train {
+
+Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options)
+    : m_options(options)
+{
+    dist::CommunicatorOptions commOptions;
+    commOptions.backend = options.backend;
+    m_comm = dist::Communicator::connect(env, commOptions);
+}
+
+Accelerator::~Accelerator() = default;
+
+void Accelerator::prepareModel(torch::nn::Module& model)
+{
+    model.to(device());
+    m_parameters = model.parameters();
+    if (numProcesses() > 1) {
+        m_ddp = std::make_unique<parallel::DistributedDataParallel>(m_parameters, *m_comm, m_options.ddp);
+        m_ddp->broadcastParameters();
+    }
+}
+
+Accelerator::AccumulateGuard::AccumulateGuard(Accelerator& a)
+{
+    // GradientState: sync on every k-th micro-step.
+    ++a.m_microStep;
+    a.m_syncGradients = a.m_microStep % a.m_options.gradientAccumulationSteps == 0;
+    if (a.m_syncGradients)
+        a.m_gradientsSynced = false;
+}
+
+void Accelerator::backward(const torch::Tensor& loss)
+{
+    if (m_ddp)
+        m_ddp->prepareForBackward(m_syncGradients);
+    const auto k = m_options.gradientAccumulationSteps;
+    (k > 1 ? loss / static_cast<double>(k) : loss).backward();
+}
+
+void Accelerator::finishGradientSync()
+{
+    if (m_ddp && !m_gradientsSynced)
+        m_ddp->finishGradientSync();
+    m_gradientsSynced = true;
+}
+
+double Accelerator::clipGradNorm(double maxNorm)
+{
+    finishGradientSync();
+    torch::NoGradGuard noGrad;
+    std::vector<torch::Tensor> norms;
+    for (const auto& p : m_parameters)
+        if (p.grad().defined())
+            norms.push_back(p.grad().detach().norm(2.0).to(at::kDouble));
+    if (norms.empty())
+        return 0.0;
+    const double total = at::stack(norms).norm(2.0).item<double>();
+    if (maxNorm > 0) {
+        // torch.nn.utils.clip_grad_norm_: scale by max_norm / (total + 1e-6), clamped at 1.
+        const double coefficient = std::min(1.0, maxNorm / (total + 1e-6));
+        if (coefficient < 1.0)
+            for (auto& p : m_parameters)
+                if (p.grad().defined())
+                    p.mutable_grad().mul_(coefficient);
+    }
+    return total;
+}
+
+void Accelerator::step(torch::optim::Optimizer& optimizer)
+{
+    if (!m_syncGradients)
+        return;
+    finishGradientSync();
+    optimizer.step();
+    optimizer.zero_grad(/*set_to_none=*/true);
+}
+
+double Accelerator::meanOverRanks(double value)
+{
+    if (numProcesses() == 1)
+        return value;
+    auto t = at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(device()));
+    m_comm->allreduce(t)->wait();
+    return t.item<double>() / numProcesses();
+}
+
+torch::Tensor Accelerator::gatherForMetrics(const torch::Tensor& tensor)
+{
+    if (numProcesses() == 1)
+        return tensor;
+    auto input = tensor.contiguous().view({-1});
+    auto output = at::empty({input.numel() * numProcesses()}, input.options());
+    m_comm->allGatherSingle(output, input)->wait();
+    auto sizes = tensor.sizes().vec();
+    if (sizes.empty())
+        return output;
+    sizes[0] *= numProcesses();
+    return output.view(sizes);
+}
+
+void Accelerator::waitForEveryone()
+{
+    m_comm->barrier();
+}
+
+} // namespace shardscope::train

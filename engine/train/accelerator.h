@@ -1,0 +1,79 @@
+#pragma once
+
+// The C++ counterpart of Accelerate's `Accelerator`: one object per rank that owns the process
+// group and the data-parallel wrapper, and gives the training loop Accelerate's vocabulary:
+// prepare, accumulate (with `sync_gradients` semantics), backward, clipGradNorm, step,
+// gatherForMetrics, waitForEveryone, isMainProcess. The runner is written on it the way
+// Accelerate's examples are written on `Accelerator`.
+
+#include "engine/common/dist_env.h"
+#include "engine/dist/communicator.h"
+#include "engine/parallel/ddp.h"
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+
+namespace shardscope::train {
+
+struct AcceleratorOptions {
+    dist::BackendKind backend = dist::BackendKind::Gloo;
+    std::int64_t gradientAccumulationSteps = 1;
+    parallel::DdpOptions ddp;
+};
+
+class Accelerator {
+public:
+    Accelerator(const DistEnv& env, AcceleratorOptions options);
+    ~Accelerator();
+
+    int processIndex() const { return m_comm->rank(); }
+    int numProcesses() const { return m_comm->size(); }
+    bool isMainProcess() const { return processIndex() == 0; }
+    c10::Device device() const { return m_comm->device(); }
+    dist::Communicator& communicator() { return *m_comm; }
+
+    // Moves the model to this rank's device, makes its parameters equal to rank 0's and wraps it
+    // for data parallelism (with more than one process).
+    void prepareModel(torch::nn::Module& model);
+
+    // Accelerate's `with accelerator.accumulate(model):` — one micro-step; `syncGradients()` is
+    // true on the micro-step that ends an optimizer step.
+    class AccumulateGuard {
+    public:
+        explicit AccumulateGuard(Accelerator& a);
+        AccumulateGuard(const AccumulateGuard&) = delete;
+        AccumulateGuard& operator=(const AccumulateGuard&) = delete;
+    };
+    AccumulateGuard accumulate() { return AccumulateGuard(*this); }
+    bool syncGradients() const { return m_syncGradients; }
+
+    // loss / gradient_accumulation_steps, backward, with DDP's hooks armed only when syncing.
+    void backward(const torch::Tensor& loss);
+    // Finishes the gradient all-reduce, then clips by global norm; returns the norm before
+    // clipping. Only meaningful when syncGradients(). maxNorm <= 0: no clipping, norm only.
+    double clipGradNorm(double maxNorm);
+    // The optimizer step and zero_grad, skipped on accumulation micro-steps (AcceleratedOptimizer).
+    void step(torch::optim::Optimizer& optimizer);
+
+    // Mean of a per-rank scalar over all ranks (what gather_for_metrics + mean gives).
+    double meanOverRanks(double value);
+    torch::Tensor gatherForMetrics(const torch::Tensor& tensor);
+    void waitForEveryone();
+
+    parallel::DistributedDataParallel* ddp() { return m_ddp.get(); }
+
+private:
+    void finishGradientSync();
+
+    AcceleratorOptions m_options;
+    std::unique_ptr<dist::Communicator> m_comm;
+    std::unique_ptr<parallel::DistributedDataParallel> m_ddp;
+    std::vector<torch::Tensor> m_parameters;
+    std::int64_t m_microStep = 0;
+    bool m_syncGradients = true;
+    bool m_gradientsSynced = false;
+};
+
+} // namespace shardscope::train

@@ -1,0 +1,27 @@
+#pragma once
+
+// Runs a recipe on this rank: builds model, data and optimizer, trains with the Accelerator,
+// emits events. Torch-free header: the worker's main includes only this.
+
+#include "engine/common/dist_env.h"
+#include "engine/config/recipe.h"
+#include "engine/dist/backend_kind.h"
+
+#include <string>
+
+namespace shardscope::train {
+
+struct RunOptions {
+    config::Recipe recipe;
+    dist::BackendKind backend = dist::BackendKind::Gloo;
+    int threads = 0;             // intra-op threads per rank; 0: cores / ranks on this machine
+    std::string dumpParamsPath;  // rank 0 writes the final parameters there (safetensors)
+    std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)
+};
+
+class EventSink;
+
+// Throws on run-ending errors (bad data file, rendezvous failure); the worker's main reports them.
+void runTraining(const DistEnv& env, const RunOptions& options, EventSink& events);
+
+} // namespace shardscope::train
