@@ -2,6 +2,10 @@
 
 #include "app/cli/commands.h"
 #include "app/launcher/launcher.h"
+#include "app/launcher/run_directory.h"
+#include "app/launcher/run_monitor.h"
+#include "engine/common/paths.h"
+#include "engine/config/recipe.h"
 
 #include <CLI/CLI.hpp>
 
@@ -11,6 +15,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 namespace shardscope::cli {
 
@@ -22,6 +28,11 @@ struct LaunchArgs {
     int mainProcessPort = 0;
     std::string worker;
     std::vector<std::string> workerArgs;
+    std::string recipe;
+    std::string configFile;
+    std::string runName;
+    std::string runsDir;
+    std::int64_t maxSteps = 0;
 };
 
 // shardscope-worker lives next to shardscope; SHARDSCOPE_WORKER overrides that.
@@ -36,6 +47,15 @@ std::string defaultWorkerPath(const std::string& programPath)
     return (self.parent_path() / "shardscope-worker").string();
 }
 
+bool copyFile(const std::string& from, const std::string& to, std::string& error)
+{
+    std::error_code ec;
+    std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec)
+        error = "cannot copy " + from + " to " + to + ": " + ec.message();
+    return !ec;
+}
+
 int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
 {
     LaunchOptions options;
@@ -45,13 +65,61 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     options.workerPath = args.worker.empty() ? defaultWorkerPath(programPath) : args.worker;
     options.workerArgs = args.workerArgs;
 
+    // With a recipe, this is a training run: it gets a run directory with the files that define
+    // it, per-rank logs and the event stream, and a progress line.
+    std::optional<RunDirectory> runDir;
+    std::unique_ptr<RunMonitor> monitor;
+    if (!args.recipe.empty()) {
+        auto recipe = config::loadRecipe(args.recipe);
+        if (!recipe) {
+            std::cerr << "shardscope launch: error: " << recipe.error().message << "\n";
+            return 2;
+        }
+        const std::string id = args.runName.empty() ? timestampedRunId(recipe->name) : args.runName;
+        auto created = createRunDirectory(args.runsDir.empty() ? defaultRunsDirectory() : args.runsDir, id);
+        if (!created) {
+            std::cerr << "shardscope launch: error: " << created.error().message << "\n";
+            return 2;
+        }
+        runDir = *created;
+        std::string error;
+        if (!copyFile(args.recipe, runDir->path + "/recipe.yaml", error)
+            || (!args.configFile.empty() && !copyFile(args.configFile, runDir->path + "/config.yaml", error))) {
+            std::cerr << "shardscope launch: error: " << error << "\n";
+            return 2;
+        }
+        std::vector<std::string> workerArgs{"train", "--recipe", runDir->path + "/recipe.yaml"};
+        if (args.maxSteps > 0) {
+            workerArgs.push_back("--max_steps");
+            workerArgs.push_back(std::to_string(args.maxSteps));
+        }
+        workerArgs.insert(workerArgs.end(), args.workerArgs.begin(), args.workerArgs.end());
+        options.workerArgs = workerArgs;
+        options.logDirectory = runDir->logs();
+        const std::int64_t total = args.maxSteps > 0 ? args.maxSteps : recipe->maxSteps;
+        monitor = std::make_unique<RunMonitor>(runDir->eventsFile(), total, stdout, isatty(STDOUT_FILENO) != 0);
+        options.onEventLine = [m = monitor.get()](int rank, std::string_view line) { m->onEventLine(rank, line); };
+        options.onTick = [m = monitor.get()] { m->tick(); };
+        std::cout << "shardscope launch: run " << runDir->id << " (" << options.numProcesses << " ranks) in "
+                  << runDir->path << std::endl;
+    }
+
     auto outcome = runLaunch(options);
+    if (monitor)
+        monitor->finish();
     if (!outcome) {
         std::cerr << "shardscope launch: error: " << outcome.error().message << "\n";
         return 1;
     }
+    if (monitor && monitor->malformedLines() > 0)
+        std::cerr << "shardscope launch: " << monitor->malformedLines() << " malformed event lines were skipped\n";
     if (outcome->exitCode != 0) {
         std::cerr << "shardscope launch: " << outcome->failureSummary();
+        if (monitor)
+            for (const auto& message : monitor->errorMessages())
+                std::cerr << "  reported by " << message << "\n";
+        if (runDir)
+            std::cerr << "  logs: " << runDir->logs() << "/rank<N>.log\n";
         return outcome->exitCode;
     }
     double longest = 0;
@@ -76,6 +144,11 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--main_process_port", args->mainProcessPort, "Rendezvous port (0 or unset: a free port)")
         ->check(CLI::Range(0, 65535));
     cmd->add_option("--worker", args->worker, "Worker executable (default: shardscope-worker next to shardscope)");
+    cmd->add_option("--recipe", args->recipe, "Recipe YAML: train it (creates a run directory)");
+    cmd->add_option("--config_file", args->configFile, "Accelerate config file for the run");
+    cmd->add_option("--run_name", args->runName, "Run id (default: <recipe name>-<date>-<time>)");
+    cmd->add_option("--runs_dir", args->runsDir, "Where run directories go (default: $SHARDSCOPE_HOME/runs)");
+    cmd->add_option("--max_steps", args->maxSteps, "Override the recipe's training.max_steps")->check(CLI::PositiveNumber);
     cmd->add_option("worker_args", args->workerArgs, "Arguments for each rank, after --");
     cmd->callback([args, &context] { context.exitCode = runLaunchCommand(*args, context.programPath); });
 }

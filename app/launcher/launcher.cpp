@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,7 +76,7 @@ struct Child {
     bool running = true;
 };
 
-// Signals the launcher handles itself; blocked in the launcher and received with sigtimedwait,
+// Signals the launcher handles itself; blocked in the launcher and read from a signalfd,
 // restored to the default in each rank before exec.
 sigset_t supervisedSignals()
 {
@@ -87,10 +89,17 @@ sigset_t supervisedSignals()
     return set;
 }
 
+// What a rank inherits besides its environment.
+struct ChildFds {
+    int listenFd = -1; // rank 0's TCPStore socket
+    int eventsFd = -1; // write end of its events pipe
+    int logFd = -1;    // its stdout and stderr, or -1 to share the launcher's
+};
+
 // Forks and execs one rank. Returns the pid, or an error when fork or exec failed (an exec
 // failure is reported back through a close-on-exec pipe, so it is seen before any rank runs).
 Result<pid_t> spawnRank(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env,
-                        int inheritFd, const sigset_t& originalMask)
+                        const ChildFds& fds, const sigset_t& originalMask)
 {
     int errorPipe[2];
     if (pipe2(errorPipe, O_CLOEXEC) != 0)
@@ -117,8 +126,14 @@ Result<pid_t> spawnRank(const std::string& path, std::vector<std::string> argv, 
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(127);
-        if (inheritFd >= 0)
-            fcntl(inheritFd, F_SETFD, 0);
+        // Descriptors are close-on-exec by default; these few are meant for the rank.
+        for (int fd : {fds.listenFd, fds.eventsFd})
+            if (fd >= 0)
+                fcntl(fd, F_SETFD, 0);
+        if (fds.logFd >= 0) {
+            dup2(fds.logFd, STDOUT_FILENO);
+            dup2(fds.logFd, STDERR_FILENO);
+        }
         struct sigaction dfl {};
         dfl.sa_handler = SIG_DFL;
         for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE})
@@ -227,10 +242,14 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     const sigset_t supervised = supervisedSignals();
     sigset_t originalMask;
     sigprocmask(SIG_BLOCK, &supervised, &originalMask);
+    // Signals arrive as readable data, so one poll() waits for them and for event lines alike.
+    const int signalFd = signalfd(-1, &supervised, SFD_CLOEXEC | SFD_NONBLOCK);
 
     LaunchOutcome outcome;
     outcome.masterPort = listener->port;
     std::vector<Child> children;
+    std::vector<int> eventReadFds(static_cast<std::size_t>(options.numProcesses), -1);
+    std::vector<std::string> partialLines(static_cast<std::size_t>(options.numProcesses));
     const auto start = Clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
@@ -238,6 +257,14 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
         for (auto& c : children)
             if (c.running)
                 kill(-c.pid, sig);
+    };
+    auto cleanup = [&] {
+        for (int fd : eventReadFds)
+            if (fd >= 0)
+                close(fd);
+        if (signalFd >= 0)
+            close(signalFd);
+        sigprocmask(SIG_SETMASK, &originalMask, nullptr);
     };
 
     for (int rank = 0; rank < options.numProcesses; ++rank) {
@@ -250,16 +277,45 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
         dist.masterPort = listener->port;
         dist.masterListenFd = rank == 0 ? listener->fd : -1;
 
+        ChildFds fds;
+        fds.listenFd = dist.masterListenFd;
+        std::vector<std::string> extra = options.extraEnvironment;
+        int eventsPipe[2] = {-1, -1};
+        if (options.onEventLine) {
+            if (pipe2(eventsPipe, O_CLOEXEC) != 0) {
+                stopAll(SIGKILL);
+                cleanup();
+                return makeError("pipe failed: " + errnoText(errno));
+            }
+            fds.eventsFd = eventsPipe[1];
+            extra.push_back("SHARDSCOPE_EVENTS_FD=" + std::to_string(eventsPipe[1]));
+        }
+        if (!options.logDirectory.empty()) {
+            const std::string logPath = options.logDirectory + "/rank" + std::to_string(rank) + ".log";
+            fds.logFd = open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+            if (fds.logFd < 0) {
+                const int error = errno;
+                stopAll(SIGKILL);
+                cleanup();
+                return makeError("cannot create the log file " + logPath + ": " + errnoText(error));
+            }
+        }
+
         std::vector<std::string> argv{options.workerPath};
         argv.insert(argv.end(), options.workerArgs.begin(), options.workerArgs.end());
-        auto pid = spawnRank(options.workerPath, std::move(argv), rankEnvironment(dist, options.extraEnvironment),
-                             dist.masterListenFd, originalMask);
+        auto pid = spawnRank(options.workerPath, std::move(argv), rankEnvironment(dist, extra), fds, originalMask);
+        // The launcher keeps only the read end of the events pipe, so a rank's exit closes it.
+        if (eventsPipe[1] >= 0)
+            close(eventsPipe[1]);
+        if (fds.logFd >= 0)
+            close(fds.logFd);
+        eventReadFds[static_cast<std::size_t>(rank)] = eventsPipe[0];
         if (!pid) {
             stopAll(SIGKILL);
             for (auto& c : children)
                 waitpid(c.pid, nullptr, 0);
             close(listener->fd);
-            sigprocmask(SIG_SETMASK, &originalMask, nullptr);
+            cleanup();
             return pid.error();
         }
         children.push_back({rank, *pid, true});
@@ -268,11 +324,41 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     // Rank 0 holds its own copy of the listening socket now.
     close(listener->fd);
 
+    // Reads what a rank's events pipe holds and hands over complete lines; at EOF, the rest.
+    auto drainEvents = [&](int rank) -> bool {
+        int& fd = eventReadFds[static_cast<std::size_t>(rank)];
+        std::string& partial = partialLines[static_cast<std::size_t>(rank)];
+        char buffer[65536];
+        const ssize_t n = read(fd, buffer, sizeof buffer);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            return true;
+        if (n <= 0) {
+            if (!partial.empty())
+                options.onEventLine(rank, partial);
+            partial.clear();
+            close(fd);
+            fd = -1;
+            return false;
+        }
+        partial.append(buffer, static_cast<std::size_t>(n));
+        std::size_t begin = 0, newline;
+        while ((newline = partial.find('\n', begin)) != std::string::npos) {
+            if (newline > begin)
+                options.onEventLine(rank, std::string_view(partial).substr(begin, newline - begin));
+            begin = newline + 1;
+        }
+        partial.erase(0, begin);
+        return true;
+    };
+
     int running = options.numProcesses;
     bool stopping = false;
     Clock::time_point killDeadline {};
+    auto openEventFds = [&] {
+        return std::count_if(eventReadFds.begin(), eventReadFds.end(), [](int fd) { return fd >= 0; });
+    };
 
-    while (running > 0) {
+    while (running > 0 || openEventFds() > 0) {
         int status = 0;
         pid_t pid;
         while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
@@ -281,7 +367,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
                     continue;
                 c.running = false;
                 --running;
-                RankExit& exit = outcome.ranks[c.rank];
+                RankExit& exit = outcome.ranks[static_cast<std::size_t>(c.rank)];
                 exit.seconds = elapsed();
                 if (WIFSIGNALED(status))
                     exit.signal = WTERMSIG(status);
@@ -297,17 +383,36 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
                 }
             }
         }
-        if (running == 0)
+        if (running == 0 && openEventFds() == 0)
             break;
-        if (stopping && Clock::now() >= killDeadline) {
+        if (stopping && running > 0 && Clock::now() >= killDeadline) {
             stopAll(SIGKILL);
             killDeadline = Clock::now() + std::chrono::hours(1);
         }
 
-        timespec timeout {0, 50 * 1000 * 1000};
-        siginfo_t info;
-        const int sig = sigtimedwait(&supervised, &info, &timeout);
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        std::vector<pollfd> polled{{signalFd, POLLIN, 0}};
+        std::vector<int> polledRanks{-1};
+        for (int rank = 0; rank < options.numProcesses; ++rank) {
+            if (eventReadFds[static_cast<std::size_t>(rank)] >= 0) {
+                polled.push_back({eventReadFds[static_cast<std::size_t>(rank)], POLLIN, 0});
+                polledRanks.push_back(rank);
+            }
+        }
+        const int ready = poll(polled.data(), polled.size(), 50);
+        if (options.onTick)
+            options.onTick();
+        if (ready <= 0)
+            continue;
+        for (std::size_t i = 1; i < polled.size(); ++i)
+            if (polled[i].revents & (POLLIN | POLLHUP | POLLERR))
+                drainEvents(polledRanks[i]);
+        if (!(polled[0].revents & POLLIN))
+            continue;
+        signalfd_siginfo info {};
+        while (read(signalFd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+            const int sig = static_cast<int>(info.ssi_signo);
+            if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+                continue; // SIGCHLD: reaped at the top of the loop
             if (!stopping) {
                 outcome.cancelled = true;
                 stopping = true;
@@ -319,7 +424,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
             }
         }
     }
-    sigprocmask(SIG_SETMASK, &originalMask, nullptr);
+    cleanup();
 
     if (outcome.rootCauseRank)
         outcome.exitCode = outcome.ranks[*outcome.rootCauseRank].status();

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,15 @@ struct LaunchOptions {
     std::chrono::milliseconds stopGrace = std::chrono::seconds(3);
     // NAME=VALUE pairs added to every rank's environment (after the inherited ones).
     std::vector<std::string> extraEnvironment;
+    // When set, rank N's standard output and error go to <logDirectory>/rank<N>.log instead of
+    // the launcher's own.
+    std::string logDirectory;
+    // When set, each rank gets a pipe for its JSON-lines events (its number in
+    // SHARDSCOPE_EVENTS_FD), and every complete line arrives here, on the launcher's thread. A
+    // rank that dies mid-line delivers what it wrote as a last, incomplete line.
+    std::function<void(int rank, std::string_view line)> onEventLine;
+    // Called about every 50 ms while ranks run (progress display).
+    std::function<void()> onTick;
 };
 
 struct RankExit {

@@ -1,0 +1,118 @@
+#include "app/launcher/run_monitor.h"
+
+#include <cmath>
+
+namespace shardscope {
+
+namespace {
+
+std::string humanRate(double perSecond)
+{
+    char text[32];
+    if (perSecond >= 1e6)
+        std::snprintf(text, sizeof text, "%.2fM", perSecond / 1e6);
+    else if (perSecond >= 1e3)
+        std::snprintf(text, sizeof text, "%.1fk", perSecond / 1e3);
+    else
+        std::snprintf(text, sizeof text, "%.0f", perSecond);
+    return text;
+}
+
+std::string clock(double seconds)
+{
+    const auto s = static_cast<long>(std::lround(std::max(0.0, seconds)));
+    char text[32];
+    if (s >= 3600)
+        std::snprintf(text, sizeof text, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+    else
+        std::snprintf(text, sizeof text, "%ld:%02ld", s / 60, s % 60);
+    return text;
+}
+
+} // namespace
+
+RunMonitor::RunMonitor(const std::string& eventsFile, std::int64_t totalSteps, std::FILE* progress, bool interactive)
+    : m_totalSteps(totalSteps), m_progress(progress), m_interactive(interactive),
+      m_start(std::chrono::steady_clock::now()), m_lastPrint(m_start)
+{
+    if (!eventsFile.empty())
+        m_events = std::fopen(eventsFile.c_str(), "a");
+}
+
+RunMonitor::~RunMonitor()
+{
+    if (m_events)
+        std::fclose(m_events);
+}
+
+void RunMonitor::onEventLine(int rank, std::string_view line)
+{
+    auto event = protocol::decodeEvent(line);
+    if (!event) {
+        ++m_malformed;
+        std::fprintf(stderr, "%sshardscope launch: rank %d sent a malformed event line (%s); skipped: %.120s\n",
+                     m_interactive ? "\n" : "", rank, event.error().message.c_str(), std::string(line).c_str());
+        return;
+    }
+    if (m_events) {
+        std::fwrite(line.data(), 1, line.size(), m_events);
+        std::fputc('\n', m_events);
+        std::fflush(m_events);
+    }
+    if (event->rank == 0) {
+        if (const auto* step = std::get_if<protocol::StepEvent>(&event->body))
+            m_lastStep = *step;
+    }
+    if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body))
+        m_errors.push_back("rank " + std::to_string(event->rank) + ": " + error->kind + ": " + error->message);
+    if (onEvent)
+        onEvent(*event);
+}
+
+std::string RunMonitor::progressLine() const
+{
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+    char text[256];
+    if (!m_lastStep) {
+        std::snprintf(text, sizeof text, "starting… %s", clock(elapsed).c_str());
+        return text;
+    }
+    const auto& s = *m_lastStep;
+    const double eta = s.step > 0 ? elapsed / static_cast<double>(s.step) * static_cast<double>(m_totalSteps - s.step) : 0;
+    std::snprintf(text, sizeof text, "step %lld/%lld | loss %.4f | %s tok/s | elapsed %s | ETA %s",
+                  static_cast<long long>(s.step), static_cast<long long>(m_totalSteps), s.loss,
+                  humanRate(s.tokensPerS).c_str(), clock(elapsed).c_str(), clock(eta).c_str());
+    return text;
+}
+
+void RunMonitor::tick()
+{
+    if (!m_progress)
+        return;
+    const auto now = std::chrono::steady_clock::now();
+    if (m_interactive) {
+        if (now - m_lastPrint < std::chrono::milliseconds(200))
+            return;
+        std::fprintf(m_progress, "\r\033[K%s", progressLine().c_str());
+    } else {
+        // A log, not an animation: about every tenth of the run, or every 10 s.
+        const std::int64_t step = stepsDone();
+        const std::int64_t every = std::max<std::int64_t>(1, m_totalSteps / 10);
+        if (step == m_lastPrintedStep || (step / every == m_lastPrintedStep / every && now - m_lastPrint < std::chrono::seconds(10)))
+            return;
+        m_lastPrintedStep = step;
+        std::fprintf(m_progress, "%s\n", progressLine().c_str());
+    }
+    m_lastPrint = now;
+    std::fflush(m_progress);
+}
+
+void RunMonitor::finish()
+{
+    if (!m_progress)
+        return;
+    std::fprintf(m_progress, m_interactive ? "\r\033[K%s\n" : "%s\n", progressLine().c_str());
+    std::fflush(m_progress);
+}
+
+} // namespace shardscope

@@ -1,0 +1,54 @@
+#pragma once
+
+// What the launcher does with the ranks' event lines: decodes them, appends the valid ones to
+// runs/<id>/events.jsonl, keeps the latest state of the run, and draws a progress line (step/total,
+// loss, tokens/s, ETA). A malformed or truncated line is reported and skipped, never fatal.
+
+#include "engine/protocol/events.h"
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardscope {
+
+class RunMonitor {
+public:
+    // `eventsFile` empty: events are not written. `progress` null: no progress display.
+    // `interactive`: redraw one line in place (a terminal) instead of printing a line now and then.
+    RunMonitor(const std::string& eventsFile, std::int64_t totalSteps, std::FILE* progress, bool interactive);
+    ~RunMonitor();
+    RunMonitor(const RunMonitor&) = delete;
+    RunMonitor& operator=(const RunMonitor&) = delete;
+
+    void onEventLine(int rank, std::string_view line);
+    void tick();
+    void finish();
+
+    // Every decoded event, for further consumers (the run store).
+    std::function<void(const protocol::Event&)> onEvent;
+
+    int malformedLines() const { return m_malformed; }
+    std::int64_t stepsDone() const { return m_lastStep ? m_lastStep->step : 0; }
+    const std::optional<protocol::StepEvent>& lastStep() const { return m_lastStep; }
+    const std::vector<std::string>& errorMessages() const { return m_errors; }
+    std::string progressLine() const;
+
+private:
+    std::FILE* m_events = nullptr;
+    std::int64_t m_totalSteps;
+    std::FILE* m_progress;
+    bool m_interactive;
+    std::chrono::steady_clock::time_point m_start;
+    std::chrono::steady_clock::time_point m_lastPrint;
+    std::int64_t m_lastPrintedStep = -1;
+    std::optional<protocol::StepEvent> m_lastStep;
+    std::vector<std::string> m_errors;
+    int m_malformed = 0;
+};
+
+} // namespace shardscope

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""PyTorch's own DistributedDataParallel on a Shardscope recipe: the reference our engine is held to.
+
+Runs the recipe's model, data, optimizer and schedule in Python on the same torch wheel, with
+torch.nn.parallel.DistributedDataParallel over Gloo on N CPU processes, starting from the initial
+weights our engine wrote (--initial, safetensors) and drawing the same data in the same order
+(torch.Generator seeded as our engine seeds it; torch.utils.data.DistributedSampler). Writes the
+per-step global loss (mean over ranks) as JSON, and with --benchmark the tokens/s.
+
+    python ddp_reference.py --recipe R.yaml --initial init.safetensors --ranks 2 --out losses.json
+"""
+
+import argparse
+import json
+import math
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+import yaml
+from safetensors.torch import load_file
+
+RECIPE_DEFAULTS = {
+    "name": "recipe", "seed": 1234,
+    "model": {"type": "gpt", "vocab_size": 256, "n_layer": 2, "n_embd": 64, "n_head": 4, "block_size": 64,
+              "input_dim": 32, "hidden_dim": 64, "depth": 2, "output_dim": 1},
+    "data": {"type": "text", "path": "", "num_samples": 4096, "noise": 0.01, "shuffle": True, "drop_last": True,
+             "even_batches": True, "eval_fraction": 0.1},
+    "optimizer": {"type": "adamw", "lr": 3e-3, "weight_decay": 0.0, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
+                  "momentum": 0.0},
+    "schedule": {"type": "constant", "warmup_steps": 0},
+    "ddp": {"bucket_cap_mb": 25.0, "first_bucket_cap_mb": 1.0, "overlap": True},
+    "training": {"per_device_batch_size": 16, "gradient_accumulation_steps": 1, "max_steps": 100,
+                 "max_grad_norm": 0.0},
+}
+
+
+def load_recipe(path):
+    with open(path) as f:
+        user = yaml.safe_load(f) or {}
+    recipe = {k: (dict(v) if isinstance(v, dict) else v) for k, v in RECIPE_DEFAULTS.items()}
+    for key, value in user.items():
+        if isinstance(value, dict):
+            recipe.setdefault(key, {}).update(value)
+        else:
+            recipe[key] = value
+    return recipe
+
+
+class Mlp(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        dims = [m["input_dim"]] + [m["hidden_dim"]] * m["depth"] + [m["output_dim"]]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = torch.relu(x)
+        return x
+
+    def loss(self, out, target):
+        return F.mse_loss(out, target)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head = n_head
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, 2)
+        heads = lambda t: t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class Gpt(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.wte = nn.Embedding(m["vocab_size"], m["n_embd"])
+        self.wpe = nn.Embedding(m["block_size"], m["n_embd"])
+        self.h = nn.ModuleList(GPTBlock(m["n_embd"], m["n_head"]) for _ in range(m["n_layer"]))
+        self.ln_f = nn.LayerNorm(m["n_embd"])
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x) @ self.wte.weight.t()
+
+    def loss(self, out, target):
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+
+
+def make_data(recipe, text_path):
+    """The training split, exactly as engine/data/data.cpp builds it."""
+    d, m = recipe["data"], recipe["model"]
+    if d["type"] == "synthetic_regression":
+        g = torch.Generator().manual_seed(recipe["seed"])
+        n = d["num_samples"]
+        x = torch.randn(n, m["input_dim"], generator=g)
+        w = torch.randn(m["input_dim"], m["output_dim"], generator=g) / math.sqrt(m["input_dim"])
+        y = x @ w + d["noise"] * torch.randn(n, m["output_dim"], generator=g)
+        tokens_per_sample = 1
+    else:
+        raw = open(d["path"] or text_path, "rb").read()
+        T = m["block_size"]
+        n = (len(raw) - 1) // T
+        data = torch.tensor(list(raw), dtype=torch.long)
+        windows = torch.arange(n).unsqueeze(1) * T + torch.arange(T + 1).unsqueeze(0)
+        samples = data[windows]
+        x, y = samples[:, :T].contiguous(), samples[:, 1:].contiguous()
+        tokens_per_sample = T
+    n = x.shape[0]
+    eval_count = int(n * d["eval_fraction"])
+    if d["eval_fraction"] > 0 and eval_count == 0 and n > 1:
+        eval_count = 1
+    train = n - eval_count
+    return x[:train], y[:train], tokens_per_sample
+
+
+def schedule_factor(s, step, total):
+    warmup = s["warmup_steps"]
+    if step < warmup:
+        return step / max(1, warmup)
+    if s["type"] == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, total - warmup)
+    if s["type"] == "linear":
+        return max(0.0, 1.0 - progress)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def worker(rank, world, port, args, result_queue):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world) if args.threads <= 0 else args.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    recipe = load_recipe(args.recipe)
+    t = recipe["training"]
+    model = (Mlp if recipe["model"]["type"] == "mlp" else Gpt)(recipe["model"])
+    if args.initial:
+        model.load_state_dict(load_file(args.initial), strict=True)
+    ddp = recipe["ddp"]
+    wrapped = torch.nn.parallel.DistributedDataParallel(
+        model, bucket_cap_mb=ddp["bucket_cap_mb"] if ddp["overlap"] else 1e9) if world > 1 else model
+    x, y, tokens_per_sample = make_data(recipe, args.text)
+    sampler = torch.utils.data.DistributedSampler(
+        torch.utils.data.TensorDataset(x, y), num_replicas=world, rank=rank,
+        shuffle=recipe["data"]["shuffle"], seed=recipe["seed"], drop_last=not recipe["data"]["even_batches"])
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=t["per_device_batch_size"],
+                                         sampler=sampler, drop_last=True)
+    o = recipe["optimizer"]
+    if o["type"] == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"])
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+                                weight_decay=o["weight_decay"])
+    steps = args.max_steps or t["max_steps"]
+    k = t["gradient_accumulation_steps"]
+
+    def batches():
+        epoch = 0
+        while True:
+            sampler.set_epoch(epoch)
+            yield from loader
+            epoch += 1
+
+    it = batches()
+    losses, times = [], []
+    for step in range(steps):
+        start = time.perf_counter()
+        for group in opt.param_groups:
+            group["lr"] = o["lr"] * schedule_factor(recipe["schedule"], step, steps)
+        total = 0.0
+        for micro in range(k):
+            bx, by = next(it)
+            sync = micro == k - 1 or world == 1
+            ctx = wrapped.no_sync() if (world > 1 and not sync) else torch.enable_grad()
+            with ctx:
+                loss = model.loss(wrapped(bx), by)
+                (loss / k if k > 1 else loss).backward()
+            total += loss.item()
+        if t["max_grad_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        local = torch.tensor([total / k], dtype=torch.float64)
+        if world > 1:
+            dist.all_reduce(local)
+        losses.append(local.item() / world)
+        times.append(time.perf_counter() - start)
+    if rank == 0:
+        tokens = steps * k * t["per_device_batch_size"] * tokens_per_sample * world
+        result_queue.put({"losses": losses, "step_times": times, "tokens": tokens,
+                          "tokens_per_s": tokens / sum(times)})
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipe", required=True)
+    parser.add_argument("--initial", help="initial parameters (safetensors) written by shardscope-worker --dump-initial")
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--max-steps", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--text", default=os.path.join(os.path.dirname(__file__), "../../resources/data/demo.txt"))
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=worker, args=(r, args.ranks, port, args, queue)) for r in range(args.ranks)]
+    for p in procs:
+        p.start()
+    result = queue.get(timeout=600)
+    for p in procs:
+        p.join()
+    if any(p.exitcode != 0 for p in procs):
+        sys.exit("a reference rank failed")
+    result["torch"] = torch.__version__
+    with open(args.out, "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()
