@@ -9,6 +9,7 @@ namespace {
 void addAllCommands(CLI::App& app, CommandContext& context)
 {
     addLaunchCommand(app, context);
+    addRunsCommand(app, context);
 }
 
 } // namespace

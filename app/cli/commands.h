@@ -21,5 +21,6 @@ bool isSubcommand(const char* word);
 int runCommandLine(int argc, char** argv);
 
 void addLaunchCommand(CLI::App& app, CommandContext& context);
+void addRunsCommand(CLI::App& app, CommandContext& context);
 
 } // namespace shardscope::cli

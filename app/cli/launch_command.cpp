@@ -23,7 +23,9 @@ namespace shardscope::cli {
 namespace {
 
 struct LaunchArgs {
-    int numProcesses = 1;
+    int numProcesses = 1; // in all, over every machine (Accelerate's meaning)
+    int numMachines = 1;
+    int machineRank = 0;
     std::string mainProcessIp = "127.0.0.1";
     int mainProcessPort = 0;
     std::string worker;
@@ -58,8 +60,15 @@ bool copyFile(const std::string& from, const std::string& to, std::string& error
 
 int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
 {
+    if (args.numProcesses % args.numMachines != 0) {
+        std::cerr << "shardscope launch: error: --num_processes " << args.numProcesses << " is not a multiple of --num_machines "
+                  << args.numMachines << "; num_processes counts the ranks of all machines together\n";
+        return 2;
+    }
     LaunchOptions options;
-    options.numProcesses = args.numProcesses;
+    options.numProcesses = args.numProcesses / args.numMachines;
+    options.numMachines = args.numMachines;
+    options.machineRank = args.machineRank;
     options.masterAddr = args.mainProcessIp;
     options.masterPort = args.mainProcessPort;
     options.workerPath = args.worker.empty() ? defaultWorkerPath(programPath) : args.worker;
@@ -100,7 +109,7 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
         monitor = std::make_unique<RunMonitor>(runDir->eventsFile(), total, stdout, isatty(STDOUT_FILENO) != 0);
         options.onEventLine = [m = monitor.get()](int rank, std::string_view line) { m->onEventLine(rank, line); };
         options.onTick = [m = monitor.get()] { m->tick(); };
-        std::cout << "shardscope launch: run " << runDir->id << " (" << options.numProcesses << " ranks) in "
+        std::cout << "shardscope launch: run " << runDir->id << " (" << args.numProcesses << " ranks) in "
                   << runDir->path << std::endl;
     }
 
@@ -125,7 +134,9 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     double longest = 0;
     for (const auto& r : outcome->ranks)
         longest = std::max(longest, r.seconds);
-    std::cout << "shardscope launch: " << options.numProcesses << " ranks finished successfully in " << longest
+    std::cout << "shardscope launch: " << options.numProcesses << " ranks"
+              << (options.numMachines > 1 ? " on machine " + std::to_string(options.machineRank) : std::string())
+              << " finished successfully in " << longest
               << " s (rendezvous on " << options.masterAddr << ":" << outcome->masterPort << ")\n";
     return 0;
 }
@@ -137,8 +148,14 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     auto args = std::make_shared<LaunchArgs>();
     auto* cmd = app.add_subcommand("launch", "Start N local ranks of the engine and supervise them "
                                              "(arguments after -- go to every rank)");
-    cmd->add_option("--num_processes", args->numProcesses, "Number of ranks to start on this machine")
+    cmd->add_option("--num_processes", args->numProcesses, "Number of ranks in all (over every machine)")
         ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    cmd->add_option("--num_machines", args->numMachines, "Machines in the job (one launcher on each)")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    cmd->add_option("--machine_rank", args->machineRank, "This machine's index, 0 .. num_machines-1")
+        ->check(CLI::Range(0, 1023))
         ->capture_default_str();
     cmd->add_option("--main_process_ip", args->mainProcessIp, "Rendezvous address")->capture_default_str();
     cmd->add_option("--main_process_port", args->mainProcessPort, "Rendezvous port (0 or unset: a free port)")

@@ -180,7 +180,9 @@ std::string LaunchOutcome::failureSummary() const
     std::ostringstream out;
     if (rootCauseRank) {
         out << "error: rank " << *rootCauseRank << " failed first (root cause):\n";
-        out << "  " << ranks[*rootCauseRank].describe() << "\n";
+        for (const auto& r : ranks)
+            if (r.rank == *rootCauseRank)
+                out << "  " << r.describe() << "\n";
     } else if (cancelled) {
         out << "launch cancelled: every rank was asked to stop\n";
     } else {
@@ -232,12 +234,23 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
         return makeError("num_processes must be at least 1 (got " + std::to_string(options.numProcesses) + ")");
     if (access(options.workerPath.c_str(), X_OK) != 0)
         return makeError("worker '" + options.workerPath + "' is not an executable file: " + errnoText(errno));
+    if (options.numMachines < 1 || options.machineRank < 0 || options.machineRank >= options.numMachines)
+        return makeError("machine_rank " + std::to_string(options.machineRank) + " is not in 0.." + std::to_string(options.numMachines - 1)
+                         + " (num_machines " + std::to_string(options.numMachines) + ")");
+    if (options.numMachines > 1 && options.masterPort == 0)
+        return makeError("a job over " + std::to_string(options.numMachines)
+                         + " machines needs --main_process_port: every machine's launcher must know where machine 0 listens");
 
-    // The launcher binds the rendezvous port itself and hands the socket to rank 0's TCPStore:
-    // a taken port is reported here, before any rank starts, and nothing can steal a free one.
-    auto listener = listenOn(options.masterAddr, options.masterPort);
-    if (!listener)
-        return listener.error();
+    // Machine 0's launcher binds the rendezvous port itself and hands the socket to rank 0's
+    // TCPStore: a taken port is reported here, before any rank starts, and nothing can steal a
+    // free one. Other machines only connect to it.
+    ListeningSocket listener{-1, options.masterPort};
+    if (options.machineRank == 0) {
+        auto bound = listenOn(options.masterAddr, options.masterPort);
+        if (!bound)
+            return bound.error();
+        listener = *bound;
+    }
 
     const sigset_t supervised = supervisedSignals();
     sigset_t originalMask;
@@ -246,7 +259,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     const int signalFd = signalfd(-1, &supervised, SFD_CLOEXEC | SFD_NONBLOCK);
 
     LaunchOutcome outcome;
-    outcome.masterPort = listener->port;
+    outcome.masterPort = listener.port;
     std::vector<Child> children;
     std::vector<int> eventReadFds(static_cast<std::size_t>(options.numProcesses), -1);
     std::vector<std::string> partialLines(static_cast<std::size_t>(options.numProcesses));
@@ -269,13 +282,14 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
 
     for (int rank = 0; rank < options.numProcesses; ++rank) {
         DistEnv dist;
-        dist.rank = rank;
+        dist.rank = options.machineRank * options.numProcesses + rank;
         dist.localRank = rank;
-        dist.worldSize = options.numProcesses;
+        dist.worldSize = options.numMachines * options.numProcesses;
         dist.localWorldSize = options.numProcesses;
+        dist.groupRank = options.machineRank;
         dist.masterAddr = options.masterAddr;
-        dist.masterPort = listener->port;
-        dist.masterListenFd = rank == 0 ? listener->fd : -1;
+        dist.masterPort = listener.port;
+        dist.masterListenFd = dist.rank == 0 ? listener.fd : -1;
 
         ChildFds fds;
         fds.listenFd = dist.masterListenFd;
@@ -314,15 +328,17 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
             stopAll(SIGKILL);
             for (auto& c : children)
                 waitpid(c.pid, nullptr, 0);
-            close(listener->fd);
+            if (listener.fd >= 0)
+                close(listener.fd);
             cleanup();
             return pid.error();
         }
         children.push_back({rank, *pid, true});
-        outcome.ranks.push_back(RankExit{rank, *pid, 0, 0, false, 0});
+        outcome.ranks.push_back(RankExit{dist.rank, *pid, 0, 0, false, 0});
     }
     // Rank 0 holds its own copy of the listening socket now.
-    close(listener->fd);
+    if (listener.fd >= 0)
+        close(listener.fd);
 
     // Reads what a rank's events pipe holds and hands over complete lines; at EOF, the rest.
     auto drainEvents = [&](int rank) -> bool {
@@ -376,7 +392,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
                 if (stopping) {
                     exit.stoppedByLauncher = true;
                 } else if (exit.failed()) {
-                    outcome.rootCauseRank = c.rank;
+                    outcome.rootCauseRank = exit.rank;
                     stopping = true;
                     killDeadline = Clock::now() + options.stopGrace;
                     stopAll(SIGTERM);
@@ -426,9 +442,11 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     }
     cleanup();
 
-    if (outcome.rootCauseRank)
-        outcome.exitCode = outcome.ranks[*outcome.rootCauseRank].status();
-    else if (outcome.cancelled)
+    if (outcome.rootCauseRank) {
+        for (const auto& r : outcome.ranks)
+            if (r.rank == *outcome.rootCauseRank)
+                outcome.exitCode = r.status();
+    } else if (outcome.cancelled)
         outcome.exitCode = 130;
     return outcome;
 }

@@ -21,8 +21,12 @@ struct LaunchOptions {
     std::string workerPath;              // the executable every rank runs
     std::vector<std::string> workerArgs; // its arguments (argv[1..])
     int numProcesses = 1;                // ranks on this machine
+    // A job over several machines runs one launcher per machine; machine 0's rank 0 serves the
+    // rendezvous at masterAddr:masterPort, which the others must be told (no free-port pick).
+    int numMachines = 1;
+    int machineRank = 0;
     std::string masterAddr = "127.0.0.1";
-    int masterPort = 0; // 0: pick a free port
+    int masterPort = 0; // 0: pick a free port (single machine only)
     // How long ranks get to exit after SIGTERM before they are killed.
     std::chrono::milliseconds stopGrace = std::chrono::seconds(3);
     // NAME=VALUE pairs added to every rank's environment (after the inherited ones).
@@ -39,7 +43,7 @@ struct LaunchOptions {
 };
 
 struct RankExit {
-    int rank = 0;
+    int rank = 0; // global rank
     pid_t pid = 0;
     int exitCode = 0;               // when it exited normally
     int signal = 0;                 // when a signal ended it, else 0
@@ -54,10 +58,10 @@ struct RankExit {
 
 struct LaunchOutcome {
     int exitCode = 0;                 // what the launcher exits with: 0, or the root-cause rank's status
-    std::optional<int> rootCauseRank; // the first rank that failed on its own
+    std::optional<int> rootCauseRank; // global rank of the first rank that failed on its own
     bool cancelled = false;           // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP)
     int masterPort = 0;
-    std::vector<RankExit> ranks; // in rank order
+    std::vector<RankExit> ranks; // this machine's ranks, in rank order
 
     // A torchrun-style summary, root cause first; empty when every rank succeeded.
     std::string failureSummary() const;

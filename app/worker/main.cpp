@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -52,15 +53,20 @@ int checkCollectives(const CheckCollectivesArgs& args)
     options.numel = args.numel;
     options.corruptRank = args.corruptRank;
     const auto report = dist::runCollectiveChecks(*env, options);
+    // One write per report: ranks share the terminal, and lines written in pieces interleave.
+    std::string text;
     for (const auto& failure : report.failures)
-        std::cerr << who << ": WRONG " << failure << "\n";
+        text += who + ": WRONG " + failure + "\n";
     if (!report.failures.empty()) {
-        std::cerr << who << ": " << report.failures.size() << " of " << report.checksRun
-                  << " collective checks failed on " << report.device << " (" << args.backend << ")\n";
+        text += who + ": " + std::to_string(report.failures.size()) + " of " + std::to_string(report.checksRun)
+                + " collective checks failed on " + report.device + " (" + args.backend + ")\n";
+        std::fputs(text.c_str(), stderr);
         return kCheckFailed;
     }
-    std::cout << who << ": " << report.checksRun << " collective checks passed on " << report.device << " ("
-              << args.backend << ")" << std::endl;
+    text = who + ": " + std::to_string(report.checksRun) + " collective checks passed on " + report.device + " ("
+           + args.backend + ")\n";
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
     return kOk;
 }
 
@@ -100,6 +106,13 @@ int train(const TrainArgs& args)
     options.dumpParamsPath = args.dumpParams;
     options.dumpInitialPath = args.dumpInitial;
     train::EventSink events(env->rank);
+    // SIGTERM / SIGINT from the launcher (Ctrl-C): finish the step, agree with the other ranks,
+    // report "cancelled". A second signal is not caught: the launcher escalates to SIGKILL.
+    struct sigaction stop {};
+    stop.sa_handler = [](int) { train::requestStop(); };
+    stop.sa_flags = SA_RESETHAND;
+    sigaction(SIGTERM, &stop, nullptr);
+    sigaction(SIGINT, &stop, nullptr);
     try {
         train::runTraining(*env, options, events);
     } catch (const std::exception& e) {

@@ -88,6 +88,16 @@ double Accelerator::meanOverRanks(double value)
     return t.item<double>() / numProcesses();
 }
 
+Accelerator::StepAgreement Accelerator::agreeOnStep(double localLoss, bool stopRequested)
+{
+    if (numProcesses() == 1)
+        return {localLoss, stopRequested};
+    auto t = at::tensor({localLoss, stopRequested ? 1.0 : 0.0}, at::TensorOptions().dtype(at::kDouble)).to(device());
+    m_comm->allreduce(t)->wait();
+    auto values = t.to(at::kCPU);
+    return {values[0].item<double>() / numProcesses(), values[1].item<double>() > 0};
+}
+
 torch::Tensor Accelerator::gatherForMetrics(const torch::Tensor& tensor)
 {
     if (numProcesses() == 1)

@@ -59,6 +59,13 @@ public:
 
     // Mean of a per-rank scalar over all ranks (what gather_for_metrics + mean gives).
     double meanOverRanks(double value);
+    // The end-of-step agreement, in one small all-reduce: the mean loss over ranks, and whether
+    // any rank was asked to stop, so that all ranks stop after the same step.
+    struct StepAgreement {
+        double meanLoss = 0;
+        bool stop = false;
+    };
+    StepAgreement agreeOnStep(double localLoss, bool stopRequested);
     torch::Tensor gatherForMetrics(const torch::Tensor& tensor);
     void waitForEveryone();
 

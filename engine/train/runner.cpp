@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -24,6 +25,8 @@ namespace shardscope::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_stopRequested{false};
 
 // The learning-rate factor of Hugging Face's get_{constant,linear,cosine}_schedule_with_warmup
 // for 0-based optimizer step `step` of `total`.
@@ -120,6 +123,11 @@ double evaluate(models::TrainableModel& model, const data::Dataset& eval, Accele
 
 } // namespace
 
+void requestStop()
+{
+    g_stopRequested.store(true);
+}
+
 void runTraining(const DistEnv& env, const RunOptions& options, EventSink& events)
 {
     const config::Recipe& recipe = options.recipe;
@@ -197,7 +205,8 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         acc.step(*optimizer);
 
         const double localLoss = lossSum / static_cast<double>(recipe.gradientAccumulationSteps);
-        const double globalLoss = acc.meanOverRanks(localLoss);
+        const auto agreement = acc.agreeOnStep(localLoss, g_stopRequested.load());
+        const double globalLoss = agreement.meanLoss;
         const double stepTime = std::chrono::duration<double>(Clock::now() - stepStart).count();
 
         if ((step + 1) % recipe.logEvery == 0 || step + 1 == recipe.maxSteps) {
@@ -219,6 +228,12 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             e.comm.allReduce = allReduced;
             e.comm.broadcast = step == 0 && acc.ddp() ? acc.ddp()->broadcastBytes() : 0;
             events.emit(e);
+        }
+        if (agreement.stop) {
+            events.emit(protocol::LogEvent{"info", "stopping after step " + std::to_string(step + 1) + " as asked"});
+            events.emit(protocol::DoneEvent{"cancelled", step + 1,
+                                            std::chrono::duration<double>(Clock::now() - runStart).count()});
+            return;
         }
         if (recipe.evalEvery > 0 && split.eval.size() > 0 && ((step + 1) % recipe.evalEvery == 0 || step + 1 == recipe.maxSteps))
             events.emit(protocol::EvalEvent{step + 1, evaluate(*model, split.eval, acc, recipe.perDeviceBatchSize), {}});

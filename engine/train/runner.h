@@ -21,6 +21,10 @@ struct RunOptions {
 
 class EventSink;
 
+// Asks a running training to stop after the current step (called from a signal handler: it only
+// sets an atomic flag). All ranks agree on the step to stop after, then report "cancelled".
+void requestStop();
+
 // Throws on run-ending errors (bad data file, rendezvous failure); the worker's main reports them.
 void runTraining(const DistEnv& env, const RunOptions& options, EventSink& events);
 

@@ -6,6 +6,10 @@
 #include <QProcess>
 #include <QtTest>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 namespace {
 
 const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
@@ -81,6 +85,47 @@ private slots:
         QVERIFY(run.err.contains(QStringLiteral("exited with code 7")));
         // The other ranks were waiting in the rendezvous and were stopped, not left running.
         QCOMPARE(run.err.count(QStringLiteral("stopped by the launcher")), 3);
+    }
+
+    // num_machines 2: one launcher per "machine" (both on this host), machine 0 serving the
+    // rendezvous, together forming one 4-rank job.
+    void twoLaunchersFormOneJob()
+    {
+        const int port = freePort();
+        QVERIFY(port > 0);
+        QProcess machines[2];
+        for (int m = 1; m >= 0; --m) {
+            machines[m].start(kShardscope, {"launch", "--num_processes", "4", "--num_machines", "2", "--machine_rank",
+                                            QString::number(m), "--main_process_port", QString::number(port), "--",
+                                            "check-collectives"});
+            QVERIFY(machines[m].waitForStarted());
+        }
+        QString out;
+        for (auto& machine : machines) {
+            QVERIFY(machine.waitForFinished(90000));
+            out += QString::fromUtf8(machine.readAllStandardOutput() + machine.readAllStandardError());
+            QCOMPARE(machine.exitCode(), 0);
+        }
+        for (int rank = 0; rank < 4; ++rank)
+            QVERIFY2(out.contains(QStringLiteral("rank %1/4: 20 collective checks passed").arg(rank)), qPrintable(out));
+        QVERIFY(out.contains("2 ranks on machine 0 finished successfully"));
+        QVERIFY(out.contains("2 ranks on machine 1 finished successfully"));
+    }
+
+private:
+    static int freePort()
+    {
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr {};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof addr;
+        int port = -1;
+        if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0
+            && getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+            port = ntohs(addr.sin_port);
+        close(fd);
+        return port;
     }
 };
 

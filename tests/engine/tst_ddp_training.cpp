@@ -331,6 +331,53 @@ private slots:
         QVERIFY(processGone(pids[1]));
     }
 
+    // Ctrl-C (SIGINT to the launcher): every rank finishes the same step, reports "cancelled",
+    // and the launcher exits 130 with nothing left running.
+    void interruptStopsEveryRankAfterTheSameStep()
+    {
+        const QString recipePath = m_dir.path() + "/interrupted.yaml";
+        QFile file(recipePath);
+        file.open(QIODevice::WriteOnly);
+        file.write(gpt(4, 1, 25, true, 100000).toUtf8());
+        file.close();
+        QProcess launcher;
+        launcher.setProcessChannelMode(QProcess::MergedChannels);
+        launcher.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--runs_dir",
+                                     m_dir.path() + "/runs", "--run_name", "interrupted"});
+        QVERIFY(launcher.waitForStarted());
+        const QString events = m_dir.path() + "/runs/interrupted/events.jsonl";
+        auto readEvents = [&] {
+            QList<QJsonObject> all;
+            QFile f(events);
+            if (f.open(QIODevice::ReadOnly))
+                while (!f.atEnd())
+                    all << QJsonDocument::fromJson(f.readLine()).object();
+            return all;
+        };
+        auto stepsSoFar = [&] {
+            const auto all = readEvents();
+            return std::count_if(all.begin(), all.end(), [](const QJsonObject& e) { return e["type"] == "step"; });
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(stepsSoFar() >= 4, 60000);
+        QCOMPARE(kill(pid_t(launcher.processId()), SIGINT), 0);
+        QVERIFY(launcher.waitForFinished(10000));
+        QCOMPARE(launcher.exitCode(), 130);
+        std::map<int, qint64> doneSteps;
+        std::map<int, qint64> pids;
+        for (const auto& e : readEvents()) {
+            if (e["type"] == "hello")
+                pids[e["rank"].toInt()] = e["pid"].toInteger();
+            if (e["type"] == "done") {
+                QCOMPARE(e["status"].toString(), QStringLiteral("cancelled"));
+                doneSteps[e["rank"].toInt()] = e["steps"].toInteger();
+            }
+        }
+        QCOMPARE(int(doneSteps.size()), 2);
+        QCOMPARE(doneSteps[0], doneSteps[1]);
+        for (const auto& [rank, pid] : pids)
+            QVERIFY(processGone(pid));
+    }
+
 private:
     QTemporaryDir m_dir;
     std::unique_ptr<Runner> m_runner;

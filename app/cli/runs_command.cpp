@@ -1,0 +1,460 @@
+// `shardscope runs list|show|compare|export|delete`: the run history from a terminal.
+// The store is $SHARDSCOPE_HOME/history.sqlite (else the XDG data folder); --home overrides.
+
+#include "app/cli/commands.h"
+#include "storage/run_store.h"
+#include "storage/store_paths.h"
+
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+namespace shardscope::cli {
+
+namespace {
+
+using namespace shardscope::storage;
+
+struct RunsArgs {
+    std::string home;
+    // list
+    std::vector<std::string> statuses;
+    std::string type, precision, tag, search, sort = "created";
+    bool ascending = false;
+    std::int64_t limit = -1;
+    // show / compare / export / delete
+    std::vector<std::string> runs;
+    bool showConfig = false;
+    std::string format = "csv";
+    std::string output;
+    bool yes = false;
+    bool keepFiles = false;
+};
+
+// A left-aligned text table with a header row; numbers are right-aligned.
+class Table {
+public:
+    explicit Table(std::vector<std::string> header) : m_rows{std::move(header)} {}
+    void add(std::vector<std::string> row) { m_rows.push_back(std::move(row)); }
+    void print(std::ostream& out) const
+    {
+        std::vector<std::size_t> widths;
+        for (const auto& row : m_rows) {
+            widths.resize(std::max(widths.size(), row.size()));
+            for (std::size_t c = 0; c < row.size(); ++c)
+                widths[c] = std::max(widths[c], row[c].size());
+        }
+        for (std::size_t r = 0; r < m_rows.size(); ++r) {
+            std::string line;
+            for (std::size_t c = 0; c < m_rows[r].size(); ++c) {
+                const auto& cell = m_rows[r][c];
+                const bool numeric = r > 0 && !cell.empty() &&
+                                     cell.find_first_not_of("0123456789.-e+ %") == std::string::npos;
+                const std::string pad(widths[c] - cell.size(), ' ');
+                line += numeric ? pad + cell : cell + (c + 1 < m_rows[r].size() ? pad : "");
+                if (c + 1 < m_rows[r].size())
+                    line += "  ";
+            }
+            while (!line.empty() && line.back() == ' ')
+                line.pop_back();
+            out << line << "\n";
+        }
+    }
+
+private:
+    std::vector<std::vector<std::string>> m_rows;
+};
+
+std::string formatTime(double epochSeconds)
+{
+    const std::time_t t = std::time_t(epochSeconds);
+    std::tm local{};
+    localtime_r(&t, &local);
+    char buffer[32];
+    std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M", &local);
+    return buffer;
+}
+
+std::string formatDuration(double seconds)
+{
+    const auto s = std::int64_t(std::llround(seconds));
+    char buffer[32];
+    if (s >= 3600)
+        std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", static_cast<long long>(s / 3600),
+                      static_cast<long long>(s % 3600 / 60));
+    else if (s >= 60)
+        std::snprintf(buffer, sizeof buffer, "%lldm%02llds", static_cast<long long>(s / 60),
+                      static_cast<long long>(s % 60));
+    else
+        std::snprintf(buffer, sizeof buffer, "%llds", static_cast<long long>(s));
+    return buffer;
+}
+
+std::string formatNumber(double value, const char* format = "%.4g")
+{
+    if (std::isnan(value))
+        return "nan";
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, format, value);
+    return buffer;
+}
+
+std::string formatBytes(double bytes)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int unit = 0;
+    while (bytes >= 1024 && unit < 4) {
+        bytes /= 1024;
+        ++unit;
+    }
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, unit ? "%.2f %s" : "%.0f %s", bytes, units[unit]);
+    return buffer;
+}
+
+std::string durationOf(const RunSummary& run)
+{
+    if (!run.startedAt)
+        return "-";
+    const double end = run.endedAt ? *run.endedAt : double(std::time(nullptr));
+    return formatDuration(end - *run.startedAt);
+}
+
+std::string join(const std::vector<std::string>& parts, const char* separator)
+{
+    std::string out;
+    for (const auto& p : parts)
+        out += (out.empty() ? "" : separator) + p;
+    return out;
+}
+
+Result<RunStore> openStore(const RunsArgs& args)
+{
+    std::filesystem::path home = args.home;
+    if (home.empty()) {
+        auto found = shardscopeHome();
+        if (!found)
+            return found.error();
+        home = *found;
+    }
+    StoreOptions options;
+    options.runsRoot = runsFolder(home);
+    return RunStore::open(historyFile(home), options);
+}
+
+Result<std::vector<std::int64_t>> resolveAll(const RunStore& store, const std::vector<std::string>& references)
+{
+    std::vector<std::int64_t> ids;
+    for (const auto& reference : references) {
+        auto id = store.resolveRun(reference);
+        if (!id)
+            return id.error();
+        ids.push_back(*id);
+    }
+    return ids;
+}
+
+int fail(const char* command, const Error& error)
+{
+    std::cerr << "shardscope runs " << command << ": error: " << error.message << "\n";
+    return 1;
+}
+
+int runList(const RunsArgs& args)
+{
+    RunFilter filter;
+    for (const auto& s : args.statuses) {
+        auto status = parseRunStatus(s);
+        if (!status)
+            return fail("list", makeError("unknown status '" + s + "' (pending, running, completed, failed, "
+                                          "cancelled, interrupted)"));
+        filter.statuses.push_back(*status);
+    }
+    filter.distributedType = args.type;
+    filter.mixedPrecision = args.precision;
+    filter.tag = args.tag;
+    filter.text = args.search;
+    const std::map<std::string, RunSort> sorts = {{"created", RunSort::Created}, {"name", RunSort::Name},
+                                                  {"status", RunSort::Status},   {"duration", RunSort::Duration},
+                                                  {"steps", RunSort::Steps},     {"loss", RunSort::Loss}};
+    filter.sort = sorts.at(args.sort);
+    filter.descending = !args.ascending;
+    filter.limit = args.limit;
+
+    auto store = openStore(args);
+    if (!store)
+        return fail("list", store.error());
+    auto runs = store->listRuns(filter);
+    if (!runs)
+        return fail("list", runs.error());
+    if (runs->empty()) {
+        std::cout << "no runs" << (filter.statuses.empty() && filter.text.empty() && filter.tag.empty() ? "" : " match")
+                  << " (history: " << store->database().path() << ")\n";
+        return 0;
+    }
+    Table table({"ID", "NAME", "STATUS", "TYPE", "PRECISION", "RANKS", "STEPS", "LOSS", "CREATED", "DURATION", "TAGS"});
+    for (const auto& run : *runs) {
+        table.add({std::to_string(run.id), run.name, std::string(toString(run.status)),
+                   run.distributedType.empty() ? "-" : run.distributedType,
+                   run.mixedPrecision.empty() ? "-" : run.mixedPrecision, std::to_string(run.worldSize),
+                   run.lastStep ? std::to_string(*run.lastStep) : "-",
+                   run.lastLoss ? formatNumber(*run.lastLoss) : "-", formatTime(run.createdAt), durationOf(run),
+                   join(run.tags, ",")});
+    }
+    table.print(std::cout);
+    return 0;
+}
+
+int runShow(const RunsArgs& args)
+{
+    auto store = openStore(args);
+    if (!store)
+        return fail("show", store.error());
+    auto ids = resolveAll(*store, args.runs);
+    if (!ids)
+        return fail("show", ids.error());
+    for (std::size_t i = 0; i < ids->size(); ++i) {
+        auto details = store->run((*ids)[i]);
+        if (!details)
+            return fail("show", details.error());
+        auto stats = store->runStats((*ids)[i]);
+        if (!stats)
+            return fail("show", stats.error());
+        const auto& s = details->summary;
+        if (i)
+            std::cout << "\n";
+        Table info({"run", std::to_string(s.id) + " (" + s.name + ")"});
+        info.add({"status", std::string(toString(s.status))});
+        info.add({"created", formatTime(s.createdAt)});
+        if (s.startedAt)
+            info.add({"started", formatTime(*s.startedAt)});
+        if (s.endedAt)
+            info.add({"ended", formatTime(*s.endedAt)});
+        info.add({"duration", durationOf(s)});
+        info.add({"distributed", (s.distributedType.empty() ? "-" : s.distributedType) + ", " +
+                                     std::to_string(s.worldSize) + " ranks, precision " +
+                                     (s.mixedPrecision.empty() ? "-" : s.mixedPrecision)});
+        info.add({"host", s.host});
+        info.add({"directory", s.runDir.empty() ? "-" : s.runDir});
+        if (!s.tags.empty())
+            info.add({"tags", join(s.tags, ", ")});
+        if (details->exitCode)
+            info.add({"exit code", std::to_string(*details->exitCode)});
+        if (details->rootCauseRank)
+            info.add({"root cause", "rank " + std::to_string(*details->rootCauseRank)});
+        if (!details->error.empty())
+            info.add({"error", details->error});
+        info.add({"steps", stats->steps ? std::to_string(*stats->steps) : "-"});
+        info.add({"final loss", stats->finalLoss ? formatNumber(*stats->finalLoss) : "-"});
+        info.add({"best loss", stats->bestLoss ? formatNumber(*stats->bestLoss) : "-"});
+        info.add({"tokens/s", stats->meanTokensPerS ? formatNumber(*stats->meanTokensPerS, "%.0f") : "-"});
+        info.add({"skipped steps", std::to_string(stats->skippedSteps)});
+        info.add({"metric rows", std::to_string(details->metricRows)});
+        info.add({"metrics", details->metricKeys.empty() ? "-" : join(details->metricKeys, ", ")});
+        if (!details->notes.empty())
+            info.add({"notes", details->notes});
+        info.print(std::cout);
+
+        if (!details->ranks.empty()) {
+            std::map<int, double> peaks(stats->peakMemory.begin(), stats->peakMemory.end());
+            std::cout << "\n";
+            Table ranks({"RANK", "PID", "HOST", "DEVICE", "LOCAL", "MACHINE", "PEAK MEMORY", "EXIT"});
+            for (const auto& r : details->ranks) {
+                ranks.add({std::to_string(r.info.rank), r.info.pid ? std::to_string(r.info.pid) : "-",
+                           r.info.host.empty() ? "-" : r.info.host, r.info.device.empty() ? "-" : r.info.device,
+                           std::to_string(r.info.localRank), std::to_string(r.info.machineRank),
+                           peaks.count(r.info.rank) ? formatBytes(peaks[r.info.rank]) : "-",
+                           r.exitCode ? std::to_string(*r.exitCode) : "-"});
+            }
+            ranks.print(std::cout);
+        }
+        if (!details->checkpoints.empty()) {
+            std::cout << "\n";
+            Table checkpoints({"STEP", "KIND", "RANK", "SIZE", "PATH"});
+            for (const auto& c : details->checkpoints)
+                checkpoints.add({std::to_string(c.step), c.kind, std::to_string(c.rank), formatBytes(double(c.bytes)),
+                                 c.path});
+            checkpoints.print(std::cout);
+        }
+        if (!details->traces.empty()) {
+            std::cout << "\n";
+            Table traces({"RANK", "SOURCE", "COMPUTE s", "COMM s", "OVERLAP", "PATH"});
+            for (const auto& t : details->traces)
+                traces.add({std::to_string(t.rank), t.source, formatNumber(t.compute), formatNumber(t.comm),
+                            formatNumber(t.overlap * 100, "%.0f%%"), t.path});
+            traces.print(std::cout);
+        }
+        if (args.showConfig) {
+            std::cout << "\n# config\n" << details->configText << "\n# recipe\n" << details->recipeText << "\n";
+        }
+    }
+    return 0;
+}
+
+int runCompare(const RunsArgs& args)
+{
+    auto store = openStore(args);
+    if (!store)
+        return fail("compare", store.error());
+    auto ids = resolveAll(*store, args.runs);
+    if (!ids)
+        return fail("compare", ids.error());
+    auto comparison = store->compareRuns(*ids);
+    if (!comparison)
+        return fail("compare", comparison.error());
+
+    std::vector<std::string> header = {""};
+    for (const auto& run : comparison->runs)
+        header.push_back(std::to_string(run.runId) + " " + run.name);
+    Table summary(header);
+    auto row = [&](const std::string& label, auto&& cell) {
+        std::vector<std::string> cells = {label};
+        for (const auto& run : comparison->runs)
+            cells.push_back(cell(run));
+        summary.add(std::move(cells));
+    };
+    row("status", [](const RunStats& r) { return std::string(toString(r.status)); });
+    row("steps", [](const RunStats& r) { return r.steps ? std::to_string(*r.steps) : "-"; });
+    row("final loss", [](const RunStats& r) { return r.finalLoss ? formatNumber(*r.finalLoss) : "-"; });
+    row("best loss", [](const RunStats& r) { return r.bestLoss ? formatNumber(*r.bestLoss) : "-"; });
+    row("tokens/s", [](const RunStats& r) {
+        return r.meanTokensPerS ? formatNumber(*r.meanTokensPerS, "%.0f") : "-";
+    });
+    row("skipped steps", [](const RunStats& r) { return std::to_string(r.skippedSteps); });
+    row("wall time", [](const RunStats& r) { return r.wallSeconds ? formatDuration(*r.wallSeconds) : "-"; });
+    int maxRank = -1;
+    for (const auto& run : comparison->runs)
+        for (const auto& [rank, bytes] : run.peakMemory)
+            maxRank = std::max(maxRank, rank);
+    for (int rank = 0; rank <= maxRank; ++rank) {
+        row("peak memory rank " + std::to_string(rank), [rank](const RunStats& r) {
+            for (const auto& [k, bytes] : r.peakMemory)
+                if (k == rank)
+                    return formatBytes(bytes);
+            return std::string("-");
+        });
+    }
+    summary.print(std::cout);
+
+    std::cout << "\n";
+    if (comparison->differences.empty()) {
+        std::cout << "configs and recipes are identical\n";
+        return 0;
+    }
+    header[0] = "KEY";
+    Table diff(header);
+    for (const auto& d : comparison->differences) {
+        std::vector<std::string> cells = {d.file + ": " + d.keyPath};
+        for (const auto& value : d.values)
+            cells.push_back(value ? (value->empty() ? "\"\"" : *value) : "(absent)");
+        diff.add(std::move(cells));
+    }
+    diff.print(std::cout);
+    return 0;
+}
+
+int runExport(const RunsArgs& args)
+{
+    auto store = openStore(args);
+    if (!store)
+        return fail("export", store.error());
+    auto id = store->resolveRun(args.runs.front());
+    if (!id)
+        return fail("export", id.error());
+    std::ofstream file;
+    if (!args.output.empty() && args.output != "-") {
+        file.open(args.output, std::ios::binary);
+        if (!file)
+            return fail("export", makeError("cannot write " + args.output + ": check the folder exists and is writable"));
+    }
+    std::ostream& out = file.is_open() ? static_cast<std::ostream&>(file) : std::cout;
+    auto rc = args.format == "json" ? store->exportJson(*id, out) : store->exportCsv(*id, out);
+    if (!rc)
+        return fail("export", rc.error());
+    if (file.is_open())
+        std::cerr << "shardscope runs export: wrote run " << *id << " to " << args.output << "\n";
+    return 0;
+}
+
+int runDelete(const RunsArgs& args)
+{
+    auto store = openStore(args);
+    if (!store)
+        return fail("delete", store.error());
+    auto ids = resolveAll(*store, args.runs);
+    if (!ids)
+        return fail("delete", ids.error());
+    if (!args.yes) {
+        if (!isatty(STDIN_FILENO))
+            return fail("delete", makeError("deleting needs confirmation: pass --yes"));
+        std::cout << "Delete " << ids->size() << " run(s) and their rows" << (args.keepFiles ? "" : " and directories")
+                  << "? [y/N] " << std::flush;
+        std::string answer;
+        std::getline(std::cin, answer);
+        if (answer != "y" && answer != "Y" && answer != "yes")
+            return 1;
+    }
+    for (auto id : *ids) {
+        if (auto rc = store->deleteRun(id, !args.keepFiles); !rc)
+            return fail("delete", rc.error());
+        std::cout << "deleted run " << id << "\n";
+    }
+    return 0;
+}
+
+} // namespace
+
+void addRunsCommand(CLI::App& app, CommandContext& context)
+{
+    auto args = std::make_shared<RunsArgs>();
+    auto* runs = app.add_subcommand("runs", "Browse the run history (list, show, compare, export, delete)");
+    runs->require_subcommand(1);
+    runs->add_option("--home", args->home,
+                     "Shardscope's data folder (default: $SHARDSCOPE_HOME, else $XDG_DATA_HOME/shardscope, "
+                     "else ~/.local/share/shardscope)");
+
+    auto* list = runs->add_subcommand("list", "List runs, newest first");
+    list->add_option("--status", args->statuses, "Only runs in this status (repeatable)");
+    list->add_option("--type", args->type, "Only this distributed_type (MULTI_CPU, MULTI_GPU, FSDP, DEEPSPEED, ...)");
+    list->add_option("--precision", args->precision, "Only this mixed_precision (no, fp16, bf16, fp8)");
+    list->add_option("--tag", args->tag, "Only runs carrying this tag");
+    list->add_option("--search", args->search, "Text in the name, notes, tags or run directory");
+    list->add_option("--sort", args->sort, "Sort by created, name, status, duration, steps or loss")
+        ->check(CLI::IsMember({"created", "name", "status", "duration", "steps", "loss"}))
+        ->capture_default_str();
+    list->add_flag("--asc", args->ascending, "Ascending order (default: descending)");
+    list->add_option("--limit", args->limit, "At most this many runs");
+    list->callback([args, &context] { context.exitCode = runList(*args); });
+
+    auto* show = runs->add_subcommand("show", "Show runs: status, ranks, summary, checkpoints, traces");
+    show->add_option("run", args->runs, "Run id or name")->required();
+    show->add_flag("--config", args->showConfig, "Also print the config and recipe");
+    show->callback([args, &context] { context.exitCode = runShow(*args); });
+
+    auto* compare = runs->add_subcommand("compare", "Compare runs: summary and config differences");
+    compare->add_option("runs", args->runs, "Two or more run ids or names")->required()->expected(2, 64);
+    compare->callback([args, &context] { context.exitCode = runCompare(*args); });
+
+    auto* exportCmd = runs->add_subcommand("export", "Export a run's metrics (CSV) or everything (JSON)");
+    exportCmd->add_option("run", args->runs, "Run id or name")->required()->expected(1);
+    exportCmd->add_option("--format", args->format, "csv or json")
+        ->check(CLI::IsMember({"csv", "json"}))
+        ->capture_default_str();
+    exportCmd->add_option("-o,--output", args->output, "Output file (default: standard output)");
+    exportCmd->callback([args, &context] { context.exitCode = runExport(*args); });
+
+    auto* del = runs->add_subcommand("delete", "Delete runs: their rows and run directories");
+    del->add_option("runs", args->runs, "Run ids or names")->required();
+    del->add_flag("-y,--yes", args->yes, "Do not ask for confirmation");
+    del->add_flag("--keep-files", args->keepFiles, "Delete the rows only, keep the run directories");
+    del->callback([args, &context] { context.exitCode = runDelete(*args); });
+}
+
+} // namespace shardscope::cli
