@@ -8,6 +8,7 @@ bin="$root/build/dev/app"
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && [ "${SHARDSCOPE_HEADLESS:-0}" != 1 ]; then
   exec "$bin/shardscope" "$@"
 fi
-echo "No display: running the demo headless (two ranks over c10d/Gloo)."
+echo "No display: running the demo headless: a small GPT trained with DDP on two CPU ranks (c10d/Gloo)."
 "$bin/shardscope" launch --num_processes 2 -- check-collectives
-echo "Demo ran: two ranks checked all-reduce, all-gather, reduce-scatter and broadcast through c10d."
+"$bin/shardscope" launch --num_processes 2 --recipe "$root/resources/recipes/demo-gpt.yaml" "$@"
+echo "Demo ran: the run's events and per-rank logs are in the run directory named above."
