@@ -77,6 +77,7 @@ struct TrainArgs {
     int threads = 0;
     std::string dumpParams;
     std::string dumpInitial;
+    std::string mixedPrecision = "no";
 };
 
 int train(const TrainArgs& args)
@@ -97,8 +98,14 @@ int train(const TrainArgs& args)
         std::cerr << "shardscope-worker: unknown backend '" << args.backend << "' (use gloo or nccl)\n";
         return kUsage;
     }
+    auto precision = precision::parseMode(args.mixedPrecision);
+    if (!precision) {
+        std::cerr << "shardscope-worker: " << precision.error().message << "\n";
+        return kUsage;
+    }
     train::RunOptions options;
     options.recipe = *recipe;
+    options.precision = *precision;
     if (args.maxSteps > 0)
         options.recipe.maxSteps = args.maxSteps;
     options.backend = *backend;
@@ -147,6 +154,8 @@ int main(int argc, char** argv)
     trainCmd->add_option("--max_steps", trainArgs.maxSteps, "Override the recipe's training.max_steps");
     trainCmd->add_option("--threads", trainArgs.threads, "Intra-op threads (default: cores / local ranks)");
     trainCmd->add_option("--dump-params", trainArgs.dumpParams, "Rank 0 writes the final parameters here (safetensors)");
+    trainCmd->add_option("--mixed_precision", trainArgs.mixedPrecision, "no, fp16, bf16, bf16-pure or fp8")
+        ->capture_default_str();
     trainCmd->add_option("--dump-initial", trainArgs.dumpInitial, "Rank 0 writes the initial parameters here (safetensors)");
 
     try {

@@ -210,6 +210,12 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     ddp.add("first_bucket_cap_mb", number(r.ddp.firstBucketCapMb, 1e-6, big));
     ddp.add("overlap", boolean(r.ddp.overlap));
 
+    SectionReader scaler(source, "loss_scaler");
+    scaler.add("init_scale", number(r.lossScaler.initScale, 1e-30, big));
+    scaler.add("growth_factor", number(r.lossScaler.growthFactor, 1.0, big));
+    scaler.add("backoff_factor", number(r.lossScaler.backoffFactor, 1e-30, 1.0));
+    scaler.add("growth_interval", integer(r.lossScaler.growthInterval, 1));
+
     SectionReader training(source, "training");
     training.add("per_device_batch_size", integer(r.perDeviceBatchSize, 1));
     training.add("gradient_accumulation_steps", integer(r.gradientAccumulationSteps, 1));
@@ -237,6 +243,7 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     top.add("optimizer", nested(optimizer));
     top.add("schedule", nested(schedule));
     top.add("ddp", nested(ddp));
+    top.add("loss_scaler", nested(scaler));
     top.add("training", nested(training));
     top.add("profile", nested(profile));
 
@@ -307,6 +314,10 @@ std::string recipeToYaml(const Recipe& r)
     out << YAML::Key << "ddp" << YAML::Value << YAML::BeginMap << YAML::Key << "bucket_cap_mb" << YAML::Value
         << r.ddp.bucketCapMb << YAML::Key << "first_bucket_cap_mb" << YAML::Value << r.ddp.firstBucketCapMb
         << YAML::Key << "overlap" << YAML::Value << r.ddp.overlap << YAML::EndMap;
+    out << YAML::Key << "loss_scaler" << YAML::Value << YAML::BeginMap << YAML::Key << "init_scale" << YAML::Value
+        << r.lossScaler.initScale << YAML::Key << "growth_factor" << YAML::Value << r.lossScaler.growthFactor
+        << YAML::Key << "backoff_factor" << YAML::Value << r.lossScaler.backoffFactor << YAML::Key
+        << "growth_interval" << YAML::Value << r.lossScaler.growthInterval << YAML::EndMap;
     out << YAML::Key << "training" << YAML::Value << YAML::BeginMap << YAML::Key << "per_device_batch_size"
         << YAML::Value << r.perDeviceBatchSize << YAML::Key << "gradient_accumulation_steps" << YAML::Value
         << r.gradientAccumulationSteps << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key

@@ -60,6 +60,13 @@ struct DdpRecipe { // Accelerate's DistributedDataParallelKwargs
     bool overlap = true;
 };
 
+struct LossScalerRecipe { // fp16 only; torch.amp.GradScaler's parameters and defaults
+    double initScale = 65536.0;
+    double growthFactor = 2.0;
+    double backoffFactor = 0.5;
+    std::int64_t growthInterval = 2000;
+};
+
 struct Recipe {
     std::string name = "recipe";
     std::uint64_t seed = 1234;
@@ -68,6 +75,7 @@ struct Recipe {
     OptimizerRecipe optimizer;
     ScheduleRecipe schedule;
     DdpRecipe ddp;
+    LossScalerRecipe lossScaler;
     std::int64_t perDeviceBatchSize = 16;
     std::int64_t gradientAccumulationSteps = 1;
     std::int64_t maxSteps = 100; // optimizer steps

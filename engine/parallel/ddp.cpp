@@ -38,7 +38,10 @@ DistributedDataParallel::DistributedDataParallel(std::vector<at::Tensor> paramet
     }
     for (auto& bucket : m_buckets) {
         const auto& first = m_params[bucket.params.front()];
-        bucket.flat = at::empty({bucket.numel}, first.options().requires_grad(false));
+        auto flatOptions = first.options().requires_grad(false);
+        if (m_options.reduceLowPrecisionInFloat32 && at::isReducedFloatingType(first.scalar_type()))
+            flatOptions = flatOptions.dtype(at::kFloat);
+        bucket.flat = at::empty({bucket.numel}, flatOptions);
     }
 
     for (std::size_t k = 0; k < m_params.size(); ++k) {

@@ -25,6 +25,9 @@ struct DdpOptions {
     std::int64_t firstBucketCapBytes = 1024 * 1024;
     // false: one all-reduce of every gradient after backward (the baseline without overlap).
     bool overlap = true;
+    // Reduce low-precision gradients in float32 (Gloo has no bf16/fp16 sums); otherwise buckets
+    // are reduced in the gradients' own dtype.
+    bool reduceLowPrecisionInFloat32 = false;
 };
 
 // When each bucket's all-reduce was issued in the last synchronised backward, for showing that

@@ -35,7 +35,7 @@ json bodyJson(const EventBody& body)
                     {"world_size", e.worldSize}, {"local_rank", e.localRank}, {"machine_rank", e.machineRank}};
         } else if constexpr (std::is_same_v<T, StepEvent>) {
             json j = {{"step", e.step}, {"epoch", e.epoch}, {"loss", e.loss}, {"local_loss", e.localLoss},
-                      {"lr", e.lr}, {"grad_norm", e.gradNorm}, {"skipped", e.skipped}, {"tokens", e.tokens},
+                      {"lr", e.lr}, {"grad_norm", e.gradNorm}, {"skipped", e.skipped}, {"skipped_steps", e.skippedSteps}, {"tokens", e.tokens},
                       {"samples", e.samples}, {"step_time", e.stepTime}, {"tokens_per_s", e.tokensPerS},
                       {"mem", memoryJson(e.mem)},
                       {"comm", {{"all_reduce", e.comm.allReduce}, {"all_gather", e.comm.allGather},
@@ -205,6 +205,7 @@ Result<Event> decodeEvent(std::string_view line)
             e.lossScale = scale;
         }
         r.read("skipped", e.skipped);
+        r.read("skipped_steps", e.skippedSteps);
         r.read("tokens", e.tokens);
         r.read("samples", e.samples);
         r.read("step_time", e.stepTime);

@@ -56,6 +56,7 @@ struct StepEvent {
     double gradNorm = 0;   // before clipping
     std::optional<double> lossScale; // fp16 only
     bool skipped = false;
+    std::int64_t skippedSteps = 0; // optimizer steps skipped so far (fp16 overflow)
     std::int64_t tokens = 0;  // this rank, this step
     std::int64_t samples = 0; // this rank, this step
     double stepTime = 0;      // seconds

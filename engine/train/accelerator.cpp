@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+#include <stdexcept>
+
 namespace shardscope::train {
 
 Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options)
@@ -10,6 +13,21 @@ Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options)
     dist::CommunicatorOptions commOptions;
     commOptions.backend = options.backend;
     m_comm = dist::Communicator::connect(env, commOptions);
+    m_options.ddp.reduceLowPrecisionInFloat32 = options.backend == dist::BackendKind::Gloo;
+    if (options.precision == precision::PrecisionMode::Fp8) {
+        // Validation rejects fp8 before launch where the device cannot run it; the fp8 matmul
+        // path itself is not written yet.
+        throw std::runtime_error(device().is_cuda()
+                                     ? "mixed_precision fp8 is not implemented in this engine yet; use bf16"
+                                     : "mixed_precision fp8 needs a CUDA device of compute capability 8.9 or newer "
+                                       "(Ada, Hopper); this rank runs on " + device().str() + ". Use bf16 or fp16.");
+    }
+    if (options.precision == precision::PrecisionMode::Fp16) {
+        std::function<void(at::Tensor&)> agree;
+        if (numProcesses() > 1)
+            agree = [this](at::Tensor& foundInf) { m_comm->allreduce(foundInf, c10d::ReduceOp::MAX)->wait(); };
+        m_scaler = std::make_unique<precision::GradScaler>(options.scaler, std::move(agree));
+    }
 }
 
 Accelerator::~Accelerator() = default;
@@ -17,6 +35,8 @@ Accelerator::~Accelerator() = default;
 void Accelerator::prepareModel(torch::nn::Module& model)
 {
     model.to(device());
+    if (m_options.precision == precision::PrecisionMode::Bf16Pure)
+        model.to(at::kBFloat16); // parameters, hence gradients and optimizer state, in bf16
     m_parameters = model.parameters();
     if (numProcesses() > 1) {
         m_ddp = std::make_unique<parallel::DistributedDataParallel>(m_parameters, *m_comm, m_options.ddp);
@@ -33,12 +53,37 @@ Accelerator::AccumulateGuard::AccumulateGuard(Accelerator& a)
         a.m_gradientsSynced = false;
 }
 
+std::unique_ptr<precision::AutocastGuard> Accelerator::autocast()
+{
+    using precision::PrecisionMode;
+    if (m_options.precision == PrecisionMode::Fp16)
+        return std::make_unique<precision::AutocastGuard>(device().type(), at::kHalf);
+    if (m_options.precision == PrecisionMode::Bf16)
+        return std::make_unique<precision::AutocastGuard>(device().type(), at::kBFloat16);
+    return nullptr;
+}
+
+c10::ScalarType Accelerator::inputDtype() const
+{
+    return m_options.precision == precision::PrecisionMode::Bf16Pure ? at::kBFloat16 : at::kFloat;
+}
+
 void Accelerator::backward(const torch::Tensor& loss)
 {
     if (m_ddp)
         m_ddp->prepareForBackward(m_syncGradients);
     const auto k = m_options.gradientAccumulationSteps;
-    (k > 1 ? loss / static_cast<double>(k) : loss).backward();
+    torch::Tensor scaled = k > 1 ? loss / static_cast<double>(k) : loss;
+    if (m_scaler)
+        scaled = m_scaler->scale(scaled);
+    scaled.backward();
+}
+
+std::optional<double> Accelerator::lossScale() const
+{
+    if (!m_scaler)
+        return std::nullopt;
+    return m_lastLossScale;
 }
 
 void Accelerator::finishGradientSync()
@@ -52,6 +97,13 @@ double Accelerator::clipGradNorm(double maxNorm)
 {
     finishGradientSync();
     torch::NoGradGuard noGrad;
+    if (m_scaler) {
+        // Clipping must see true gradients: unscale first (GradScaler.unscale_), and leave a
+        // step that will be skipped alone.
+        m_scaler->unscale(m_parameters);
+        if (m_scaler->foundInf())
+            return std::numeric_limits<double>::infinity();
+    }
     std::vector<torch::Tensor> norms;
     for (const auto& p : m_parameters)
         if (p.grad().defined())
@@ -75,7 +127,17 @@ void Accelerator::step(torch::optim::Optimizer& optimizer)
     if (!m_syncGradients)
         return;
     finishGradientSync();
-    optimizer.step();
+    m_lastStepSkipped = false;
+    if (m_scaler) {
+        m_scaler->unscale(m_parameters);
+        m_lastStepSkipped = m_scaler->foundInf();
+        m_lastLossScale = m_scaler->currentScale();
+        m_scaler->update();
+    }
+    if (m_lastStepSkipped)
+        ++m_skippedSteps;
+    else
+        optimizer.step();
     optimizer.zero_grad(/*set_to_none=*/true);
 }
 

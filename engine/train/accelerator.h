@@ -9,11 +9,15 @@
 #include "engine/common/dist_env.h"
 #include "engine/dist/communicator.h"
 #include "engine/parallel/ddp.h"
+#include "engine/precision/autocast.h"
+#include "engine/precision/grad_scaler.h"
+#include "engine/precision/precision_mode.h"
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include <memory>
+#include <optional>
 
 namespace shardscope::train {
 
@@ -21,6 +25,8 @@ struct AcceleratorOptions {
     dist::BackendKind backend = dist::BackendKind::Gloo;
     std::int64_t gradientAccumulationSteps = 1;
     parallel::DdpOptions ddp;
+    precision::PrecisionMode precision = precision::PrecisionMode::No;
+    precision::GradScalerOptions scaler; // fp16 only
 };
 
 class Accelerator {
@@ -49,13 +55,26 @@ public:
     AccumulateGuard accumulate() { return AccumulateGuard(*this); }
     bool syncGradients() const { return m_syncGradients; }
 
-    // loss / gradient_accumulation_steps, backward, with DDP's hooks armed only when syncing.
+    // The autocast region for forward and loss (Accelerate's `accelerator.autocast()`): empty in
+    // fp32 and bf16-pure, fp16/bf16 autocast on this rank's device otherwise.
+    std::unique_ptr<precision::AutocastGuard> autocast();
+    // The dtype a floating input must have to enter the model (bf16 in bf16-pure, else float32).
+    c10::ScalarType inputDtype() const;
+
+    // loss / gradient_accumulation_steps (times the loss scale in fp16), backward, with DDP's
+    // hooks armed only when syncing.
     void backward(const torch::Tensor& loss);
     // Finishes the gradient all-reduce, then clips by global norm; returns the norm before
     // clipping. Only meaningful when syncGradients(). maxNorm <= 0: no clipping, norm only.
     double clipGradNorm(double maxNorm);
-    // The optimizer step and zero_grad, skipped on accumulation micro-steps (AcceleratedOptimizer).
+    // The optimizer step and zero_grad, skipped on accumulation micro-steps (AcceleratedOptimizer)
+    // and, in fp16, when a gradient was inf/NaN (then the loss scale backs off).
     void step(torch::optim::Optimizer& optimizer);
+    bool lastStepSkipped() const { return m_lastStepSkipped; }
+    std::int64_t skippedSteps() const { return m_skippedSteps; }
+    // The fp16 loss scale the last step used (before its update), or nullopt outside fp16.
+    std::optional<double> lossScale() const;
+    precision::GradScaler* gradScaler() { return m_scaler.get(); }
 
     // Mean of a per-rank scalar over all ranks (what gather_for_metrics + mean gives).
     double meanOverRanks(double value);
@@ -77,6 +96,10 @@ private:
     AcceleratorOptions m_options;
     std::unique_ptr<dist::Communicator> m_comm;
     std::unique_ptr<parallel::DistributedDataParallel> m_ddp;
+    std::unique_ptr<precision::GradScaler> m_scaler;
+    bool m_lastStepSkipped = false;
+    double m_lastLossScale = 0; // the scale the last step's loss was multiplied by
+    std::int64_t m_skippedSteps = 0;
     std::vector<torch::Tensor> m_parameters;
     std::int64_t m_microStep = 0;
     bool m_syncGradients = true;

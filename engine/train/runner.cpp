@@ -113,8 +113,14 @@ double evaluate(models::TrainableModel& model, const data::Dataset& eval, Accele
     for (std::size_t start = 0; start < mine.size(); start += static_cast<std::size_t>(batchSize)) {
         const auto len = std::min<std::size_t>(static_cast<std::size_t>(batchSize), mine.size() - start);
         auto index = at::from_blob(mine.data() + start, {static_cast<std::int64_t>(len)}, at::kLong).clone();
-        auto out = model.forward(eval.inputs.index_select(0, index).to(acc.device()));
-        sum += model.loss(out, eval.targets.index_select(0, index).to(acc.device())).item<double>() * static_cast<double>(len);
+        auto inputs = eval.inputs.index_select(0, index).to(acc.device());
+        auto targets = eval.targets.index_select(0, index).to(acc.device());
+        if (inputs.is_floating_point())
+            inputs = inputs.to(acc.inputDtype());
+        if (targets.is_floating_point())
+            targets = targets.to(acc.inputDtype());
+        auto autocast = acc.autocast();
+        sum += model.loss(model.forward(inputs), targets).item<double>() * static_cast<double>(len);
         count += static_cast<std::int64_t>(len);
     }
     model.train();
@@ -140,6 +146,11 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     accOptions.ddp.bucketCapBytes = static_cast<std::int64_t>(recipe.ddp.bucketCapMb * 1024 * 1024);
     accOptions.ddp.firstBucketCapBytes = static_cast<std::int64_t>(recipe.ddp.firstBucketCapMb * 1024 * 1024);
     accOptions.ddp.overlap = recipe.ddp.overlap;
+    accOptions.precision = options.precision;
+    accOptions.scaler.initScale = recipe.lossScaler.initScale;
+    accOptions.scaler.growthFactor = recipe.lossScaler.growthFactor;
+    accOptions.scaler.backoffFactor = recipe.lossScaler.backoffFactor;
+    accOptions.scaler.growthInterval = recipe.lossScaler.growthInterval;
     Accelerator acc(env, accOptions);
 
     char host[256] = {};
@@ -181,8 +192,17 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             auto batch = batches.next();
             epoch = batch.epoch;
             [[maybe_unused]] Accelerator::AccumulateGuard guard = acc.accumulate();
-            auto output = model->forward(batch.inputs.to(acc.device()));
-            auto loss = model->loss(output, batch.targets.to(acc.device()));
+            auto inputs = batch.inputs.to(acc.device());
+            auto targets = batch.targets.to(acc.device());
+            if (inputs.is_floating_point())
+                inputs = inputs.to(acc.inputDtype());
+            if (targets.is_floating_point())
+                targets = targets.to(acc.inputDtype());
+            torch::Tensor loss;
+            {
+                auto autocast = acc.autocast();
+                loss = model->loss(model->forward(inputs), targets);
+            }
             acc.backward(loss);
             lossSum += loss.item<double>();
             samples += batch.inputs.size(0);
@@ -217,6 +237,9 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             e.localLoss = localLoss;
             e.lr = lr;
             e.gradNorm = gradNorm;
+            e.lossScale = acc.lossScale();
+            e.skipped = acc.lastStepSkipped();
+            e.skippedSteps = acc.skippedSteps();
             e.samples = samples;
             e.tokens = samples * split.train.tokensPerSample;
             e.stepTime = stepTime;

@@ -6,6 +6,7 @@
 #include "engine/common/dist_env.h"
 #include "engine/config/recipe.h"
 #include "engine/dist/backend_kind.h"
+#include "engine/precision/precision_mode.h"
 
 #include <string>
 
@@ -14,6 +15,7 @@ namespace shardscope::train {
 struct RunOptions {
     config::Recipe recipe;
     dist::BackendKind backend = dist::BackendKind::Gloo;
+    precision::PrecisionMode precision = precision::PrecisionMode::No;
     int threads = 0;             // intra-op threads per rank; 0: cores / ranks on this machine
     std::string dumpParamsPath;  // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)

@@ -21,7 +21,8 @@ private slots:
                                  "ddp: {bucket_cap_mb: 2.5, overlap: false}\n"
                                  "training: {per_device_batch_size: 8, gradient_accumulation_steps: 4, max_steps: 20,"
                                  " max_grad_norm: 1.0, eval_every: 10}\n"
-                                 "profile: {start_step: 3, steps: 2}\n";
+                                 "profile: {start_step: 3, steps: 2}\n"
+                                 "loss_scaler: {init_scale: 1024, growth_interval: 10}\n";
         auto r = parseRecipe(text, "demo.yaml");
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
         QCOMPARE(r->name, std::string("demo"));
@@ -38,6 +39,9 @@ private slots:
         QCOMPARE(r->gradientAccumulationSteps, 4);
         QCOMPARE(r->maxGradNorm, 1.0);
         QCOMPARE(r->profileStartStep, 3);
+        QCOMPARE(r->lossScaler.initScale, 1024.0);
+        QCOMPARE(r->lossScaler.growthInterval, 10);
+        QCOMPARE(r->lossScaler.backoffFactor, 0.5);
 
         auto again = parseRecipe(recipeToYaml(*r), "written.yaml");
         QVERIFY2(again.ok(), again.ok() ? "" : again.error().message.c_str());
