@@ -38,10 +38,14 @@ struct RunsArgs {
     bool keepFiles = false;
 };
 
-// A left-aligned text table with a header row; numbers are right-aligned.
+// A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
+// (key/value listings).
 class Table {
 public:
-    explicit Table(std::vector<std::string> header) : m_rows{std::move(header)} {}
+    explicit Table(std::vector<std::string> header, bool alignNumbers = true)
+        : m_rows{std::move(header)}, m_alignNumbers(alignNumbers)
+    {
+    }
     void add(std::vector<std::string> row) { m_rows.push_back(std::move(row)); }
     void print(std::ostream& out) const
     {
@@ -55,7 +59,8 @@ public:
             std::string line;
             for (std::size_t c = 0; c < m_rows[r].size(); ++c) {
                 const auto& cell = m_rows[r][c];
-                const bool numeric = r > 0 && !cell.empty() &&
+                const bool numeric = m_alignNumbers && r > 0 &&
+                                     cell.find_first_of("0123456789") != std::string::npos &&
                                      cell.find_first_not_of("0123456789.-e+ %") == std::string::npos;
                 const std::string pad(widths[c] - cell.size(), ' ');
                 line += numeric ? pad + cell : cell + (c + 1 < m_rows[r].size() ? pad : "");
@@ -70,6 +75,7 @@ public:
 
 private:
     std::vector<std::vector<std::string>> m_rows;
+    bool m_alignNumbers;
 };
 
 std::string formatTime(double epochSeconds)
@@ -201,7 +207,7 @@ int runList(const RunsArgs& args)
     }
     Table table({"ID", "NAME", "STATUS", "TYPE", "PRECISION", "RANKS", "STEPS", "LOSS", "CREATED", "DURATION", "TAGS"});
     for (const auto& run : *runs) {
-        table.add({std::to_string(run.id), run.name, std::string(toString(run.status)),
+        table.add({std::to_string(run.id), run.name, std::string(statusName(run.status)),
                    run.distributedType.empty() ? "-" : run.distributedType,
                    run.mixedPrecision.empty() ? "-" : run.mixedPrecision, std::to_string(run.worldSize),
                    run.lastStep ? std::to_string(*run.lastStep) : "-",
@@ -230,8 +236,8 @@ int runShow(const RunsArgs& args)
         const auto& s = details->summary;
         if (i)
             std::cout << "\n";
-        Table info({"run", std::to_string(s.id) + " (" + s.name + ")"});
-        info.add({"status", std::string(toString(s.status))});
+        Table info({"run", std::to_string(s.id) + " (" + s.name + ")"}, false);
+        info.add({"status", std::string(statusName(s.status))});
         info.add({"created", formatTime(s.createdAt)});
         if (s.startedAt)
             info.add({"started", formatTime(*s.startedAt)});
@@ -320,7 +326,7 @@ int runCompare(const RunsArgs& args)
             cells.push_back(cell(run));
         summary.add(std::move(cells));
     };
-    row("status", [](const RunStats& r) { return std::string(toString(r.status)); });
+    row("status", [](const RunStats& r) { return std::string(statusName(r.status)); });
     row("steps", [](const RunStats& r) { return r.steps ? std::to_string(*r.steps) : "-"; });
     row("final loss", [](const RunStats& r) { return r.finalLoss ? formatNumber(*r.finalLoss) : "-"; });
     row("best loss", [](const RunStats& r) { return r.bestLoss ? formatNumber(*r.bestLoss) : "-"; });

@@ -78,6 +78,11 @@ struct TrainArgs {
     std::string dumpParams;
     std::string dumpInitial;
     std::string mixedPrecision = "no";
+    int zeroStage = 0;
+    std::string fsdpShardingStrategy;
+    std::string fsdpAutoWrapPolicy = "TRANSFORMER_BASED_WRAP";
+    std::vector<std::string> fsdpLayerClasses = {"GPTBlock"};
+    std::int64_t fsdpMinNumParams = 100000000;
 };
 
 int train(const TrainArgs& args)
@@ -106,6 +111,19 @@ int train(const TrainArgs& args)
     train::RunOptions options;
     options.recipe = *recipe;
     options.precision = *precision;
+    if (!args.fsdpShardingStrategy.empty() && args.fsdpShardingStrategy != "NO_SHARD") {
+        train::RunOptions::Sharding sharding;
+        sharding.reshardAfterForward = args.fsdpShardingStrategy == "FULL_SHARD";
+        sharding.wrapPolicy = args.fsdpAutoWrapPolicy;
+        sharding.transformerLayerClasses = args.fsdpLayerClasses;
+        sharding.minNumParams = args.fsdpMinNumParams;
+        options.sharding = sharding;
+    } else if (args.zeroStage > 0) {
+        train::RunOptions::Sharding sharding;
+        sharding.zeroStage = args.zeroStage;
+        sharding.reshardRootAfterForward = true; // DeepSpeed releases every parameter after use
+        options.sharding = sharding;
+    }
     if (args.maxSteps > 0)
         options.recipe.maxSteps = args.maxSteps;
     options.backend = *backend;
@@ -156,6 +174,16 @@ int main(int argc, char** argv)
     trainCmd->add_option("--dump-params", trainArgs.dumpParams, "Rank 0 writes the final parameters here (safetensors)");
     trainCmd->add_option("--mixed_precision", trainArgs.mixedPrecision, "no, fp16, bf16, bf16-pure or fp8")
         ->capture_default_str();
+    trainCmd->add_option("--zero_stage", trainArgs.zeroStage, "DeepSpeed ZeRO stage 1, 2 or 3 (0: DDP)")
+        ->check(CLI::Range(0, 3));
+    trainCmd->add_option("--fsdp_sharding_strategy", trainArgs.fsdpShardingStrategy,
+                         "FSDP: FULL_SHARD, SHARD_GRAD_OP or NO_SHARD (DDP)")
+        ->check(CLI::IsMember({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}));
+    trainCmd->add_option("--fsdp_auto_wrap_policy", trainArgs.fsdpAutoWrapPolicy, "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP")
+        ->check(CLI::IsMember({"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"}))
+        ->capture_default_str();
+    trainCmd->add_option("--fsdp_transformer_layer_cls_to_wrap", trainArgs.fsdpLayerClasses, "Classes that become units");
+    trainCmd->add_option("--fsdp_min_num_params", trainArgs.fsdpMinNumParams, "SIZE_BASED_WRAP threshold");
     trainCmd->add_option("--dump-initial", trainArgs.dumpInitial, "Rank 0 writes the initial parameters here (safetensors)");
 
     try {

@@ -20,18 +20,29 @@ MlpImpl::MlpImpl(const config::ModelRecipe& recipe)
     }
     layers->push_back(torch::nn::Linear(width, recipe.outputDim));
     register_module("layers", layers);
+    layerHooks.resize(layers->size());
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& input)
 {
-    torch::Tensor x = input;
-    const auto n = layers->size();
-    for (std::size_t i = 0; i < n; ++i) {
-        x = layers[i]->as<torch::nn::Linear>()->forward(x);
-        if (i + 1 < n)
-            x = torch::relu(x);
-    }
-    return x;
+    return forwardHooks.call([&] {
+        torch::Tensor x = input;
+        const auto n = layers->size();
+        for (std::size_t i = 0; i < n; ++i) {
+            x = layerHooks[i].call([&] { return layers[i]->as<torch::nn::Linear>()->forward(x); });
+            if (i + 1 < n)
+                x = torch::relu(x);
+        }
+        return x;
+    });
+}
+
+std::vector<WrappableModule> MlpImpl::wrappableModules()
+{
+    std::vector<WrappableModule> out;
+    for (std::size_t i = 0; i < layers->size(); ++i)
+        out.push_back({"Linear", "layers." + std::to_string(i), layers[i].get(), &layerHooks[i]});
+    return out;
 }
 
 torch::Tensor MlpImpl::loss(const torch::Tensor& output, const torch::Tensor& target)
@@ -66,8 +77,10 @@ GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead)
 
 torch::Tensor GPTBlockImpl::forward(const torch::Tensor& x)
 {
-    auto y = x + attn->forward(ln_1->forward(x));
-    return y + c_proj->forward(F::gelu(c_fc->forward(ln_2->forward(y)), F::GELUFuncOptions().approximate("tanh")));
+    return hooks.call([&] {
+        auto y = x + attn->forward(ln_1->forward(x));
+        return y + c_proj->forward(F::gelu(c_fc->forward(ln_2->forward(y)), F::GELUFuncOptions().approximate("tanh")));
+    });
 }
 
 GptImpl::GptImpl(const config::ModelRecipe& recipe)
@@ -99,12 +112,24 @@ GptImpl::GptImpl(const config::ModelRecipe& recipe)
 
 torch::Tensor GptImpl::forward(const torch::Tensor& input)
 {
-    const auto T = input.size(1);
-    auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(input.device()));
-    auto x = wte->forward(input) + wpe->forward(positions);
-    for (auto& block : *h)
-        x = block->as<GPTBlock>()->forward(x);
-    return torch::matmul(ln_f->forward(x), wte->weight.t()); // tied head
+    return forwardHooks.call([&] {
+        const auto T = input.size(1);
+        auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(input.device()));
+        auto x = wte->forward(input) + wpe->forward(positions);
+        for (auto& block : *h)
+            x = block->as<GPTBlock>()->forward(x);
+        return torch::matmul(ln_f->forward(x), wte->weight.t()); // tied head
+    });
+}
+
+std::vector<WrappableModule> GptImpl::wrappableModules()
+{
+    std::vector<WrappableModule> out;
+    for (std::size_t i = 0; i < h->size(); ++i) {
+        auto* block = h[i]->as<GPTBlock>();
+        out.push_back({"GPTBlock", "h." + std::to_string(i), block, &block->hooks});
+    }
+    return out;
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& output, const torch::Tensor& target)

@@ -4,6 +4,7 @@
 // are applied to them after they are built.
 
 #include "engine/config/recipe.h"
+#include "engine/models/forward_hooks.h"
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -16,20 +17,35 @@
 
 namespace shardscope::models {
 
+// A submodule a wrap policy may turn into a unit: its class name (what
+// fsdp_transformer_layer_cls_to_wrap names), its parameters, and the hooks its forward runs through.
+struct WrappableModule {
+    std::string className;
+    std::string name; // its path in named_parameters(), e.g. "h.0"
+    torch::nn::Module* module = nullptr;
+    ForwardHooks* hooks = nullptr;
+};
+
 // What the runner needs from any model: a forward from a batch's input to its output, the loss
-// for a batch, and the name of the class a wrap policy can name (fsdp_transformer_layer_cls_to_wrap).
+// for a batch, and the submodules parallelism can wrap. The whole forward runs through
+// `forwardHooks` (the root unit's hooks).
 class TrainableModel : public torch::nn::Module {
 public:
     virtual torch::Tensor forward(const torch::Tensor& input) = 0;
     virtual torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) = 0;
+    virtual std::vector<WrappableModule> wrappableModules() = 0;
+
+    ForwardHooks forwardHooks;
 };
 
 struct MlpImpl : TrainableModel {
     explicit MlpImpl(const config::ModelRecipe& recipe);
     torch::Tensor forward(const torch::Tensor& input) override;
     torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) override; // mean squared error
+    std::vector<WrappableModule> wrappableModules() override;
 
     torch::nn::ModuleList layers;
+    std::vector<ForwardHooks> layerHooks; // one per layer
 };
 
 struct CausalSelfAttentionImpl : torch::nn::Module {
@@ -53,6 +69,7 @@ struct GPTBlockImpl : torch::nn::Module {
     torch::nn::LayerNorm ln_2{nullptr};
     torch::nn::Linear c_fc{nullptr};
     torch::nn::Linear c_proj{nullptr};
+    ForwardHooks hooks;
 };
 TORCH_MODULE(GPTBlock);
 
@@ -61,6 +78,7 @@ struct GptImpl : TrainableModel {
     // input: [batch, seq] token ids; output: [batch, seq, vocab] logits.
     torch::Tensor forward(const torch::Tensor& input) override;
     torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) override; // cross entropy
+    std::vector<WrappableModule> wrappableModules() override;
 
     torch::nn::Embedding wte{nullptr}; // token embedding, tied with the output head
     torch::nn::Embedding wpe{nullptr}; // position embedding

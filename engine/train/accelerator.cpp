@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -32,16 +33,42 @@ Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options)
 
 Accelerator::~Accelerator() = default;
 
-void Accelerator::prepareModel(torch::nn::Module& model)
+void Accelerator::prepareModel(models::TrainableModel& model)
 {
     model.to(device());
+    if (m_options.sharding) {
+        // fp32 flat master partitions whatever the mode (DeepSpeed's semantics); bf16-pure is a
+        // DDP-only mode for now.
+        if (m_options.precision == precision::PrecisionMode::Bf16Pure)
+            throw std::runtime_error("bf16-pure is not supported with FSDP/ZeRO sharding yet; use bf16");
+        m_sharded = std::make_unique<parallel::ShardedDataParallel>(model, *m_comm, *m_options.sharding);
+        m_parameters = model.parameters();
+        m_optimizerParameters = m_sharded->optimizerParameters();
+        return;
+    }
     if (m_options.precision == precision::PrecisionMode::Bf16Pure)
         model.to(at::kBFloat16); // parameters, hence gradients and optimizer state, in bf16
     m_parameters = model.parameters();
+    m_optimizerParameters = m_parameters;
     if (numProcesses() > 1) {
         m_ddp = std::make_unique<parallel::DistributedDataParallel>(m_parameters, *m_comm, m_options.ddp);
         m_ddp->broadcastParameters();
     }
+}
+
+std::vector<torch::Tensor> Accelerator::optimizerParameters() const
+{
+    return m_optimizerParameters;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Accelerator::fullNamedParameters(torch::nn::Module& model)
+{
+    if (m_sharded)
+        return m_sharded->gatheredNamedParameters();
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (const auto& item : model.named_parameters())
+        out.emplace_back(item.key(), item.value());
+    return out;
 }
 
 Accelerator::AccumulateGuard::AccumulateGuard(Accelerator& a)
@@ -72,6 +99,8 @@ void Accelerator::backward(const torch::Tensor& loss)
 {
     if (m_ddp)
         m_ddp->prepareForBackward(m_syncGradients);
+    if (m_sharded)
+        m_sharded->prepareForBackward(m_syncGradients);
     const auto k = m_options.gradientAccumulationSteps;
     torch::Tensor scaled = k > 1 ? loss / static_cast<double>(k) : loss;
     if (m_scaler)
@@ -90,6 +119,8 @@ void Accelerator::finishGradientSync()
 {
     if (m_ddp && !m_gradientsSynced)
         m_ddp->finishGradientSync();
+    if (m_sharded && !m_gradientsSynced)
+        m_sharded->finishGradientSync();
     m_gradientsSynced = true;
 }
 
@@ -100,22 +131,26 @@ double Accelerator::clipGradNorm(double maxNorm)
     if (m_scaler) {
         // Clipping must see true gradients: unscale first (GradScaler.unscale_), and leave a
         // step that will be skipped alone.
-        m_scaler->unscale(m_parameters);
+        m_scaler->unscale(m_optimizerParameters);
         if (m_scaler->foundInf())
             return std::numeric_limits<double>::infinity();
     }
-    std::vector<torch::Tensor> norms;
-    for (const auto& p : m_parameters)
+    double sumOfSquares = 0;
+    for (const auto& p : m_optimizerParameters)
         if (p.grad().defined())
-            norms.push_back(p.grad().detach().norm(2.0).to(at::kDouble));
-    if (norms.empty())
-        return 0.0;
-    const double total = at::stack(norms).norm(2.0).item<double>();
+            sumOfSquares += p.grad().detach().to(at::kDouble).pow(2).sum().item<double>();
+    if (m_sharded && numProcesses() > 1) {
+        // Each rank holds a shard of the gradients: the global norm needs every rank's part.
+        auto t = at::full({1}, sumOfSquares, at::TensorOptions().dtype(at::kDouble).device(device()));
+        m_comm->allreduce(t)->wait();
+        sumOfSquares = t.item<double>();
+    }
+    const double total = std::sqrt(sumOfSquares);
     if (maxNorm > 0) {
         // torch.nn.utils.clip_grad_norm_: scale by max_norm / (total + 1e-6), clamped at 1.
         const double coefficient = std::min(1.0, maxNorm / (total + 1e-6));
         if (coefficient < 1.0)
-            for (auto& p : m_parameters)
+            for (auto& p : m_optimizerParameters)
                 if (p.grad().defined())
                     p.mutable_grad().mul_(coefficient);
     }
@@ -129,15 +164,18 @@ void Accelerator::step(torch::optim::Optimizer& optimizer)
     finishGradientSync();
     m_lastStepSkipped = false;
     if (m_scaler) {
-        m_scaler->unscale(m_parameters);
+        m_scaler->unscale(m_optimizerParameters);
         m_lastStepSkipped = m_scaler->foundInf();
         m_lastLossScale = m_scaler->currentScale();
         m_scaler->update();
     }
-    if (m_lastStepSkipped)
+    if (m_lastStepSkipped) {
         ++m_skippedSteps;
-    else
+    } else {
         optimizer.step();
+        if (m_sharded)
+            m_sharded->afterOptimizerStep();
+    }
     optimizer.zero_grad(/*set_to_none=*/true);
 }
 

@@ -8,7 +8,9 @@
 
 #include "engine/common/dist_env.h"
 #include "engine/dist/communicator.h"
+#include "engine/models/models.h"
 #include "engine/parallel/ddp.h"
+#include "engine/parallel/sharded.h"
 #include "engine/precision/autocast.h"
 #include "engine/precision/grad_scaler.h"
 #include "engine/precision/precision_mode.h"
@@ -27,6 +29,8 @@ struct AcceleratorOptions {
     parallel::DdpOptions ddp;
     precision::PrecisionMode precision = precision::PrecisionMode::No;
     precision::GradScalerOptions scaler; // fp16 only
+    // Set: FSDP / ZeRO sharding instead of DDP.
+    std::optional<parallel::ShardingOptions> sharding;
 };
 
 class Accelerator {
@@ -41,8 +45,13 @@ public:
     dist::Communicator& communicator() { return *m_comm; }
 
     // Moves the model to this rank's device, makes its parameters equal to rank 0's and wraps it
-    // for data parallelism (with more than one process).
-    void prepareModel(torch::nn::Module& model);
+    // for data parallelism (DDP with more than one process, or sharded when configured).
+    void prepareModel(models::TrainableModel& model);
+    // What the optimizer must be built on, after prepareModel: the model's parameters, or the
+    // flat fp32 shards when sharded (so prepare the model before the optimizer, as in Accelerate).
+    std::vector<torch::Tensor> optimizerParameters() const;
+    // Every parameter in full, by name (gathered from the shards when sharded).
+    std::vector<std::pair<std::string, torch::Tensor>> fullNamedParameters(torch::nn::Module& model);
 
     // Accelerate's `with accelerator.accumulate(model):` — one micro-step; `syncGradients()` is
     // true on the micro-step that ends an optimizer step.
@@ -89,6 +98,7 @@ public:
     void waitForEveryone();
 
     parallel::DistributedDataParallel* ddp() { return m_ddp.get(); }
+    parallel::ShardedDataParallel* sharded() { return m_sharded.get(); }
 
 private:
     void finishGradientSync();
@@ -96,6 +106,8 @@ private:
     AcceleratorOptions m_options;
     std::unique_ptr<dist::Communicator> m_comm;
     std::unique_ptr<parallel::DistributedDataParallel> m_ddp;
+    std::unique_ptr<parallel::ShardedDataParallel> m_sharded;
+    std::vector<torch::Tensor> m_optimizerParameters;
     std::unique_ptr<precision::GradScaler> m_scaler;
     bool m_lastStepSkipped = false;
     double m_lastLossScale = 0; // the scale the last step's loss was multiplied by

@@ -91,14 +91,6 @@ std::pair<std::int64_t, std::int64_t> residentMemory()
     return {rss, peak};
 }
 
-std::vector<std::pair<std::string, at::Tensor>> namedParameters(torch::nn::Module& model)
-{
-    std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const auto& item : model.named_parameters())
-        out.emplace_back(item.key(), item.value());
-    return out;
-}
-
 double evaluate(models::TrainableModel& model, const data::Dataset& eval, Accelerator& acc, std::int64_t batchSize)
 {
     torch::NoGradGuard noGrad;
@@ -147,6 +139,18 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     accOptions.ddp.firstBucketCapBytes = static_cast<std::int64_t>(recipe.ddp.firstBucketCapMb * 1024 * 1024);
     accOptions.ddp.overlap = recipe.ddp.overlap;
     accOptions.precision = options.precision;
+    if (options.sharding) {
+        parallel::ShardingOptions sharding;
+        sharding.zeroStage = options.sharding->zeroStage;
+        sharding.reshardAfterForward = options.sharding->reshardAfterForward;
+        sharding.reshardRootAfterForward = options.sharding->reshardRootAfterForward;
+        sharding.wrapPolicy = options.sharding->wrapPolicy == "SIZE_BASED_WRAP" ? parallel::WrapPolicy::SizeBased
+            : options.sharding->wrapPolicy == "NO_WRAP"                        ? parallel::WrapPolicy::NoWrap
+                                                                               : parallel::WrapPolicy::TransformerBased;
+        sharding.transformerLayerClasses = options.sharding->transformerLayerClasses;
+        sharding.minNumParams = options.sharding->minNumParams;
+        accOptions.sharding = sharding;
+    }
     accOptions.scaler.initScale = recipe.lossScaler.initScale;
     accOptions.scaler.growthFactor = recipe.lossScaler.growthFactor;
     accOptions.scaler.backoffFactor = recipe.lossScaler.backoffFactor;
@@ -162,8 +166,11 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     torch::manual_seed(recipe.seed);
     auto model = models::buildModel(recipe.model);
     acc.prepareModel(*model);
-    if (acc.isMainProcess() && !options.dumpInitialPath.empty())
-        checkpoint::writeSafetensors(options.dumpInitialPath, namedParameters(*model));
+    if (!options.dumpInitialPath.empty()) {
+        auto initial = acc.fullNamedParameters(*model); // a collective when sharded: every rank
+        if (acc.isMainProcess())
+            checkpoint::writeSafetensors(options.dumpInitialPath, initial);
+    }
 
     const auto split = recipe.data.type == "text"
         ? data::makeByteText(recipe, recipe.data.path.empty() ? data::defaultTextPath() : recipe.data.path)
@@ -172,7 +179,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                                      recipe.seed, /*dropLast=*/!recipe.data.evenBatches);
     data::BatchIterator batches(split.train, sampler, recipe.perDeviceBatchSize);
 
-    auto params = model->parameters();
+    auto params = acc.optimizerParameters();
     auto optimizer = makeOptimizer(recipe.optimizer, params);
     model->train();
 
@@ -183,6 +190,10 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
 
     for (std::int64_t step = 0; step < recipe.maxSteps; ++step) {
         const auto stepStart = Clock::now();
+        if (acc.sharded()) {
+            acc.sharded()->resetPeaks();
+            acc.sharded()->resetCommunication();
+        }
         const double lr = recipe.optimizer.lr * scheduleFactor(recipe.schedule, step, recipe.maxSteps);
         setLearningRate(*optimizer, lr);
 
@@ -246,6 +257,14 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             e.tokensPerS = stepTime > 0 ? static_cast<double>(e.tokens * acc.numProcesses()) / stepTime : 0;
             e.mem.params = paramBytes;
             e.mem.grads = gradBytes;
+            if (auto* sharded = acc.sharded()) {
+                // Peak residency over the step: parameters (shards, plus units while gathered)
+                // and gradients (full ones while not yet reduced, plus shards).
+                e.mem.params = sharded->stats().peakParams;
+                e.mem.grads = sharded->stats().peakGrads;
+                e.comm.allGather = sharded->stats().allGathered;
+                e.comm.reduceScatter = sharded->stats().reduceScattered;
+            }
             e.mem.optimizer = optimizerStateBytes(*optimizer);
             std::tie(e.mem.rss, e.mem.peakAllocated) = residentMemory();
             e.comm.allReduce = allReduced;
@@ -262,8 +281,11 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             events.emit(protocol::EvalEvent{step + 1, evaluate(*model, split.eval, acc, recipe.perDeviceBatchSize), {}});
     }
 
-    if (acc.isMainProcess() && !options.dumpParamsPath.empty())
-        checkpoint::writeSafetensors(options.dumpParamsPath, namedParameters(*model));
+    if (!options.dumpParamsPath.empty()) {
+        auto final = acc.fullNamedParameters(*model);
+        if (acc.isMainProcess())
+            checkpoint::writeSafetensors(options.dumpParamsPath, final);
+    }
     acc.waitForEveryone();
     events.emit(protocol::DoneEvent{"completed", recipe.maxSteps,
                                     std::chrono::duration<double>(Clock::now() - runStart).count()});

@@ -8,7 +8,9 @@
 #include "engine/dist/backend_kind.h"
 #include "engine/precision/precision_mode.h"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace shardscope::train {
 
@@ -16,6 +18,16 @@ struct RunOptions {
     config::Recipe recipe;
     dist::BackendKind backend = dist::BackendKind::Gloo;
     precision::PrecisionMode precision = precision::PrecisionMode::No;
+    // FSDP / ZeRO instead of DDP (parallel/sharded.h); torch-free mirror of ShardingOptions.
+    struct Sharding {
+        int zeroStage = 3;
+        bool reshardAfterForward = true;
+        bool reshardRootAfterForward = false;
+        std::string wrapPolicy = "TRANSFORMER_BASED_WRAP"; // or SIZE_BASED_WRAP, NO_WRAP
+        std::vector<std::string> transformerLayerClasses = {"GPTBlock"};
+        std::int64_t minNumParams = 100000000;
+    };
+    std::optional<Sharding> sharding;
     int threads = 0;             // intra-op threads per rank; 0: cores / ranks on this machine
     std::string dumpParamsPath;  // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)

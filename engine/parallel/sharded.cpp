@@ -1,0 +1,310 @@
+#include "engine/parallel/sharded.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+namespace shardscope::parallel {
+
+namespace {
+
+// Note [Freeing a unit's parameters]: the parameters stay views of `full` for the whole run (so
+// autograd's saved references to them stay valid); resharding releases the memory behind
+// `full` and gathering gives it new memory, as FSDP's _free_storage / _alloc_storage do.
+void freeStorage(const at::Tensor& t)
+{
+    c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
+    storage->set_nbytes(0);
+}
+
+void allocateStorage(const at::Tensor& t, std::size_t bytes)
+{
+    c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+    storage->set_nbytes(bytes);
+}
+
+std::int64_t bytesOf(const at::Tensor& t)
+{
+    return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0;
+}
+
+bool matchesPolicy(const models::WrappableModule& m, const ShardingOptions& options)
+{
+    switch (options.wrapPolicy) {
+    case WrapPolicy::TransformerBased:
+        return std::find(options.transformerLayerClasses.begin(), options.transformerLayerClasses.end(), m.className)
+            != options.transformerLayerClasses.end();
+    case WrapPolicy::SizeBased: {
+        std::int64_t n = 0;
+        for (const auto& p : m.module->parameters())
+            n += p.numel();
+        return n >= options.minNumParams;
+    }
+    case WrapPolicy::NoWrap:
+        return false;
+    }
+    return false;
+}
+
+} // namespace
+
+ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Communicator& comm,
+                                         ShardingOptions options)
+    : m_comm(comm), m_options(std::move(options))
+{
+    if (m_options.zeroStage < 1 || m_options.zeroStage > 3)
+        throw std::invalid_argument("ZeRO stage must be 1, 2 or 3");
+    const int world = m_comm.size();
+
+    // Units: the wrappable submodules the policy names, then the root for everything else.
+    std::set<const c10::TensorImpl*> claimed;
+    std::vector<models::WrappableModule> wrapped;
+    for (auto& m : model.wrappableModules()) {
+        if (!matchesPolicy(m, m_options))
+            continue;
+        Unit unit;
+        unit.name = m.name;
+        for (const auto& item : m.module->named_parameters(/*recurse=*/true)) {
+            if (claimed.insert(item.value().unsafeGetTensorImpl()).second) {
+                unit.params.push_back(item.value());
+                unit.paramNames.push_back(m.name + "." + item.key());
+            }
+        }
+        if (!unit.params.empty()) {
+            m_units.push_back(std::move(unit));
+            wrapped.push_back(m);
+        }
+    }
+    Unit root;
+    root.name = "(root)";
+    root.isRoot = true;
+    for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+        if (claimed.insert(item.value().unsafeGetTensorImpl()).second) {
+            root.params.push_back(item.value());
+            root.paramNames.push_back(item.key());
+        }
+    }
+    if (!root.params.empty())
+        m_units.push_back(std::move(root));
+
+    // Flatten each unit: one padded buffer, rank 0's values broadcast (sync_module_states), the
+    // parameters turned into views of it, this rank's shard copied out.
+    at::NoGradGuard noGrad;
+    for (auto& unit : m_units) {
+        for (const auto& p : unit.params) {
+            if (p.scalar_type() != at::kFloat)
+                throw std::invalid_argument("sharded training keeps fp32 flat parameters; parameter of unit " + unit.name
+                                            + " is " + c10::toString(p.scalar_type()));
+            unit.offsets.push_back(unit.numel);
+            unit.numel += p.numel();
+        }
+        unit.padded = (unit.numel + world - 1) / world * world;
+        unit.full = at::zeros({unit.padded}, unit.params.front().options().requires_grad(false));
+        for (std::size_t i = 0; i < unit.params.size(); ++i)
+            unit.full.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(unit.params[i].reshape({-1}));
+        m_comm.broadcast(unit.full, 0)->wait();
+        for (std::size_t i = 0; i < unit.params.size(); ++i) {
+            auto& p = unit.params[i];
+            p.set_data(unit.full.narrow(0, unit.offsets[i], p.numel()).view(p.sizes()));
+        }
+        const std::int64_t shardNumel = unit.padded / world;
+        unit.shard = unit.full.narrow(0, m_comm.rank() * shardNumel, shardNumel).clone().requires_grad_(true);
+        unit.gathered = true;
+        if (m_options.zeroStage == 3)
+            reshard(unit);
+    }
+
+    // Hooks: gather before a unit's forward; with FULL_SHARD free after it and gather again
+    // before its backward (a hook on its output's gradient).
+    for (std::size_t u = 0; u < m_units.size(); ++u) {
+        if (m_options.zeroStage < 3)
+            break;
+        models::ForwardHooks* hooks = m_units[u].isRoot ? &model.forwardHooks : wrapped[u].hooks;
+        hooks->addPreHook([this, u] { gather(m_units[u]); });
+        if (!m_options.reshardAfterForward || (m_units[u].isRoot && !m_options.reshardRootAfterForward))
+            continue;
+        hooks->addPostHook([this, u](const at::Tensor& output) {
+            reshard(m_units[u]);
+            if (output.requires_grad()) {
+                auto alias = output.view_as(output);
+                alias.register_hook([this, u](const at::Tensor& grad) {
+                    gather(m_units[u]);
+                    return grad;
+                });
+                return alias;
+            }
+            return output;
+        });
+    }
+    for (std::size_t u = 0; u < m_units.size(); ++u) {
+        for (const auto& p : m_units[u].params) {
+            auto accumulator = torch::autograd::impl::grad_accumulator(p);
+            accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+                [this, u](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+                    onGradientReady(u);
+                    return outputs;
+                }));
+            m_accumulators.push_back(std::move(accumulator));
+        }
+    }
+    updatePeaks();
+}
+
+ShardedDataParallel::~ShardedDataParallel()
+{
+    for (auto& unit : m_units)
+        if (unit.gradWork)
+            unit.gradWork->wait();
+}
+
+std::vector<at::Tensor> ShardedDataParallel::optimizerParameters() const
+{
+    std::vector<at::Tensor> out;
+    for (const auto& unit : m_units)
+        out.push_back(unit.shard);
+    return out;
+}
+
+void ShardedDataParallel::gather(Unit& unit)
+{
+    if (unit.gathered)
+        return;
+    allocateStorage(unit.full, static_cast<std::size_t>(unit.padded) * unit.full.element_size());
+    auto input = unit.shard.detach();
+    m_comm.allGatherSingle(unit.full, input)->wait();
+    m_stats.allGathered += unit.padded * static_cast<std::int64_t>(unit.full.element_size());
+    unit.gathered = true;
+    updatePeaks();
+}
+
+void ShardedDataParallel::reshard(Unit& unit)
+{
+    if (!unit.gathered || m_options.zeroStage < 3)
+        return;
+    freeStorage(unit.full);
+    unit.gathered = false;
+}
+
+void ShardedDataParallel::prepareForBackward(bool synchronize)
+{
+    m_synchronize = synchronize;
+    for (auto& unit : m_units) {
+        unit.pending = static_cast<int>(unit.params.size());
+        if (synchronize)
+            unit.reduced = false;
+    }
+}
+
+void ShardedDataParallel::onGradientReady(std::size_t index)
+{
+    Unit& unit = m_units[index];
+    if (--unit.pending != 0)
+        return;
+    updatePeaks();
+    // This unit's backward is done: its gradients can go (stages 2, 3, as soon as they exist),
+    // and its parameters are no longer needed until the next forward (stage 3).
+    if (m_synchronize && m_options.zeroStage >= 2)
+        launchReduceScatter(unit);
+    if (!unit.isRoot)
+        reshard(unit);
+}
+
+void ShardedDataParallel::launchReduceScatter(Unit& unit)
+{
+    at::NoGradGuard noGrad;
+    unit.fullGrad = at::zeros({unit.padded}, unit.shard.options().requires_grad(false));
+    for (std::size_t i = 0; i < unit.params.size(); ++i) {
+        auto& p = unit.params[i];
+        if (p.grad().defined())
+            unit.fullGrad.narrow(0, unit.offsets[i], p.numel()).copy_(p.grad().reshape({-1}));
+        if (m_options.zeroStage >= 2)
+            p.mutable_grad() = at::Tensor(); // the full gradient is not kept (ZeRO-2)
+    }
+    unit.shardGrad = at::empty({unit.padded / m_comm.size()}, unit.fullGrad.options());
+    unit.gradWork = m_comm.reduceScatterSingle(unit.shardGrad, unit.fullGrad);
+    m_stats.reduceScattered += bytesOf(unit.fullGrad);
+    unit.reduced = true;
+}
+
+void ShardedDataParallel::finishGradientSync()
+{
+    at::NoGradGuard noGrad;
+    for (auto& unit : m_units)
+        if (!unit.reduced)
+            launchReduceScatter(unit); // stage 1, and units with unused parameters
+    updatePeaks();
+    const double scale = 1.0 / static_cast<double>(m_comm.size());
+    for (auto& unit : m_units) {
+        unit.gradWork->wait();
+        unit.gradWork.reset();
+        unit.fullGrad = at::Tensor();
+        unit.shardGrad.mul_(scale);
+        unit.shard.mutable_grad() = unit.shardGrad;
+        unit.shardGrad = at::Tensor();
+        for (auto& p : unit.params)
+            p.mutable_grad() = at::Tensor(); // stage 1: the full gradients were reduced
+        if (unit.isRoot)
+            reshard(unit);
+    }
+}
+
+void ShardedDataParallel::afterOptimizerStep()
+{
+    if (m_options.zeroStage >= 3)
+        return; // gathered again by the next forward
+    for (auto& unit : m_units) {
+        auto input = unit.shard.detach();
+        m_comm.allGatherSingle(unit.full, input)->wait();
+        m_stats.allGathered += bytesOf(unit.full);
+    }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatheredNamedParameters()
+{
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (auto& unit : m_units) {
+        const bool wasGathered = unit.gathered;
+        gather(unit);
+        for (std::size_t i = 0; i < unit.params.size(); ++i)
+            out.emplace_back(unit.paramNames[i], unit.params[i].detach().clone());
+        if (!wasGathered)
+            reshard(unit);
+    }
+    return out;
+}
+
+void ShardedDataParallel::updatePeaks()
+{
+    std::int64_t params = 0, grads = 0;
+    for (const auto& unit : m_units) {
+        params += bytesOf(unit.shard) + (unit.gathered ? unit.padded * static_cast<std::int64_t>(unit.full.element_size()) : 0);
+        grads += bytesOf(unit.shard.grad()) + bytesOf(unit.shardGrad) + bytesOf(unit.fullGrad);
+        for (const auto& p : unit.params)
+            grads += bytesOf(p.grad());
+    }
+    m_stats.params = params;
+    m_stats.grads = grads;
+    m_stats.peakParams = std::max(m_stats.peakParams, params);
+    m_stats.peakGrads = std::max(m_stats.peakGrads, grads);
+}
+
+void ShardedDataParallel::resetPeaks()
+{
+    updatePeaks();
+    m_stats.peakParams = m_stats.params;
+    m_stats.peakGrads = m_stats.grads;
+}
+
+void ShardedDataParallel::resetCommunication()
+{
+    m_stats.allGathered = 0;
+    m_stats.reduceScattered = 0;
+}
+
+} // namespace shardscope::parallel

@@ -1,0 +1,110 @@
+#pragma once
+
+// Sharded data parallelism: FSDP's strategies and DeepSpeed's ZeRO stages on one machinery.
+//
+// A wrap policy groups the model's parameters into units (each GPTBlock, say, plus a root unit
+// for the rest). Each unit's parameters become views into one flat fp32 buffer padded to a
+// multiple of the world size; each rank owns one shard of it, which is what the optimizer sees
+// (fp32 master partition, whatever the model dtype). By stage:
+//   1  optimizer state sharded: full parameters and gradients; gradients are reduce-scattered
+//      after backward, each rank steps its shard, the shards are all-gathered back;
+//   2  + gradients: each unit's gradients are reduce-scattered as soon as backward has produced
+//      them (overlapping the rest of backward) and the full gradients freed;
+//   3  + parameters (FSDP FULL_SHARD / SHARD_GRAD_OP): a unit's parameters exist in full only
+//      around its forward and backward: all-gathered before, freed after (after forward too,
+//      unless reshardAfterForward is false, SHARD_GRAD_OP), re-gathered before its backward.
+// The model does not change: parallelism hooks the units' forward (models/forward_hooks.h),
+// their outputs' gradients (pre-backward) and the parameters' gradient accumulators.
+
+#include "engine/dist/communicator.h"
+#include "engine/models/models.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardscope::parallel {
+
+enum class WrapPolicy { TransformerBased, SizeBased, NoWrap };
+
+struct ShardingOptions {
+    int zeroStage = 3;               // 1, 2 or 3 (FSDP's FULL_SHARD and SHARD_GRAD_OP are stage 3)
+    bool reshardAfterForward = true; // stage 3: FULL_SHARD (true) or SHARD_GRAD_OP (false)
+    // Stage 3: also free the root unit after forward. DeepSpeed's ZeRO-3 does (every parameter is
+    // gathered twice: 1.5x DDP's communication); FSDP keeps the root gathered until backward.
+    bool reshardRootAfterForward = false;
+    WrapPolicy wrapPolicy = WrapPolicy::TransformerBased;
+    std::vector<std::string> transformerLayerClasses = {"GPTBlock"}; // fsdp_transformer_layer_cls_to_wrap
+    std::int64_t minNumParams = 100000000;                            // fsdp_min_num_params
+};
+
+// Bytes resident on this rank (now, and the peak since the last resetPeaks), and bytes moved by
+// collectives since the last resetCommunication.
+struct ShardingStats {
+    std::int64_t params = 0;
+    std::int64_t grads = 0;
+    std::int64_t peakParams = 0;
+    std::int64_t peakGrads = 0;
+    std::int64_t allGathered = 0;     // output bytes of all-gathers
+    std::int64_t reduceScattered = 0; // input bytes of reduce-scatters
+};
+
+class ShardedDataParallel {
+public:
+    ShardedDataParallel(models::TrainableModel& model, dist::Communicator& comm, ShardingOptions options);
+    ~ShardedDataParallel();
+    ShardedDataParallel(const ShardedDataParallel&) = delete;
+    ShardedDataParallel& operator=(const ShardedDataParallel&) = delete;
+
+    // The flat fp32 shards the optimizer steps (one per unit).
+    std::vector<at::Tensor> optimizerParameters() const;
+    void prepareForBackward(bool synchronize);
+    // After the last backward of a step: reduce what is left, wait, and set the shards' gradients.
+    void finishGradientSync();
+    // After the optimizer step: stages 1 and 2 all-gather the updated shards into the parameters.
+    void afterOptimizerStep();
+    // Every parameter in full (gathered), by name: the FULL_STATE_DICT, on every rank.
+    std::vector<std::pair<std::string, at::Tensor>> gatheredNamedParameters();
+
+    std::size_t unitCount() const { return m_units.size(); }
+    const ShardingStats& stats() const { return m_stats; }
+    void resetPeaks();
+    void resetCommunication();
+
+private:
+    struct Unit {
+        std::string name;
+        std::vector<at::Tensor> params;
+        std::vector<std::string> paramNames;
+        std::vector<std::int64_t> offsets;
+        std::int64_t numel = 0;
+        std::int64_t padded = 0; // numel rounded up to a multiple of the world size
+        at::Tensor full;         // [padded] the parameters' storage; freed while resharded
+        at::Tensor shard;        // [padded / world] this rank's part: the optimizer's parameter
+        at::Tensor fullGrad;     // [padded] reduce-scatter input
+        at::Tensor shardGrad;    // [padded / world]
+        c10::intrusive_ptr<c10d::Work> gradWork;
+        bool gathered = true;
+        bool reduced = false; // this step's gradients are launched
+        int pending = 0;      // parameters whose gradient has not arrived in this backward
+        bool isRoot = false;
+    };
+
+    void gather(Unit& unit);
+    void reshard(Unit& unit);
+    void onGradientReady(std::size_t unit);
+    void launchReduceScatter(Unit& unit);
+    void updatePeaks();
+
+    dist::Communicator& m_comm;
+    ShardingOptions m_options;
+    std::vector<Unit> m_units;
+    std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> m_accumulators;
+    bool m_synchronize = true;
+    ShardingStats m_stats;
+};
+
+} // namespace shardscope::parallel

@@ -1,0 +1,95 @@
+#pragma once
+
+// RunStore: one connection to the run history, for the lifecycle of runs and every query the CLI
+// and the GUI make. Metric rows are written by RunWriter (run_writer.h), which batches them.
+//
+// Note [One connection per thread]: a RunStore (like a RunWriter) owns one SQLite connection
+// opened without SQLite's mutexes; use it from one thread at a time, and open another per thread
+// (they are cheap: ~0.1 ms). Any number of processes may open the same file: WAL lets readers
+// proceed while one writer commits, and writers wait for each other up to the busy timeout.
+
+#include "engine/common/result.h"
+#include "storage/run_types.h"
+#include "storage/sqlite_db.h"
+
+#include <chrono>
+#include <filesystem>
+#include <iosfwd>
+
+namespace shardscope::storage {
+
+struct StoreOptions {
+    std::chrono::milliseconds busyTimeout{5000};
+    // Never write: no schema upgrade (an old file is refused), no interrupted-run marking.
+    bool readOnly = false;
+    // On open, mark runs whose launcher is gone as interrupted (see markInterruptedRuns).
+    bool markInterrupted = true;
+    // Where run directories live; deleteRun never removes anything outside it.
+    // Default: the "runs" folder next to the database file.
+    std::filesystem::path runsRoot;
+};
+
+class RunStore {
+public:
+    // Creates the file (and its folder) when missing, upgrades an older schema.
+    static Result<RunStore> open(const std::filesystem::path& databaseFile, StoreOptions options = {});
+
+    // --- lifecycle (the launcher) ---
+    Result<std::int64_t> createRun(const NewRun& run); // status pending
+    Result<void> markRunning(std::int64_t runId);      // pending -> running
+    // pending|running -> completed|failed|cancelled, with exit codes and the root-cause rank.
+    // A launcher that uses a RunWriter ends the run with RunWriter::finish instead, so the last
+    // metrics and the final status commit together.
+    Result<void> finishRun(std::int64_t runId, const RunEnd& end);
+    Result<void> recordRank(std::int64_t runId, const RankInfo& rank);
+    Result<void> setTags(std::int64_t runId, const std::vector<std::string>& tags);
+    Result<void> setNotes(std::int64_t runId, const std::string& notes);
+    // Pending or running runs whose launcher process is gone (same host: no such pid, or a pid
+    // that started at another time, or another boot) become interrupted. Returns how many.
+    Result<int> markInterruptedRuns();
+
+    // --- queries ---
+    Result<std::vector<RunSummary>> listRuns(const RunFilter& filter = {}) const;
+    Result<RunDetails> run(std::int64_t runId) const;
+    // A run by id ("12") or by name (must be unique; the newest wins only when told so).
+    Result<std::int64_t> resolveRun(const std::string& reference) const;
+    Result<std::vector<std::string>> metricKeys(std::int64_t runId) const;
+    Result<std::vector<int>> metricRanks(std::int64_t runId, const std::string& key) const;
+    Result<std::vector<SeriesPoint>> series(std::int64_t runId, int rank, const std::string& key) const;
+    // At most maxBuckets buckets covering the whole series, each with its min and max (and the
+    // steps they occurred at); a series of at most maxBuckets points comes back one point per
+    // bucket. See Note [Metric blocks].
+    Result<std::vector<SeriesBucket>> downsampledSeries(std::int64_t runId, int rank, const std::string& key,
+                                                        int maxBuckets) const;
+    // Rows of one run inserted after row id afterId, in insertion order: a live view keeps the
+    // last id it saw and asks again.
+    Result<std::vector<MetricRow>> metricsSince(std::int64_t runId, std::int64_t afterId, int limit = 100000) const;
+    Result<std::vector<EvalRecord>> evals(std::int64_t runId) const;
+    Result<RunStats> runStats(std::int64_t runId) const;
+    Result<RunComparison> compareRuns(const std::vector<std::int64_t>& runIds) const;
+
+    // Deletes the run's rows and, when removeDirectory, its run directory, but only if that
+    // directory lies inside runsRoot (a run dir pointing elsewhere is an error, nothing deleted).
+    // A pending or running run is refused: stop it first.
+    Result<void> deleteRun(std::int64_t runId, bool removeDirectory = true);
+
+    // CSV: one metric row a line (run_id,rank,step,time,key,value), ordered by key, rank, step.
+    Result<void> exportCsv(std::int64_t runId, std::ostream& out) const;
+    // JSON: the run, its ranks, tags, series (column arrays per key and rank), evals,
+    // checkpoints and traces. NaN is written as null.
+    Result<void> exportJson(std::int64_t runId, std::ostream& out) const;
+
+    Database& database() { return m_db; }
+    const Database& database() const { return m_db; }
+    const std::filesystem::path& runsRoot() const { return m_runsRoot; }
+
+private:
+    RunStore(Database db, std::filesystem::path runsRoot) : m_db(std::move(db)), m_runsRoot(std::move(runsRoot)) {}
+    Result<RunStatus> statusOf(std::int64_t runId) const;
+    Result<std::int64_t> keyId(const std::string& key) const; // 0 when unknown
+
+    Database m_db;
+    std::filesystem::path m_runsRoot;
+};
+
+} // namespace shardscope::storage

@@ -1,0 +1,27 @@
+#pragma once
+
+// The schema of the run history and its forward-only migrations. The version lives in
+// `PRAGMA user_version`; version N is what migrations 1..N produce, and a file written by a newer
+// Shardscope is refused rather than guessed at. Every older version's file is kept in
+// tests/storage/fixtures/ with the SQL that made it, and migrated in tst_storage_schema.
+
+#include "engine/common/result.h"
+#include "storage/sqlite_db.h"
+
+namespace shardscope::storage {
+
+// v1: runs, tags, ranks, metric keys, metrics, evals, traces, checkpoints.
+// v2: metric_blocks, the per-block summaries of every series (Note [Metric blocks]).
+inline constexpr int kSchemaVersion = 2;
+
+Result<int> schemaVersion(const Database& db);
+
+// Brings the database to targetVersion (tests stop early to make old files). Before changing a
+// file that already holds data, copies it to <file>.v<old>.bak, so a failed or unwanted upgrade
+// can be undone by hand.
+Result<void> migrate(Database& db, int targetVersion = kSchemaVersion);
+
+// WAL, foreign keys, and the per-connection settings every connection of ours uses.
+Result<void> configureConnection(Database& db, bool readOnly);
+
+} // namespace shardscope::storage
