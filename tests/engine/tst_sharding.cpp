@@ -1,0 +1,215 @@
+// Sharded training in real runs (fp32, CPU, Gloo), against DDP on the same ranks:
+//  - equivalence: every FSDP strategy and ZeRO stage, with gradient accumulation and clipping,
+//    gives DDP's loss curve and, gathered, DDP's final parameters (relative 1e-5), at 2 and 4 ranks;
+//  - memory: optimizer state per rank is exactly 8 bytes x Psi / N (AdamW's two moments on the fp32
+//    shard), parameters per rank follow the stage (full + shard for ZeRO-1/2; the shard plus the
+//    units gathered at once for ZeRO-3);
+//  - communication per step: ZeRO-1/2 move what DDP moves, ZeRO-3 1.5 times as much.
+//
+// The model: GPT with 2 blocks, n_embd 32, block_size 32: Psi = 34688 parameters, a block 12704,
+// the root (embeddings, final norm) 9280, all multiples of 4, so no padding at 2 or 4 ranks.
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+#include <map>
+
+namespace {
+
+const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
+
+constexpr qint64 kPsi = 34688;
+constexpr qint64 kBlock = 12704;
+constexpr qint64 kRoot = 9280;
+
+QString recipe(int accumulation)
+{
+    return QStringLiteral("name: shard\n"
+                          "seed: 11\n"
+                          "model: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}\n"
+                          "data: {type: text}\n"
+                          "optimizer: {type: adamw, lr: 0.003, weight_decay: 0.01}\n"
+                          "schedule: {type: cosine, warmup_steps: 2}\n"
+                          "training: {per_device_batch_size: 2, gradient_accumulation_steps: %1, max_steps: 8, "
+                          "max_grad_norm: 0.5}\n")
+        .arg(accumulation);
+}
+
+struct Run {
+    int exitCode = -1;
+    QString output;
+    QVector<double> losses;
+    QJsonObject lastStep;
+    QString params; // safetensors with the gathered final parameters
+};
+
+std::map<QString, QVector<float>> readSafetensors(const QString& path)
+{
+    QFile file(path);
+    std::map<QString, QVector<float>> tensors;
+    if (!file.open(QIODevice::ReadOnly))
+        return tensors;
+    const QByteArray all = file.readAll();
+    quint64 length = 0;
+    for (int i = 0; i < 8; ++i)
+        length |= quint64(quint8(all[i])) << (8 * i);
+    const auto header = QJsonDocument::fromJson(all.mid(8, int(length))).object();
+    const char* data = all.constData() + 8 + length;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        const QJsonObject info = it.value().toObject();
+        if (it.key() == "__metadata__")
+            continue;
+        const auto begin = info["data_offsets"].toArray()[0].toInteger();
+        const auto end = info["data_offsets"].toArray()[1].toInteger();
+        QVector<float> values(int((end - begin) / 4));
+        std::memcpy(values.data(), data + begin, size_t(end - begin));
+        tensors[it.key()] = values;
+    }
+    return tensors;
+}
+
+} // namespace
+
+class TestSharding : public QObject {
+    Q_OBJECT
+private:
+    Run launch(const QString& name, int ranks, int accumulation, const QStringList& strategy)
+    {
+        QFile file(m_dir.path() + "/" + name + ".yaml");
+        file.open(QIODevice::WriteOnly);
+        file.write(recipe(accumulation).toUtf8());
+        file.close();
+        Run run;
+        run.params = m_dir.path() + "/" + name + ".safetensors";
+        QProcess process;
+        process.setProcessChannelMode(QProcess::MergedChannels);
+        process.start(kShardscope, QStringList{"launch", "--num_processes", QString::number(ranks), "--recipe", file.fileName(),
+                                               "--runs_dir", m_dir.path() + "/runs", "--run_name", name, "--",
+                                               "--dump-params", run.params}
+                                       + strategy);
+        process.waitForFinished(180000);
+        run.exitCode = process.exitCode();
+        run.output = QString::fromUtf8(process.readAll());
+        QFile events(m_dir.path() + "/runs/" + name + "/events.jsonl");
+        if (events.open(QIODevice::ReadOnly)) {
+            while (!events.atEnd()) {
+                const auto e = QJsonDocument::fromJson(events.readLine()).object();
+                if (e["type"] == "step" && e["rank"] == 0) {
+                    run.losses.push_back(e["loss"].toDouble());
+                    run.lastStep = e;
+                }
+            }
+        }
+        return run;
+    }
+
+    const Run& ddp(int ranks, int accumulation)
+    {
+        const auto key = std::make_pair(ranks, accumulation);
+        if (!m_ddp.count(key))
+            m_ddp[key] = launch(QStringLiteral("ddp-%1-%2").arg(ranks).arg(accumulation), ranks, accumulation, {});
+        return m_ddp[key];
+    }
+
+private slots:
+    void matchesDdp_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<QStringList>("strategy");
+        const std::vector<std::pair<const char*, QStringList>> strategies = {
+            {"ZeRO-1", {"--zero_stage", "1"}},
+            {"ZeRO-2", {"--zero_stage", "2"}},
+            {"ZeRO-3", {"--zero_stage", "3"}},
+            {"FULL_SHARD", {"--fsdp_sharding_strategy", "FULL_SHARD"}},
+            {"SHARD_GRAD_OP", {"--fsdp_sharding_strategy", "SHARD_GRAD_OP"}},
+            {"FULL_SHARD, NO_WRAP", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy", "NO_WRAP"}},
+            {"FULL_SHARD, SIZE_BASED_WRAP", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy",
+                                             "SIZE_BASED_WRAP", "--fsdp_min_num_params", "10000"}},
+        };
+        for (int ranks : {2, 4})
+            for (const auto& [name, args] : strategies)
+                QTest::newRow(qPrintable(QStringLiteral("%1, %2 ranks").arg(QLatin1String(name)).arg(ranks))) << ranks << args;
+    }
+    void matchesDdp()
+    {
+        QFETCH(int, ranks);
+        QFETCH(QStringList, strategy);
+        const Run& reference = ddp(ranks, 2);
+        QVERIFY2(reference.exitCode == 0, qPrintable(reference.output));
+        const QString name = QStringLiteral("eq-%1").arg(m_counter++);
+        const Run run = launch(name, ranks, 2, strategy);
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        QCOMPARE(run.losses.size(), reference.losses.size());
+        for (int i = 0; i < run.losses.size(); ++i)
+            QVERIFY2(std::abs(run.losses[i] - reference.losses[i]) <= 1e-5 * std::abs(reference.losses[i]),
+                     qPrintable(QStringLiteral("step %1: %2 vs DDP %3").arg(i + 1).arg(run.losses[i]).arg(reference.losses[i])));
+        const auto ours = readSafetensors(run.params), theirs = readSafetensors(reference.params);
+        QCOMPARE(ours.size(), theirs.size());
+        QCOMPARE(ours.size(), size_t(4 + 2 * 12)); // every parameter, by its model name
+        for (const auto& [key, values] : theirs) {
+            QVERIFY2(ours.count(key), qPrintable(key));
+            const auto& mine = ours.at(key);
+            QCOMPARE(mine.size(), values.size());
+            for (int i = 0; i < values.size(); ++i)
+                QVERIFY2(std::abs(mine[i] - values[i]) <= 1e-5 * std::max(1.0f, std::abs(values[i])), qPrintable(key));
+        }
+    }
+
+    void memoryAndCommunicationFollowTheStage_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::newRow("2 ranks") << 2;
+        QTest::newRow("4 ranks") << 4;
+    }
+    void memoryAndCommunicationFollowTheStage()
+    {
+        QFETCH(int, ranks);
+        const qint64 n = ranks;
+        const Run& plain = ddp(ranks, 1);
+        QVERIFY(plain.exitCode == 0);
+        const auto ddpMem = plain.lastStep["mem"].toObject();
+        const qint64 ddpAllReduce = plain.lastStep["comm"].toObject()["all_reduce"].toInteger();
+        QCOMPARE(ddpMem["params"].toInteger(), 4 * kPsi);
+        QCOMPARE(ddpMem["optimizer"].toInteger(), 8 * kPsi);
+        QCOMPARE(ddpAllReduce, 4 * kPsi);
+        const qint64 ddpVolume = 2 * ddpAllReduce; // an all-reduce is a reduce-scatter plus an all-gather
+
+        std::map<int, QJsonObject> byStage;
+        for (int stage : {1, 2, 3}) {
+            const Run run = launch(QStringLiteral("mem-%1-%2").arg(stage).arg(ranks), ranks, 1,
+                                   {"--zero_stage", QString::number(stage)});
+            QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+            byStage[stage] = run.lastStep;
+            const auto mem = run.lastStep["mem"].toObject();
+            const auto comm = run.lastStep["comm"].toObject();
+            // Optimizer state: AdamW's two fp32 moments of this rank's shard only.
+            QCOMPARE(mem["optimizer"].toInteger(), 8 * kPsi / n);
+            const qint64 volume = comm["all_gather"].toInteger() + comm["reduce_scatter"].toInteger()
+                + 2 * comm["all_reduce"].toInteger();
+            QCOMPARE(comm["reduce_scatter"].toInteger(), 4 * kPsi);
+            if (stage < 3) {
+                QCOMPARE(mem["params"].toInteger(), 4 * kPsi + 4 * kPsi / n); // full parameters + fp32 master shard
+                QCOMPARE(volume, ddpVolume);                                  // stages 1-2 move what DDP moves
+            } else {
+                QCOMPARE(mem["params"].toInteger(), 4 * kPsi / n + 4 * (kRoot + kBlock)); // shard + root + one block
+                QCOMPARE(volume * 2, ddpVolume * 3);                                       // ZeRO-3: 1.5x DDP
+            }
+        }
+        // Gradients: ZeRO-2 never holds every full gradient at once, ZeRO-1 does.
+        QVERIFY(byStage[2]["mem"].toObject()["grads"].toInteger() < byStage[1]["mem"].toObject()["grads"].toInteger());
+        QVERIFY(byStage[1]["mem"].toObject()["grads"].toInteger() >= 4 * kPsi);
+    }
+
+private:
+    QTemporaryDir m_dir;
+    std::map<std::pair<int, int>, Run> m_ddp;
+    int m_counter = 0;
+};
+
+QTEST_GUILESS_MAIN(TestSharding)
+#include "tst_sharding.moc"
