@@ -4,8 +4,10 @@
 #include "app/launcher/launcher.h"
 #include "app/launcher/run_directory.h"
 #include "app/launcher/run_monitor.h"
-#include "engine/common/paths.h"
+#include "app/launcher/run_recorder.h"
 #include "engine/config/recipe.h"
+#include "engine/precision/precision_mode.h"
+#include "storage/store_paths.h"
 
 #include <CLI/CLI.hpp>
 
@@ -14,7 +16,9 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <optional>
 
@@ -35,7 +39,17 @@ struct LaunchArgs {
     std::string runName;
     std::string runsDir;
     std::int64_t maxSteps = 0;
+    std::string mixedPrecision;
+    bool noHistory = false;
 };
+
+std::string readText(const std::string& path)
+{
+    std::ifstream in(path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+}
 
 // shardscope-worker lives next to shardscope; SHARDSCOPE_WORKER overrides that.
 std::string defaultWorkerPath(const std::string& programPath)
@@ -78,6 +92,13 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     // it, per-rank logs and the event stream, and a progress line.
     std::optional<RunDirectory> runDir;
     std::unique_ptr<RunMonitor> monitor;
+    std::unique_ptr<RunRecorder> recorder;
+    if (!args.mixedPrecision.empty()) {
+        if (auto mode = precision::parseMode(args.mixedPrecision); !mode) {
+            std::cerr << "shardscope launch: error: " << mode.error().message << "\n";
+            return 2;
+        }
+    }
     if (!args.recipe.empty()) {
         auto recipe = config::loadRecipe(args.recipe);
         if (!recipe) {
@@ -85,7 +106,12 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
             return 2;
         }
         const std::string id = args.runName.empty() ? timestampedRunId(recipe->name) : args.runName;
-        auto created = createRunDirectory(args.runsDir.empty() ? defaultRunsDirectory() : args.runsDir, id);
+        auto home = storage::shardscopeHome();
+        if (!home && args.runsDir.empty()) {
+            std::cerr << "shardscope launch: error: " << home.error().message << "\n";
+            return 2;
+        }
+        auto created = createRunDirectory(args.runsDir.empty() ? storage::runsFolder(*home).string() : args.runsDir, id);
         if (!created) {
             std::cerr << "shardscope launch: error: " << created.error().message << "\n";
             return 2;
@@ -98,6 +124,10 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
             return 2;
         }
         std::vector<std::string> workerArgs{"train", "--recipe", runDir->path + "/recipe.yaml"};
+        if (!args.mixedPrecision.empty()) {
+            workerArgs.push_back("--mixed_precision");
+            workerArgs.push_back(args.mixedPrecision);
+        }
         if (args.maxSteps > 0) {
             workerArgs.push_back("--max_steps");
             workerArgs.push_back(std::to_string(args.maxSteps));
@@ -108,6 +138,26 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
         const std::int64_t total = args.maxSteps > 0 ? args.maxSteps : recipe->maxSteps;
         monitor = std::make_unique<RunMonitor>(runDir->eventsFile(), total, stdout, isatty(STDOUT_FILENO) != 0);
         options.onEventLine = [m = monitor.get()](int rank, std::string_view line) { m->onEventLine(rank, line); };
+        // The run history: every run, every metric. A store that cannot be used costs the history,
+        // never the run.
+        if (!args.noHistory && home) {
+            storage::NewRun newRun;
+            newRun.name = runDir->id;
+            newRun.recipeText = readText(runDir->path + "/recipe.yaml");
+            newRun.configText = args.configFile.empty() ? std::string() : readText(runDir->path + "/config.yaml");
+            newRun.runDir = runDir->path;
+            newRun.distributedType = args.numProcesses > 1 ? "MULTI_CPU" : "NO";
+            newRun.mixedPrecision = args.mixedPrecision.empty() ? "no" : args.mixedPrecision;
+            newRun.worldSize = args.numProcesses;
+            auto started = RunRecorder::start(*home, newRun);
+            if (started) {
+                recorder = std::move(*started);
+                monitor->onEvent = [r = recorder.get()](const protocol::Event& e) { r->record(e); };
+            } else {
+                std::cerr << "shardscope launch: warning: the run is not recorded in the history: "
+                          << started.error().message << "\n";
+            }
+        }
         options.onTick = [m = monitor.get()] { m->tick(); };
         std::cout << "shardscope launch: run " << runDir->id << " (" << args.numProcesses << " ranks) in "
                   << runDir->path << std::endl;
@@ -116,6 +166,19 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     auto outcome = runLaunch(options);
     if (monitor)
         monitor->finish();
+    if (recorder) {
+        LaunchOutcome ended;
+        if (outcome) {
+            ended = *outcome;
+        } else {
+            ended.exitCode = 1; // the launch itself failed: no rank ran
+        }
+        std::string log;
+        if (ended.rootCauseRank)
+            log = tailOfFile(runDir->logs() + "/rank" + std::to_string(*ended.rootCauseRank) + ".log", 10);
+        if (auto finished = recorder->finish(ended, log); !finished)
+            std::cerr << "shardscope launch: warning: recording the end of the run failed: " << finished.error().message << "\n";
+    }
     if (!outcome) {
         std::cerr << "shardscope launch: error: " << outcome.error().message << "\n";
         return 1;
@@ -166,6 +229,8 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--run_name", args->runName, "Run id (default: <recipe name>-<date>-<time>)");
     cmd->add_option("--runs_dir", args->runsDir, "Where run directories go (default: $SHARDSCOPE_HOME/runs)");
     cmd->add_option("--max_steps", args->maxSteps, "Override the recipe's training.max_steps")->check(CLI::PositiveNumber);
+    cmd->add_option("--mixed_precision", args->mixedPrecision, "no, fp16, bf16, bf16-pure or fp8 (wins over the config file)");
+    cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
     cmd->add_option("worker_args", args->workerArgs, "Arguments for each rank, after --");
     cmd->callback([args, &context] { context.exitCode = runLaunchCommand(*args, context.programPath); });
 }

@@ -1,0 +1,46 @@
+#pragma once
+
+// The launcher's side of the run history: creates the run's row, turns each decoded event into
+// store rows (through storage's batching RunWriter), and records how the run ended. The store
+// never stops a run: if it cannot be opened or written, the run goes on and the launcher says so.
+
+#include "app/launcher/launcher.h"
+#include "engine/common/result.h"
+#include "engine/protocol/events.h"
+#include "storage/run_types.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+namespace storage {
+class RunWriter;
+}
+
+class RunRecorder {
+public:
+    // Creates the run (pending → running) in <home>/history.sqlite and opens its writer.
+    static Result<std::unique_ptr<RunRecorder>> start(const std::filesystem::path& home, const storage::NewRun& run);
+    ~RunRecorder();
+
+    void record(const protocol::Event& event);
+    // The run's end from the launch outcome; `rootCauseLog` is the failing rank's log tail.
+    Result<void> finish(const LaunchOutcome& outcome, const std::string& rootCauseLog);
+
+    std::int64_t runId() const { return m_runId; }
+
+private:
+    RunRecorder() = default;
+
+    std::int64_t m_runId = 0;
+    std::unique_ptr<storage::RunWriter> m_writer;
+    std::vector<std::pair<int, std::string>> m_errors; // (rank, "kind: message") from error events
+};
+
+// The last `lines` lines of a text file (a rank's log), for failure reports.
+std::string tailOfFile(const std::string& path, int lines);
+
+} // namespace shardscope

@@ -1,0 +1,86 @@
+// Every launched run lands in the run history: a completed run with each rank's every metric and
+// its ranks, and a failed run with its status, root-cause rank, error message and log tail.
+
+#include "storage/run_store.h"
+#include "storage/store_paths.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace shardscope::storage;
+
+namespace {
+
+const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
+const QString kRecipe = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-mlp.yaml");
+
+int launch(const QString& home, const QStringList& extra, QString* output = nullptr)
+{
+    QProcess process;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SHARDSCOPE_HOME", home);
+    process.setProcessEnvironment(env);
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    process.start(kShardscope, QStringList{"launch", "--num_processes", "2", "--recipe", kRecipe, "--max_steps", "12"} + extra);
+    process.waitForFinished(120000);
+    if (output)
+        *output = QString::fromUtf8(process.readAll());
+    return process.exitCode();
+}
+
+} // namespace
+
+class TestLaunchHistory : public QObject {
+    Q_OBJECT
+private slots:
+    void completedRunIsRecorded()
+    {
+        QTemporaryDir home;
+        QString out;
+        QCOMPARE(launch(home.path(), {"--run_name", "ok", "--mixed_precision", "bf16"}, &out), 0);
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY2(store.ok(), out.toUtf8().constData());
+        auto runs = store->listRuns();
+        QVERIFY(runs.ok());
+        QCOMPARE(runs->size(), size_t(1));
+        const auto& run = runs->front();
+        QCOMPARE(QString::fromStdString(run.name), QStringLiteral("ok"));
+        QCOMPARE(run.status, RunStatus::Completed);
+        QCOMPARE(run.worldSize, 2);
+        QCOMPARE(QString::fromStdString(run.mixedPrecision), QStringLiteral("bf16"));
+        QCOMPARE(run.lastStep.value_or(0), std::int64_t(12));
+        for (int rank : {0, 1}) {
+            auto loss = store->series(run.id, rank, "loss");
+            QVERIFY(loss.ok());
+            QCOMPARE(loss->size(), size_t(12));
+            QCOMPARE(loss->back().step, std::int64_t(12));
+        }
+        auto details = store->run(run.id);
+        QVERIFY(details.ok());
+        QCOMPARE(details->ranks.size(), size_t(2));
+        QVERIFY(details->recipeText.find("demo-mlp") != std::string::npos);
+    }
+
+    void failedRunNamesTheRootCause()
+    {
+        QTemporaryDir home;
+        // bf16-pure with ZeRO is refused inside every rank: the run fails with that message.
+        QString out;
+        QVERIFY(launch(home.path(), {"--run_name", "bad", "--mixed_precision", "bf16-pure", "--", "--zero_stage", "2"}, &out) != 0);
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QCOMPARE(runs->size(), size_t(1));
+        QCOMPARE(runs->front().status, RunStatus::Failed);
+        auto details = store->run(runs->front().id);
+        QVERIFY(details->rootCauseRank.has_value());
+        QVERIFY2(details->error.find("bf16-pure is not supported with FSDP/ZeRO sharding") != std::string::npos,
+                 details->error.c_str());
+        QVERIFY(details->error.find("last log lines") != std::string::npos);
+        QVERIFY(details->exitCode.value_or(0) != 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestLaunchHistory)
+#include "tst_launch_history.moc"
