@@ -17,6 +17,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "tests/common/safetensors_reader.h"
+
 #include <signal.h>
 
 #include <cerrno>
@@ -109,30 +111,6 @@ private:
 };
 
 // The float32 tensors of a safetensors file, by name.
-std::map<QString, QVector<float>> readSafetensors(const QString& path)
-{
-    QFile file(path);
-    std::map<QString, QVector<float>> tensors;
-    if (!file.open(QIODevice::ReadOnly))
-        return tensors;
-    const QByteArray all = file.readAll();
-    quint64 length = 0;
-    for (int i = 0; i < 8; ++i)
-        length |= quint64(quint8(all[i])) << (8 * i);
-    const auto header = QJsonDocument::fromJson(all.mid(8, int(length))).object();
-    const char* data = all.constData() + 8 + length;
-    for (auto it = header.begin(); it != header.end(); ++it) {
-        const QJsonObject info = it.value().toObject();
-        if (it.key() == "__metadata__" || info["dtype"].toString() != "F32")
-            continue;
-        const auto range = info["data_offsets"].toArray();
-        const auto begin = range[0].toInteger(), end = range[1].toInteger();
-        QVector<float> values(int((end - begin) / 4));
-        std::memcpy(values.data(), data + begin, size_t(end - begin));
-        tensors[it.key()] = values;
-    }
-    return tensors;
-}
 
 // max |a - b| / max(|b|, 1) over all elements: relative for large values, absolute near zero.
 double maxRelativeDifference(const QVector<double>& a, const QVector<double>& b)
@@ -145,7 +123,7 @@ double maxRelativeDifference(const QVector<double>& a, const QVector<double>& b)
 
 double maxParameterDifference(const QString& pathA, const QString& pathB)
 {
-    const auto a = readSafetensors(pathA), b = readSafetensors(pathB);
+    const auto a = shardscope::testing::readFloatSafetensors(pathA), b = shardscope::testing::readFloatSafetensors(pathB);
     if (a.empty() || a.size() != b.size())
         return INFINITY;
     double worst = 0;

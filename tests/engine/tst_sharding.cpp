@@ -16,6 +16,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "tests/common/safetensors_reader.h"
+
 #include <cmath>
 #include <map>
 
@@ -48,30 +50,6 @@ struct Run {
     QString params; // safetensors with the gathered final parameters
 };
 
-std::map<QString, QVector<float>> readSafetensors(const QString& path)
-{
-    QFile file(path);
-    std::map<QString, QVector<float>> tensors;
-    if (!file.open(QIODevice::ReadOnly))
-        return tensors;
-    const QByteArray all = file.readAll();
-    quint64 length = 0;
-    for (int i = 0; i < 8; ++i)
-        length |= quint64(quint8(all[i])) << (8 * i);
-    const auto header = QJsonDocument::fromJson(all.mid(8, int(length))).object();
-    const char* data = all.constData() + 8 + length;
-    for (auto it = header.begin(); it != header.end(); ++it) {
-        const QJsonObject info = it.value().toObject();
-        if (it.key() == "__metadata__")
-            continue;
-        const auto begin = info["data_offsets"].toArray()[0].toInteger();
-        const auto end = info["data_offsets"].toArray()[1].toInteger();
-        QVector<float> values(int((end - begin) / 4));
-        std::memcpy(values.data(), data + begin, size_t(end - begin));
-        tensors[it.key()] = values;
-    }
-    return tensors;
-}
 
 } // namespace
 
@@ -148,7 +126,7 @@ private slots:
         for (int i = 0; i < run.losses.size(); ++i)
             QVERIFY2(std::abs(run.losses[i] - reference.losses[i]) <= 1e-5 * std::abs(reference.losses[i]),
                      qPrintable(QStringLiteral("step %1: %2 vs DDP %3").arg(i + 1).arg(run.losses[i]).arg(reference.losses[i])));
-        const auto ours = readSafetensors(run.params), theirs = readSafetensors(reference.params);
+        const auto ours = shardscope::testing::readFloatSafetensors(run.params), theirs = shardscope::testing::readFloatSafetensors(reference.params);
         QCOMPARE(ours.size(), theirs.size());
         QCOMPARE(ours.size(), size_t(4 + 2 * 12)); // every parameter, by its model name
         for (const auto& [key, values] : theirs) {
