@@ -10,6 +10,9 @@ void addAllCommands(CLI::App& app, CommandContext& context)
 {
     addLaunchCommand(app, context);
     addRunsCommand(app, context);
+    addConfigCommand(app, context);
+    addEnvCommand(app, context);
+    addEstimateMemoryCommand(app, context);
 }
 
 } // namespace

@@ -21,6 +21,9 @@ bool isSubcommand(const char* word);
 int runCommandLine(int argc, char** argv);
 
 void addLaunchCommand(CLI::App& app, CommandContext& context);
+void addConfigCommand(CLI::App& app, CommandContext& context);
+void addEnvCommand(CLI::App& app, CommandContext& context);
+void addEstimateMemoryCommand(CLI::App& app, CommandContext& context);
 void addRunsCommand(CLI::App& app, CommandContext& context);
 
 } // namespace shardscope::cli

@@ -1,11 +1,15 @@
 // `shardscope launch`: start N local ranks of shardscope-worker and supervise them.
 
 #include "app/cli/commands.h"
+#include "app/cli/machine_probe.h"
+#include "app/launcher/launch_plan.h"
 #include "app/launcher/launcher.h"
 #include "app/launcher/run_directory.h"
 #include "app/launcher/run_monitor.h"
 #include "app/launcher/run_recorder.h"
+#include "engine/config/accelerate_config.h"
 #include "engine/config/recipe.h"
+#include "engine/config/validation.h"
 #include "engine/precision/precision_mode.h"
 #include "storage/store_paths.h"
 
@@ -40,8 +44,65 @@ struct LaunchArgs {
     std::string runsDir;
     std::int64_t maxSteps = 0;
     std::string mixedPrecision;
+    std::string resumeFrom;
     bool noHistory = false;
+    // Which of Accelerate's launch flags were given on the command line (they win over the file).
+    bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false,
+         givenPort = false;
 };
+
+// Accelerate's config file for this launch: --config_file, else the default file if it exists
+// (as `accelerate launch` does). Merges the flags in (they win), validates for launch on this
+// machine and turns the result into a plan. Prints every diagnostic; nullopt when it must stop.
+std::optional<LaunchPlan> planFromConfig(const LaunchArgs& args, int& exitCode)
+{
+    std::string path = args.configFile;
+    if (path.empty()) {
+        if (!std::filesystem::exists(config::defaultConfigFile()))
+            return std::nullopt;
+        path = config::defaultConfigFile();
+    }
+    auto loaded = config::loadAccelerateConfig(path);
+    if (!loaded) {
+        std::cerr << "shardscope launch: error: " << loaded.error().message << "\n";
+        exitCode = 2;
+        return std::nullopt;
+    }
+    config::LaunchOverrides overrides;
+    if (args.givenNumProcesses)
+        overrides.numProcesses = args.numProcesses;
+    if (args.givenNumMachines)
+        overrides.numMachines = args.numMachines;
+    if (args.givenMachineRank)
+        overrides.machineRank = args.machineRank;
+    if (args.givenIp)
+        overrides.mainProcessIp = args.mainProcessIp;
+    if (args.givenPort)
+        overrides.mainProcessPort = args.mainProcessPort;
+    if (!args.mixedPrecision.empty() && args.mixedPrecision != "bf16-pure")
+        overrides.mixedPrecision = args.mixedPrecision;
+    const auto merged = config::applyOverrides(*loaded, overrides);
+    config::ValidationOptions validation;
+    validation.forLaunch = true;
+    validation.machine = cli::probeMachine();
+    validation.baseDir = std::filesystem::path(path).parent_path().string();
+    const auto diagnostics = config::validateConfig(merged, validation);
+    for (const auto& d : diagnostics)
+        std::cerr << config::formatDiagnostic(merged, d) << "\n";
+    if (config::hasErrors(diagnostics)) {
+        std::cerr << "shardscope launch: the config has errors; fix them (shardscope config validate " << path << ")\n";
+        exitCode = 2;
+        return std::nullopt;
+    }
+    auto plan = planLaunch(merged, validation.machine->gpuCount > 0);
+    if (!plan) {
+        std::cerr << "shardscope launch: error: " << plan.error().message << "\n";
+        exitCode = 2;
+        return std::nullopt;
+    }
+    std::cout << "shardscope launch: config " << path << " (" << plan->distributedType << ")" << std::endl;
+    return *plan;
+}
 
 std::string readText(const std::string& path)
 {
@@ -72,8 +133,27 @@ bool copyFile(const std::string& from, const std::string& to, std::string& error
     return !ec;
 }
 
-int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
+int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath)
 {
+    blockLauncherSignals(); // before the run store's writer thread starts
+    LaunchArgs args = givenArgs;
+    // The Accelerate config decides the shape of the run; the flags given on the command line win.
+    std::optional<LaunchPlan> plan;
+    if (!args.recipe.empty()) {
+        int exitCode = 0;
+        plan = planFromConfig(args, exitCode);
+        if (exitCode != 0)
+            return exitCode;
+        if (plan) {
+            args.numProcesses = plan->numProcesses;
+            args.numMachines = plan->numMachines;
+            args.machineRank = plan->machineRank;
+            args.mainProcessIp = plan->mainProcessIp;
+            args.mainProcessPort = plan->mainProcessPort;
+            if (args.mixedPrecision.empty())
+                args.mixedPrecision = plan->mixedPrecision == "no" ? std::string() : plan->mixedPrecision;
+        }
+    }
     if (args.numProcesses % args.numMachines != 0) {
         std::cerr << "shardscope launch: error: --num_processes " << args.numProcesses << " is not a multiple of --num_machines "
                   << args.numMachines << "; num_processes counts the ranks of all machines together\n";
@@ -123,7 +203,14 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
             std::cerr << "shardscope launch: error: " << error << "\n";
             return 2;
         }
-        std::vector<std::string> workerArgs{"train", "--recipe", runDir->path + "/recipe.yaml"};
+        const std::string runsDir = std::filesystem::path(runDir->path).parent_path().string();
+        std::vector<std::string> workerArgs{"train", "--recipe", runDir->path + "/recipe.yaml", "--checkpoint_dir",
+                                            runDir->path + "/checkpoints", "--export_dir", runDir->path + "/export",
+                                            "--runs_dir", runsDir};
+        if (!args.resumeFrom.empty()) {
+            workerArgs.push_back("--resume_from");
+            workerArgs.push_back(args.resumeFrom);
+        }
         if (!args.mixedPrecision.empty()) {
             workerArgs.push_back("--mixed_precision");
             workerArgs.push_back(args.mixedPrecision);
@@ -131,6 +218,17 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
         if (args.maxSteps > 0) {
             workerArgs.push_back("--max_steps");
             workerArgs.push_back(std::to_string(args.maxSteps));
+        }
+        if (plan) {
+            // The config's engine options, except mixed precision, handled above (the flag wins).
+            for (std::size_t i = 0; i < plan->workerArgs.size(); ++i) {
+                if (plan->workerArgs[i] == "--mixed_precision") {
+                    ++i;
+                    continue;
+                }
+                workerArgs.push_back(plan->workerArgs[i]);
+            }
+            options.extraEnvironment = plan->environment;
         }
         workerArgs.insert(workerArgs.end(), args.workerArgs.begin(), args.workerArgs.end());
         options.workerArgs = workerArgs;
@@ -146,7 +244,7 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
             newRun.recipeText = readText(runDir->path + "/recipe.yaml");
             newRun.configText = args.configFile.empty() ? std::string() : readText(runDir->path + "/config.yaml");
             newRun.runDir = runDir->path;
-            newRun.distributedType = args.numProcesses > 1 ? "MULTI_CPU" : "NO";
+            newRun.distributedType = plan ? plan->distributedType : args.numProcesses > 1 ? "MULTI_CPU" : "NO";
             newRun.mixedPrecision = args.mixedPrecision.empty() ? "no" : args.mixedPrecision;
             newRun.worldSize = args.numProcesses;
             auto started = RunRecorder::start(*home, newRun);
@@ -211,28 +309,38 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     auto args = std::make_shared<LaunchArgs>();
     auto* cmd = app.add_subcommand("launch", "Start N local ranks of the engine and supervise them "
                                              "(arguments after -- go to every rank)");
-    cmd->add_option("--num_processes", args->numProcesses, "Number of ranks in all (over every machine)")
+    auto* numProcesses = cmd->add_option("--num_processes", args->numProcesses, "Number of ranks in all (over every machine)")
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();
-    cmd->add_option("--num_machines", args->numMachines, "Machines in the job (one launcher on each)")
+    auto* numMachines = cmd->add_option("--num_machines", args->numMachines, "Machines in the job (one launcher on each)")
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();
-    cmd->add_option("--machine_rank", args->machineRank, "This machine's index, 0 .. num_machines-1")
+    auto* machineRank = cmd->add_option("--machine_rank", args->machineRank, "This machine's index, 0 .. num_machines-1")
         ->check(CLI::Range(0, 1023))
         ->capture_default_str();
-    cmd->add_option("--main_process_ip", args->mainProcessIp, "Rendezvous address")->capture_default_str();
-    cmd->add_option("--main_process_port", args->mainProcessPort, "Rendezvous port (0 or unset: a free port)")
+    auto* ip = cmd->add_option("--main_process_ip", args->mainProcessIp, "Rendezvous address")->capture_default_str();
+    auto* port = cmd->add_option("--main_process_port", args->mainProcessPort, "Rendezvous port (0 or unset: a free port)")
         ->check(CLI::Range(0, 65535));
     cmd->add_option("--worker", args->worker, "Worker executable (default: shardscope-worker next to shardscope)");
     cmd->add_option("--recipe", args->recipe, "Recipe YAML: train it (creates a run directory)");
-    cmd->add_option("--config_file", args->configFile, "Accelerate config file for the run");
+    cmd->add_option("--config_file", args->configFile,
+                    "Accelerate config file (default: Accelerate's default_config.yaml when it exists); flags win over it");
     cmd->add_option("--run_name", args->runName, "Run id (default: <recipe name>-<date>-<time>)");
     cmd->add_option("--runs_dir", args->runsDir, "Where run directories go (default: $SHARDSCOPE_HOME/runs)");
     cmd->add_option("--max_steps", args->maxSteps, "Override the recipe's training.max_steps")->check(CLI::PositiveNumber);
     cmd->add_option("--mixed_precision", args->mixedPrecision, "no, fp16, bf16, bf16-pure or fp8 (wins over the config file)");
+    cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
+                    "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
     cmd->add_option("worker_args", args->workerArgs, "Arguments for each rank, after --");
-    cmd->callback([args, &context] { context.exitCode = runLaunchCommand(*args, context.programPath); });
+    cmd->callback([=, &context] {
+        args->givenNumProcesses = numProcesses->count() > 0;
+        args->givenNumMachines = numMachines->count() > 0;
+        args->givenMachineRank = machineRank->count() > 0;
+        args->givenIp = ip->count() > 0;
+        args->givenPort = port->count() > 0;
+        context.exitCode = runLaunchCommand(*args, context.programPath);
+    });
 }
 
 } // namespace shardscope::cli

@@ -96,6 +96,16 @@ struct ChildFds {
     int logFd = -1;    // its stdout and stderr, or -1 to share the launcher's
 };
 
+} // namespace
+
+void blockLauncherSignals()
+{
+    const sigset_t supervised = supervisedSignals();
+    sigprocmask(SIG_BLOCK, &supervised, nullptr);
+}
+
+namespace {
+
 // Forks and execs one rank. Returns the pid, or an error when fork or exec failed (an exec
 // failure is reported back through a close-on-exec pipe, so it is seen before any rank runs).
 Result<pid_t> spawnRank(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env,
@@ -255,6 +265,11 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     const sigset_t supervised = supervisedSignals();
     sigset_t originalMask;
     sigprocmask(SIG_BLOCK, &supervised, &originalMask);
+    // Ranks start with the caller's mask minus the supervised signals, which they must receive
+    // (SIGTERM stops them) even when the caller had blocked them already (blockLauncherSignals).
+    sigset_t rankMask = originalMask;
+    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
+        sigdelset(&rankMask, sig);
     // Signals arrive as readable data, so one poll() waits for them and for event lines alike.
     const int signalFd = signalfd(-1, &supervised, SFD_CLOEXEC | SFD_NONBLOCK);
 
@@ -317,7 +332,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
 
         std::vector<std::string> argv{options.workerPath};
         argv.insert(argv.end(), options.workerArgs.begin(), options.workerArgs.end());
-        auto pid = spawnRank(options.workerPath, std::move(argv), rankEnvironment(dist, extra), fds, originalMask);
+        auto pid = spawnRank(options.workerPath, std::move(argv), rankEnvironment(dist, extra), fds, rankMask);
         // The launcher keeps only the read end of the events pipe, so a rank's exit closes it.
         if (eventsPipe[1] >= 0)
             close(eventsPipe[1]);

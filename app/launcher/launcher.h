@@ -67,6 +67,12 @@ struct LaunchOutcome {
     std::string failureSummary() const;
 };
 
+// Blocks the signals the launcher handles itself (SIGINT, SIGTERM, SIGHUP, SIGCHLD) in the calling
+// thread, so that threads started afterwards (the run store's writer) inherit the block and a
+// Ctrl-C is never delivered to one of them, which would kill the launcher outright. Call it before
+// starting any thread; runLaunch blocks them too.
+void blockLauncherSignals();
+
 // Starts the ranks and supervises them until all have exited. Errors are returned for what
 // prevents the launch itself (worker not executable, port in use, fork failure).
 Result<LaunchOutcome> runLaunch(const LaunchOptions& options);

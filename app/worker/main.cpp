@@ -4,6 +4,7 @@
 // 4 a run-ending error inside the rank (rendezvous, backend, torch).
 
 #include "engine/common/dist_env.h"
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/config/recipe.h"
 #include "engine/dist/collective_check.h"
 #include "engine/train/event_sink.h"
@@ -83,6 +84,12 @@ struct TrainArgs {
     std::string fsdpAutoWrapPolicy = "TRANSFORMER_BASED_WRAP";
     std::vector<std::string> fsdpLayerClasses = {"GPTBlock"};
     std::int64_t fsdpMinNumParams = 100000000;
+    std::string fsdpStateDictType = "FULL_STATE_DICT";
+    std::string checkpointDir;
+    std::string resumeFrom;
+    std::string runsDir;
+    std::string exportDir;
+    std::int64_t crashInCheckpoint = -1;
 };
 
 int train(const TrainArgs& args)
@@ -111,6 +118,18 @@ int train(const TrainArgs& args)
     train::RunOptions options;
     options.recipe = *recipe;
     options.precision = *precision;
+    options.stateDictType = args.fsdpStateDictType;
+    options.checkpointDir = args.checkpointDir;
+    if (!args.resumeFrom.empty()) {
+        auto resolved = checkpoint::resolveCheckpoint(args.resumeFrom, args.runsDir, options.recipe.name);
+        if (!resolved) {
+            std::cerr << "shardscope-worker: --resume_from_checkpoint: " << resolved.error().message << "\n";
+            return kUsage;
+        }
+        options.resumeFrom = *resolved;
+    }
+    options.exportDir = args.exportDir;
+    options.crashInCheckpointAtStep = args.crashInCheckpoint;
     if (!args.fsdpShardingStrategy.empty() && args.fsdpShardingStrategy != "NO_SHARD") {
         train::RunOptions::Sharding sharding;
         sharding.reshardAfterForward = args.fsdpShardingStrategy == "FULL_SHARD";
@@ -184,7 +203,24 @@ int main(int argc, char** argv)
         ->capture_default_str();
     trainCmd->add_option("--fsdp_transformer_layer_cls_to_wrap", trainArgs.fsdpLayerClasses, "Classes that become units");
     trainCmd->add_option("--fsdp_min_num_params", trainArgs.fsdpMinNumParams, "SIZE_BASED_WRAP threshold");
+    trainCmd->add_option("--fsdp_state_dict_type", trainArgs.fsdpStateDictType, "FULL_STATE_DICT or SHARDED_STATE_DICT")
+        ->check(CLI::IsMember({"FULL_STATE_DICT", "SHARDED_STATE_DICT"}))
+        ->capture_default_str();
+    trainCmd->add_option("--checkpoint_dir", trainArgs.checkpointDir, "Where save_state writes step_<N>/ folders");
+    trainCmd->add_option("--resume_from", trainArgs.resumeFrom,
+                         "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest");
+    trainCmd->add_option("--runs_dir", trainArgs.runsDir, "Where `latest` looks for runs of this recipe");
+    trainCmd->add_option("--export_dir", trainArgs.exportDir, "save_model's folder (Hugging Face layout)");
+    trainCmd->add_option("--crash-in-checkpoint", trainArgs.crashInCheckpoint,
+                         "Fault injection: rank 0 dies while writing the checkpoint of this step");
     trainCmd->add_option("--dump-initial", trainArgs.dumpInitial, "Rank 0 writes the initial parameters here (safetensors)");
+
+    std::string logitsRecipe, logitsWeights, logitsInput, logitsOut;
+    auto* logitsCmd = app.add_subcommand("logits", "Run a GPT loaded from a Hugging Face GPT-2 folder on some text; write its logits");
+    logitsCmd->add_option("--recipe", logitsRecipe, "Recipe whose model section describes the GPT")->required();
+    logitsCmd->add_option("--weights", logitsWeights, "Folder with config.json and safetensors (GPT-2 layout)")->required();
+    logitsCmd->add_option("--input", logitsInput, "Text file; its first block_size bytes are the input")->required();
+    logitsCmd->add_option("--out", logitsOut, "Output safetensors file")->required();
 
     try {
         app.parse(argc, argv);
@@ -197,6 +233,15 @@ int main(int argc, char** argv)
             return checkCollectives(check);
         if (trainCmd->parsed())
             return train(trainArgs);
+        if (logitsCmd->parsed()) {
+            auto recipe = shardscope::config::loadRecipe(logitsRecipe);
+            if (!recipe) {
+                std::cerr << "shardscope-worker: " << recipe.error().message << "\n";
+                return kUsage;
+            }
+            shardscope::train::writeLogits(*recipe, logitsWeights, logitsInput, logitsOut);
+            return kOk;
+        }
     } catch (const std::exception& e) {
         // Note [Run-ending errors]: exceptions end a rank; they are caught here once, reported,
         // and turned into a distinct exit code the launcher propagates.

@@ -15,7 +15,7 @@ const std::vector<std::pair<std::string, at::ScalarType>>& dtypeNames()
 {
     static const std::vector<std::pair<std::string, at::ScalarType>> kNames = {
         {"F32", at::kFloat}, {"F64", at::kDouble}, {"F16", at::kHalf},
-        {"BF16", at::kBFloat16}, {"I64", at::kLong}, {"I32", at::kInt}};
+        {"BF16", at::kBFloat16}, {"I64", at::kLong}, {"I32", at::kInt}, {"U8", at::kByte}};
     return kNames;
 }
 

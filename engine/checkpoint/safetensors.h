@@ -17,7 +17,7 @@ namespace shardscope::checkpoint {
 void writeSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-// Reads every tensor of a file written by any safetensors writer (F32, F64, F16, BF16, I64, I32).
+// Reads every tensor of a file written by any safetensors writer (F32, F64, F16, BF16, I64, I32, U8).
 std::map<std::string, at::Tensor> readSafetensors(const std::string& path);
 
 } // namespace shardscope::checkpoint

@@ -181,6 +181,7 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     model.add("hidden_dim", integer(r.model.hiddenDim, 1));
     model.add("depth", integer(r.model.depth, 0));
     model.add("output_dim", integer(r.model.outputDim, 1));
+    model.add("pretrained", text(r.model.pretrained));
 
     SectionReader data(source, "data");
     data.add("type", choice(r.data.type, {"text", "synthetic_regression"}));
@@ -224,6 +225,12 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     training.add("log_every", integer(r.logEvery, 1));
     training.add("eval_every", integer(r.evalEvery, 0));
     training.add("checkpoint_every", integer(r.checkpointEvery, 0));
+    training.add("checkpoint_keep", integer(r.checkpointKeep, 0));
+
+    SectionReader exportSection(source, "export");
+    exportSection.add("enabled", boolean(r.exportModel.enabled));
+    exportSection.add("dtype", choice(r.exportModel.dtype, {"float32", "bfloat16", "float16"}));
+    exportSection.add("max_shard_mb", number(r.exportModel.maxShardMb, 1e-6, big));
 
     SectionReader profile(source, "profile");
     profile.add("start_step", integer(r.profileStartStep, 0));
@@ -244,6 +251,7 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     top.add("schedule", nested(schedule));
     top.add("ddp", nested(ddp));
     top.add("loss_scaler", nested(scaler));
+    top.add("export", nested(exportSection));
     top.add("training", nested(training));
     top.add("profile", nested(profile));
 
@@ -264,6 +272,8 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
         return makeError(source + ": the mlp model trains on data.type 'synthetic_regression'; set data.type: "
                                   "synthetic_regression or model.type: gpt");
     }
+    if (!r.model.pretrained.empty() && r.model.type != "gpt")
+        return makeError(source + ": 'model.pretrained' loads GPT-2 folders; it needs model.type: gpt");
     if (r.schedule.warmupSteps > r.maxSteps)
         return makeError(source + ": 'schedule.warmup_steps' (" + std::to_string(r.schedule.warmupSteps)
                          + ") exceeds 'training.max_steps' (" + std::to_string(r.maxSteps) + ")");
@@ -292,6 +302,8 @@ std::string recipeToYaml(const Recipe& r)
         out << YAML::Key << "vocab_size" << YAML::Value << r.model.vocabSize << YAML::Key << "n_layer" << YAML::Value
             << r.model.nLayer << YAML::Key << "n_embd" << YAML::Value << r.model.nEmbd << YAML::Key << "n_head"
             << YAML::Value << r.model.nHead << YAML::Key << "block_size" << YAML::Value << r.model.blockSize;
+        if (!r.model.pretrained.empty())
+            out << YAML::Key << "pretrained" << YAML::Value << r.model.pretrained;
     } else {
         out << YAML::Key << "input_dim" << YAML::Value << r.model.inputDim << YAML::Key << "hidden_dim" << YAML::Value
             << r.model.hiddenDim << YAML::Key << "depth" << YAML::Value << r.model.depth << YAML::Key << "output_dim"
@@ -323,7 +335,10 @@ std::string recipeToYaml(const Recipe& r)
         << r.gradientAccumulationSteps << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key
         << "max_grad_norm" << YAML::Value << r.maxGradNorm << YAML::Key << "log_every" << YAML::Value << r.logEvery
         << YAML::Key << "eval_every" << YAML::Value << r.evalEvery << YAML::Key << "checkpoint_every" << YAML::Value
-        << r.checkpointEvery << YAML::EndMap;
+        << r.checkpointEvery << YAML::Key << "checkpoint_keep" << YAML::Value << r.checkpointKeep << YAML::EndMap;
+    out << YAML::Key << "export" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
+        << r.exportModel.enabled << YAML::Key << "dtype" << YAML::Value << r.exportModel.dtype << YAML::Key
+        << "max_shard_mb" << YAML::Value << r.exportModel.maxShardMb << YAML::EndMap;
     if (r.profileStartStep >= 0)
         out << YAML::Key << "profile" << YAML::Value << YAML::BeginMap << YAML::Key << "start_step" << YAML::Value
             << r.profileStartStep << YAML::Key << "steps" << YAML::Value << r.profileSteps << YAML::EndMap;

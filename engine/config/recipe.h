@@ -25,6 +25,8 @@ struct ModelRecipe {
     std::int64_t hiddenDim = 64;
     std::int64_t depth = 2;
     std::int64_t outputDim = 1;
+    // gpt: start from a folder holding config.json and safetensors in GPT-2's layout
+    std::string pretrained;
 };
 
 struct DataRecipe {
@@ -67,6 +69,12 @@ struct LossScalerRecipe { // fp16 only; torch.amp.GradScaler's parameters and de
     std::int64_t growthInterval = 2000;
 };
 
+struct ExportRecipe { // save_model at the end of training (run directory's export/)
+    bool enabled = true;
+    std::string dtype = "float32"; // float32, bfloat16, float16
+    double maxShardMb = 10000;     // Accelerate's max_shard_size default, "10GB"
+};
+
 struct Recipe {
     std::string name = "recipe";
     std::uint64_t seed = 1234;
@@ -76,6 +84,7 @@ struct Recipe {
     ScheduleRecipe schedule;
     DdpRecipe ddp;
     LossScalerRecipe lossScaler;
+    ExportRecipe exportModel;
     std::int64_t perDeviceBatchSize = 16;
     std::int64_t gradientAccumulationSteps = 1;
     std::int64_t maxSteps = 100; // optimizer steps
@@ -83,6 +92,7 @@ struct Recipe {
     std::int64_t logEvery = 1;
     std::int64_t evalEvery = 0; // 0: no evaluation
     std::int64_t checkpointEvery = 0;
+    std::int64_t checkpointKeep = 0; // newest checkpoints kept (0: all)
     std::int64_t profileStartStep = -1; // -1: no profiling window
     std::int64_t profileSteps = 0;
 };

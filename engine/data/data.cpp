@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -130,6 +131,13 @@ BatchIterator::BatchIterator(const Dataset& dataset, const DistributedSampler& s
                                  + " samples per epoch, fewer than training.per_device_batch_size ("
                                  + std::to_string(batchSize) + "); lower the batch size or use more data");
     m_order = sampler.indices(0);
+}
+
+void BatchIterator::restore(std::int64_t epoch, std::int64_t position)
+{
+    m_epoch = epoch;
+    m_order = m_sampler.indices(epoch);
+    m_position = static_cast<std::size_t>(std::clamp<std::int64_t>(position, 0, static_cast<std::int64_t>(m_order.size())));
 }
 
 BatchIterator::Batch BatchIterator::next()

@@ -69,6 +69,10 @@ public:
         std::int64_t epoch = 0;
     };
     Batch next();
+    // Where the iterator is, for checkpoints: the epoch and the samples of it already consumed.
+    std::int64_t epoch() const { return m_epoch; }
+    std::int64_t position() const { return static_cast<std::int64_t>(m_position); }
+    void restore(std::int64_t epoch, std::int64_t position);
 
 private:
     const Dataset& m_dataset;

@@ -279,6 +279,49 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatheredNam
     return out;
 }
 
+std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::namedShards() const
+{
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& unit : m_units)
+        out.emplace_back(unit.name, unit.shard.detach());
+    return out;
+}
+
+void ShardedDataParallel::loadShards(const std::map<std::string, at::Tensor>& shards)
+{
+    at::NoGradGuard noGrad;
+    for (auto& unit : m_units) {
+        auto it = shards.find(unit.name);
+        if (it == shards.end() || it->second.numel() != unit.shard.numel())
+            throw std::runtime_error("the sharded checkpoint has no shard of " + std::to_string(unit.shard.numel())
+                                     + " elements for unit '" + unit.name + "'");
+        unit.shard.detach().copy_(it->second);
+        if (unit.gathered) {
+            auto input = unit.shard.detach();
+            m_comm.allGatherSingle(unit.full, input)->wait();
+        }
+    }
+}
+
+void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Tensor>& parameters)
+{
+    at::NoGradGuard noGrad;
+    for (auto& unit : m_units) {
+        auto flat = at::zeros({unit.padded}, unit.shard.options().requires_grad(false));
+        for (std::size_t i = 0; i < unit.params.size(); ++i) {
+            auto it = parameters.find(unit.paramNames[i]);
+            if (it == parameters.end() || it->second.numel() != unit.params[i].numel())
+                throw std::runtime_error("the checkpoint has no parameter '" + unit.paramNames[i] + "' of "
+                                         + std::to_string(unit.params[i].numel()) + " elements");
+            flat.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(it->second.reshape({-1}));
+        }
+        const std::int64_t n = unit.shard.numel();
+        unit.shard.detach().copy_(flat.narrow(0, m_comm.rank() * n, n));
+        if (unit.gathered)
+            unit.full.copy_(flat);
+    }
+}
+
 void ShardedDataParallel::updatePeaks()
 {
     std::int64_t params = 0, grads = 0;

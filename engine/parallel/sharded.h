@@ -23,6 +23,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,13 @@ public:
     void afterOptimizerStep();
     // Every parameter in full (gathered), by name: the FULL_STATE_DICT, on every rank.
     std::vector<std::pair<std::string, at::Tensor>> gatheredNamedParameters();
+
+    // Checkpoints: this rank's shards by unit name (SHARDED_STATE_DICT), and loading them back or
+    // loading full parameters by name (FULL_STATE_DICT). Loading throws on a missing or misshaped
+    // tensor, naming it.
+    std::vector<std::pair<std::string, at::Tensor>> namedShards() const;
+    void loadShards(const std::map<std::string, at::Tensor>& shards);
+    void loadFullParameters(const std::map<std::string, at::Tensor>& parameters);
 
     std::size_t unitCount() const { return m_units.size(); }
     const ShardingStats& stats() const { return m_stats; }

@@ -179,6 +179,13 @@ void Accelerator::step(torch::optim::Optimizer& optimizer)
     optimizer.zero_grad(/*set_to_none=*/true);
 }
 
+void Accelerator::restoreStepCounters(std::int64_t skippedSteps, std::optional<double> lossScale, std::int64_t growthTracker)
+{
+    m_skippedSteps = skippedSteps;
+    if (m_scaler && lossScale)
+        m_scaler->setState(*lossScale, growthTracker);
+}
+
 double Accelerator::meanOverRanks(double value)
 {
     if (numProcesses() == 1)

@@ -84,6 +84,8 @@ public:
     // The fp16 loss scale the last step used (before its update), or nullopt outside fp16.
     std::optional<double> lossScale() const;
     precision::GradScaler* gradScaler() { return m_scaler.get(); }
+    // Resuming: the skipped-step count and the loss scaler's state as checkpointed.
+    void restoreStepCounters(std::int64_t skippedSteps, std::optional<double> lossScale, std::int64_t growthTracker);
 
     // Mean of a per-rank scalar over all ranks (what gather_for_metrics + mean gives).
     double meanOverRanks(double value);

@@ -1,5 +1,7 @@
 #include "engine/train/runner.h"
 
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/hf_export.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/data/data.h"
 #include "engine/models/models.h"
@@ -10,6 +12,7 @@
 #include <ATen/Parallel.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize.h>
 #include <torch/version.h>
 
 #include <unistd.h>
@@ -119,7 +122,61 @@ double evaluate(models::TrainableModel& model, const data::Dataset& eval, Accele
     return acc.meanOverRanks(count > 0 ? sum / static_cast<double>(count) : 0.0);
 }
 
+std::string strategyName(const RunOptions& options)
+{
+    if (!options.sharding)
+        return "ddp";
+    if (options.sharding->reshardRootAfterForward)
+        return "zero" + std::to_string(options.sharding->zeroStage);
+    return options.sharding->reshardAfterForward ? "FULL_SHARD" : "SHARD_GRAD_OP";
+}
+
+// What a checkpoint must agree on with the run that loads it.
+checkpoint::Compatibility compatibilityOf(const RunOptions& options, int worldSize)
+{
+    config::Recipe modelOnly;
+    modelOnly.model = options.recipe.model;
+    modelOnly.model.pretrained.clear(); // where the weights first came from does not matter
+    const std::string yaml = config::recipeToYaml(modelOnly);
+    const auto begin = yaml.find("model:"), end = yaml.find("\ndata:");
+    return {worldSize, strategyName(options), options.sharding ? options.stateDictType : "FULL_STATE_DICT",
+            std::string(precision::modeName(options.precision)), yaml.substr(begin, end - begin)};
+}
+
+void copyByName(torch::nn::Module& model, const std::map<std::string, at::Tensor>& tensors, const std::string& source)
+{
+    torch::NoGradGuard noGrad;
+    for (auto& item : model.named_parameters()) {
+        auto it = tensors.find(item.key());
+        if (it == tensors.end() || it->second.sizes() != item.value().sizes())
+            throw std::runtime_error(source + " has no parameter '" + item.key() + "' of the model's shape");
+        item.value().copy_(it->second);
+    }
+}
+
 } // namespace
+
+void writeLogits(const config::Recipe& recipe, const std::string& weightsDir, const std::string& inputPath,
+                 const std::string& outputPath)
+{
+    auto model = models::buildModel(recipe.model);
+    auto weights = checkpoint::loadGpt2(weightsDir, recipe.model);
+    if (!weights)
+        throw std::runtime_error(weights.error().message);
+    copyByName(*model, *weights, weightsDir);
+    model->eval();
+    std::ifstream in(inputPath, std::ios::binary);
+    std::string bytes(static_cast<std::size_t>(recipe.model.blockSize), '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    bytes.resize(static_cast<std::size_t>(in.gcount()));
+    if (bytes.empty())
+        throw std::runtime_error("cannot read input bytes from " + inputPath);
+    auto ids = at::empty({1, static_cast<std::int64_t>(bytes.size())}, at::kLong);
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+        ids[0][static_cast<std::int64_t>(i)] = static_cast<std::int64_t>(static_cast<unsigned char>(bytes[i]));
+    torch::NoGradGuard noGrad;
+    checkpoint::writeSafetensors(outputPath, {{"input_ids", ids}, {"logits", model->forward(ids)}});
+}
 
 void requestStop()
 {
@@ -165,6 +222,12 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     // Every rank builds the same initial weights from the seed; rank 0's are broadcast anyway.
     torch::manual_seed(recipe.seed);
     auto model = models::buildModel(recipe.model);
+    if (!recipe.model.pretrained.empty()) {
+        auto pretrained = checkpoint::loadGpt2(recipe.model.pretrained, recipe.model);
+        if (!pretrained)
+            throw std::runtime_error(pretrained.error().message);
+        copyByName(*model, *pretrained, recipe.model.pretrained);
+    }
     acc.prepareModel(*model);
     if (!options.dumpInitialPath.empty()) {
         auto initial = acc.fullNamedParameters(*model); // a collective when sharded: every rank
@@ -183,12 +246,55 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     auto optimizer = makeOptimizer(recipe.optimizer, params);
     model->train();
 
+    // Resume: parameters, optimizer, data position, RNG and scaler exactly as they were.
+    std::int64_t firstStep = 0;
+    const auto compatibility = compatibilityOf(options, acc.numProcesses());
+    if (!options.resumeFrom.empty()) {
+        auto loaded = checkpoint::loadCheckpoint(options.resumeFrom, acc.processIndex(), compatibility);
+        if (!loaded)
+            throw std::runtime_error(loaded.error().message);
+        if (auto* sharded = acc.sharded())
+            options.stateDictType == "SHARDED_STATE_DICT" ? sharded->loadShards(loaded->modelTensors)
+                                                          : sharded->loadFullParameters(loaded->modelTensors);
+        else
+            copyByName(*model, loaded->modelTensors, loaded->path);
+        torch::load(*optimizer, loaded->optimizerFile);
+        batches.restore(loaded->loop.dataEpoch, loaded->loop.dataPosition);
+        acc.restoreStepCounters(loaded->loop.skippedSteps, loaded->loop.lossScale, loaded->loop.scalerGrowthTracker);
+        firstStep = loaded->loop.step;
+        events.emit(protocol::LogEvent{"info", "resumed from " + loaded->path + " after step " + std::to_string(firstStep)});
+    }
+    auto saveState = [&](std::int64_t stepsDone) {
+        checkpoint::SaveRequest request;
+        request.checkpointsDir = options.checkpointDir;
+        request.rank = acc.processIndex();
+        request.compatibility = compatibility;
+        request.loop = {stepsDone, batches.epoch(), batches.position(), acc.skippedSteps(), std::nullopt, 0};
+        if (auto* scaler = acc.gradScaler()) {
+            request.loop.lossScale = scaler->currentScale();
+            request.loop.scalerGrowthTracker = scaler->growthTracker();
+        }
+        if (acc.sharded() && options.stateDictType == "SHARDED_STATE_DICT") {
+            request.modelTensors = acc.sharded()->namedShards();
+        } else {
+            auto full = acc.fullNamedParameters(*model); // a collective when sharded
+            if (acc.isMainProcess())
+                request.modelTensors = std::move(full);
+        }
+        request.saveOptimizer = [&](const std::string& path) { torch::save(*optimizer, path); };
+        request.barrier = [&] { acc.waitForEveryone(); };
+        request.keep = recipe.checkpointKeep;
+        request.crashWhileWriting = stepsDone == options.crashInCheckpointAtStep;
+        auto [path, bytes] = checkpoint::saveCheckpoint(request);
+        events.emit(protocol::CheckpointEvent{stepsDone, path, "state", bytes});
+    };
+
     const auto runStart = Clock::now();
     std::int64_t paramBytes = 0;
     for (const auto& p : params)
         paramBytes += tensorBytes(p);
 
-    for (std::int64_t step = 0; step < recipe.maxSteps; ++step) {
+    for (std::int64_t step = firstStep; step < recipe.maxSteps; ++step) {
         const auto stepStart = Clock::now();
         if (acc.sharded()) {
             acc.sharded()->resetPeaks();
@@ -279,6 +385,21 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         }
         if (recipe.evalEvery > 0 && split.eval.size() > 0 && ((step + 1) % recipe.evalEvery == 0 || step + 1 == recipe.maxSteps))
             events.emit(protocol::EvalEvent{step + 1, evaluate(*model, split.eval, acc, recipe.perDeviceBatchSize), {}});
+        if (!options.checkpointDir.empty() && recipe.checkpointEvery > 0 && (step + 1) % recipe.checkpointEvery == 0)
+            saveState(step + 1);
+    }
+
+    if (!options.exportDir.empty() && recipe.exportModel.enabled) {
+        auto full = acc.fullNamedParameters(*model);
+        if (acc.isMainProcess()) {
+            checkpoint::ExportOptions exportOptions;
+            exportOptions.dtype = recipe.exportModel.dtype == "bfloat16" ? at::kBFloat16
+                : recipe.exportModel.dtype == "float16"                  ? at::kHalf
+                                                                         : at::kFloat;
+            exportOptions.maxShardBytes = static_cast<std::int64_t>(recipe.exportModel.maxShardMb * 1e6);
+            const auto bytes = checkpoint::exportModel(options.exportDir, full, recipe.model, exportOptions);
+            events.emit(protocol::CheckpointEvent{recipe.maxSteps, options.exportDir, "model", bytes});
+        }
     }
 
     if (!options.dumpParamsPath.empty()) {

@@ -28,6 +28,11 @@ struct RunOptions {
         std::int64_t minNumParams = 100000000;
     };
     std::optional<Sharding> sharding;
+    std::string stateDictType = "FULL_STATE_DICT"; // fsdp_state_dict_type: or SHARDED_STATE_DICT
+    std::string checkpointDir;   // runs/<id>/checkpoints (checkpoints need recipe training.checkpoint_every)
+    std::string resumeFrom;      // a resolved step_<N> folder to continue from
+    std::string exportDir;       // runs/<id>/export: save_model at the end (recipe export.enabled)
+    std::int64_t crashInCheckpointAtStep = -1; // fault injection for tests
     int threads = 0;             // intra-op threads per rank; 0: cores / ranks on this machine
     std::string dumpParamsPath;  // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)
@@ -41,5 +46,11 @@ void requestStop();
 
 // Throws on run-ending errors (bad data file, rendezvous failure); the worker's main reports them.
 void runTraining(const DistEnv& env, const RunOptions& options, EventSink& events);
+
+// One process, no distribution: loads the recipe's GPT from a GPT-2 folder (`weightsDir`), runs it
+// on the first block_size bytes of `inputPath` and writes the logits to `outputPath`
+// (safetensors, "logits" [1, T, vocab]). What the export's parity check compares against.
+void writeLogits(const config::Recipe& recipe, const std::string& weightsDir, const std::string& inputPath,
+                 const std::string& outputPath);
 
 } // namespace shardscope::train

@@ -1,0 +1,193 @@
+// `shardscope estimate-memory`: per-rank memory of parameters, gradients, optimizer state and
+// activations for a config (or for every sharding choice), as a table.
+
+#include "app/cli/commands.h"
+#include "engine/config/accelerate_config.h"
+#include "engine/config/memory_estimate.h"
+#include "engine/config/recipe.h"
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+namespace shardscope::cli {
+
+namespace {
+
+using namespace shardscope::config;
+
+struct EstimateArgs {
+    std::string configFile;
+    std::string recipe;
+    std::string params;
+    std::int64_t layers = 0, hidden = 0, heads = 0, seq = 0, batch = 0, vocab = 0;
+    int numProcesses = 0;
+    std::string precision;
+    bool allStages = false;
+    bool markdown = false;
+};
+
+// A GPT recipe's parameter count: embeddings (tied head), and per block qkv + proj + MLP + 2 norms.
+ModelShape shapeFromRecipe(const Recipe& r)
+{
+    ModelShape m;
+    const auto& mr = r.model;
+    if (mr.type == "gpt") {
+        const std::int64_t h = mr.nEmbd;
+        m.parameters = mr.vocabSize * h + mr.blockSize * h + mr.nLayer * (12 * h * h + 13 * h) + 2 * h;
+        m.layers = mr.nLayer;
+        m.hidden = h;
+        m.heads = mr.nHead;
+        m.sequence = mr.blockSize;
+        m.vocab = mr.vocabSize;
+    } else {
+        std::int64_t p = mr.inputDim * mr.hiddenDim + mr.hiddenDim;
+        for (std::int64_t i = 1; i < mr.depth; ++i)
+            p += mr.hiddenDim * mr.hiddenDim + mr.hiddenDim;
+        p += mr.hiddenDim * mr.outputDim + mr.outputDim;
+        m.parameters = p;
+    }
+    m.microBatch = r.perDeviceBatchSize;
+    return m;
+}
+
+std::vector<std::string> row(const std::string& label, const std::string& precision, const MemoryEstimate& e)
+{
+    return {label,
+            precision,
+            formatBytes(e.parameters),
+            formatBytes(e.gradients),
+            formatBytes(e.optimizer),
+            e.activations > 0 ? formatBytes(e.activations) : std::string("-"),
+            formatBytes(e.deviceTotal()),
+            e.hostTotal() > 0 ? formatBytes(e.hostTotal()) : std::string("-")};
+}
+
+int runEstimate(const EstimateArgs& a)
+{
+    ModelShape model;
+    if (!a.recipe.empty()) {
+        auto r = loadRecipe(a.recipe);
+        if (!r) {
+            std::cerr << "shardscope estimate-memory: error: " << r.error().message << "\n";
+            return 1;
+        }
+        model = shapeFromRecipe(*r);
+    }
+    if (!a.params.empty()) {
+        auto p = parseParameterCount(a.params);
+        if (!p) {
+            std::cerr << "shardscope estimate-memory: error: --params '" << a.params
+                      << "' is not a parameter count; write e.g. 7B, 1.3e9 or 125M\n";
+            return 1;
+        }
+        model.parameters = *p;
+    }
+    if (a.layers) model.layers = a.layers;
+    if (a.hidden) model.hidden = a.hidden;
+    if (a.heads) model.heads = a.heads;
+    if (a.seq) model.sequence = a.seq;
+    if (a.batch) model.microBatch = a.batch;
+    if (a.vocab) model.vocab = a.vocab;
+    if (model.parameters <= 0) {
+        std::cerr << "shardscope estimate-memory: error: no model size; pass --recipe R or --params N (e.g. 7B)\n";
+        return 1;
+    }
+
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> notes;
+    int ranks = a.numProcesses;
+    if (!a.configFile.empty()) {
+        auto cfg = loadAccelerateConfig(a.configFile);
+        if (!cfg) {
+            std::cerr << "shardscope estimate-memory: error: " << cfg.error().message << "\n";
+            return 1;
+        }
+        auto setup = memorySetupFromConfig(*cfg, std::filesystem::path(a.configFile).parent_path().string());
+        if (!setup) {
+            std::cerr << "shardscope estimate-memory: error: " << setup.error().message << "\n";
+            return 1;
+        }
+        if (ranks > 0)
+            setup->sharding.shardRanks = ranks;
+        ranks = setup->sharding.shardRanks;
+        const PrecisionMode p = a.precision.empty() ? setup->precision : precisionFromName(a.precision);
+        rows.push_back(row(setup->sharding.label, precisionName(p), estimateMemory(model, p, setup->sharding)));
+        notes = setup->notes;
+    }
+    if (a.allStages || a.configFile.empty()) {
+        if (ranks <= 0)
+            ranks = 8;
+        std::vector<PrecisionMode> modes;
+        if (a.precision.empty())
+            modes = {PrecisionMode::Fp32, PrecisionMode::Mixed16, PrecisionMode::PureBf16};
+        else
+            modes = {precisionFromName(a.precision)};
+        for (PrecisionMode p : modes) {
+            for (int stage = 0; stage <= 3; ++stage) {
+                Sharding s;
+                s.zeroStage = stage;
+                s.shardRanks = ranks;
+                const std::string label = stage == 0 ? "DDP (ZeRO-0)" : "ZeRO-" + std::to_string(stage);
+                rows.push_back(row(label, precisionName(p), estimateMemory(model, p, s)));
+            }
+            Sharding off;
+            off.zeroStage = 3;
+            off.shardRanks = ranks;
+            off.offloadOptimizer = off.offloadParams = true;
+            rows.push_back(row("ZeRO-3 + offload", precisionName(p), estimateMemory(model, p, off)));
+        }
+    }
+    const std::vector<std::string> header = {"sharding", "precision", "parameters", "gradients", "optimizer",
+                                             "activations", "device total", "host (offload)"};
+    const std::string t = "Memory per rank: " + std::to_string(model.parameters) + " parameters, " + std::to_string(ranks) + " ranks";
+    if (a.markdown) {
+        std::cout << "| " ;
+        for (const auto& h : header)
+            std::cout << h << " | ";
+        std::cout << "\n|";
+        for (std::size_t i = 0; i < header.size(); ++i)
+            std::cout << "---|";
+        std::cout << "\n";
+        for (const auto& r : rows) {
+            std::cout << "| ";
+            for (const auto& c : r)
+                std::cout << c << " | ";
+            std::cout << "\n";
+        }
+    } else {
+        std::cout << renderTable(t, header, rows);
+    }
+    for (const auto& n : notes)
+        std::cout << "note: " << n << "\n";
+    if (model.layers == 0 || model.hidden == 0 || model.sequence == 0 || model.microBatch == 0)
+        std::cout << "note: activations not estimated; give --recipe, or --layers --hidden --heads --seq --batch\n";
+    return 0;
+}
+
+} // namespace
+
+void addEstimateMemoryCommand(CLI::App& app, CommandContext& context)
+{
+    auto a = std::make_shared<EstimateArgs>();
+    auto* cmd = app.add_subcommand("estimate-memory", "Per-rank memory (parameters, gradients, optimizer, activations) "
+                                                      "for a config and a model, like `accelerate estimate-memory` but "
+                                                      "sharding-, batch- and activation-aware");
+    cmd->add_option("--config_file,--config-file", a->configFile, "Accelerate config (sharding, offload, precision, ranks)");
+    cmd->add_option("--recipe", a->recipe, "Recipe YAML (model shape and batch size)");
+    cmd->add_option("--params", a->params, "Parameter count, e.g. 7B, 1.3e9, 125M");
+    cmd->add_option("--layers", a->layers, "Transformer layers");
+    cmd->add_option("--hidden", a->hidden, "Hidden size");
+    cmd->add_option("--heads", a->heads, "Attention heads");
+    cmd->add_option("--seq", a->seq, "Sequence length (tokens)");
+    cmd->add_option("--batch", a->batch, "Micro-batch per rank (samples)");
+    cmd->add_option("--vocab", a->vocab, "Vocabulary size (fp32 logits)");
+    cmd->add_option("--num_processes,--num-processes", a->numProcesses, "Ranks (default: the config's, else 8)");
+    cmd->add_option("--precision", a->precision, "no, fp16, bf16, bf16-pure or fp8 (default: the config's)");
+    cmd->add_flag("--all_stages,--all-stages", a->allStages, "Also list every ZeRO stage and offload");
+    cmd->add_flag("--markdown", a->markdown, "Print a Markdown table");
+    cmd->callback([a, &context] { context.exitCode = runEstimate(*a); });
+}
+
+} // namespace shardscope::cli

@@ -1,0 +1,251 @@
+#include "engine/checkpoint/checkpoint.h"
+
+#include "engine/checkpoint/safetensors.h"
+#include "engine/config/recipe.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <stdexcept>
+
+namespace shardscope::checkpoint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kFormat = "shardscope-checkpoint";
+constexpr int kFormatVersion = 1;
+
+std::string rankFile(const std::string& stem, int rank, const std::string& extension)
+{
+    return stem + "_rank" + std::to_string(rank) + extension;
+}
+
+void writeFileDurably(const fs::path& path, const std::string& text)
+{
+    {
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        out << text;
+        if (!out)
+            throw std::runtime_error("cannot write " + path.string() + " (disk full or read-only?)");
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
+
+void syncDirectory(const fs::path& dir)
+{
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
+
+std::int64_t fileBytes(const fs::path& path)
+{
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    return ec ? 0 : static_cast<std::int64_t>(size);
+}
+
+json compatibilityJson(const Compatibility& c)
+{
+    return {{"world_size", c.worldSize}, {"strategy", c.strategy}, {"state_dict_type", c.stateDictType},
+            {"precision", c.precision}, {"model", c.modelFingerprint}};
+}
+
+std::optional<std::int64_t> stepOf(const fs::path& dir)
+{
+    static const std::regex pattern("step_([0-9]+)");
+    std::smatch match;
+    const std::string name = dir.filename().string();
+    if (std::regex_match(name, match, pattern))
+        return std::stoll(match[1]);
+    return std::nullopt;
+}
+
+bool isComplete(const fs::path& dir)
+{
+    return stepOf(dir) && fs::exists(dir / "manifest.json");
+}
+
+// The complete step_<N> folders directly inside `dir`, newest (highest N) first.
+std::vector<fs::path> completeCheckpoints(const fs::path& dir)
+{
+    std::vector<fs::path> found;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+        if (entry.is_directory() && isComplete(entry.path()))
+            found.push_back(entry.path());
+    std::sort(found.begin(), found.end(), [](const fs::path& a, const fs::path& b) { return *stepOf(a) > *stepOf(b); });
+    return found;
+}
+
+} // namespace
+
+std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
+{
+    const fs::path final = fs::path(r.checkpointsDir) / ("step_" + std::to_string(r.loop.step));
+    const fs::path tmp = fs::path(r.checkpointsDir) / ("step_" + std::to_string(r.loop.step) + ".tmp");
+    if (r.rank == 0) {
+        std::error_code ec;
+        fs::remove_all(tmp, ec); // a leftover of a crashed attempt
+        fs::create_directories(tmp);
+    }
+    r.barrier();
+
+    std::int64_t bytes = 0;
+    const bool sharded = r.compatibility.stateDictType == "SHARDED_STATE_DICT";
+    if (sharded || r.rank == 0) {
+        const fs::path model = tmp / (sharded ? rankFile("model", r.rank, ".safetensors") : std::string("model.safetensors"));
+        writeSafetensors(model.string(), r.modelTensors, {{"format", "pt"}});
+        bytes += fileBytes(model);
+    }
+    if (r.crashWhileWriting && r.rank == 0)
+        ::_exit(9);
+    const fs::path optimizer = tmp / rankFile("optimizer", r.rank, ".bin");
+    r.saveOptimizer(optimizer.string());
+    bytes += fileBytes(optimizer);
+
+    auto generator = at::detail::getDefaultCPUGenerator();
+    at::Tensor rngState;
+    {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        rngState = generator.get_state();
+    }
+    const fs::path random = tmp / rankFile("random_states", r.rank, ".safetensors");
+    writeSafetensors(random.string(), {{"cpu", rngState}});
+    bytes += fileBytes(random);
+
+    json state = {{"step", r.loop.step}, {"data_epoch", r.loop.dataEpoch}, {"data_position", r.loop.dataPosition},
+                  {"skipped_steps", r.loop.skippedSteps}, {"scaler_growth_tracker", r.loop.scalerGrowthTracker}};
+    if (r.loop.lossScale)
+        state["loss_scale"] = *r.loop.lossScale;
+    writeFileDurably(tmp / rankFile("state", r.rank, ".json"), state.dump(2));
+    r.barrier();
+
+    if (r.rank == 0) {
+        json files = json::array();
+        for (const auto& entry : fs::directory_iterator(tmp))
+            files.push_back(entry.path().filename().string());
+        json manifest = {{"format", kFormat}, {"version", kFormatVersion}, {"step", r.loop.step},
+                         {"compatibility", compatibilityJson(r.compatibility)}, {"files", files}};
+        writeFileDurably(tmp / "manifest.json", manifest.dump(2));
+        syncDirectory(tmp);
+        std::error_code ec;
+        fs::remove_all(final, ec); // an older attempt at the same step
+        fs::rename(tmp, final);
+        syncDirectory(r.checkpointsDir);
+        if (r.keep > 0) {
+            const auto all = completeCheckpoints(r.checkpointsDir);
+            for (std::size_t i = static_cast<std::size_t>(r.keep); i < all.size(); ++i)
+                fs::remove_all(all[i], ec);
+        }
+    }
+    r.barrier();
+    return {final.string(), bytes};
+}
+
+Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const Compatibility& expected)
+{
+    const fs::path dir(path);
+    const fs::path manifestPath = dir / "manifest.json";
+    if (!fs::exists(manifestPath))
+        return makeError("checkpoint " + path + " is incomplete (no manifest.json: its writing was interrupted); "
+                         "resume from an earlier one, or use --resume_from_checkpoint latest");
+    std::ifstream in(manifestPath);
+    json manifest = json::parse(in, nullptr, false);
+    if (manifest.is_discarded() || manifest.value("format", "") != kFormat)
+        return makeError(manifestPath.string() + " is not a Shardscope checkpoint manifest");
+    if (manifest.value("version", 0) > kFormatVersion)
+        return makeError(path + " was written by a newer Shardscope (format version " + std::to_string(manifest.value("version", 0)) + ")");
+    const json have = manifest["compatibility"];
+    const json want = compatibilityJson(expected);
+    for (const auto& [key, value] : want.items()) {
+        if (have.value(key, json()) != value)
+            return makeError("checkpoint " + path + " does not fit this run: its " + key + " is " + have.value(key, json()).dump()
+                             + ", this run's is " + value.dump() + ". Launch with the checkpoint's settings to resume it.");
+    }
+
+    LoadedCheckpoint loaded;
+    loaded.path = path;
+    const bool sharded = expected.stateDictType == "SHARDED_STATE_DICT";
+    const fs::path model = dir / (sharded ? rankFile("model", rank, ".safetensors") : std::string("model.safetensors"));
+    const fs::path state = dir / rankFile("state", rank, ".json");
+    const fs::path random = dir / rankFile("random_states", rank, ".safetensors");
+    loaded.optimizerFile = (dir / rankFile("optimizer", rank, ".bin")).string();
+    for (const auto& p : {model, state, random, fs::path(loaded.optimizerFile)})
+        if (!fs::exists(p))
+            return makeError("checkpoint " + path + " lacks " + p.filename().string() + " though its manifest is complete");
+    try {
+        loaded.modelTensors = readSafetensors(model.string());
+        std::ifstream stateIn(state);
+        const json s = json::parse(stateIn);
+        loaded.loop.step = s.at("step").get<std::int64_t>();
+        loaded.loop.dataEpoch = s.at("data_epoch").get<std::int64_t>();
+        loaded.loop.dataPosition = s.at("data_position").get<std::int64_t>();
+        loaded.loop.skippedSteps = s.value("skipped_steps", std::int64_t{0});
+        loaded.loop.scalerGrowthTracker = s.value("scaler_growth_tracker", std::int64_t{0});
+        if (s.contains("loss_scale"))
+            loaded.loop.lossScale = s["loss_scale"].get<double>();
+        auto rng = readSafetensors(random.string());
+        auto generator = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        generator.set_state(rng.at("cpu"));
+    } catch (const std::exception& e) {
+        return makeError("checkpoint " + path + " could not be read: " + e.what());
+    }
+    return loaded;
+}
+
+Result<std::string> resolveCheckpoint(const std::string& reference, const std::string& runsDir, const std::string& recipeName)
+{
+    if (reference == "latest") {
+        std::optional<fs::path> best;
+        std::error_code ec;
+        for (const auto& run : fs::directory_iterator(runsDir, ec)) {
+            auto recipe = config::loadRecipe((run.path() / "recipe.yaml").string());
+            if (!recipe || recipe->name != recipeName)
+                continue;
+            auto found = completeCheckpoints(run.path() / "checkpoints");
+            if (found.empty())
+                continue;
+            const auto candidate = found.front();
+            if (!best || fs::last_write_time(candidate, ec) > fs::last_write_time(*best, ec))
+                best = candidate;
+        }
+        if (!best)
+            return makeError("no complete checkpoint of a run of recipe '" + recipeName + "' under " + runsDir);
+        return best->string();
+    }
+    const fs::path path(reference);
+    if (!fs::exists(path))
+        return makeError("checkpoint " + reference + " does not exist");
+    if (stepOf(path)) {
+        if (!isComplete(path))
+            return makeError("checkpoint " + reference + " is incomplete (no manifest.json: its writing was interrupted)");
+        return path.string();
+    }
+    for (const auto& dir : {path, path / "checkpoints"}) {
+        auto found = completeCheckpoints(dir);
+        if (!found.empty())
+            return found.front().string();
+    }
+    return makeError("no complete checkpoint (step_<N>/ with a manifest.json) in " + reference);
+}
+
+} // namespace shardscope::checkpoint

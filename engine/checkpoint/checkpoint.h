@@ -1,0 +1,83 @@
+#pragma once
+
+// Checkpoints that resume exactly (Accelerate's save_state / load_state), in
+// runs/<id>/checkpoints/step_<N>/:
+//   manifest.json                 what is inside, with which world size, strategy and recipe;
+//                                 written last: a folder without it is incomplete
+//   model.safetensors             the full parameters (DDP, FULL_STATE_DICT), from rank 0
+//   model_rank<r>.safetensors     this rank's flat shards (SHARDED_STATE_DICT)
+//   optimizer_rank<r>.bin         the optimizer over this rank's parameters (libtorch archive)
+//   state_rank<r>.json            step, data position, loss scaler, skipped steps
+//   random_states_rank<r>.safetensors   the CPU generator's state
+// Writing goes to step_<N>.tmp/ and is renamed into place once every rank is done, so a crash
+// leaves the previous checkpoint as it was and never a half-written one under a final name.
+
+#include "engine/common/result.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardscope::checkpoint {
+
+// The training loop's position and the loss scaler: what, besides tensors, a resume needs.
+struct LoopState {
+    std::int64_t step = 0; // optimizer steps done
+    std::int64_t dataEpoch = 0;
+    std::int64_t dataPosition = 0; // samples of the epoch this rank has consumed
+    std::int64_t skippedSteps = 0;
+    std::optional<double> lossScale; // fp16
+    std::int64_t scalerGrowthTracker = 0;
+};
+
+// What must match for a checkpoint to be loadable: a description of the run's shape.
+struct Compatibility {
+    int worldSize = 1;
+    std::string strategy;    // "ddp", "zero1", "FULL_SHARD", ...
+    std::string stateDictType; // "FULL_STATE_DICT" or "SHARDED_STATE_DICT"
+    std::string precision;
+    std::string modelFingerprint; // the recipe's model section, normalised
+};
+
+struct SaveRequest {
+    std::string checkpointsDir; // runs/<id>/checkpoints
+    int rank = 0;
+    Compatibility compatibility;
+    LoopState loop;
+    // Rank 0's full named parameters (FULL_STATE_DICT; empty on other ranks), or this rank's
+    // named shards (SHARDED_STATE_DICT).
+    std::vector<std::pair<std::string, at::Tensor>> modelTensors;
+    std::function<void(const std::string& path)> saveOptimizer;
+    std::function<void()> barrier; // all ranks of the job
+    std::int64_t keep = 0;         // keep the newest `keep` checkpoints (0: all)
+    // Fault injection for tests: rank 0 dies (exit 9) after writing its model file.
+    bool crashWhileWriting = false;
+};
+
+// Every rank calls this; returns the final folder and the bytes this rank wrote.
+std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& request);
+
+struct LoadedCheckpoint {
+    std::string path;
+    LoopState loop;
+    std::map<std::string, at::Tensor> modelTensors; // full parameters or this rank's shards
+    std::string optimizerFile;
+};
+
+// Checks the manifest (complete, compatible) and reads this rank's part. Errors say what does not
+// match and how to proceed.
+Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const Compatibility& expected);
+
+// `reference` is a step_<N> folder, a folder holding step_<N> folders (a run's checkpoints/ or the
+// run directory), or "latest" (the newest complete checkpoint of any run under `runsDir` whose
+// recipe has the name `recipeName`). Incomplete folders are skipped.
+Result<std::string> resolveCheckpoint(const std::string& reference, const std::string& runsDir,
+                                      const std::string& recipeName);
+
+} // namespace shardscope::checkpoint

@@ -1,0 +1,320 @@
+#include "engine/config/accelerate_config.h"
+
+#include "engine/config/schema.h"
+#include "engine/config/yaml_io.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+namespace shardscope::config {
+
+namespace {
+
+std::string_view sectionOf(ConfigKind kind)
+{
+    return kind == ConfigKind::Cluster ? kClusterSection : kSageMakerSection;
+}
+
+bool isNestedDictField(std::string_view key)
+{
+    for (auto s : kNestedSections)
+        if (s == key)
+            return true;
+    return false;
+}
+
+std::string at(const std::string& source, const Value& v)
+{
+    if (v.line <= 0)
+        return source;
+    return source + ":" + std::to_string(v.line) + ":" + std::to_string(v.column);
+}
+
+// Python's sorted() of the unknown keys, for the message (str keys by code point).
+std::vector<Value> sortedKeys(std::vector<Value> keys)
+{
+    std::stable_sort(keys.begin(), keys.end(), [](const Value& a, const Value& b) {
+        if (a.isString() && b.isString())
+            return a.asString() < b.asString();
+        return static_cast<int>(a.kind()) < static_cast<int>(b.kind());
+    });
+    return keys;
+}
+
+Value convertEnumsForDict(const Value& v, bool nested)
+{
+    // to_dict's _convert_enums: a dict that is empty becomes None; inside dicts, recursively.
+    if (v.isMap()) {
+        if (v.asMap().empty())
+            return Value();
+        Value out = v;
+        for (auto& e : out.asMap())
+            e.value = convertEnumsForDict(e.value, true);
+        return out;
+    }
+    (void)nested;
+    return v;
+}
+
+} // namespace
+
+AccelerateConfig::AccelerateConfig(ConfigKind kind, Value given, std::string source)
+    : m_kind(kind), m_given(std::move(given)), m_source(std::move(source))
+{
+    if (!m_given.isMap())
+        m_given = Value::emptyMap();
+}
+
+Value AccelerateConfig::field(std::string_view key) const
+{
+    if (const Value* v = m_given.find(key)) {
+        if (v->isNull() && (isNestedDictField(key) || key == "dynamo_config"))
+            return Value::emptyMap(); // __post_init__: None dicts become {}
+        return *v;
+    }
+    if (const KeySpec* spec = findKeySpec(sectionOf(m_kind), key))
+        return spec->defaultValue;
+    return Value();
+}
+
+const Value* AccelerateConfig::nested(std::string_view section, std::string_view key) const
+{
+    const Value* s = m_given.find(section);
+    if (!s || !s->isMap())
+        return nullptr;
+    return s->find(key);
+}
+
+Value AccelerateConfig::allFields() const
+{
+    Value out = Value::emptyMap();
+    for (const KeySpec* spec : currentKeys(sectionOf(m_kind)))
+        out.set(spec->key, field(spec->key));
+    return out;
+}
+
+Value AccelerateConfig::toDict() const
+{
+    Value out = Value::emptyMap();
+    const Value fields = allFields();
+    for (const auto& e : fields.asMap()) {
+        Value v = convertEnumsForDict(e.value, false);
+        if (!v.isNull())
+            out.asMap().push_back(Value::Entry{e.key, std::move(v)});
+    }
+    return out;
+}
+
+std::string AccelerateConfig::distributedType() const
+{
+    const Value v = field("distributed_type");
+    return v.isString() ? v.asString() : std::string();
+}
+
+std::string AccelerateConfig::mixedPrecision() const
+{
+    const Value v = field("mixed_precision");
+    return v.isString() ? v.asString() : std::string("no");
+}
+
+std::optional<std::int64_t> AccelerateConfig::intField(std::string_view key) const
+{
+    const Value v = field(key);
+    if (v.isInt())
+        return v.asInt();
+    return std::nullopt;
+}
+
+bool AccelerateConfig::boolField(std::string_view key) const
+{
+    return field(key).truthy();
+}
+
+FileFormat formatForPath(std::string_view path)
+{
+    return (path.size() >= 5 && path.substr(path.size() - 5) == ".json") ? FileFormat::Json : FileFormat::Yaml;
+}
+
+Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const std::string& source, FileFormat format)
+{
+    auto parsed = format == FileFormat::Json ? parseJson(text, source) : parseYaml(text, source);
+    if (!parsed)
+        return parsed.error();
+    Value dict = std::move(*parsed);
+    if (!dict.isMap())
+        return makeError(source + ": the file holds " + (dict.isNull() ? std::string("nothing") : dict.typeName())
+                         + ", not a mapping of config keys; an Accelerate config is `key: value` lines such as "
+                           "`distributed_type: MULTI_GPU` (run `shardscope config` to write one)");
+
+    // Schema choice: compute_environment missing or equal to LOCAL_MACHINE -> ClusterConfig.
+    const Value* env = dict.find("compute_environment");
+    const ConfigKind kind = (!env || (env->isString() && env->asString() == "LOCAL_MACHINE")) ? ConfigKind::Cluster
+                                                                                          : ConfigKind::SageMaker;
+
+    // process_config, in Accelerate's order.
+    if (!dict.contains("compute_environment"))
+        dict.set("compute_environment", Value("LOCAL_MACHINE"));
+    const Value* dt = dict.find("distributed_type");
+    if (!dt)
+        return makeError(source + ": A `distributed_type` must be specified in the config file. Add for example "
+                                  "`distributed_type: MULTI_GPU` (one of "
+                         + [] {
+                               std::string all;
+                               for (const auto& t : distributedTypes())
+                                   all += (all.empty() ? "" : ", ") + t;
+                               return all;
+                           }()
+                         + ").");
+    if (!dict.contains("num_processes") && dt->isString() && dt->asString() == "NO")
+        dict.set("num_processes", Value(1));
+    if (!dict.contains("mixed_precision")) {
+        const Value* fp16 = dict.find("fp16");
+        dict.set("mixed_precision", (fp16 && fp16->truthy()) ? Value("fp16") : Value());
+    }
+    dict.erase("fp16");
+    if (const Value* legacy = dict.find("dynamo_backend")) {
+        Value backend = *legacy;
+        dict.erase("dynamo_backend");
+        Value dyn = Value::emptyMap();
+        if (!(backend.isString() && backend.asString() == "NO"))
+            dyn.set("dynamo_backend", backend);
+        dict.set("dynamo_config", dyn);
+    }
+    for (const char* k : {"use_cpu", "debug", "enable_cpu_affinity"})
+        if (!dict.contains(k))
+            dict.set(k, Value(false));
+
+    // Unknown top-level keys are rejected (nested ones are kept).
+    const std::string_view section = sectionOf(kind);
+    std::vector<Value> unknown;
+    for (const auto& e : dict.asMap()) {
+        const KeySpec* spec = e.key.isString() ? findKeySpec(section, e.key.asString()) : nullptr;
+        if (!spec || !spec->removedIn.empty())
+            unknown.push_back(e.key);
+    }
+    if (!unknown.empty()) {
+        unknown = sortedKeys(unknown);
+        std::string list = "[";
+        for (std::size_t i = 0; i < unknown.size(); ++i)
+            list += (i ? ", " : "") + unknown[i].pyRepr();
+        list += "]";
+        std::string message = "The config file at " + source + " had unknown keys (" + list
+            + "), please try upgrading your `accelerate` version or fix (and potentially remove) these keys from "
+              "your config file.";
+        for (const auto& k : unknown) {
+            message += "\n  " + at(source, k) + ": `" + k.pyStr() + "`: ";
+            const KeySpec* spec = k.isString() ? findKeySpec(section, k.asString()) : nullptr;
+            if (spec && !spec->removedIn.empty())
+                message += "removed in Accelerate " + spec->removedIn + "; delete this key";
+            else if (std::string near = k.isString() ? nearestKey(section, k.asString()) : std::string(); !near.empty())
+                message += "not a key of Accelerate's " + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig")
+                    + "; did you mean `" + near + "`?";
+            else
+                message += "not a key of Accelerate's "
+                    + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig") + "; remove it";
+        }
+        return makeError(message);
+    }
+
+    // Required dataclass fields without defaults (only SageMaker can lack them here).
+    std::vector<std::string> missing;
+    for (const KeySpec* spec : currentKeys(section))
+        if (spec->required && !dict.contains(spec->key))
+            missing.push_back(spec->key);
+    if (!missing.empty()) {
+        const std::string cls = kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig";
+        std::string names;
+        for (std::size_t i = 0; i < missing.size(); ++i) {
+            if (i > 0)
+                names += (i + 1 == missing.size()) ? (missing.size() > 2 ? ", and " : " and ") : ", ";
+            names += "'" + missing[i] + "'";
+        }
+        return makeError(source + ": " + cls + ".__init__() missing " + std::to_string(missing.size()) + " required positional argument"
+                         + (missing.size() > 1 ? "s" : "") + ": " + names + ". Add "
+                         + (missing.size() > 1 ? "these keys" : "this key") + " to the SageMaker config.");
+    }
+
+    // __post_init__: enum conversion of strings (non-strings are left alone, as in Accelerate).
+    const Value* ce = dict.find("compute_environment");
+    if (ce->isString() && ce->asString() != "LOCAL_MACHINE" && ce->asString() != "AMAZON_SAGEMAKER")
+        return makeError(at(source, *ce) + ": '" + ce->asString()
+                         + "' is not a valid ComputeEnvironment. Use LOCAL_MACHINE or AMAZON_SAGEMAKER.");
+    const Value* dtype = dict.find("distributed_type");
+    if (dtype->isString()) {
+        const auto& allowed = kind == ConfigKind::Cluster ? distributedTypes() : sageMakerDistributedTypes();
+        if (std::find(allowed.begin(), allowed.end(), dtype->asString()) == allowed.end()) {
+            std::string all;
+            for (const auto& t : allowed)
+                all += (all.empty() ? "" : ", ") + t;
+            std::string hint;
+            if (dtype->asString() == "TP")
+                hint = " (TP existed in Accelerate 1.4-1.6 and was removed; use FSDP with parallelism_config_tp_size)";
+            return makeError(at(source, *dtype) + ": '" + dtype->asString() + "' is not a valid "
+                             + (kind == ConfigKind::Cluster ? "DistributedType" : "SageMakerDistributedType") + hint
+                             + ". distributed_type must be one of: " + all + ".");
+        }
+    }
+    return AccelerateConfig(kind, std::move(dict), source);
+}
+
+Result<AccelerateConfig> loadAccelerateConfig(const std::string& path)
+{
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+        return makeError("The passed configuration file `" + path
+                         + "` does not exist. Please pass an existing file, or create one with `shardscope config` "
+                           "(or `accelerate config`).");
+    auto text = readTextFile(path);
+    if (!text)
+        return text.error();
+    return parseAccelerateConfig(*text, path, formatForPath(path));
+}
+
+std::string toYamlText(const AccelerateConfig& config)
+{
+    return dumpYaml(config.toDict());
+}
+
+std::string toJsonText(const AccelerateConfig& config)
+{
+    return dumpJson(config.toDict()) + "\n";
+}
+
+Result<void> saveAccelerateConfig(const AccelerateConfig& config, const std::string& path)
+{
+    return writeTextFile(path, formatForPath(path) == FileFormat::Json ? toJsonText(config) : toYamlText(config));
+}
+
+namespace {
+
+std::string expandUser(std::string path)
+{
+    if (!path.empty() && path[0] == '~' && (path.size() == 1 || path[1] == '/')) {
+        const char* home = std::getenv("HOME");
+        if (home)
+            path = std::string(home) + path.substr(1);
+    }
+    return path;
+}
+
+} // namespace
+
+std::string defaultConfigDir()
+{
+    std::string hfHome;
+    if (const char* h = std::getenv("HF_HOME"))
+        hfHome = h;
+    else {
+        const char* xdg = std::getenv("XDG_CACHE_HOME");
+        hfHome = std::string(xdg ? xdg : "~/.cache") + "/huggingface";
+    }
+    return expandUser(hfHome) + "/accelerate";
+}
+
+std::string defaultConfigFile()
+{
+    return defaultConfigDir() + "/default_config.yaml";
+}
+
+} // namespace shardscope::config

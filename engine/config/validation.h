@@ -1,0 +1,58 @@
+#pragma once
+
+// Checks of a config before launch: the meaning of `accelerate launch`'s own checks (same
+// errors and warnings, with the key, the value and the fix in every message), plus impossible
+// combinations Accelerate lets through (fp8 without a capable GPU, more processes than listed
+// GPUs, contradictory FSDP/DeepSpeed options). What is wrong in the file is an error; what only
+// this machine cannot run is a warning for `config validate` and an error at launch.
+
+#include "engine/config/accelerate_config.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::config {
+
+enum class Severity { Error, Warning };
+
+struct Diagnostic {
+    Severity severity = Severity::Error;
+    std::string keyPath; // "fsdp_config.fsdp_sync_module_states"
+    std::string message; // what, where, how to fix
+};
+
+struct MachineInfo {
+    int gpuCount = 0;
+    bool fp8Capable = false; // compute capability >= 8.9 (Ada/Hopper)
+    bool bf16Capable = false;
+};
+
+// `accelerate launch` flags that override the file (CLI flags win; reference §4.2).
+struct LaunchOverrides {
+    std::optional<int> numProcesses;
+    std::optional<int> numMachines;
+    std::optional<int> machineRank;
+    std::optional<std::string> mainProcessIp;
+    std::optional<int> mainProcessPort;
+    std::optional<std::string> mixedPrecision;
+    std::optional<std::string> gpuIds;
+    std::optional<std::string> dynamoBackend;
+    bool cpu = false;
+    bool debug = false;
+};
+
+struct ValidationOptions {
+    bool forLaunch = false;
+    std::optional<MachineInfo> machine; // unknown: no machine checks
+    std::string baseDir;                // resolves a relative deepspeed_config_file
+};
+
+// The config as `accelerate launch` sees it after the flags are merged (flags win over the file).
+AccelerateConfig applyOverrides(const AccelerateConfig& config, const LaunchOverrides& overrides);
+
+std::vector<Diagnostic> validateConfig(const AccelerateConfig& config, const ValidationOptions& options = {});
+bool hasErrors(const std::vector<Diagnostic>& diagnostics);
+std::string formatDiagnostic(const AccelerateConfig& config, const Diagnostic& d); // "file:line:col: error: ..."
+
+} // namespace shardscope::config

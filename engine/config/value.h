@@ -1,0 +1,98 @@
+#pragma once
+
+// Value: a YAML/JSON document as Python sees it after `yaml.safe_load` / `json.load`: null, bool,
+// int, float, str, list, or a dict that keeps insertion order. Accelerate does no type coercion
+// on load (`num_processes: "4"` stays a string, an unquoted `NO` is the bool false) and keeps
+// unknown nested keys, so the config is stored as this tree, never as menu positions or as a
+// struct that would lose what the user wrote. Typed reading lives in accelerate_config.h.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace shardscope::config {
+
+class Value {
+public:
+    enum class Kind { Null, Bool, Int, Float, String, List, Map };
+    struct Entry;
+    using List = std::vector<Value>;
+    using Map = std::vector<Entry>; // insertion order, like a Python dict
+
+    Value() = default;
+    Value(std::nullptr_t) {}
+    Value(bool b) : m_data(b) {}
+    Value(int i) : m_data(std::int64_t{i}) {}
+    Value(std::int64_t i) : m_data(i) {}
+    Value(double d) : m_data(d) {}
+    Value(const char* s) : m_data(std::string(s)) {}
+    Value(std::string s) : m_data(std::move(s)) {}
+    Value(List l) : m_data(std::move(l)) {}
+    Value(Map m) : m_data(std::move(m)) {}
+    static Value emptyMap() { return Value(Map{}); }
+
+    Kind kind() const { return static_cast<Kind>(m_data.index()); }
+    bool isNull() const { return kind() == Kind::Null; }
+    bool isBool() const { return kind() == Kind::Bool; }
+    bool isInt() const { return kind() == Kind::Int; }
+    bool isFloat() const { return kind() == Kind::Float; }
+    bool isNumber() const { return isInt() || isFloat(); }
+    bool isString() const { return kind() == Kind::String; }
+    bool isList() const { return kind() == Kind::List; }
+    bool isMap() const { return kind() == Kind::Map; }
+
+    bool asBool() const { return std::get<bool>(m_data); }
+    std::int64_t asInt() const { return std::get<std::int64_t>(m_data); }
+    double asFloat() const { return std::get<double>(m_data); }
+    double asNumber() const { return isInt() ? static_cast<double>(asInt()) : asFloat(); }
+    const std::string& asString() const { return std::get<std::string>(m_data); }
+    const List& asList() const { return std::get<List>(m_data); }
+    List& asList() { return std::get<List>(m_data); }
+    const Map& asMap() const { return std::get<Map>(m_data); }
+    Map& asMap() { return std::get<Map>(m_data); }
+
+    // Map access by string key (non-string keys never match). Null when absent or not a map.
+    const Value* find(std::string_view key) const;
+    Value* find(std::string_view key);
+    bool contains(std::string_view key) const { return find(key) != nullptr; }
+    // Sets a string key, keeping its position when it exists (Python dict assignment).
+    void set(std::string_view key, Value value);
+    bool erase(std::string_view key);
+
+    // Python truthiness (`if value:`): None, False, 0, 0.0, "", [] and {} are false.
+    bool truthy() const;
+
+    // Python's repr()/str() of the value, as `accelerate env` prints it (True, None, 'x', [...]).
+    std::string pyRepr() const;
+    std::string pyStr() const;
+
+    // Type name a user understands, for messages ("a string", "a boolean", ...).
+    std::string typeName() const;
+
+    // Structural equality with Python semantics except that 1 != 1.0 and True != 1: values must
+    // have the same kind, which is what "loads with the same values" means for a config file.
+    friend bool operator==(const Value& a, const Value& b);
+
+    // Where the value was in its source file (1-based; 0 when unknown or built in code).
+    int line = 0;
+    int column = 0;
+
+private:
+    std::variant<std::monostate, bool, std::int64_t, double, std::string, List, Map> m_data;
+};
+
+struct Value::Entry {
+    Value key;
+    Value value;
+};
+
+// Python's repr() of a float (shortest round-trip digits, '1e+16', '1.0', 'inf', 'nan').
+std::string pythonFloatRepr(double d);
+// Python's repr() of a str (single quotes unless the text has ' and no ").
+std::string pythonStrRepr(std::string_view s);
+
+} // namespace shardscope::config

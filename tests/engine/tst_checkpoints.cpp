@@ -1,0 +1,224 @@
+// Checkpoints through real 2-rank runs:
+//  - resume is exact: a run resumed from step k produces, for every later step, bit for bit the
+//    loss of the run that never stopped (DDP, and FULL_SHARD with full and sharded state dicts);
+//  - a rank killed while writing a checkpoint leaves the previous checkpoint intact, no
+//    half-written one under a final name, and `latest` resumes from the previous one;
+//  - a checkpoint from an incompatible run is refused with a message;
+//  - save_model writes Hugging Face's layout (single file and shards + index) that the
+//    `safetensors` package and GPT2LMHeadModel load with our engine's logits (within 1e-5);
+//  - a recipe can start from such a folder (model.pretrained), and a mismatched one is refused.
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QSet>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <map>
+
+namespace {
+
+const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
+const QString kWorker = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker");
+const QString kPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
+const QString kExportCheck = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/hf_export_check.py");
+const QString kText = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/data/demo.txt");
+
+QString recipe(const QString& extraTraining = QString(), const QString& extraTop = QString())
+{
+    return QStringLiteral("name: ck\n"
+                          "seed: 11\n"
+                          "model: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}\n"
+                          "data: {type: text}\n"
+                          "optimizer: {type: adamw, lr: 0.003, weight_decay: 0.01}\n"
+                          "schedule: {type: cosine, warmup_steps: 2}\n"
+                          "training: {per_device_batch_size: 4, max_steps: 20, checkpoint_every: 5, max_grad_norm: 1.0%1}\n"
+                          "%2")
+        .arg(extraTraining, extraTop);
+}
+
+struct Run {
+    int exitCode = -1;
+    QString output;
+    std::map<qint64, double> losses; // step -> loss (rank 0)
+};
+
+} // namespace
+
+class TestCheckpoints : public QObject {
+    Q_OBJECT
+private:
+    Run launch(const QString& name, const QString& recipeText, const QStringList& launchArgs, const QStringList& workerArgs = {})
+    {
+        const QString path = m_dir.path() + "/" + name + ".yaml";
+        QFile file(path);
+        file.open(QIODevice::WriteOnly);
+        file.write(recipeText.toUtf8());
+        file.close();
+        QStringList args{"launch", "--num_processes", "2", "--recipe", path, "--runs_dir", runs(), "--run_name", name};
+        args << launchArgs;
+        if (!workerArgs.isEmpty())
+            args << "--" << workerArgs;
+        QProcess process;
+        process.setProcessChannelMode(QProcess::MergedChannels);
+        process.start(kShardscope, args);
+        process.waitForFinished(180000);
+        Run run;
+        run.exitCode = process.exitCode();
+        run.output = QString::fromUtf8(process.readAll());
+        QFile events(runs() + "/" + name + "/events.jsonl");
+        if (events.open(QIODevice::ReadOnly))
+            while (!events.atEnd()) {
+                const auto e = QJsonDocument::fromJson(events.readLine()).object();
+                if (e["type"] == "step" && e["rank"] == 0)
+                    run.losses[e["step"].toInteger()] = e["loss"].toDouble();
+            }
+        return run;
+    }
+    QString runs() const { return m_dir.path() + "/runs"; }
+
+private slots:
+    void resumeIsExact_data()
+    {
+        QTest::addColumn<QStringList>("strategy");
+        QTest::newRow("DDP") << QStringList{};
+        QTest::newRow("FULL_SHARD, full state dict") << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD"};
+        QTest::newRow("FULL_SHARD, sharded state dict")
+            << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_state_dict_type", "SHARDED_STATE_DICT"};
+    }
+    void resumeIsExact()
+    {
+        QFETCH(QStringList, strategy);
+        const QString tag = QString::number(m_counter++);
+        const Run full = launch("full-" + tag, recipe(), {}, strategy);
+        QVERIFY2(full.exitCode == 0, qPrintable(full.output));
+        QCOMPARE(full.losses.size(), size_t(20));
+        const QString checkpoint = runs() + "/full-" + tag + "/checkpoints/step_10";
+        QVERIFY(QFile::exists(checkpoint + "/manifest.json"));
+        const Run resumed = launch("resumed-" + tag, recipe(), {"--resume_from_checkpoint", checkpoint}, strategy);
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
+        QCOMPARE(resumed.losses.size(), size_t(10));
+        for (const auto& [step, loss] : resumed.losses) {
+            QVERIFY(step > 10);
+            QCOMPARE(loss, full.losses.at(step)); // bitwise: QCOMPARE on doubles is fuzzy, so check exactly too
+            QVERIFY(loss == full.losses.at(step));
+        }
+    }
+
+    void crashWhileWritingKeepsThePreviousCheckpoint()
+    {
+        const Run reference = launch("uninterrupted", recipe(), {});
+        QVERIFY(reference.exitCode == 0);
+        // Rank 0 dies after writing part of step 10's checkpoint.
+        const Run crashed = launch("crashed", recipe(), {}, {"--crash-in-checkpoint", "10"});
+        QCOMPARE(crashed.exitCode, 9);
+        QVERIFY2(crashed.output.contains("rank 0 failed first"), qPrintable(crashed.output));
+        const QDir checkpoints(runs() + "/crashed/checkpoints");
+        QVERIFY(QFile::exists(checkpoints.filePath("step_5/manifest.json")));
+        QVERIFY(!checkpoints.exists("step_10"));                        // nothing half-written under a final name
+        QVERIFY(!QFile::exists(checkpoints.filePath("step_10.tmp/manifest.json")));
+        // `latest` skips the incomplete attempt (and the other runs' checkpoints are older or
+        // elsewhere: only this recipe's runs count, the newest complete one wins).
+        QDir(runs() + "/uninterrupted/checkpoints").removeRecursively();
+        const Run resumed = launch("after-crash", recipe(), {"--resume_from_checkpoint", "latest"});
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
+        QCOMPARE(resumed.losses.begin()->first, qint64(6));
+        for (const auto& [step, loss] : resumed.losses)
+            QVERIFY(loss == reference.losses.at(step));
+    }
+
+    void incompatibleCheckpointIsRefused()
+    {
+        const Run ddp = launch("ddp-source", recipe(), {});
+        QVERIFY(ddp.exitCode == 0);
+        const Run sharded = launch("wrong-strategy", recipe(), {"--resume_from_checkpoint", runs() + "/ddp-source/checkpoints/step_10"},
+                                   {"--zero_stage", "2"});
+        QVERIFY(sharded.exitCode != 0);
+        QVERIFY2(sharded.output.contains("does not fit this run: its strategy is \"ddp\", this run's is \"zero2\""),
+                 qPrintable(sharded.output));
+    }
+
+    void exportLoadsInTheHuggingFaceEcosystem_data()
+    {
+        QTest::addColumn<QString>("exportSection");
+        QTest::addColumn<int>("files");
+        QTest::newRow("one file") << QString() << 1;
+        QTest::newRow("sharded at 0.05 MB") << QStringLiteral("export: {max_shard_mb: 0.05}\n") << 0; // 0: several
+    }
+    void exportLoadsInTheHuggingFaceEcosystem()
+    {
+        QFETCH(QString, exportSection);
+        QFETCH(int, files);
+        if (!QFile::exists(kPython))
+            QSKIP("no project Python environment (.venv); run ./scripts/setup.sh");
+        const QString name = QStringLiteral("export-%1").arg(files);
+        const Run run = launch(name, recipe(QString(), exportSection), {});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        const QString exportDir = runs() + "/" + name + "/export";
+        QVERIFY(QFile::exists(exportDir + "/config.json"));
+        if (files == 1) {
+            QVERIFY(QFile::exists(exportDir + "/model.safetensors"));
+        } else {
+            QFile index(exportDir + "/model.safetensors.index.json");
+            QVERIFY(index.open(QIODevice::ReadOnly));
+            const auto weightMap = QJsonDocument::fromJson(index.readAll()).object()["weight_map"].toObject();
+            QSet<QString> shardFiles;
+            for (const auto& file : weightMap)
+                shardFiles.insert(file.toString());
+            QVERIFY(shardFiles.size() > 1);
+            for (const auto& file : shardFiles) {
+                QVERIFY2(QFile::exists(exportDir + "/" + file), qPrintable(file));
+                QVERIFY(file.endsWith(QStringLiteral("-of-%1.safetensors").arg(shardFiles.size(), 5, 10, QChar('0'))));
+            }
+        }
+        // Our engine's logits, from the exported folder (which also exercises loading pretrained).
+        const QString logits = m_dir.path() + "/" + name + "-logits.safetensors";
+        QProcess worker;
+        worker.setProcessChannelMode(QProcess::MergedChannels);
+        worker.start(kWorker, {"logits", "--recipe", m_dir.path() + "/" + name + ".yaml", "--weights", exportDir, "--input",
+                               kText, "--out", logits});
+        QVERIFY(worker.waitForFinished(60000));
+        QVERIFY2(worker.exitCode() == 0, worker.readAll().constData());
+        QProcess python;
+        python.start(kPython, {kExportCheck, "--export", exportDir, "--engine-logits", logits});
+        QVERIFY(python.waitForFinished(300000));
+        const QByteArray report = python.readAllStandardOutput(); // stderr has transformers' progress bars
+        QVERIFY2(python.exitCode() == 0, (report + python.readAllStandardError()).constData());
+        const auto json = QJsonDocument::fromJson(report.trimmed()).object();
+        QVERIFY2(json.contains("relative") && json.contains("plain_max_abs_diff"), report.constData());
+        QVERIFY2(json["relative"].toDouble() <= 1e-5, report.constData());
+        if (json["transformers"].toString() == "GPT2LMHeadModel")
+            QVERIFY(json.contains("transformers_max_abs_diff"));
+    }
+
+    void trainingStartsFromPretrained()
+    {
+        const Run source = launch("pretrain", recipe(), {});
+        QVERIFY(source.exitCode == 0);
+        const QString exportDir = runs() + "/pretrain/export";
+        const Run fine = launch("finetune", recipe(), {}, {});
+        QVERIFY(fine.exitCode == 0);
+        QString fromPretrained = recipe();
+        fromPretrained.replace("block_size: 32}", "block_size: 32, pretrained: " + exportDir + "}");
+        const Run tuned = launch("from-pretrained", fromPretrained, {});
+        QVERIFY2(tuned.exitCode == 0, qPrintable(tuned.output));
+        // Starting from the trained weights, the first loss is the trained model's, far below a fresh start's.
+        QVERIFY(tuned.losses.at(1) < fine.losses.at(1) - 0.5);
+
+        QString mismatched = recipe();
+        mismatched.replace("n_embd: 32, n_head: 4, block_size: 32}", "n_embd: 64, n_head: 4, block_size: 32, pretrained: " + exportDir + "}");
+        const Run refused = launch("mismatched", mismatched, {});
+        QVERIFY(refused.exitCode != 0);
+        QVERIFY2(refused.output.contains("n_embd is 32 but the recipe's model has 64"), qPrintable(refused.output));
+    }
+
+private:
+    QTemporaryDir m_dir;
+    int m_counter = 0;
+};
+
+QTEST_GUILESS_MAIN(TestCheckpoints)
+#include "tst_checkpoints.moc"

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Reference answers from the real Accelerate (pinned in scripts/requirements.txt), for the C++
+tests of engine/config. Every expectation the tests compare against comes from Accelerate's own
+code run here, never from the code under test.
+
+Usage (prints one JSON object on stdout):
+  accelerate_oracle.py load FILE...            load each file with accelerate's load_config_from_file
+  accelerate_oracle.py json-check FILE...      json.load each file (DeepSpeed JSON), report errors
+  accelerate_oracle.py questionnaire SCRIPTS   drive `accelerate config` with scripted answers;
+                                               SCRIPTS is a JSON file {name: [answer lines...]}
+
+Values are encoded so that types survive: JSON int/float/bool/str/null/list/object, a dict with
+a non-str key as {"__dict__": [[k, v], ...]}, any other Python object as {"__py__": repr(v)},
+non-finite floats as {"__float__": "nan"|"inf"|"-inf"}.
+"""
+
+import builtins
+import contextlib
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+from enum import Enum
+
+
+def norm(v):
+    if isinstance(v, Enum):
+        return norm(v.value)
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        if math.isnan(v):
+            return {"__float__": "nan"}
+        if math.isinf(v):
+            return {"__float__": "inf" if v > 0 else "-inf"}
+        return v
+    if isinstance(v, (list, tuple)):
+        return [norm(x) for x in v]
+    if isinstance(v, dict):
+        if all(isinstance(k, str) for k in v):
+            return {k: norm(x) for k, x in v.items()}
+        return {"__dict__": [[norm(k), norm(x)] for k, x in v.items()]}
+    return {"__py__": repr(v)}
+
+
+def cmd_load(paths):
+    import yaml
+    from dataclasses import fields
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    out = {}
+    for path in paths:
+        entry = {}
+        try:
+            with open(path, encoding="utf-8") as f:
+                entry["raw"] = norm(json.load(f) if path.endswith(".json") else yaml.safe_load(f))
+        except Exception as e:  # noqa: BLE001 - we report what Python says
+            entry["raw_error"] = f"{type(e).__name__}: {e}"
+            if isinstance(e, json.JSONDecodeError):
+                entry["raw_error_line"] = e.lineno
+        try:
+            cfg = load_config_from_file(path)
+            entry["ok"] = True
+            entry["kind"] = type(cfg).__name__
+            entry["fields"] = {f.name: norm(getattr(cfg, f.name)) for f in fields(cfg)}
+            with tempfile.TemporaryDirectory() as d:
+                y = os.path.join(d, "c.yaml")
+                j = os.path.join(d, "c.json")
+                cfg.to_yaml_file(y)
+                cfg.to_json_file(j)
+                entry["yaml"] = open(y, encoding="utf-8").read()
+                entry["json"] = open(j, encoding="utf-8").read()
+        except Exception as e:  # noqa: BLE001
+            entry["ok"] = False
+            entry["error_type"] = type(e).__name__
+            entry["error"] = str(e)
+        out[path] = entry
+    return out
+
+
+def cmd_json_check(paths):
+    out = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                json.load(f)
+            out[path] = {"ok": True}
+        except json.JSONDecodeError as e:
+            out[path] = {"ok": False, "lineno": e.lineno, "colno": e.colno, "msg": e.msg}
+    return out
+
+
+class ScriptedMenu:
+    """Stands in for accelerate's BulletMenu in its line mode (the one it uses in Colab): read a
+    line; not an integer (an empty line included) -> the default; an index out of range is asked
+    again (where Accelerate would crash)."""
+
+    lines = None
+    prompts = None
+
+    def __init__(self, prompt=None, choices=()):
+        self.prompt = prompt
+        self.choices = list(choices)
+
+    def run(self, default_choice=0):
+        ScriptedMenu.prompts.append(self.prompt)
+        while True:
+            line = next(ScriptedMenu.lines)
+            try:
+                index = int(line)
+            except ValueError:
+                return default_choice
+            if 0 <= index < len(self.choices):
+                return index
+
+
+def cmd_questionnaire(script_file):
+    from accelerate.commands.config import cluster, config, config_utils
+
+    # Hardware/package probes: a Linux box with CUDA GPUs and every optional package present, so
+    # that no branch is refused for a missing package (Shardscope implements these itself).
+    for name in ["is_mps_available", "is_npu_available", "is_mlu_available", "is_sdaa_available",
+                 "is_musa_available", "is_xpu_available", "is_hpu_available", "is_neuron_available"]:
+        setattr(cluster, name, lambda: False)
+    for name in ["is_deepspeed_available", "is_transformers_available", "is_fp8_available",
+                 "is_transformer_engine_available", "is_msamp_available", "is_torchao_available"]:
+        setattr(cluster, name, lambda: True)
+    config_utils.BulletMenu = ScriptedMenu
+
+    with open(script_file, encoding="utf-8") as f:
+        scripts = json.load(f)
+    out = {}
+    for name, lines in scripts.items():
+        prompts = []
+        it = iter(lines)
+        ScriptedMenu.lines = it
+        ScriptedMenu.prompts = prompts
+
+        def scripted_input(prompt=""):
+            prompts.append(prompt)
+            try:
+                return next(it)
+            except StopIteration:
+                raise EOFError("script ended") from None
+
+        builtins.input = scripted_input
+        entry = {}
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):
+                cfg = config.get_user_input()
+            with tempfile.TemporaryDirectory() as d:
+                y = os.path.join(d, "c.yaml")
+                cfg.to_yaml_file(y)
+                entry["yaml"] = open(y, encoding="utf-8").read()
+            entry["ok"] = True
+        except Exception as e:  # noqa: BLE001
+            entry["ok"] = False
+            entry["error"] = f"{type(e).__name__}: {e}"
+        entry["prompts"] = prompts
+        entry["printed"] = printed.getvalue()
+        entry["unused_answers"] = len(list(it))
+        out[name] = entry
+    return out
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "load":
+        result = cmd_load(args)
+    elif cmd == "json-check":
+        result = cmd_json_check(args)
+    elif cmd == "questionnaire":
+        result = cmd_questionnaire(args[0])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    json.dump(result, sys.stdout, indent=1, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
