@@ -1,11 +1,20 @@
 #include "ui/main_window.h"
 
+#include "storage/store_paths.h"
+#include "ui/compare_page.h"
+#include "ui/run_page.h"
+#include "ui/runs_page.h"
+
 #include <QAction>
 #include <QApplication>
+#include <QCloseEvent>
+#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QListWidget>
+#include <QSettings>
 #include <QStackedWidget>
+#include <QStatusBar>
 
 namespace shardscope::ui {
 
@@ -23,10 +32,17 @@ QString modeDescription(MainWindow::Mode mode)
     return {};
 }
 
+std::filesystem::path defaultDatabase()
+{
+    auto home = storage::shardscopeHome();
+    return home ? storage::historyFile(*home) : std::filesystem::path("history.sqlite");
+}
+
 } // namespace
 
-MainWindow::MainWindow(QWidget* parent)
+MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     : QMainWindow(parent)
+    , m_databaseFile(databaseFile.empty() ? defaultDatabase() : std::move(databaseFile))
 {
     setWindowTitle(tr("Shardscope"));
     resize(1280, 800);
@@ -40,13 +56,30 @@ MainWindow::MainWindow(QWidget* parent)
     m_modeBar->setObjectName(QStringLiteral("modeBar"));
     m_modeBar->setFixedWidth(120);
     m_modeBar->setFrameShape(QFrame::NoFrame);
+    m_modeBar->setStyleSheet(QStringLiteral(
+        "QListWidget#modeBar { background: #2f3136; color: #e0e0e0; font-weight: bold; padding-top: 8px; }"
+        "QListWidget#modeBar::item { padding: 14px 10px; }"
+        "QListWidget#modeBar::item:selected { background: #4a4d55; color: white; border-left: 3px solid #4f9cf0; }"));
     m_pages = new QStackedWidget(central);
     m_pages->setObjectName(QStringLiteral("pages"));
+
+    m_runsPage = new RunsPage(m_databaseFile, m_pages);
+    m_runPage = new RunPage(m_pages);
+    m_comparePage = new ComparePage(m_databaseFile, m_pages);
 
     for (int i = 0; i < kModeCount; ++i) {
         const auto mode = static_cast<Mode>(i);
         m_modeBar->addItem(modeName(mode));
-        m_pages->addWidget(makePlaceholderPage(mode));
+        QWidget* page = nullptr;
+        switch (mode) {
+        case Mode::Runs: page = m_runsPage; break;
+        case Mode::Run: page = m_runPage; break;
+        case Mode::Compare: page = m_comparePage; break;
+        case Mode::Configure:
+        case Mode::Trace: page = makePlaceholderPage(mode); break;
+        }
+        page->setObjectName(QStringLiteral("page_%1").arg(modeName(mode)));
+        m_pages->addWidget(page);
         // Ctrl+1 .. Ctrl+5 switch modes, as in Qt Creator.
         auto* action = new QAction(modeName(mode), this);
         action->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
@@ -57,13 +90,60 @@ MainWindow::MainWindow(QWidget* parent)
     layout->addWidget(m_pages, 1);
     setCentralWidget(central);
 
+    auto* openDir = new QAction(tr("Open run directory…"), this);
+    openDir->setShortcut(QKeySequence::Open);
+    connect(openDir, &QAction::triggered, this, &MainWindow::openRunDirectory);
+    addAction(openDir);
+    auto* refresh = new QAction(tr("Refresh"), this);
+    refresh->setShortcut(QKeySequence::Refresh);
+    connect(refresh, &QAction::triggered, m_runsPage, &RunsPage::refresh);
+    addAction(refresh);
+
     connect(m_modeBar, &QListWidget::currentRowChanged, this, [this](int row) {
         if (row < 0)
             return;
         m_pages->setCurrentIndex(row);
         emit modeChanged(static_cast<Mode>(row));
     });
+    connect(m_runsPage, &RunsPage::runOpened, this, &MainWindow::openRun);
+    connect(m_comparePage, &ComparePage::runOpened, this, &MainWindow::openRun);
+    connect(m_runsPage, &RunsPage::compareRequested, this, [this](const std::vector<std::int64_t>& ids) {
+        m_comparePage->setRuns(ids);
+        showMode(Mode::Compare);
+    });
+    connect(m_runsPage, &RunsPage::errorOccurred, this,
+            [this](const QString& message) { statusBar()->showMessage(message, 10000); });
+    connect(m_runPage, &RunPage::pollFailed, this,
+            [this](const QString& message) { statusBar()->showMessage(message, 10000); });
+    statusBar()->showMessage(tr("History: %1").arg(QString::fromStdString(m_databaseFile.string())));
+
+    QSettings settings;
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
     m_modeBar->setCurrentRow(0);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    QMainWindow::closeEvent(event);
+}
+
+void MainWindow::openRun(std::int64_t runId)
+{
+    if (runId <= 0)
+        return;
+    m_runPage->openStoreRun(m_databaseFile, runId);
+    showMode(Mode::Run);
+}
+
+void MainWindow::openRunDirectory()
+{
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open run directory"));
+    if (dir.isEmpty())
+        return;
+    m_runPage->openRunDirectory(dir.toStdString());
+    showMode(Mode::Run);
 }
 
 MainWindow::Mode MainWindow::currentMode() const
@@ -90,12 +170,11 @@ QString MainWindow::modeName(Mode mode)
 
 QWidget* MainWindow::makePlaceholderPage(Mode mode) const
 {
-    // The pages are bare until their issues land (configuration, storage, workbench, profiler);
-    // each says what it will hold rather than pretending to work.
+    // Configure waits for the config forms on engine/config's question tree, Trace for the
+    // profiler's timeline; each says what it will hold rather than pretending to work.
     auto* label = new QLabel(QStringLiteral("<h2>%1</h2><p>%2</p><p><i>%3</i></p>")
                                  .arg(modeName(mode), modeDescription(mode), tr("Not built yet.")));
     label->setAlignment(Qt::AlignCenter);
-    label->setObjectName(QStringLiteral("page_%1").arg(modeName(mode)));
     return label;
 }
 

@@ -1,35 +1,59 @@
 #pragma once
 
 // The workbench's main window: a mode bar on the left (Configure, Runs, Run, Compare, Trace), as
-// in Qt Creator, and the page of the chosen mode on the right.
+// in Qt Creator, and the page of the chosen mode on the right. A run opened anywhere (Runs,
+// Compare, a run directory) shows in Run; window geometry and the last mode are remembered.
 
 #include <QMainWindow>
+
+#include <filesystem>
 
 class QListWidget;
 class QStackedWidget;
 
 namespace shardscope::ui {
 
+class ComparePage;
+class RunPage;
+class RunsPage;
+
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
     enum class Mode { Configure, Runs, Run, Compare, Trace };
 
-    explicit MainWindow(QWidget* parent = nullptr);
+    // databaseFile: the run history; empty: $SHARDSCOPE_HOME's (storage/store_paths.h).
+    explicit MainWindow(QWidget* parent = nullptr, std::filesystem::path databaseFile = {});
 
     Mode currentMode() const;
     void showMode(Mode mode);
     static QString modeName(Mode mode);
     static constexpr int kModeCount = 5;
 
+    RunsPage* runsPage() const { return m_runsPage; }
+    RunPage* runPage() const { return m_runPage; }
+    ComparePage* comparePage() const { return m_comparePage; }
+    const std::filesystem::path& databaseFile() const { return m_databaseFile; }
+
+public slots:
+    void openRun(std::int64_t runId);
+    void openRunDirectory();
+
 signals:
     void modeChanged(shardscope::ui::MainWindow::Mode mode);
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
 
 private:
     QWidget* makePlaceholderPage(Mode mode) const;
 
+    std::filesystem::path m_databaseFile;
     QListWidget* m_modeBar = nullptr;
     QStackedWidget* m_pages = nullptr;
+    RunsPage* m_runsPage = nullptr;
+    RunPage* m_runPage = nullptr;
+    ComparePage* m_comparePage = nullptr;
 };
 
 } // namespace shardscope::ui

@@ -1,0 +1,89 @@
+#pragma once
+
+// Seeds a run history for the GUI tests through the real storage API (RunStore + RunWriter), as
+// the launcher would write it.
+
+#include "storage/metric_keys.h"
+#include "storage/run_store.h"
+#include "storage/run_writer.h"
+
+#include <QtTest>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace shardscope::testing {
+
+struct SeedRun {
+    std::string name{};
+    std::string distributedType = "MULTI_CPU";
+    std::string mixedPrecision = "no";
+    std::string configText = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nmixed_precision: no\nnum_processes: 2\n";
+    std::string recipeText = "name: demo\ntraining:\n  max_steps: 100\n";
+    std::vector<std::string> tags{};
+    int worldSize = 2;
+    int steps = 20;
+    storage::RunStatus status = storage::RunStatus::Completed; // Running leaves it open
+    std::optional<int> failingRank{};
+    std::string runDir{};
+};
+
+inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed)
+{
+    auto store = storage::RunStore::open(db);
+    if (!store)
+        qFatal("open: %s", store.error().message.c_str());
+    storage::NewRun run;
+    run.name = seed.name;
+    run.configText = seed.configText;
+    run.recipeText = seed.recipeText;
+    run.runDir = seed.runDir.empty() ? (db.parent_path() / "runs" / seed.name).string() : seed.runDir;
+    run.distributedType = seed.distributedType;
+    run.mixedPrecision = seed.mixedPrecision;
+    run.worldSize = seed.worldSize;
+    run.tags = seed.tags;
+    auto id = store->createRun(run);
+    if (!id)
+        qFatal("createRun: %s", id.error().message.c_str());
+    if (!store->markRunning(*id))
+        qFatal("markRunning");
+    for (int r = 0; r < seed.worldSize; ++r)
+        (void)store->recordRank(*id, storage::RankInfo{r, 1000 + r, "host", "cpu", "2.5", r, 0});
+    auto writer = storage::RunWriter::open(db, *id);
+    if (!writer)
+        qFatal("writer: %s", writer.error().message.c_str());
+    namespace k = storage::keys;
+    for (int step = 1; step <= seed.steps; ++step) {
+        for (int rank = 0; rank < seed.worldSize; ++rank) {
+            const double loss = 1.0 / step;
+            (*writer)->addMetrics(rank, step, 1.7e9 + step,
+                                  {{k::kLoss, loss},
+                                   {k::kLr, 0.01},
+                                   {k::kGradNorm, 2.0 / step},
+                                   {k::kLossScale, 65536.0 / (step % 7 == 0 ? 2 : 1)},
+                                   {k::kSkipped, step % 7 == 0 ? 1.0 : 0.0},
+                                   {k::kStepTime, 0.1 + 0.01 * rank},
+                                   {k::kTokensPerS, 1000.0 + step},
+                                   {k::kMemPeakAllocated, 0.0},
+                                   {k::kMemRss, 1e8 + rank * 1e7 + step}});
+        }
+    }
+    if (seed.status == storage::RunStatus::Running) {
+        if (!(*writer)->flush())
+            qFatal("flush");
+        return *id;
+    }
+    storage::RunEnd end;
+    end.status = seed.status;
+    end.exitCode = seed.status == storage::RunStatus::Completed ? 0 : 1;
+    end.rootCauseRank = seed.failingRank;
+    if (seed.failingRank)
+        end.error = "rank " + std::to_string(*seed.failingRank) + " raised: loss is NaN";
+    if (auto done = (*writer)->finish(end); !done)
+        qFatal("finish: %s", done.error().message.c_str());
+    return *id;
+}
+
+} // namespace shardscope::testing

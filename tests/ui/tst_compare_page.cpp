@@ -1,0 +1,104 @@
+// The Compare page: two runs whose configs differ in one key show exactly that key (identical
+// keys hidden until asked for), the summary has one row per run with its final and best loss and
+// skipped steps, the overlay chart has one series per run, and both models pass
+// QAbstractItemModelTester.
+
+#include "test_store.h"
+#include "ui/compare_models.h"
+#include "ui/compare_page.h"
+#include "ui/metric_chart.h"
+#include "ui/run_launcher.h"
+
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QListWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace shardscope;
+using shardscope::testing::SeedRun;
+using shardscope::testing::seedRun;
+
+class TestComparePage : public QObject {
+    Q_OBJECT
+private slots:
+    void oneDifferingKeyShowsExactlyThatKey()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        SeedRun a{.name = "full-shard", .distributedType = "FSDP"};
+        a.configText = "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n  fsdp_offload_params: false\nnum_processes: 2\n";
+        SeedRun b = a;
+        b.name = "shard-grad-op";
+        b.configText = "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_offload_params: false\nnum_processes: 2\n";
+        b.steps = 14;
+        const auto ia = seedRun(db, a);
+        const auto ib = seedRun(db, b);
+
+        ui::ComparePage page(db);
+        QAbstractItemModelTester statsTester(page.statsModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester diffTester(page.diffModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        page.setRuns({ia, ib});
+
+        QCOMPARE(page.diffModel()->visibleKeys(), QStringList{QStringLiteral("config:fsdp_config.fsdp_sharding_strategy")});
+        QCOMPARE(page.diffModel()->columnCount(), 4);
+        QCOMPARE(page.diffModel()->index(0, 2).data().toString(), QStringLiteral("FULL_SHARD"));
+        QCOMPARE(page.diffModel()->index(0, 3).data().toString(), QStringLiteral("SHARD_GRAD_OP"));
+
+        page.findChild<QCheckBox*>(QStringLiteral("showIdentical"))->setChecked(true);
+        const auto all = page.diffModel()->visibleKeys();
+        QVERIFY(all.contains(QStringLiteral("config:num_processes")));
+        QVERIFY(all.contains(QStringLiteral("recipe:training.max_steps")));
+        QVERIFY(all.size() > 3);
+
+        auto* stats = page.statsModel();
+        QCOMPARE(stats->rowCount(), 2);
+        QCOMPARE(stats->index(0, ui::RunStatsModel::FinalLoss).data().toString(), QStringLiteral("0.05")); // 1/20
+        QCOMPARE(stats->index(1, ui::RunStatsModel::FinalLoss).data().toString(), QStringLiteral("0.07143")); // 1/14
+        QCOMPARE(stats->index(0, ui::RunStatsModel::Skipped).data().toLongLong(), 2); // steps 7 and 14
+        QVERIFY(stats->index(0, ui::RunStatsModel::PeakMemory).data().toString().contains(QStringLiteral("r1")));
+
+        auto* chart = page.chart();
+        QCOMPARE(chart->seriesCount(), 2);
+        QCOMPARE(chart->pointCount(0), 20);
+        QCOMPARE(chart->pointCount(1), 14);
+
+        // Unchecking a run in the picker drops it.
+        auto* picker = page.findChild<QListWidget*>(QStringLiteral("runPicker"));
+        for (int i = 0; i < picker->count(); ++i)
+            if (picker->item(i)->data(Qt::UserRole).toLongLong() == ib)
+                picker->item(i)->setCheckState(Qt::Unchecked);
+        QCOMPARE(page.runIds().size(), std::size_t(1));
+        QCOMPARE(page.runIds().front(), ia);
+        QCOMPARE(stats->rowCount(), 1);
+        QCOMPARE(chart->seriesCount(), 1);
+    }
+
+    void configRowsMatchTheStoreDiff()
+    {
+        const std::vector<std::string> configs{"a: 1\nb:\n  c: x\n", "a: 1\nb:\n  c: y\nd: 2\n"};
+        const std::vector<std::string> recipes{"name: r\n", "name: r\n"};
+        const auto rows = ui::buildConfigRows(configs, recipes);
+        QStringList differing, identical;
+        for (const auto& row : rows)
+            (row.identical ? identical : differing) << QString::fromStdString(row.file + ":" + row.keyPath);
+        QCOMPARE(differing, (QStringList{"config:b.c", "config:d"}));
+        QCOMPARE(identical, (QStringList{"config:a", "recipe:name"}));
+    }
+
+    void sweepArguments()
+    {
+        ui::LaunchRequest request;
+        request.recipeFile = QStringLiteral("/r/demo.yaml");
+        request.runName = QStringLiteral("s-fp16");
+        request.maxSteps = 30;
+        request.mixedPrecision = QStringLiteral("fp16");
+        QCOMPARE(ui::launchArguments(request),
+                 (QStringList{"launch", "--num_processes", "2", "--recipe", "/r/demo.yaml", "--run_name", "s-fp16",
+                              "--max_steps", "30", "--mixed_precision", "fp16"}));
+        QCOMPARE(ui::sweepPrecisionModes(false), (QStringList{"no", "fp16", "bf16", "bf16-pure"}));
+    }
+};
+
+QTEST_MAIN(TestComparePage)
+#include "tst_compare_page.moc"

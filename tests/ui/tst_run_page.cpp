@@ -1,0 +1,253 @@
+// The Run page: a run in the store or in a run directory fills the charts, new rows are appended
+// within a second of landing, the x axis switches between step and time, zoom is linked across
+// charts, skipped fp16 steps are marked, and a failed run shows its error with the failing rank's
+// log selected. With $SHARDSCOPE_LAUNCHER pointing at a real `shardscope`, launching the demo
+// recipe shows live points within seconds.
+
+#include "engine/protocol/events.h"
+#include "test_store.h"
+#include "ui/metric_chart.h"
+#include "ui/run_data_source.h"
+#include "ui/run_launcher.h"
+#include "ui/run_page.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+
+using namespace shardscope;
+using shardscope::testing::SeedRun;
+using shardscope::testing::seedRun;
+using ui::MetricChart;
+using ui::RunPage;
+
+namespace {
+
+std::filesystem::path dbIn(const QTemporaryDir& dir)
+{
+    return std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+}
+
+void writeLog(const std::string& runDir, int rank, const std::string& text)
+{
+    std::filesystem::create_directories(runDir + "/logs");
+    std::ofstream(runDir + "/logs/rank" + std::to_string(rank) + ".log") << text;
+}
+
+} // namespace
+
+class TestRunPage : public QObject {
+    Q_OBJECT
+private slots:
+    void storeRunFillsEveryChart()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "done", .mixedPrecision = "fp16", .steps = 20});
+        RunPage page;
+        QSignalSpy finished(&page, &RunPage::runFinished);
+        page.openStoreRun(db, id);
+        QTRY_COMPARE(finished.count(), 1);
+        QCOMPARE(page.chart(QStringLiteral("loss"))->pointCount(0), 20);
+        QCOMPARE(page.chart(QStringLiteral("loss"))->seriesCount(), 1); // rank 0's copy of the global loss
+        QCOMPARE(page.chart(QStringLiteral("memory"))->seriesCount(), 2); // one per rank
+        QCOMPARE(page.chart(QStringLiteral("step_time"))->seriesCount(), 2);
+        QCOMPARE(page.chart(QStringLiteral("lr"))->pointCount(0), 20);
+        QCOMPARE(page.chart(QStringLiteral("tokens_per_s"))->pointCount(0), 20);
+        // Steps 7 and 14 were skipped: two markers on the loss-scale chart, at the halved scale.
+        auto* scale = page.chart(QStringLiteral("loss_scale"));
+        QCOMPARE(scale->seriesCount(), 2);
+        QCOMPARE(scale->pointCount(1), 2);
+        QCOMPARE(scale->series(1)->data()->at(0)->key, 7.0);
+        QCOMPARE(scale->series(1)->data()->at(0)->value, 32768.0);
+        QVERIFY(page.findChild<QLabel*>(QStringLiteral("runProgress"))->text().contains(QStringLiteral("step 20/100")));
+        QVERIFY(!page.findChild<QWidget*>(QStringLiteral("stopButton"))->isEnabled());
+    }
+
+    void liveRowsAppearWithinASecond()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "live", .steps = 5, .status = storage::RunStatus::Running});
+        RunPage page;
+        page.openStoreRun(db, id);
+        auto* loss = page.chart(QStringLiteral("loss"));
+        QCOMPARE(loss->pointCount(0), 5);
+        QVERIFY(page.findChild<QLabel*>(QStringLiteral("runProgress"))->text().contains(QStringLiteral("ETA")));
+
+        auto writer = storage::RunWriter::open(db, id);
+        QVERIFY(writer);
+        QElapsedTimer clock;
+        clock.start();
+        for (int step = 6; step <= 8; ++step)
+            (*writer)->addMetrics(0, step, 1.7e9 + step, {{storage::keys::kLoss, 0.5}});
+        QVERIFY((*writer)->flush());
+        QTRY_COMPARE_WITH_TIMEOUT(loss->pointCount(0), 8, 1000);
+        QVERIFY2(clock.elapsed() < 1000, qPrintable(QString::number(clock.elapsed())));
+        // Appended, not reloaded: the first points are the same objects' values.
+        QCOMPARE(loss->series(0)->data()->at(7)->key, 8.0);
+        QVERIFY((*writer)->finish({}));
+        QSignalSpy finished(&page, &RunPage::runFinished);
+        QTRY_COMPARE(finished.count(), 1);
+        QCOMPARE(finished.first().first().value<storage::RunStatus>(), storage::RunStatus::Completed);
+    }
+
+    void xAxisByStepOrTime()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "axes", .steps = 10});
+        RunPage page;
+        page.openStoreRun(db, id);
+        auto* loss = page.chart(QStringLiteral("loss"));
+        QCOMPARE(loss->series(0)->data()->at(9)->key, 10.0);
+        page.setXAxisMode(RunPage::XAxis::Time);
+        QCOMPARE(loss->pointCount(0), 10);
+        // Seeded rows are one second apart; time is measured from the run's start.
+        const double t9 = loss->series(0)->data()->at(9)->key;
+        const double t0 = loss->series(0)->data()->at(0)->key;
+        QCOMPARE(t9 - t0, 9.0);
+        page.setXAxisMode(RunPage::XAxis::Step);
+        QCOMPARE(loss->series(0)->data()->at(9)->key, 10.0);
+    }
+
+    void zoomIsLinked()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "zoom", .steps = 50});
+        RunPage page;
+        page.resize(1200, 900);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        page.openStoreRun(db, id);
+        auto* loss = page.chart(QStringLiteral("loss"));
+        auto* memory = page.chart(QStringLiteral("memory"));
+        QVERIFY(loss->following());
+        // A wheel zoom on one chart: every chart takes the same x range.
+        const QPoint center = loss->axisRect()->rect().center();
+        QWheelEvent wheel(center, loss->mapToGlobal(center), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
+                          Qt::NoScrollPhase, false);
+        QApplication::sendEvent(loss, &wheel);
+        QVERIFY(!loss->following());
+        QVERIFY(loss->xAxis->range().size() < 49.0);
+        QCOMPARE(memory->xAxis->range().lower, loss->xAxis->range().lower);
+        QCOMPARE(memory->xAxis->range().upper, loss->xAxis->range().upper);
+        // Double click: all follow the data again.
+        QTest::mouseDClick(memory, Qt::LeftButton, {}, memory->axisRect()->rect().center());
+        QTRY_VERIFY(loss->following());
+        QCOMPARE(loss->xAxis->range().upper, 50.0);
+    }
+
+    void failedRunShowsFailingRank()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const std::string runDir = dir.filePath(QStringLiteral("runs/bad")).toStdString();
+        writeLog(runDir, 0, "step 1\nstep 2\nstopped by launcher\n");
+        writeLog(runDir, 1, "step 1\nWARNING overflow\nstep 2\nERROR loss is NaN\n");
+        const auto id = seedRun(db, {.name = "bad", .steps = 2, .status = storage::RunStatus::Failed, .failingRank = 1,
+                                     .runDir = runDir});
+        RunPage page;
+        page.openStoreRun(db, id);
+        auto* error = page.findChild<QLabel*>(QStringLiteral("runError"));
+        QVERIFY(!error->isHidden());
+        QVERIFY(error->text().contains(QStringLiteral("rank 1")));
+        QCOMPARE(page.logRank(), 1);
+        auto* ranks = page.findChild<QComboBox*>(QStringLiteral("logRank"));
+        QVERIFY(ranks->itemText(1).contains(QStringLiteral("failed")));
+        QVERIFY(page.logText().contains(QStringLiteral("ERROR loss is NaN")));
+        page.setLogFilter(QStringLiteral("error"));
+        QCOMPARE(page.logText(), QStringLiteral("ERROR loss is NaN"));
+        page.setLogFilter(QString());
+        page.setLogRank(0);
+        QVERIFY(page.logText().contains(QStringLiteral("stopped by launcher")));
+    }
+
+    void eventFileSourceTailsCompleteLines()
+    {
+        QTemporaryDir dir;
+        const auto runDir = std::filesystem::path(dir.path().toStdString()) / "tail";
+        std::filesystem::create_directories(runDir);
+        std::ofstream(runDir / "recipe.yaml") << "training:\n  max_steps: 40\n";
+        auto line = [](int rank, int step, double loss) {
+            protocol::Event e;
+            e.rank = rank;
+            e.time = 1.7e9 + step;
+            protocol::StepEvent s;
+            s.step = step;
+            s.loss = loss;
+            s.lr = 0.1;
+            s.lossScale = 1024.0;
+            s.mem.rss = 1000 + rank;
+            e.body = s;
+            return protocol::encodeEvent(e);
+        };
+        std::ofstream out(runDir / "events.jsonl");
+        out << line(0, 1, 1.0) << '\n' << line(1, 1, 1.0) << '\n' << line(0, 2, 0.5).substr(0, 20);
+        out.flush();
+
+        ui::EventFileRunSource source(runDir);
+        auto first = source.poll();
+        QVERIFY(first);
+        QCOMPARE(first->info.status, storage::RunStatus::Running);
+        QCOMPARE(first->info.maxSteps, std::optional<std::int64_t>(40));
+        QCOMPARE(std::count_if(first->rows.begin(), first->rows.end(), [](auto& r) { return r.key == "loss"; }), 2);
+
+        RunPage page;
+        page.openRunDirectory(runDir);
+        QCOMPARE(page.chart(QStringLiteral("loss"))->pointCount(0), 1); // the half line is not read
+        out << line(0, 2, 0.5).substr(20) << '\n';
+        protocol::Event done;
+        done.rank = 0;
+        done.time = 1.7e9 + 3;
+        done.body = protocol::DoneEvent{"completed", 2, 2.0};
+        out << protocol::encodeEvent(done) << '\n';
+        out.flush();
+        QTRY_COMPARE_WITH_TIMEOUT(page.chart(QStringLiteral("loss"))->pointCount(0), 2, 1000);
+        QTRY_COMPARE(page.info().status, storage::RunStatus::Completed);
+        QCOMPARE(page.chart(QStringLiteral("memory"))->seriesCount(), 2);
+    }
+
+    void launchingTheDemoShowsLivePoints()
+    {
+        if (qEnvironmentVariableIsEmpty("SHARDSCOPE_LAUNCHER"))
+            QSKIP("set SHARDSCOPE_LAUNCHER to a `shardscope` built with the engine to run a real launch");
+        QTemporaryDir home;
+        qputenv("SHARDSCOPE_HOME", home.path().toUtf8());
+        ui::LaunchRequest request;
+        request.recipeFile = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-mlp.yaml");
+        request.runName = QStringLiteral("gui-live");
+        request.numProcesses = 2;
+        request.maxSteps = 200;
+        const auto launched = ui::launchDetached(request);
+        QVERIFY2(launched.started, qPrintable(launched.error));
+        const auto db = dbIn(home);
+        std::int64_t id = 0;
+        QTRY_VERIFY_WITH_TIMEOUT(([&] {
+                                     if (!std::filesystem::exists(db))
+                                         return false;
+                                     auto store = storage::RunStore::open(db);
+                                     auto resolved = store ? store->resolveRun("gui-live") : Result<std::int64_t>(Error{});
+                                     id = resolved ? *resolved : 0;
+                                     return id > 0;
+                                 }()),
+                                 10000);
+        RunPage page;
+        page.openStoreRun(db, id);
+        QTRY_VERIFY_WITH_TIMEOUT(page.chart(QStringLiteral("loss"))->pointCount(0) > 0, 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(page.chart(QStringLiteral("memory"))->seriesCount() == 2, 10000);
+        QSignalSpy finished(&page, &RunPage::runFinished);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+        QCOMPARE(page.chart(QStringLiteral("loss"))->pointCount(0), 200);
+    }
+};
+
+QTEST_MAIN(TestRunPage)
+#include "tst_run_page.moc"

@@ -1,0 +1,207 @@
+// The Runs page: the history model passes QAbstractItemModelTester, the filter proxy keeps exactly
+// the runs each filter (status, type, precision, tag, text) selects, and the page's actions
+// (rename, tag, note, delete, export) change the store and show in the table.
+
+#include "test_store.h"
+#include "ui/run_list_model.h"
+#include "ui/runs_page.h"
+
+#include <QAbstractItemModelTester>
+#include <QComboBox>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace shardscope;
+using shardscope::testing::SeedRun;
+using shardscope::testing::seedRun;
+using ui::RunFilterProxyModel;
+using ui::RunListModel;
+
+namespace {
+
+std::vector<storage::RunSummary> sampleRuns()
+{
+    std::vector<storage::RunSummary> runs(5);
+    const char* names[] = {"mlp-fp16", "mlp-bf16", "gpt-fsdp", "gpt-zero3", "mlp-baseline"};
+    const char* types[] = {"MULTI_CPU", "MULTI_CPU", "FSDP", "DEEPSPEED", "NO"};
+    const char* precisions[] = {"fp16", "bf16", "bf16", "fp16", "no"};
+    const storage::RunStatus statuses[] = {storage::RunStatus::Completed, storage::RunStatus::Failed,
+                                           storage::RunStatus::Running, storage::RunStatus::Completed,
+                                           storage::RunStatus::Cancelled};
+    for (int i = 0; i < 5; ++i) {
+        auto& r = runs[static_cast<std::size_t>(i)];
+        r.id = i + 1;
+        r.name = names[i];
+        r.distributedType = types[i];
+        r.mixedPrecision = precisions[i];
+        r.status = statuses[i];
+        r.createdAt = 1.7e9 + i;
+        r.startedAt = 1.7e9 + i;
+        r.lastStep = 10 * (i + 1);
+        r.lastLoss = 1.0 / (i + 1);
+        r.runDir = std::string("/runs/") + names[i];
+    }
+    runs[0].tags = {"sweep", "baseline"};
+    runs[1].tags = {"sweep"};
+    runs[3].tags = {"zero"};
+    return runs;
+}
+
+QStringList visibleNames(const QAbstractItemModel& model)
+{
+    QStringList names;
+    for (int row = 0; row < model.rowCount(); ++row)
+        names << model.index(row, RunListModel::Name).data().toString();
+    names.sort();
+    return names;
+}
+
+} // namespace
+
+class TestRunsPage : public QObject {
+    Q_OBJECT
+private slots:
+    void modelPassesTester()
+    {
+        RunListModel model;
+        RunFilterProxyModel proxy;
+        proxy.setSourceModel(&model);
+        QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester proxyTester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setRuns(sampleRuns());
+        QCOMPARE(model.rowCount(), 5);
+        QCOMPARE(model.columnCount(), int(RunListModel::ColumnCount));
+        proxy.setTextFilter(QStringLiteral("gpt"));
+        proxy.sort(RunListModel::Loss);
+        auto fewer = sampleRuns();
+        fewer.pop_back();
+        model.setRuns(fewer); // a reset
+        model.setRuns(fewer); // same ids: in-place update
+        QCOMPARE(proxy.rowCount(), 2);
+        QCOMPARE(model.index(0, RunListModel::Status).data().toString(), QStringLiteral("completed"));
+        QCOMPARE(model.index(1, RunListModel::Tags).data().toString(), QStringLiteral("sweep"));
+    }
+
+    void filters_data()
+    {
+        QTest::addColumn<int>("status"); // -1: any
+        QTest::addColumn<QString>("type");
+        QTest::addColumn<QString>("precision");
+        QTest::addColumn<QString>("tag");
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<QStringList>("expected");
+        const QStringList all{"gpt-fsdp", "gpt-zero3", "mlp-baseline", "mlp-bf16", "mlp-fp16"};
+        QTest::newRow("none") << -1 << "" << "" << "" << "" << all;
+        QTest::newRow("completed") << int(storage::RunStatus::Completed) << "" << "" << "" << ""
+                                   << QStringList{"gpt-zero3", "mlp-fp16"};
+        QTest::newRow("failed") << int(storage::RunStatus::Failed) << "" << "" << "" << "" << QStringList{"mlp-bf16"};
+        QTest::newRow("type case-insensitive") << -1 << "fsdp" << "" << "" << "" << QStringList{"gpt-fsdp"};
+        QTest::newRow("precision bf16") << -1 << "" << "bf16" << "" << "" << QStringList{"gpt-fsdp", "mlp-bf16"};
+        QTest::newRow("tag sweep") << -1 << "" << "" << "sweep" << "" << QStringList{"mlp-bf16", "mlp-fp16"};
+        QTest::newRow("text in name") << -1 << "" << "" << "" << "MLP" << QStringList{"mlp-baseline", "mlp-bf16", "mlp-fp16"};
+        QTest::newRow("text in tag") << -1 << "" << "" << "" << "zero" << QStringList{"gpt-zero3"};
+        QTest::newRow("text in directory") << -1 << "" << "" << "" << "/runs/gpt-f" << QStringList{"gpt-fsdp"};
+        QTest::newRow("combined") << int(storage::RunStatus::Completed) << "" << "fp16" << "sweep" << "mlp"
+                                  << QStringList{"mlp-fp16"};
+        QTest::newRow("nothing") << int(storage::RunStatus::Interrupted) << "" << "" << "" << "" << QStringList{};
+    }
+
+    void filters()
+    {
+        QFETCH(int, status);
+        QFETCH(QString, type);
+        QFETCH(QString, precision);
+        QFETCH(QString, tag);
+        QFETCH(QString, text);
+        QFETCH(QStringList, expected);
+        RunListModel model;
+        model.setRuns(sampleRuns());
+        RunFilterProxyModel proxy;
+        proxy.setSourceModel(&model);
+        QAbstractItemModelTester tester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        proxy.setStatusFilter(status < 0 ? std::nullopt : std::optional(static_cast<storage::RunStatus>(status)));
+        proxy.setTypeFilter(type);
+        proxy.setPrecisionFilter(precision);
+        proxy.setTagFilter(tag);
+        proxy.setTextFilter(text);
+        QCOMPARE(visibleNames(proxy), expected);
+    }
+
+    void sortsByValueNotText()
+    {
+        auto runs = sampleRuns();
+        runs[0].lastStep = 9;
+        runs[1].lastStep = 100; // "100" < "9" as text
+        RunListModel model;
+        model.setRuns(runs);
+        RunFilterProxyModel proxy;
+        proxy.setSourceModel(&model);
+        proxy.sort(RunListModel::Steps, Qt::DescendingOrder);
+        QCOMPARE(proxy.index(0, RunListModel::Name).data().toString(), QStringLiteral("mlp-bf16"));
+    }
+
+    void pageLoadsFiltersAndEdits()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const auto a = seedRun(db, {.name = "alpha", .mixedPrecision = "fp16", .tags = {"sweep"}});
+        const auto b = seedRun(db, {.name = "beta", .mixedPrecision = "bf16", .status = storage::RunStatus::Failed,
+                                    .failingRank = 1});
+        seedRun(db, {.name = "gamma", .distributedType = "FSDP"});
+
+        ui::RunsPage page(db);
+        QSignalSpy loaded(&page, &ui::RunsPage::runsLoaded);
+        QTRY_COMPARE(page.model()->rowCount(), 3);
+        QAbstractItemModelTester tester(page.proxy(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+
+        // The widgets drive the proxy.
+        auto* search = page.findChild<QLineEdit*>(QStringLiteral("runSearch"));
+        QTest::keyClicks(search, QStringLiteral("alp"));
+        QCOMPARE(page.proxy()->rowCount(), 1);
+        search->clear();
+        auto* precision = page.findChild<QComboBox*>(QStringLiteral("precisionFilter"));
+        QVERIFY(precision->findData(QStringLiteral("bf16")) > 0); // choices come from the history
+        precision->setCurrentIndex(precision->findData(QStringLiteral("bf16")));
+        QCOMPARE(visibleNames(*page.proxy()), QStringList{"beta"});
+        precision->setCurrentIndex(0);
+        auto* status = page.findChild<QComboBox*>(QStringLiteral("statusFilter"));
+        status->setCurrentIndex(status->findData(int(storage::RunStatus::Completed)));
+        QCOMPARE(visibleNames(*page.proxy()), (QStringList{"alpha", "gamma"}));
+        status->setCurrentIndex(0);
+
+        // Edits land in the store and come back through the refresh.
+        QVERIFY(page.renameRun(a, QStringLiteral("alpha-renamed")));
+        QVERIFY(page.setRunTags(b, {QStringLiteral("keep"), QStringLiteral(" nan ")}));
+        QVERIFY(page.setRunNotes(b, QStringLiteral("diverged at step 12")));
+        QTRY_VERIFY(visibleNames(*page.model()).contains(QStringLiteral("alpha-renamed")));
+        const int row = page.model()->rowOfRun(b);
+        QTRY_COMPARE(page.model()->index(row, RunListModel::Tags).data().toString(), QStringLiteral("keep, nan"));
+        auto store = storage::RunStore::open(db);
+        QCOMPARE(store->run(b)->notes, std::string("diverged at step 12"));
+
+        const QString csv = dir.filePath(QStringLiteral("alpha.csv"));
+        QVERIFY(page.exportRun(a, csv));
+        QFile file(csv);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(file.readLine().startsWith("run_id,rank,step,time,key,value"));
+        QVERIFY(page.exportRun(a, dir.filePath(QStringLiteral("alpha.json"))));
+
+        QVERIFY(page.deleteRun(a));
+        QTRY_COMPARE(page.model()->rowCount(), 2);
+
+        // The Open button opens the current run.
+        QSignalSpy opened(&page, &ui::RunsPage::runOpened);
+        page.selectRun(b);
+        QVERIFY(page.view()->currentIndex().isValid());
+        QTest::mouseClick(page.findChild<QPushButton*>(QStringLiteral("openRun")), Qt::LeftButton);
+        QCOMPARE(opened.count(), 1);
+        QCOMPARE(opened.first().first().toLongLong(), b);
+    }
+};
+
+QTEST_MAIN(TestRunsPage)
+#include "tst_runs_page.moc"

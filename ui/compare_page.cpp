@@ -1,0 +1,401 @@
+#include "ui/compare_page.h"
+
+#include "storage/run_store.h"
+#include "ui/compare_models.h"
+#include "ui/format.h"
+#include "ui/metric_chart.h"
+#include "ui/run_launcher.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDateTime>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <set>
+
+namespace shardscope::ui {
+
+namespace {
+
+QColor runColor(int index)
+{
+    static const QColor colors[] = {{0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
+                                    {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f}};
+    return colors[index % 8];
+}
+
+constexpr int kBuckets = 2000; // about two points per horizontal pixel of a wide chart
+
+} // namespace
+
+ComparePage::ComparePage(std::filesystem::path databaseFile, QWidget* parent)
+    : QWidget(parent)
+    , m_databaseFile(std::move(databaseFile))
+{
+    auto* layout = new QHBoxLayout(this);
+    auto* splitter = new QSplitter(Qt::Horizontal, this);
+    layout->addWidget(splitter);
+
+    auto* left = new QWidget(splitter);
+    auto* leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    leftLayout->addWidget(new QLabel(tr("<b>Runs</b> (check to compare)"), left));
+    m_picker = new QListWidget(left);
+    m_picker->setObjectName(QStringLiteral("runPicker"));
+    leftLayout->addWidget(m_picker, 1);
+    auto* sweep = new QPushButton(tr("Precision sweep…"), left);
+    sweep->setObjectName(QStringLiteral("precisionSweep"));
+    sweep->setToolTip(tr("Launch one recipe in every precision mode and compare the runs"));
+    leftLayout->addWidget(sweep);
+    splitter->addWidget(left);
+
+    auto* right = new QWidget(splitter);
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(0, 0, 0, 0);
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(new QLabel(tr("Metric"), right));
+    m_metricBox = new QComboBox(right);
+    m_metricBox->setObjectName(QStringLiteral("compareMetric"));
+    m_metricBox->setMinimumContentsLength(20);
+    bar->addWidget(m_metricBox);
+    bar->addStretch(1);
+    m_message = new QLabel(right);
+    m_message->setObjectName(QStringLiteral("compareMessage"));
+    bar->addWidget(m_message);
+    rightLayout->addLayout(bar);
+
+    auto* vsplit = new QSplitter(Qt::Vertical, right);
+    m_chart = new MetricChart(tr("loss (rank 0) by step"), vsplit);
+    m_chart->setObjectName(QStringLiteral("compareChart"));
+    m_chart->setXLabel(tr("step"));
+    vsplit->addWidget(m_chart);
+    auto* tabs = new QTabWidget(vsplit);
+    m_stats = new RunStatsModel(this);
+    m_statsView = new QTableView(tabs);
+    m_statsView->setObjectName(QStringLiteral("summaryTable"));
+    m_statsView->setModel(m_stats);
+    m_statsView->verticalHeader()->hide();
+    m_statsView->horizontalHeader()->setStretchLastSection(true);
+    m_statsView->setAlternatingRowColors(true);
+    tabs->addTab(m_statsView, tr("Summary"));
+    auto* diffPanel = new QWidget(tabs);
+    auto* diffLayout = new QVBoxLayout(diffPanel);
+    m_showIdentical = new QCheckBox(tr("Show identical keys"), diffPanel);
+    m_showIdentical->setObjectName(QStringLiteral("showIdentical"));
+    diffLayout->addWidget(m_showIdentical);
+    m_diff = new ConfigDiffModel(this);
+    m_diffView = new QTableView(diffPanel);
+    m_diffView->setObjectName(QStringLiteral("diffTable"));
+    m_diffView->setModel(m_diff);
+    m_diffView->verticalHeader()->hide();
+    m_diffView->horizontalHeader()->setStretchLastSection(true);
+    m_diffView->setAlternatingRowColors(true);
+    diffLayout->addWidget(m_diffView);
+    tabs->addTab(diffPanel, tr("Config difference"));
+    vsplit->addWidget(tabs);
+    vsplit->setStretchFactor(0, 3);
+    vsplit->setStretchFactor(1, 2);
+    rightLayout->addWidget(vsplit, 1);
+    splitter->addWidget(right);
+    splitter->setStretchFactor(1, 1);
+    splitter->setSizes({260, 1000});
+
+    connect(m_picker, &QListWidget::itemChanged, this, [this] {
+        std::vector<std::int64_t> ids;
+        for (int i = 0; i < m_picker->count(); ++i)
+            if (m_picker->item(i)->checkState() == Qt::Checked)
+                ids.push_back(m_picker->item(i)->data(Qt::UserRole).toLongLong());
+        if (ids != m_runIds) {
+            m_runIds = ids;
+            reloadComparison();
+        }
+    });
+    connect(m_picker, &QListWidget::itemDoubleClicked, this,
+            [this](QListWidgetItem* item) { emit runOpened(item->data(Qt::UserRole).toLongLong()); });
+    connect(m_metricBox, &QComboBox::currentTextChanged, this, [this] { reloadComparison(); });
+    connect(m_showIdentical, &QCheckBox::toggled, m_diff, &ConfigDiffModel::setShowIdentical);
+    connect(sweep, &QPushButton::clicked, this, &ComparePage::showSweepDialog);
+
+    // Live runs (a sweep in progress) are re-read every two seconds until they end.
+    m_liveTimer = new QTimer(this);
+    m_liveTimer->setInterval(2000);
+    connect(m_liveTimer, &QTimer::timeout, this, [this] {
+        checkSweep();
+        reloadComparison();
+    });
+    reloadRunList();
+}
+
+ComparePage::~ComparePage() = default;
+
+storage::RunStore* ComparePage::store()
+{
+    if (!m_store) {
+        storage::StoreOptions options;
+        options.markInterrupted = false;
+        auto opened = storage::RunStore::open(m_databaseFile, options);
+        if (!opened) {
+            m_message->setText(qs(opened.error().message));
+            return nullptr;
+        }
+        m_store = std::make_unique<storage::RunStore>(std::move(*opened));
+    }
+    return m_store.get();
+}
+
+void ComparePage::reloadRunList()
+{
+    auto* s = store();
+    if (!s)
+        return;
+    auto runs = s->listRuns();
+    if (!runs)
+        return;
+    const QSignalBlocker blocker(m_picker);
+    m_picker->clear();
+    for (const auto& run : *runs) {
+        auto* item = new QListWidgetItem(QStringLiteral("%1  %2 · %3 · %4").arg(run.id).arg(qs(run.name),
+                                             qs(run.mixedPrecision), statusText(run.status)), m_picker);
+        item->setData(Qt::UserRole, QVariant::fromValue<qint64>(run.id));
+        item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+        item->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), run.id) != m_runIds.end() ? Qt::Checked
+                                                                                                   : Qt::Unchecked);
+    }
+}
+
+void ComparePage::syncChecks()
+{
+    const QSignalBlocker blocker(m_picker);
+    for (int i = 0; i < m_picker->count(); ++i) {
+        const auto id = m_picker->item(i)->data(Qt::UserRole).toLongLong();
+        m_picker->item(i)->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), id) != m_runIds.end()
+                                             ? Qt::Checked : Qt::Unchecked);
+    }
+}
+
+void ComparePage::setRuns(const std::vector<std::int64_t>& runIds)
+{
+    m_runIds = runIds;
+    reloadRunList();
+    syncChecks();
+    reloadComparison();
+}
+
+void ComparePage::setMetric(const QString& key)
+{
+    const int index = m_metricBox->findText(key);
+    if (index >= 0)
+        m_metricBox->setCurrentIndex(index);
+}
+
+void ComparePage::reloadComparison()
+{
+    auto* s = store();
+    if (!s)
+        return;
+    // Metric choices: the union of the runs' keys, loss first.
+    std::set<std::string> keys;
+    for (auto id : m_runIds)
+        if (auto k = s->metricKeys(id))
+            keys.insert(k->begin(), k->end());
+    QString metric = m_metricBox->currentText();
+    {
+        const QSignalBlocker blocker(m_metricBox);
+        m_metricBox->clear();
+        for (const auto& key : keys)
+            m_metricBox->addItem(qs(key));
+        if (metric.isEmpty() || m_metricBox->findText(metric) < 0)
+            metric = keys.count("loss") ? QStringLiteral("loss") : (keys.empty() ? QString() : qs(*keys.begin()));
+        m_metricBox->setCurrentIndex(m_metricBox->findText(metric));
+    }
+
+    // Per-run stats (compareRuns wants two runs or more; one checked run still gets its row).
+    std::vector<storage::RunStats> stats;
+    for (auto id : m_runIds) {
+        auto runStats = s->runStats(id);
+        if (!runStats) {
+            m_message->setText(qs(runStats.error().message));
+            continue;
+        }
+        stats.push_back(std::move(*runStats));
+    }
+    m_stats->setStats(std::move(stats));
+
+    QStringList names;
+    std::vector<std::string> configs, recipes;
+    bool live = false;
+    for (auto id : m_runIds) {
+        auto details = s->run(id);
+        if (!details)
+            continue;
+        names << QStringLiteral("%1 (%2)").arg(qs(details->summary.name)).arg(id);
+        configs.push_back(details->configText);
+        recipes.push_back(details->recipeText);
+        live = live || !storage::isTerminal(details->summary.status);
+    }
+    m_diff->setRows(names, buildConfigRows(configs, recipes));
+    m_diffView->resizeColumnsToContents();
+    m_statsView->resizeColumnsToContents();
+
+    m_chart->removeSeries();
+    m_chart->setFollowing(true);
+    m_chart->setTitle(tr("%1 (rank 0) by step").arg(metric));
+    for (std::size_t i = 0; i < m_runIds.size(); ++i) {
+        const int series = m_chart->addSeries(i < static_cast<std::size_t>(names.size()) ? names[static_cast<int>(i)] : QString(),
+                                              runColor(static_cast<int>(i)));
+        auto buckets = s->downsampledSeries(m_runIds[i], 0, metric.toStdString(), kBuckets);
+        if (!buckets)
+            continue;
+        QVector<double> xs, ys;
+        for (const auto& b : *buckets) {
+            // Both extremes of a bucket, in step order, so spikes survive the downsampling.
+            if (b.count == 1 || b.minStep == b.maxStep) {
+                xs << static_cast<double>(b.minStep);
+                ys << b.minValue;
+            } else if (b.minStep < b.maxStep) {
+                xs << static_cast<double>(b.minStep) << static_cast<double>(b.maxStep);
+                ys << b.minValue << b.maxValue;
+            } else {
+                xs << static_cast<double>(b.maxStep) << static_cast<double>(b.minStep);
+                ys << b.maxValue << b.minValue;
+            }
+        }
+        m_chart->appendPoints(series, xs, ys);
+    }
+    if (live || !m_sweepNames.isEmpty())
+        m_liveTimer->start();
+    else
+        m_liveTimer->stop();
+    emit comparisonUpdated();
+}
+
+QString ComparePage::startPrecisionSweep(const LaunchRequest& base, const QStringList& modes)
+{
+    QString baseName = base.runName;
+    if (baseName.isEmpty())
+        baseName = QStringLiteral("sweep-%1").arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
+    QStringList errors;
+    m_sweepNames.clear();
+    for (const auto& mode : modes) {
+        LaunchRequest request = base;
+        request.runName = baseName + QLatin1Char('-') + mode;
+        request.mixedPrecision = mode;
+        const auto result = launchDetached(request);
+        if (result.started)
+            m_sweepNames << request.runName;
+        else
+            errors << tr("%1: %2").arg(mode, result.error);
+    }
+    m_runIds.clear();
+    m_message->setText(errors.isEmpty() ? tr("Sweep %1: %2 runs started").arg(baseName).arg(m_sweepNames.size())
+                                        : errors.join(QStringLiteral("; ")));
+    if (!m_sweepNames.isEmpty())
+        m_liveTimer->start();
+    return errors.join(QStringLiteral("; "));
+}
+
+void ComparePage::checkSweep()
+{
+    if (m_sweepNames.isEmpty())
+        return;
+    auto* s = store();
+    if (!s)
+        return;
+    QStringList waiting;
+    bool added = false;
+    for (const auto& name : std::as_const(m_sweepNames)) {
+        auto id = s->resolveRun(name.toStdString());
+        if (!id) {
+            waiting << name;
+            continue;
+        }
+        if (std::find(m_runIds.begin(), m_runIds.end(), *id) == m_runIds.end()) {
+            m_runIds.push_back(*id);
+            added = true;
+        }
+    }
+    m_sweepNames = waiting;
+    if (added) {
+        reloadRunList();
+        syncChecks();
+    }
+}
+
+void ComparePage::showSweepDialog()
+{
+    QDialog dialog(this);
+    dialog.setWindowTitle(tr("Precision sweep"));
+    auto* form = new QFormLayout(&dialog);
+    auto* recipe = new QLineEdit(&dialog);
+    auto* browse = new QPushButton(tr("Browse…"), &dialog);
+    auto* recipeRow = new QHBoxLayout;
+    recipeRow->addWidget(recipe);
+    recipeRow->addWidget(browse);
+    connect(browse, &QPushButton::clicked, &dialog, [&] {
+        const QString file = QFileDialog::getOpenFileName(&dialog, tr("Recipe"), {}, tr("Recipes (*.yaml *.yml)"));
+        if (!file.isEmpty())
+            recipe->setText(file);
+    });
+    auto* config = new QLineEdit(&dialog);
+    config->setPlaceholderText(tr("optional Accelerate config file"));
+    auto* processes = new QSpinBox(&dialog);
+    processes->setRange(1, 64);
+    processes->setValue(2);
+    auto* steps = new QSpinBox(&dialog);
+    steps->setRange(0, 10000000);
+    steps->setSpecialValueText(tr("recipe's"));
+    auto* name = new QLineEdit(&dialog);
+    name->setPlaceholderText(tr("sweep-<date>-<time>"));
+    auto* modesRow = new QHBoxLayout;
+    std::vector<QCheckBox*> modeBoxes;
+    for (const auto& mode : sweepPrecisionModes(true)) {
+        auto* box = new QCheckBox(mode, &dialog);
+        // fp8 needs a Hopper GPU; off unless the user knows the machine has one.
+        box->setChecked(mode != QLatin1String("fp8"));
+        modesRow->addWidget(box);
+        modeBoxes.push_back(box);
+    }
+    form->addRow(tr("Recipe"), recipeRow);
+    form->addRow(tr("Config"), config);
+    form->addRow(tr("Processes"), processes);
+    form->addRow(tr("Max steps"), steps);
+    form->addRow(tr("Name"), name);
+    form->addRow(tr("Modes"), modesRow);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
+    buttons->button(QDialogButtonBox::Ok)->setText(tr("Launch"));
+    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    form->addRow(buttons);
+    if (dialog.exec() != QDialog::Accepted || recipe->text().isEmpty())
+        return;
+    LaunchRequest request;
+    request.recipeFile = recipe->text();
+    request.configFile = config->text();
+    request.numProcesses = processes->value();
+    if (steps->value() > 0)
+        request.maxSteps = steps->value();
+    request.runName = name->text();
+    QStringList modes;
+    for (auto* box : modeBoxes)
+        if (box->isChecked())
+            modes << box->text();
+    startPrecisionSweep(request, modes);
+}
+
+} // namespace shardscope::ui

@@ -1,0 +1,77 @@
+#pragma once
+
+// The Compare page: pick runs, see a metric of all of them overlaid (downsampled in the store,
+// extremes kept), the summary table and the config difference (identical keys hidden unless
+// asked for). "Precision sweep…" launches one recipe in every precision mode and compares them.
+
+#include <QWidget>
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QListWidget;
+class QTableView;
+class QTimer;
+
+namespace shardscope::storage {
+class RunStore;
+}
+
+namespace shardscope::ui {
+
+class ConfigDiffModel;
+class MetricChart;
+class RunStatsModel;
+struct LaunchRequest;
+
+class ComparePage : public QWidget {
+    Q_OBJECT
+public:
+    explicit ComparePage(std::filesystem::path databaseFile, QWidget* parent = nullptr);
+    ~ComparePage() override;
+
+    void setRuns(const std::vector<std::int64_t>& runIds);
+    const std::vector<std::int64_t>& runIds() const { return m_runIds; }
+    void setMetric(const QString& key);
+    RunStatsModel* statsModel() const { return m_stats; }
+    ConfigDiffModel* diffModel() const { return m_diff; }
+    MetricChart* chart() const { return m_chart; }
+
+    // Launches `request` once per mode, named <name>-<mode>, and compares them as they appear.
+    QString startPrecisionSweep(const LaunchRequest& request, const QStringList& modes);
+
+public slots:
+    void reloadRunList();
+    void reloadComparison();
+
+signals:
+    void runOpened(std::int64_t runId);
+    void comparisonUpdated();
+
+private:
+    storage::RunStore* store();
+    void syncChecks();
+    void showSweepDialog();
+    void checkSweep();
+
+    std::filesystem::path m_databaseFile;
+    std::unique_ptr<storage::RunStore> m_store;
+    std::vector<std::int64_t> m_runIds;
+    QStringList m_sweepNames; // runs of a sweep not yet seen in the store
+    QListWidget* m_picker = nullptr;
+    QComboBox* m_metricBox = nullptr;
+    MetricChart* m_chart = nullptr;
+    RunStatsModel* m_stats = nullptr;
+    ConfigDiffModel* m_diff = nullptr;
+    QTableView* m_statsView = nullptr;
+    QTableView* m_diffView = nullptr;
+    QCheckBox* m_showIdentical = nullptr;
+    QLabel* m_message = nullptr;
+    QTimer* m_liveTimer = nullptr;
+};
+
+} // namespace shardscope::ui

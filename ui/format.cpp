@@ -1,0 +1,66 @@
+#include "ui/format.h"
+
+#include <QDateTime>
+
+#include <cmath>
+
+namespace shardscope::ui {
+
+QString formatBytes(double bytes)
+{
+    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int unit = 0;
+    while (std::abs(bytes) >= 1024.0 && unit < 4) {
+        bytes /= 1024.0;
+        ++unit;
+    }
+    return QStringLiteral("%1 %2").arg(bytes, 0, 'f', unit == 0 ? 0 : 2).arg(QLatin1String(units[unit]));
+}
+
+QString formatDuration(double seconds)
+{
+    if (!std::isfinite(seconds) || seconds < 0)
+        return QStringLiteral("–");
+    const auto total = static_cast<long long>(std::llround(seconds));
+    const long long h = total / 3600, m = (total / 60) % 60, s = total % 60;
+    if (h > 0)
+        return QStringLiteral("%1h %2m").arg(h).arg(m, 2, 10, QLatin1Char('0'));
+    if (m > 0)
+        return QStringLiteral("%1m %2s").arg(m).arg(s, 2, 10, QLatin1Char('0'));
+    return QStringLiteral("%1s").arg(s);
+}
+
+QString formatNumber(double value)
+{
+    if (std::isnan(value))
+        return QStringLiteral("nan");
+    return QString::number(value, 'g', 4);
+}
+
+QString formatTime(double unixSeconds)
+{
+    return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(unixSeconds * 1000.0))
+        .toString(QStringLiteral("yyyy-MM-dd HH:mm"));
+}
+
+QString statusText(storage::RunStatus status)
+{
+    return QString::fromLatin1(storage::statusName(status).data(),
+                               static_cast<qsizetype>(storage::statusName(status).size()));
+}
+
+QColor statusColor(storage::RunStatus status)
+{
+    using storage::RunStatus;
+    switch (status) {
+    case RunStatus::Pending: return QColor(0x80, 0x80, 0x80);
+    case RunStatus::Running: return QColor(0x1f, 0x77, 0xb4);
+    case RunStatus::Completed: return QColor(0x2c, 0xa0, 0x2c);
+    case RunStatus::Failed: return QColor(0xd6, 0x27, 0x28);
+    case RunStatus::Cancelled: return QColor(0xff, 0x7f, 0x0e);
+    case RunStatus::Interrupted: return QColor(0x94, 0x67, 0xbd);
+    }
+    return {};
+}
+
+} // namespace shardscope::ui

@@ -1,0 +1,183 @@
+#include "ui/run_data_source.h"
+
+#include "engine/protocol/events.h"
+#include "storage/config_diff.h"
+#include "storage/metric_keys.h"
+#include "storage/run_store.h"
+
+#include <charconv>
+#include <fstream>
+#include <type_traits>
+
+namespace shardscope::ui {
+
+namespace fs = std::filesystem;
+using storage::RunStatus;
+
+std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText)
+{
+    for (const auto& [key, value] : storage::flattenYaml(recipeText)) {
+        if (key != "training.max_steps")
+            continue;
+        std::int64_t steps = 0;
+        const auto* end = value.data() + value.size();
+        if (std::from_chars(value.data(), end, steps).ec == std::errc{})
+            return steps;
+        return std::nullopt;
+    }
+    return 100; // the recipe schema's default (engine/config/recipe.h)
+}
+
+StoreRunSource::StoreRunSource(fs::path databaseFile, std::int64_t runId, int rowsPerPoll)
+    : m_databaseFile(std::move(databaseFile))
+    , m_runId(runId)
+    , m_rowsPerPoll(rowsPerPoll)
+{
+}
+
+std::string StoreRunSource::describe() const
+{
+    return "history run " + std::to_string(m_runId);
+}
+
+Result<RunUpdate> StoreRunSource::poll()
+{
+    if (!m_store) {
+        storage::StoreOptions options;
+        options.markInterrupted = false; // a viewer never changes a run's status
+        auto store = storage::RunStore::open(m_databaseFile, options);
+        if (!store)
+            return store.error();
+        m_store = std::make_shared<storage::RunStore>(std::move(*store));
+    }
+    auto& store = *static_cast<storage::RunStore*>(m_store.get());
+
+    RunUpdate update;
+    auto details = store.run(m_runId);
+    if (!details)
+        return details.error();
+    const auto& s = details->summary;
+    update.info.name = s.name;
+    update.info.status = s.status;
+    update.info.startedAt = s.startedAt;
+    update.info.endedAt = s.endedAt;
+    update.info.maxSteps = recipeMaxSteps(details->recipeText);
+    update.info.rootCauseRank = details->rootCauseRank;
+    update.info.error = details->error;
+    update.info.runDir = s.runDir;
+    update.info.distributedType = s.distributedType;
+    update.info.mixedPrecision = s.mixedPrecision;
+    update.info.worldSize = s.worldSize;
+    update.info.launcher = details->launcher;
+
+    auto rows = store.metricsSince(m_runId, m_cursor, m_rowsPerPoll);
+    if (!rows)
+        return rows.error();
+    update.rows = std::move(*rows);
+    if (!update.rows.empty())
+        m_cursor = update.rows.back().id;
+    update.more = static_cast<int>(update.rows.size()) >= m_rowsPerPoll;
+
+    auto evals = store.evals(m_runId);
+    if (!evals)
+        return evals.error();
+    if (evals->size() > m_evalsSeen) {
+        update.evals.assign(evals->begin() + static_cast<std::ptrdiff_t>(m_evalsSeen), evals->end());
+        m_evalsSeen = evals->size();
+    }
+    return update;
+}
+
+EventFileRunSource::EventFileRunSource(fs::path runDir)
+    : m_runDir(std::move(runDir))
+{
+    m_info.name = m_runDir.filename().string();
+    m_info.runDir = m_runDir.string();
+}
+
+std::string EventFileRunSource::describe() const
+{
+    return "events.jsonl in " + m_runDir.string();
+}
+
+Result<RunUpdate> EventFileRunSource::poll()
+{
+    if (!m_infoRead) {
+        std::ifstream recipe(m_runDir / "recipe.yaml");
+        if (recipe) {
+            const std::string text((std::istreambuf_iterator<char>(recipe)), std::istreambuf_iterator<char>());
+            m_info.maxSteps = recipeMaxSteps(text);
+        }
+        m_infoRead = true;
+    }
+    RunUpdate update;
+    std::ifstream in(m_runDir / "events.jsonl", std::ios::binary);
+    if (!in) {
+        update.info = m_info; // not started yet: the launcher creates the file with the run
+        return update;
+    }
+    in.seekg(static_cast<std::streamoff>(m_offset));
+    std::string line;
+    while (std::getline(in, line)) {
+        if (in.eof())
+            break; // a line still being written: read it whole next time
+        m_offset += line.size() + 1;
+        if (line.empty())
+            continue;
+        auto event = protocol::decodeEvent(line);
+        if (!event)
+            continue; // the launcher reports bad lines; a viewer skips them
+        const int rank = event->rank;
+        const double time = event->time;
+        std::visit(
+            [&](const auto& body) {
+                using T = std::decay_t<decltype(body)>;
+                if constexpr (std::is_same_v<T, protocol::HelloEvent>) {
+                    if (m_info.status == RunStatus::Pending)
+                        m_info.status = RunStatus::Running;
+                    if (!m_info.startedAt || time < *m_info.startedAt)
+                        m_info.startedAt = time;
+                    m_info.worldSize = std::max(m_info.worldSize, body.worldSize);
+                } else if constexpr (std::is_same_v<T, protocol::StepEvent>) {
+                    if (m_info.status == RunStatus::Pending)
+                        m_info.status = RunStatus::Running;
+                    if (!m_info.startedAt)
+                        m_info.startedAt = time;
+                    auto add = [&](const char* key, double value) {
+                        update.rows.push_back({m_nextRowId++, rank, body.step, time, key, value});
+                    };
+                    add(storage::keys::kLoss, body.loss);
+                    add(storage::keys::kLocalLoss, body.localLoss);
+                    add(storage::keys::kLr, body.lr);
+                    add(storage::keys::kGradNorm, body.gradNorm);
+                    if (body.lossScale)
+                        add(storage::keys::kLossScale, *body.lossScale);
+                    add(storage::keys::kSkipped, body.skipped ? 1.0 : 0.0);
+                    add(storage::keys::kStepTime, body.stepTime);
+                    add(storage::keys::kTokensPerS, body.tokensPerS);
+                    add(storage::keys::kMemPeakAllocated, static_cast<double>(body.mem.peakAllocated));
+                    add(storage::keys::kMemRss, static_cast<double>(body.mem.rss));
+                } else if constexpr (std::is_same_v<T, protocol::EvalEvent>) {
+                    update.evals.push_back({rank, body.step, time, "loss", body.loss});
+                    for (const auto& [name, value] : body.metrics)
+                        update.evals.push_back({rank, body.step, time, name, value});
+                } else if constexpr (std::is_same_v<T, protocol::ErrorEvent>) {
+                    if (!m_info.rootCauseRank) {
+                        m_info.rootCauseRank = rank;
+                        m_info.error = body.message;
+                    }
+                } else if constexpr (std::is_same_v<T, protocol::DoneEvent>) {
+                    // Ranks finish one by one; a failure anywhere makes the run failed.
+                    const auto status = storage::parseRunStatus(body.status).value_or(RunStatus::Completed);
+                    if (m_info.status != RunStatus::Failed)
+                        m_info.status = status;
+                    m_info.endedAt = time;
+                }
+            },
+            event->body);
+    }
+    update.info = m_info;
+    return update;
+}
+
+} // namespace shardscope::ui

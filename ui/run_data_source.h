@@ -1,0 +1,82 @@
+#pragma once
+
+// Where the Run page gets a run's data from. Two sources behind one interface:
+//  - StoreRunSource reads the run history (RunStore::metricsSince with a row-id cursor), the
+//    normal case now that the launcher records every run;
+//  - EventFileRunSource tails runs/<id>/events.jsonl, for a run directory that is not in the
+//    store (launched with --no_history, copied from another machine, or an older launcher).
+// Each poll() returns only what is new since the previous one, so the page appends.
+
+#include "engine/common/result.h"
+#include "storage/run_types.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::ui {
+
+struct RunInfo {
+    std::string name;
+    storage::RunStatus status = storage::RunStatus::Pending;
+    std::optional<double> startedAt, endedAt; // seconds since the Unix epoch
+    std::optional<std::int64_t> maxSteps;     // from the recipe, for the ETA
+    std::optional<int> rootCauseRank;
+    std::string error;
+    std::string runDir;
+    std::string distributedType, mixedPrecision;
+    int worldSize = 1;
+    storage::LauncherIdentity launcher; // pid 0 when unknown
+};
+
+struct RunUpdate {
+    RunInfo info;
+    std::vector<storage::MetricRow> rows;   // new since the last poll, in insertion order
+    std::vector<storage::EvalRecord> evals; // new since the last poll
+    bool more = false; // the poll stopped at its row limit: poll again right away
+};
+
+class RunDataSource {
+public:
+    virtual ~RunDataSource() = default;
+    virtual Result<RunUpdate> poll() = 0;
+    virtual std::string describe() const = 0; // "history run 12", "events.jsonl in <dir>"
+};
+
+class StoreRunSource final : public RunDataSource {
+public:
+    StoreRunSource(std::filesystem::path databaseFile, std::int64_t runId, int rowsPerPoll = 200000);
+    Result<RunUpdate> poll() override;
+    std::string describe() const override;
+
+private:
+    struct Impl;
+    std::filesystem::path m_databaseFile;
+    std::int64_t m_runId;
+    int m_rowsPerPoll;
+    std::int64_t m_cursor = 0;
+    std::size_t m_evalsSeen = 0;
+    std::shared_ptr<void> m_store; // the RunStore, opened on first poll (on the polling thread)
+};
+
+class EventFileRunSource final : public RunDataSource {
+public:
+    explicit EventFileRunSource(std::filesystem::path runDir);
+    Result<RunUpdate> poll() override;
+    std::string describe() const override;
+
+private:
+    std::filesystem::path m_runDir;
+    std::uint64_t m_offset = 0; // bytes of events.jsonl consumed (complete lines only)
+    std::int64_t m_nextRowId = 1;
+    RunInfo m_info;
+    bool m_infoRead = false;
+};
+
+// training.max_steps of a recipe (the recipe's default when absent), read without the engine.
+std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText);
+
+} // namespace shardscope::ui

@@ -1,0 +1,39 @@
+#pragma once
+
+// Starting runs from the GUI: `shardscope launch ...` as a detached process (argument vector, no
+// shell), so the run outlives the window; the launcher records it in the history, where the
+// Runs and Run pages find it.
+
+#include <QString>
+#include <QStringList>
+
+#include <optional>
+
+namespace shardscope::ui {
+
+struct LaunchRequest {
+    QString recipeFile;
+    QString configFile;     // empty: none
+    QString runName;        // empty: the launcher's default
+    int numProcesses = 2;
+    std::optional<int> maxSteps;
+    QString mixedPrecision; // empty: the config's
+    QStringList workerArgs; // after "--"
+};
+
+struct LaunchResult {
+    bool started = false;
+    qint64 pid = 0;
+    QString error;
+};
+
+// The `shardscope` executable: $SHARDSCOPE_LAUNCHER when set, else the one next to this program.
+QString launcherProgram();
+QStringList launchArguments(const LaunchRequest& request);
+LaunchResult launchDetached(const LaunchRequest& request);
+
+// Precision modes a sweep runs here: fp8 needs a Hopper GPU, which the workbench cannot see from
+// a CPU-only machine, so it is offered only when asked for explicitly.
+QStringList sweepPrecisionModes(bool includeFp8);
+
+} // namespace shardscope::ui

@@ -1,0 +1,218 @@
+#include "ui/run_list_model.h"
+
+#include "ui/format.h"
+
+#include <QBrush>
+#include <QDateTime>
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace shardscope::ui {
+
+namespace {
+
+std::optional<double> durationOf(const storage::RunSummary& run)
+{
+    if (!run.startedAt)
+        return std::nullopt;
+    return run.endedAt.value_or(static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0) - *run.startedAt;
+}
+
+QString tagsText(const storage::RunSummary& run)
+{
+    QStringList tags;
+    for (const auto& tag : run.tags)
+        tags << qs(tag);
+    return tags.join(QStringLiteral(", "));
+}
+
+} // namespace
+
+void RunListModel::setRuns(std::vector<storage::RunSummary> runs)
+{
+    // Same ids in the same order (the common case of a periodic refresh): update in place.
+    const bool sameIds = runs.size() == m_runs.size()
+        && std::equal(runs.begin(), runs.end(), m_runs.begin(),
+                      [](const auto& a, const auto& b) { return a.id == b.id; });
+    if (sameIds) {
+        m_runs = std::move(runs);
+        if (!m_runs.empty())
+            emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1));
+        return;
+    }
+    beginResetModel();
+    m_runs = std::move(runs);
+    endResetModel();
+}
+
+const storage::RunSummary* RunListModel::runAt(int row) const
+{
+    if (row < 0 || row >= rowCount())
+        return nullptr;
+    return &m_runs[static_cast<std::size_t>(row)];
+}
+
+int RunListModel::rowOfRun(std::int64_t runId) const
+{
+    for (std::size_t i = 0; i < m_runs.size(); ++i)
+        if (m_runs[i].id == runId)
+            return static_cast<int>(i);
+    return -1;
+}
+
+int RunListModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : static_cast<int>(m_runs.size());
+}
+
+int RunListModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant RunListModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const auto& run = m_runs[static_cast<std::size_t>(index.row())];
+    switch (role) {
+    case RunIdRole: return QVariant::fromValue<qint64>(run.id);
+    case StatusRole: return static_cast<int>(run.status);
+    case TagsRole: {
+        QStringList tags;
+        for (const auto& tag : run.tags)
+            tags << qs(tag);
+        return tags;
+    }
+    case SearchTextRole:
+        return QStringList{qs(run.name), tagsText(run), qs(run.runDir), qs(run.host)}.join(QLatin1Char('\n'));
+    case Qt::ForegroundRole:
+        if (index.column() == Status)
+            return QBrush(statusColor(run.status));
+        return {};
+    case Qt::TextAlignmentRole:
+        switch (index.column()) {
+        case Id: case Ranks: case Steps: case Loss: case Duration:
+            return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+        default: return {};
+        }
+    case Qt::ToolTipRole:
+        if (index.column() == Name)
+            return qs(run.runDir);
+        return {};
+    case Qt::DisplayRole:
+    case SortRole: {
+        const bool sort = role == SortRole;
+        switch (index.column()) {
+        case Id: return QVariant::fromValue<qint64>(run.id);
+        case Name: return qs(run.name);
+        case Status: return sort ? QVariant(static_cast<int>(run.status)) : QVariant(statusText(run.status));
+        case Type: return qs(run.distributedType);
+        case Precision: return qs(run.mixedPrecision);
+        case Ranks: return run.worldSize;
+        case Steps: return run.lastStep ? QVariant::fromValue<qint64>(*run.lastStep) : (sort ? QVariant(-1) : QVariant());
+        case Loss:
+            if (!run.lastLoss)
+                return sort ? QVariant(std::numeric_limits<double>::infinity()) : QVariant();
+            return sort ? QVariant(*run.lastLoss) : QVariant(formatNumber(*run.lastLoss));
+        case Created: return sort ? QVariant(run.createdAt) : QVariant(formatTime(run.createdAt));
+        case Duration: {
+            const auto d = durationOf(run);
+            if (!d)
+                return sort ? QVariant(-1.0) : QVariant();
+            return sort ? QVariant(*d) : QVariant(formatDuration(*d));
+        }
+        case Tags: return tagsText(run);
+        }
+        return {};
+    }
+    default: return {};
+    }
+}
+
+QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return QAbstractTableModel::headerData(section, orientation, role);
+    switch (section) {
+    case Id: return tr("ID");
+    case Name: return tr("Name");
+    case Status: return tr("Status");
+    case Type: return tr("Type");
+    case Precision: return tr("Precision");
+    case Ranks: return tr("Ranks");
+    case Steps: return tr("Steps");
+    case Loss: return tr("Loss");
+    case Created: return tr("Created");
+    case Duration: return tr("Duration");
+    case Tags: return tr("Tags");
+    }
+    return {};
+}
+
+RunFilterProxyModel::RunFilterProxyModel(QObject* parent)
+    : QSortFilterProxyModel(parent)
+{
+    setSortRole(RunListModel::SortRole);
+    setSortCaseSensitivity(Qt::CaseInsensitive);
+}
+
+void RunFilterProxyModel::setStatusFilter(std::optional<storage::RunStatus> status)
+{
+    m_status = status;
+    invalidateRowsFilter();
+}
+
+void RunFilterProxyModel::setTypeFilter(const QString& distributedType)
+{
+    m_type = distributedType;
+    invalidateRowsFilter();
+}
+
+void RunFilterProxyModel::setPrecisionFilter(const QString& precision)
+{
+    m_precision = precision;
+    invalidateRowsFilter();
+}
+
+void RunFilterProxyModel::setTagFilter(const QString& tag)
+{
+    m_tag = tag;
+    invalidateRowsFilter();
+}
+
+void RunFilterProxyModel::setTextFilter(const QString& text)
+{
+    m_text = text.trimmed();
+    invalidateRowsFilter();
+}
+
+bool RunFilterProxyModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const
+{
+    const auto* model = qobject_cast<const RunListModel*>(sourceModel());
+    if (!model || sourceParent.isValid())
+        return false;
+    const auto* run = model->runAt(sourceRow);
+    if (!run)
+        return false;
+    if (m_status && run->status != *m_status)
+        return false;
+    if (!m_type.isEmpty() && qs(run->distributedType).compare(m_type, Qt::CaseInsensitive) != 0)
+        return false;
+    if (!m_precision.isEmpty() && qs(run->mixedPrecision).compare(m_precision, Qt::CaseInsensitive) != 0)
+        return false;
+    if (!m_tag.isEmpty()
+        && std::none_of(run->tags.begin(), run->tags.end(),
+                        [&](const std::string& t) { return qs(t).compare(m_tag, Qt::CaseInsensitive) == 0; }))
+        return false;
+    if (!m_text.isEmpty()) {
+        const auto text = model->index(sourceRow, 0).data(RunListModel::SearchTextRole).toString();
+        if (!text.contains(m_text, Qt::CaseInsensitive))
+            return false;
+    }
+    return true;
+}
+
+} // namespace shardscope::ui

@@ -1,0 +1,60 @@
+#pragma once
+
+// The run history as a table: RunListModel holds RunSummary rows as the store returns them;
+// RunFilterProxyModel filters (status, type, precision, tag, text) and sorts them on the GUI side,
+// so typing in the search box never waits on SQLite.
+
+#include "storage/run_types.h"
+
+#include <QAbstractTableModel>
+#include <QSortFilterProxyModel>
+
+#include <optional>
+#include <vector>
+
+namespace shardscope::ui {
+
+class RunListModel : public QAbstractTableModel {
+    Q_OBJECT
+public:
+    enum Column { Id, Name, Status, Type, Precision, Ranks, Steps, Loss, Created, Duration, Tags, ColumnCount };
+    enum Role { RunIdRole = Qt::UserRole + 1, SortRole, StatusRole, TagsRole, SearchTextRole };
+
+    using QAbstractTableModel::QAbstractTableModel;
+
+    // Replaces the rows; rows whose run id is kept are updated in place (selections survive a
+    // refresh of a live history).
+    void setRuns(std::vector<storage::RunSummary> runs);
+    const std::vector<storage::RunSummary>& runs() const { return m_runs; }
+    const storage::RunSummary* runAt(int row) const;
+    int rowOfRun(std::int64_t runId) const; // -1 when absent
+
+    int rowCount(const QModelIndex& parent = {}) const override;
+    int columnCount(const QModelIndex& parent = {}) const override;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+private:
+    std::vector<storage::RunSummary> m_runs;
+};
+
+class RunFilterProxyModel : public QSortFilterProxyModel {
+    Q_OBJECT
+public:
+    explicit RunFilterProxyModel(QObject* parent = nullptr);
+
+    void setStatusFilter(std::optional<storage::RunStatus> status);
+    void setTypeFilter(const QString& distributedType);  // empty: any
+    void setPrecisionFilter(const QString& precision);   // empty: any
+    void setTagFilter(const QString& tag);                // empty: any
+    void setTextFilter(const QString& text);              // substring of name, notes-free fields, tags, dir
+
+protected:
+    bool filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const override;
+
+private:
+    std::optional<storage::RunStatus> m_status;
+    QString m_type, m_precision, m_tag, m_text;
+};
+
+} // namespace shardscope::ui

@@ -1,0 +1,561 @@
+#include "ui/run_page.h"
+
+#include "storage/metric_keys.h"
+#include "ui/format.h"
+#include "ui/metric_chart.h"
+
+#include <QComboBox>
+#include <QDateTime>
+#include <QFile>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <cmath>
+#include <csignal>
+
+namespace shardscope::ui {
+
+namespace {
+
+// Tableau 10: distinguishable, and the order W&B and TensorBoard users are used to.
+QColor seriesColor(int index)
+{
+    static const QColor colors[] = {{0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
+                                    {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f},
+                                    {0xbc, 0xbd, 0x22}, {0x17, 0xbe, 0xcf}};
+    return colors[index % 10];
+}
+
+double nowSeconds()
+{
+    return static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+}
+
+} // namespace
+
+RunPage::RunPage(QWidget* parent)
+    : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+
+    auto* header = new QHBoxLayout;
+    m_title = new QLabel(tr("No run open. Open one from Runs (double click) or launch one from Configure."), this);
+    m_title->setObjectName(QStringLiteral("runTitle"));
+    QFont titleFont = m_title->font();
+    titleFont.setPointSize(titleFont.pointSize() + 3);
+    titleFont.setBold(true);
+    m_title->setFont(titleFont);
+    m_status = new QLabel(this);
+    m_status->setObjectName(QStringLiteral("runStatus"));
+    m_progress = new QLabel(this);
+    m_progress->setObjectName(QStringLiteral("runProgress"));
+    m_xAxisBox = new QComboBox(this);
+    m_xAxisBox->setObjectName(QStringLiteral("xAxisMode"));
+    m_xAxisBox->addItems({tr("x: step"), tr("x: time")});
+    m_followButton = new QPushButton(tr("Follow"), this);
+    m_followButton->setToolTip(tr("Reset the zoom and follow new data (or double-click a chart)"));
+    m_stopButton = new QPushButton(tr("Stop"), this);
+    m_stopButton->setObjectName(QStringLiteral("stopButton"));
+    m_stopButton->setToolTip(tr("Stop the run: SIGTERM to its launcher, which stops every rank"));
+    m_stopButton->setEnabled(false);
+    header->addWidget(m_title);
+    header->addSpacing(12);
+    header->addWidget(m_status);
+    header->addSpacing(12);
+    header->addWidget(m_progress);
+    header->addStretch(1);
+    header->addWidget(m_xAxisBox);
+    header->addWidget(m_followButton);
+    header->addWidget(m_stopButton);
+    layout->addLayout(header);
+
+    m_error = new QLabel(this);
+    m_error->setObjectName(QStringLiteral("runError"));
+    m_error->setWordWrap(true);
+    m_error->setStyleSheet(QStringLiteral("QLabel { background: #fbe3e3; color: #8a1c1c; padding: 6px; border-radius: 3px; }"));
+    m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_error->hide();
+    layout->addWidget(m_error);
+
+    auto* splitter = new QSplitter(Qt::Vertical, this);
+    auto* chartArea = new QWidget(splitter);
+    auto* grid = new QGridLayout(chartArea);
+    grid->setContentsMargins(0, 0, 0, 0);
+    grid->setSpacing(4);
+    m_group = new ChartGroup(this);
+    const struct {
+        const char* name;
+        QString title;
+    } chartSpecs[] = {{"loss", tr("Loss")},
+                      {"lr", tr("Learning rate")},
+                      {"grad_norm", tr("Grad norm")},
+                      {"loss_scale", tr("Loss scale (fp16) · skipped steps")},
+                      {"tokens_per_s", tr("Tokens/s (all ranks)")},
+                      {"step_time", tr("Step time [s] per rank")},
+                      {"memory", tr("Memory per rank")}};
+    int i = 0;
+    for (const auto& spec : chartSpecs) {
+        auto* chart = new MetricChart(spec.title, chartArea);
+        chart->setObjectName(QStringLiteral("chart_%1").arg(QLatin1String(spec.name)));
+        chart->setXLabel(tr("step"));
+        grid->addWidget(chart, i / 2, i % 2);
+        m_charts.push_back(chart);
+        m_chartByName[QLatin1String(spec.name)] = chart;
+        m_group->add(chart);
+        ++i;
+    }
+    chart(QStringLiteral("memory"))->setValueFormat(MetricChart::ValueFormat::Bytes);
+    chart(QStringLiteral("loss_scale"))->setLogValueAxis(true);
+    splitter->addWidget(chartArea);
+
+    auto* logPanel = new QWidget(splitter);
+    auto* logLayout = new QVBoxLayout(logPanel);
+    logLayout->setContentsMargins(0, 0, 0, 0);
+    auto* logBar = new QHBoxLayout;
+    m_rankBox = new QComboBox(logPanel);
+    m_rankBox->setObjectName(QStringLiteral("logRank"));
+    m_logFilter = new QLineEdit(logPanel);
+    m_logFilter->setObjectName(QStringLiteral("logFilter"));
+    m_logFilter->setPlaceholderText(tr("Filter log lines…"));
+    m_logFilter->setClearButtonEnabled(true);
+    logBar->addWidget(new QLabel(tr("Log of"), logPanel));
+    logBar->addWidget(m_rankBox);
+    logBar->addWidget(m_logFilter, 1);
+    logLayout->addLayout(logBar);
+    m_logView = new QPlainTextEdit(logPanel);
+    m_logView->setObjectName(QStringLiteral("logView"));
+    m_logView->setReadOnly(true);
+    m_logView->setLineWrapMode(QPlainTextEdit::NoWrap);
+    m_logView->setMaximumBlockCount(20000);
+    m_logView->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    logLayout->addWidget(m_logView);
+    splitter->addWidget(logPanel);
+    splitter->setStretchFactor(0, 4);
+    splitter->setStretchFactor(1, 1);
+    layout->addWidget(splitter, 1);
+
+    m_pollTimer = new QTimer(this);
+    m_pollTimer->setInterval(500);
+    connect(m_pollTimer, &QTimer::timeout, this, &RunPage::pollNow);
+    connect(m_xAxisBox, &QComboBox::currentIndexChanged, this,
+            [this](int index) { setXAxisMode(index == 1 ? XAxis::Time : XAxis::Step); });
+    connect(m_followButton, &QPushButton::clicked, this, [this] { m_group->setFollowing(true); });
+    connect(m_stopButton, &QPushButton::clicked, this, &RunPage::stopRun);
+    connect(m_rankBox, &QComboBox::currentIndexChanged, this, [this] { readLogs(true); });
+    connect(m_logFilter, &QLineEdit::textChanged, this, &RunPage::applyLogFilter);
+}
+
+RunPage::~RunPage() = default;
+
+MetricChart* RunPage::chart(const QString& name) const
+{
+    const auto it = m_chartByName.find(name);
+    return it == m_chartByName.end() ? nullptr : it->second;
+}
+
+void RunPage::closeRun()
+{
+    m_pollTimer->stop();
+    m_source.reset();
+    m_info = {};
+    m_finishedAnnounced = false;
+    m_t0 = -1;
+    m_lastStep = -1;
+    m_hasDeviceMemory = false;
+    m_raw.clear();
+    m_lossScaleAt.clear();
+    m_pendingSkips.clear();
+    for (auto* c : m_charts)
+        c->removeSeries();
+    m_group->setFollowing(true);
+    m_rankCount = 0;
+    m_rankBox->clear();
+    m_logLines.clear();
+    m_logView->clear();
+    m_logOffset = 0;
+    m_logPartial.clear();
+    m_error->hide();
+}
+
+void RunPage::openRun(std::unique_ptr<RunDataSource> source)
+{
+    closeRun();
+    m_source = std::move(source);
+    pollNow();
+    m_pollTimer->start();
+}
+
+void RunPage::openStoreRun(const std::filesystem::path& databaseFile, std::int64_t runId)
+{
+    openRun(std::make_unique<StoreRunSource>(databaseFile, runId));
+}
+
+void RunPage::openRunDirectory(const std::filesystem::path& runDir)
+{
+    openRun(std::make_unique<EventFileRunSource>(runDir));
+}
+
+void RunPage::pollNow()
+{
+    if (!m_source)
+        return;
+    auto update = m_source->poll();
+    if (!update) {
+        emit pollFailed(qs(update.error().message));
+        return;
+    }
+    m_info = update->info;
+    if (m_t0 < 0) {
+        if (m_info.startedAt)
+            m_t0 = *m_info.startedAt;
+        else if (!update->rows.empty())
+            m_t0 = update->rows.front().time;
+    }
+    appendRows(update->rows);
+    appendEvals(update->evals);
+    updateRankList();
+    readLogs(false);
+    updateHeader();
+    emit runUpdated();
+
+    if (update->more) {
+        QTimer::singleShot(0, this, &RunPage::pollNow);
+    } else if (storage::isTerminal(m_info.status) && update->rows.empty()) {
+        // Everything of a finished run is in: nothing more will come.
+        m_pollTimer->stop();
+        if (!m_finishedAnnounced) {
+            m_finishedAnnounced = true;
+            emit runFinished(m_info.status);
+        }
+    }
+}
+
+double RunPage::xOf(double step, double time) const
+{
+    return m_xAxis == XAxis::Step ? step : time - std::max(m_t0, 0.0);
+}
+
+RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
+{
+    const auto id = std::make_pair(key, rank);
+    if (auto it = m_raw.find(id); it != m_raw.end())
+        return &it->second;
+
+    namespace k = storage::keys;
+    MetricChart* target = nullptr;
+    QString name;
+    QColor color = seriesColor(0);
+    auto style = MetricChart::Style::Line;
+    const bool rankZero = rank == 0;
+    // Loss, lr, grad norm, loss scale and throughput are global (equal on every rank): rank 0's
+    // copy is the series. Step time and memory differ per rank: one series each.
+    if (key == k::kLoss && rankZero) {
+        target = chart(QStringLiteral("loss"));
+        name = tr("train");
+    } else if (key == "eval.loss" && rankZero) {
+        target = chart(QStringLiteral("loss"));
+        name = tr("eval");
+        color = seriesColor(1);
+        style = MetricChart::Style::Markers;
+    } else if (key == k::kLr && rankZero) {
+        target = chart(QStringLiteral("lr"));
+        name = tr("lr");
+    } else if (key == k::kGradNorm && rankZero) {
+        target = chart(QStringLiteral("grad_norm"));
+        name = tr("grad norm");
+    } else if (key == k::kLossScale && rankZero) {
+        target = chart(QStringLiteral("loss_scale"));
+        name = tr("loss scale");
+        style = MetricChart::Style::Steps;
+    } else if (key == "skipped.marker" && rankZero) {
+        target = chart(QStringLiteral("loss_scale"));
+        name = tr("skipped step");
+        color = seriesColor(3);
+        style = MetricChart::Style::Markers;
+    } else if (key == k::kTokensPerS && rankZero) {
+        target = chart(QStringLiteral("tokens_per_s"));
+        name = tr("tokens/s");
+    } else if (key == k::kStepTime) {
+        target = chart(QStringLiteral("step_time"));
+        name = tr("rank %1").arg(rank);
+        color = seriesColor(rank);
+    } else if (key == "memory") {
+        target = chart(QStringLiteral("memory"));
+        name = tr("rank %1").arg(rank);
+        color = seriesColor(rank);
+    }
+    if (!target)
+        return nullptr;
+    Raw raw;
+    raw.chart = target;
+    raw.series = target->addSeries(name, color, style);
+    return &m_raw.emplace(id, std::move(raw)).first->second;
+}
+
+void RunPage::appendTo(Raw& raw, double step, double time, double value)
+{
+    raw.steps.push_back(step);
+    raw.times.push_back(time);
+    raw.values.push_back(value);
+    raw.chart->appendPoint(raw.series, xOf(step, time), value);
+}
+
+void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
+{
+    namespace k = storage::keys;
+    // Batch per series: one addData per series per poll, not one per row.
+    std::map<Raw*, std::tuple<QVector<double>, QVector<double>, QVector<double>>> batches;
+    auto queue = [&](Raw* raw, double step, double time, double value) {
+        if (!raw)
+            return;
+        auto& [steps, times, values] = batches[raw];
+        steps.push_back(step);
+        times.push_back(time);
+        values.push_back(value);
+    };
+    for (const auto& row : rows) {
+        const auto step = static_cast<double>(row.step);
+        if (row.rank == 0)
+            m_lastStep = std::max(m_lastStep, row.step);
+        if (row.key == k::kMemPeakAllocated) {
+            if (row.value > 0) {
+                if (!m_hasDeviceMemory) {
+                    // A device allocator reports: its peak is the memory that matters, not RSS.
+                    m_hasDeviceMemory = true;
+                    for (auto it = m_raw.begin(); it != m_raw.end(); ++it)
+                        if (it->first.first == "memory") {
+                            it->second.steps.clear();
+                            it->second.times.clear();
+                            it->second.values.clear();
+                            it->second.chart->clearData();
+                        }
+                }
+                queue(seriesFor("memory", row.rank), step, row.time, row.value);
+            }
+            continue;
+        }
+        if (row.key == k::kMemRss) {
+            if (!m_hasDeviceMemory)
+                queue(seriesFor("memory", row.rank), step, row.time, row.value);
+            continue;
+        }
+        if (row.rank == 0 && row.key == k::kLossScale) {
+            m_lossScaleAt[row.step] = row.value;
+            if (m_lossScaleAt.size() > 4096)
+                m_lossScaleAt.erase(m_lossScaleAt.begin());
+        }
+        if (row.rank == 0 && row.key == k::kSkipped && row.value != 0) {
+            m_pendingSkips.push_back(row.step);
+            continue;
+        }
+        queue(seriesFor(row.key, row.rank), step, row.time, row.value);
+    }
+    // A skipped step is marked on the loss-scale curve at the scale it was skipped with.
+    std::vector<std::int64_t> stillPending;
+    for (auto skippedStep : m_pendingSkips) {
+        const auto it = m_lossScaleAt.find(skippedStep);
+        if (it == m_lossScaleAt.end()) {
+            if (m_lastStep <= skippedStep + 1)
+                stillPending.push_back(skippedStep);
+            continue;
+        }
+        queue(seriesFor("skipped.marker", 0), static_cast<double>(skippedStep), m_t0, it->second);
+    }
+    m_pendingSkips = std::move(stillPending);
+
+    for (auto& [raw, batch] : batches) {
+        auto& [steps, times, values] = batch;
+        QVector<double> xs;
+        xs.reserve(steps.size());
+        for (qsizetype i = 0; i < steps.size(); ++i)
+            xs.push_back(xOf(steps[i], times[i]));
+        raw->steps += steps;
+        raw->times += times;
+        raw->values += values;
+        raw->chart->appendPoints(raw->series, xs, values);
+    }
+}
+
+void RunPage::appendEvals(const std::vector<storage::EvalRecord>& evals)
+{
+    for (const auto& eval : evals) {
+        if (eval.name != "loss")
+            continue;
+        if (auto* raw = seriesFor("eval.loss", eval.rank))
+            appendTo(*raw, static_cast<double>(eval.step), eval.time, eval.value);
+    }
+}
+
+void RunPage::setXAxisMode(XAxis mode)
+{
+    if (mode == m_xAxis)
+        return;
+    m_xAxis = mode;
+    m_xAxisBox->setCurrentIndex(mode == XAxis::Time ? 1 : 0);
+    for (auto* c : m_charts) {
+        c->clearData();
+        c->setXLabel(mode == XAxis::Time ? tr("seconds since start") : tr("step"));
+    }
+    for (auto& [id, raw] : m_raw) {
+        QVector<double> xs;
+        xs.reserve(raw.steps.size());
+        for (qsizetype i = 0; i < raw.steps.size(); ++i)
+            xs.push_back(xOf(raw.steps[i], raw.times[i]));
+        raw.chart->appendPoints(raw.series, xs, raw.values);
+    }
+    m_group->setFollowing(true);
+}
+
+void RunPage::updateHeader()
+{
+    m_title->setText(qs(m_info.name));
+    m_status->setText(QStringLiteral("<b style=\"color:%1\">%2</b> · %3 · %4 · %5 ranks")
+                          .arg(statusColor(m_info.status).name(), statusText(m_info.status),
+                               qs(m_info.distributedType).isEmpty() ? tr("local") : qs(m_info.distributedType),
+                               tr("precision %1").arg(m_info.mixedPrecision.empty() ? QStringLiteral("?")
+                                                                                      : qs(m_info.mixedPrecision)))
+                          .arg(m_info.worldSize));
+    QString progress;
+    if (m_info.startedAt) {
+        const double end = m_info.endedAt.value_or(nowSeconds());
+        const double elapsed = end - *m_info.startedAt;
+        progress = tr("elapsed %1").arg(formatDuration(elapsed));
+        if (m_lastStep >= 0) {
+            // The recipe's max_steps is the target unless --max_steps overrode it (then the
+            // stored recipe is stale and only the step count is shown).
+            const bool knownTarget = m_info.maxSteps && *m_info.maxSteps >= m_lastStep;
+            progress = (knownTarget ? tr("step %1/%2").arg(m_lastStep).arg(*m_info.maxSteps)
+                                        : tr("step %1").arg(m_lastStep))
+                + QStringLiteral(" · ") + progress;
+            if (!storage::isTerminal(m_info.status) && m_info.maxSteps && m_lastStep > 0
+                && *m_info.maxSteps > m_lastStep) {
+                const double perStep = elapsed / static_cast<double>(m_lastStep);
+                progress += tr(" · ETA %1").arg(formatDuration(perStep * static_cast<double>(*m_info.maxSteps - m_lastStep)));
+            }
+        }
+    }
+    m_progress->setText(progress);
+    const bool live = !storage::isTerminal(m_info.status);
+    m_stopButton->setEnabled(live && m_info.launcher.pid > 0);
+    if (m_info.status == storage::RunStatus::Failed || !m_info.error.empty()) {
+        QString text = m_info.rootCauseRank ? tr("Failed on rank %1: ").arg(*m_info.rootCauseRank) : tr("Failed: ");
+        text += m_info.error.empty() ? tr("(no message)") : qs(m_info.error);
+        m_error->setText(text);
+        m_error->setVisible(storage::isTerminal(m_info.status) || !m_info.error.empty());
+    } else {
+        m_error->hide();
+    }
+}
+
+void RunPage::updateRankList()
+{
+    const int ranks = std::max(m_info.worldSize, 1);
+    if (ranks != m_rankCount) {
+        const QSignalBlocker blocker(m_rankBox);
+        const int keep = m_rankBox->currentIndex();
+        m_rankBox->clear();
+        for (int r = 0; r < ranks; ++r)
+            m_rankBox->addItem(tr("rank %1").arg(r), r);
+        m_rankBox->setCurrentIndex(keep >= 0 && keep < ranks ? keep : 0);
+        m_rankCount = ranks;
+        readLogs(true);
+    }
+    // The failing rank: red in the list, and its log shown once when the failure is first seen.
+    if (m_info.rootCauseRank && *m_info.rootCauseRank < m_rankBox->count()) {
+        const int failing = *m_info.rootCauseRank;
+        const QString label = tr("rank %1 — failed").arg(failing);
+        if (m_rankBox->itemText(failing) != label) {
+            m_rankBox->setItemText(failing, label);
+            m_rankBox->setItemData(failing, QColor(0xd6, 0x27, 0x28), Qt::ForegroundRole);
+            m_rankBox->setCurrentIndex(failing);
+        }
+    }
+}
+
+int RunPage::logRank() const
+{
+    return m_rankBox->currentData().isValid() ? m_rankBox->currentData().toInt() : 0;
+}
+
+void RunPage::setLogRank(int rank)
+{
+    m_rankBox->setCurrentIndex(rank);
+}
+
+void RunPage::setLogFilter(const QString& text)
+{
+    m_logFilter->setText(text);
+}
+
+QString RunPage::logText() const
+{
+    return m_logView->toPlainText();
+}
+
+void RunPage::readLogs(bool reload)
+{
+    if (reload) {
+        m_logLines.clear();
+        m_logOffset = 0;
+        m_logPartial.clear();
+        m_logView->clear();
+    }
+    if (m_info.runDir.empty())
+        return;
+    QFile file(QStringLiteral("%1/logs/rank%2.log").arg(qs(m_info.runDir)).arg(logRank()));
+    if (!file.open(QIODevice::ReadOnly))
+        return;
+    if (static_cast<std::uint64_t>(file.size()) < m_logOffset) { // rotated or rewritten
+        readLogs(true);
+        return;
+    }
+    file.seek(static_cast<qint64>(m_logOffset));
+    const QByteArray bytes = file.read(4 * 1024 * 1024); // the rest next poll
+    m_logOffset += static_cast<std::uint64_t>(bytes.size());
+    QString text = m_logPartial + QString::fromUtf8(bytes);
+    const auto lastNewline = text.lastIndexOf(QLatin1Char('\n'));
+    m_logPartial = text.mid(lastNewline + 1);
+    if (lastNewline < 0)
+        return;
+    const QStringList lines = text.left(lastNewline).split(QLatin1Char('\n'));
+    m_logLines += lines;
+    const QString filter = m_logFilter->text();
+    for (const auto& line : lines)
+        if (filter.isEmpty() || line.contains(filter, Qt::CaseInsensitive))
+            m_logView->appendPlainText(line);
+}
+
+void RunPage::applyLogFilter()
+{
+    const QString filter = m_logFilter->text();
+    QStringList shown;
+    for (const auto& line : std::as_const(m_logLines))
+        if (filter.isEmpty() || line.contains(filter, Qt::CaseInsensitive))
+            shown << line;
+    m_logView->setPlainText(shown.join(QLatin1Char('\n')));
+}
+
+void RunPage::stopRun()
+{
+    if (storage::isTerminal(m_info.status) || m_info.launcher.pid <= 0)
+        return;
+    // Only a launcher that is provably still the same process (pid, boot, start time) is
+    // signalled: a recycled pid must never receive our SIGTERM.
+    if (storage::checkLiveness(m_info.launcher) != storage::Liveness::Alive) {
+        emit pollFailed(tr("The launcher of this run is not running on this machine."));
+        return;
+    }
+    // The launcher forwards SIGTERM to every rank and records the run as cancelled.
+    ::kill(static_cast<pid_t>(m_info.launcher.pid), SIGTERM);
+    m_stopButton->setEnabled(false);
+    pollNow();
+}
+
+} // namespace shardscope::ui

@@ -1,0 +1,114 @@
+#pragma once
+
+// The Run page: one run, live or finished. Status, elapsed and ETA, Stop; charts sharing one x
+// axis (loss train+eval, lr, grad norm, fp16 loss scale with skipped steps marked, tokens/s, step
+// time per rank, memory per rank); the per-rank logs with a filter, the failing rank marked.
+//
+// Data comes from a RunDataSource polled every 500 ms (updates show within a second); each poll
+// returns only new rows, which are appended to the charts (never re-set), and the charts replot
+// once per event-loop turn however many series changed.
+
+#include "storage/run_types.h"
+#include "ui/run_data_source.h"
+
+#include <QWidget>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <vector>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QTimer;
+
+namespace shardscope::ui {
+
+class ChartGroup;
+class MetricChart;
+
+class RunPage : public QWidget {
+    Q_OBJECT
+public:
+    enum class XAxis { Step, Time };
+
+    explicit RunPage(QWidget* parent = nullptr);
+    ~RunPage() override;
+
+    void openRun(std::unique_ptr<RunDataSource> source);
+    void openStoreRun(const std::filesystem::path& databaseFile, std::int64_t runId);
+    void openRunDirectory(const std::filesystem::path& runDir);
+    void closeRun();
+
+    bool hasRun() const { return m_source != nullptr; }
+    const RunInfo& info() const { return m_info; }
+    XAxis xAxisMode() const { return m_xAxis; }
+    void setXAxisMode(XAxis mode);
+    const std::vector<MetricChart*>& charts() const { return m_charts; }
+    MetricChart* chart(const QString& name) const; // "loss", "lr", "grad_norm", "loss_scale", ...
+    QString logText() const;
+    int logRank() const;
+    void setLogRank(int rank);
+    void setLogFilter(const QString& text);
+
+public slots:
+    void pollNow();
+    void stopRun();
+
+signals:
+    void runUpdated();
+    void runFinished(shardscope::storage::RunStatus status);
+    void pollFailed(const QString& message);
+
+private:
+    struct Raw {
+        MetricChart* chart = nullptr;
+        int series = -1;
+        QVector<double> steps, times, values;
+    };
+    Raw* seriesFor(const std::string& key, int rank);
+    void appendRows(const std::vector<storage::MetricRow>& rows);
+    void appendEvals(const std::vector<storage::EvalRecord>& evals);
+    void appendTo(Raw& raw, double step, double time, double value);
+    void updateHeader();
+    void updateRankList();
+    void readLogs(bool reload);
+    void applyLogFilter();
+    double xOf(double step, double time) const;
+
+    std::unique_ptr<RunDataSource> m_source;
+    RunInfo m_info;
+    bool m_finishedAnnounced = false;
+    XAxis m_xAxis = XAxis::Step;
+    double m_t0 = -1; // time origin of the time axis (run start), seconds since the epoch
+    std::int64_t m_lastStep = -1;
+    bool m_hasDeviceMemory = false;
+    std::map<std::pair<std::string, int>, Raw> m_raw;
+    std::map<std::int64_t, double> m_lossScaleAt; // rank-0 loss scale by step (for skipped markers)
+    std::vector<std::int64_t> m_pendingSkips;
+
+    QTimer* m_pollTimer = nullptr;
+    QLabel* m_title = nullptr;
+    QLabel* m_status = nullptr;
+    QLabel* m_progress = nullptr;
+    QLabel* m_error = nullptr;
+    QComboBox* m_xAxisBox = nullptr;
+    QPushButton* m_followButton = nullptr;
+    QPushButton* m_stopButton = nullptr;
+    std::vector<MetricChart*> m_charts;
+    std::map<QString, MetricChart*> m_chartByName;
+    ChartGroup* m_group = nullptr;
+
+    QComboBox* m_rankBox = nullptr;
+    QLineEdit* m_logFilter = nullptr;
+    QPlainTextEdit* m_logView = nullptr;
+    QStringList m_logLines;    // the selected rank's log, whole lines
+    std::uint64_t m_logOffset = 0; // bytes of that log read
+    QString m_logPartial;      // an unfinished last line
+    int m_rankCount = 0;
+};
+
+} // namespace shardscope::ui

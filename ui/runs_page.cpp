@@ -1,0 +1,446 @@
+#include "ui/runs_page.h"
+
+#include "storage/run_store.h"
+#include "ui/format.h"
+#include "ui/run_list_model.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMessageBox>
+#include <QPointer>
+#include <QPushButton>
+#include <QThreadPool>
+#include <QTableView>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <fstream>
+#include <set>
+
+namespace shardscope::ui {
+
+namespace {
+
+constexpr storage::RunStatus kStatuses[] = {storage::RunStatus::Pending,   storage::RunStatus::Running,
+                                            storage::RunStatus::Completed, storage::RunStatus::Failed,
+                                            storage::RunStatus::Cancelled, storage::RunStatus::Interrupted};
+
+// Keeps the current choice of a filter combo box while its items change.
+void setChoices(QComboBox* box, const QStringList& values)
+{
+    const QString current = box->currentData().toString();
+    const QSignalBlocker blocker(box);
+    while (box->count() > 1)
+        box->removeItem(1);
+    for (const auto& value : values)
+        box->addItem(value, value);
+    const int index = box->findData(current);
+    box->setCurrentIndex(index < 0 ? 0 : index);
+}
+
+} // namespace
+
+RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent)
+    : QWidget(parent)
+    , m_databaseFile(std::move(databaseFile))
+{
+    auto* layout = new QVBoxLayout(this);
+
+    auto* filters = new QHBoxLayout;
+    m_search = new QLineEdit(this);
+    m_search->setObjectName(QStringLiteral("runSearch"));
+    m_search->setPlaceholderText(tr("Search name, tags, directory…  (Ctrl+F)"));
+    m_search->setClearButtonEnabled(true);
+    auto* focusSearch = new QAction(this);
+    focusSearch->setShortcut(QKeySequence::Find);
+    connect(focusSearch, &QAction::triggered, m_search, [this] { m_search->setFocus(); m_search->selectAll(); });
+    addAction(focusSearch);
+    m_statusBox = new QComboBox(this);
+    m_statusBox->setObjectName(QStringLiteral("statusFilter"));
+    m_statusBox->addItem(tr("Any status"), -1);
+    for (auto status : kStatuses)
+        m_statusBox->addItem(statusText(status), static_cast<int>(status));
+    m_typeBox = new QComboBox(this);
+    m_typeBox->setObjectName(QStringLiteral("typeFilter"));
+    m_typeBox->addItem(tr("Any type"), QString());
+    m_precisionBox = new QComboBox(this);
+    m_precisionBox->setObjectName(QStringLiteral("precisionFilter"));
+    m_precisionBox->addItem(tr("Any precision"), QString());
+    m_tagBox = new QComboBox(this);
+    m_tagBox->setObjectName(QStringLiteral("tagFilter"));
+    m_tagBox->addItem(tr("Any tag"), QString());
+    m_count = new QLabel(this);
+    m_count->setObjectName(QStringLiteral("runCount"));
+    filters->addWidget(m_search, 2);
+    filters->addWidget(m_statusBox);
+    filters->addWidget(m_typeBox);
+    filters->addWidget(m_precisionBox);
+    filters->addWidget(m_tagBox);
+    filters->addWidget(m_count);
+    layout->addLayout(filters);
+
+    m_model = new RunListModel(this);
+    m_proxy = new RunFilterProxyModel(this);
+    m_proxy->setSourceModel(m_model);
+    m_view = new QTableView(this);
+    m_view->setObjectName(QStringLiteral("runTable"));
+    m_view->setModel(m_proxy);
+    m_view->setSortingEnabled(true);
+    m_view->sortByColumn(RunListModel::Id, Qt::DescendingOrder);
+    m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_view->setSelectionMode(QAbstractItemView::ExtendedSelection);
+    m_view->setAlternatingRowColors(true);
+    m_view->setShowGrid(false);
+    m_view->verticalHeader()->hide();
+    m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 8);
+    m_view->horizontalHeader()->setStretchLastSection(true);
+    m_view->horizontalHeader()->setSectionResizeMode(RunListModel::Name, QHeaderView::Stretch);
+    m_view->horizontalHeader()->setSectionResizeMode(RunListModel::Tags, QHeaderView::Interactive);
+    m_view->setContextMenuPolicy(Qt::CustomContextMenu);
+    layout->addWidget(m_view, 1);
+
+    auto* buttons = new QHBoxLayout;
+    auto addButton = [&](const QString& text, const QString& name, auto slot) {
+        auto* button = new QPushButton(text, this);
+        button->setObjectName(name);
+        connect(button, &QPushButton::clicked, this, slot);
+        buttons->addWidget(button);
+        return button;
+    };
+    addButton(tr("Open"), QStringLiteral("openRun"), [this] {
+        if (const auto id = currentRunId(); id > 0)
+            emit runOpened(id);
+    });
+    addButton(tr("Compare"), QStringLiteral("compareRuns"), [this] { emit compareRequested(selectedRunIds()); });
+    buttons->addSpacing(16);
+    addButton(tr("Rename…"), QStringLiteral("renameRun"), [this] { rename(); });
+    addButton(tr("Tags…"), QStringLiteral("tagRun"), [this] { editTags(); });
+    addButton(tr("Notes…"), QStringLiteral("noteRun"), [this] { editNotes(); });
+    addButton(tr("Export…"), QStringLiteral("exportRun"), [this] { exportCurrent(); });
+    addButton(tr("Delete"), QStringLiteral("deleteRun"), [this] { removeSelected(); });
+    buttons->addStretch(1);
+    addButton(tr("Refresh"), QStringLiteral("refreshRuns"), [this] { refresh(); });
+    layout->addLayout(buttons);
+
+    connect(m_view, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
+        emit runOpened(index.data(RunListModel::RunIdRole).toLongLong());
+    });
+    connect(m_view, &QTableView::customContextMenuRequested, this, &RunsPage::showContextMenu);
+    connect(m_search, &QLineEdit::textChanged, this, [this](const QString& text) {
+        m_proxy->setTextFilter(text);
+        updateCount();
+    });
+    connect(m_statusBox, &QComboBox::currentIndexChanged, this, [this] {
+        const int status = m_statusBox->currentData().toInt();
+        m_proxy->setStatusFilter(status < 0 ? std::nullopt : std::optional(static_cast<storage::RunStatus>(status)));
+        updateCount();
+    });
+    connect(m_typeBox, &QComboBox::currentIndexChanged, this, [this] {
+        m_proxy->setTypeFilter(m_typeBox->currentData().toString());
+        updateCount();
+    });
+    connect(m_precisionBox, &QComboBox::currentIndexChanged, this, [this] {
+        m_proxy->setPrecisionFilter(m_precisionBox->currentData().toString());
+        updateCount();
+    });
+    connect(m_tagBox, &QComboBox::currentIndexChanged, this, [this] {
+        m_proxy->setTagFilter(m_tagBox->currentData().toString());
+        updateCount();
+    });
+    auto* deleteAction = new QAction(this);
+    deleteAction->setShortcut(QKeySequence::Delete);
+    deleteAction->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+    connect(deleteAction, &QAction::triggered, this, [this] { removeSelected(); });
+    m_view->addAction(deleteAction);
+
+    // Runs launched from a terminal or another window show up without a click.
+    m_refreshTimer = new QTimer(this);
+    m_refreshTimer->setInterval(3000);
+    connect(m_refreshTimer, &QTimer::timeout, this, &RunsPage::refresh);
+    m_refreshTimer->start();
+    refresh();
+}
+
+RunsPage::~RunsPage() = default;
+
+void RunsPage::refresh()
+{
+    const int generation = ++m_generation;
+    QPointer<RunsPage> self(this);
+    const auto databaseFile = m_databaseFile;
+    // Note: the worker opens its own connection (one per thread, storage/run_store.h); opening
+    // also marks runs whose launcher died as interrupted, as every opener of the store does.
+    QThreadPool::globalInstance()->start([self, generation, databaseFile] {
+        std::vector<storage::RunSummary> runs;
+        QString error;
+        auto store = storage::RunStore::open(databaseFile);
+        if (!store) {
+            error = qs(store.error().message);
+        } else if (auto listed = store->listRuns(); !listed) {
+            error = qs(listed.error().message);
+        } else {
+            runs = std::move(*listed);
+        }
+        QMetaObject::invokeMethod(
+            qApp,
+            [self, generation, runs = std::move(runs), error]() mutable {
+                if (self && self->m_generation == generation)
+                    self->applyRuns(std::move(runs), error);
+            },
+            Qt::QueuedConnection);
+    });
+}
+
+void RunsPage::applyRuns(std::vector<storage::RunSummary> runs, const QString& error)
+{
+    if (!error.isEmpty()) {
+        fail(error);
+        return;
+    }
+    const auto selected = selectedRunIds();
+    const bool first = m_model->rowCount() == 0;
+    m_model->setRuns(std::move(runs));
+    if (first)
+        m_view->resizeColumnsToContents();
+    updateFilterChoices();
+    updateCount();
+    if (!selected.empty() && selectedRunIds().empty())
+        selectRun(selected.front());
+    emit runsLoaded();
+}
+
+void RunsPage::updateFilterChoices()
+{
+    std::set<QString> types, precisions, tags;
+    for (const auto& run : m_model->runs()) {
+        if (!run.distributedType.empty())
+            types.insert(qs(run.distributedType));
+        if (!run.mixedPrecision.empty())
+            precisions.insert(qs(run.mixedPrecision));
+        for (const auto& tag : run.tags)
+            tags.insert(qs(tag));
+    }
+    setChoices(m_typeBox, QStringList(types.begin(), types.end()));
+    setChoices(m_precisionBox, QStringList(precisions.begin(), precisions.end()));
+    setChoices(m_tagBox, QStringList(tags.begin(), tags.end()));
+}
+
+void RunsPage::updateCount()
+{
+    m_count->setText(tr("%1 of %2 runs").arg(m_proxy->rowCount()).arg(m_model->rowCount()));
+}
+
+std::vector<std::int64_t> RunsPage::selectedRunIds() const
+{
+    std::vector<std::int64_t> ids;
+    if (!m_view->selectionModel())
+        return ids;
+    for (const auto& index : m_view->selectionModel()->selectedRows())
+        ids.push_back(index.data(RunListModel::RunIdRole).toLongLong());
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+void RunsPage::selectRun(std::int64_t runId)
+{
+    const int row = m_model->rowOfRun(runId);
+    if (row < 0)
+        return;
+    const auto index = m_proxy->mapFromSource(m_model->index(row, 0));
+    if (index.isValid()) {
+        m_view->selectionModel()->select(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+        m_view->setCurrentIndex(index);
+    }
+}
+
+std::int64_t RunsPage::currentRunId() const
+{
+    const auto index = m_view->currentIndex();
+    return index.isValid() ? index.data(RunListModel::RunIdRole).toLongLong() : 0;
+}
+
+storage::RunStore* RunsPage::store()
+{
+    if (!m_store) {
+        auto opened = storage::RunStore::open(m_databaseFile);
+        if (!opened) {
+            fail(qs(opened.error().message));
+            return nullptr;
+        }
+        m_store = std::make_unique<storage::RunStore>(std::move(*opened));
+    }
+    return m_store.get();
+}
+
+bool RunsPage::fail(const QString& message)
+{
+    m_lastError = message;
+    emit errorOccurred(message);
+    return false;
+}
+
+bool RunsPage::renameRun(std::int64_t runId, const QString& name)
+{
+    auto* s = store();
+    if (!s)
+        return false;
+    if (name.trimmed().isEmpty())
+        return fail(tr("A run name cannot be empty."));
+    // RunStore has no rename yet; the runs table's name column is all a rename changes.
+    auto statement = s->database().prepare("UPDATE runs SET name = ?1 WHERE id = ?2");
+    if (!statement)
+        return fail(qs(statement.error().message));
+    statement->bind(1, name.trimmed().toStdString()).bind(2, runId);
+    if (auto done = statement->run(); !done)
+        return fail(qs(done.error().message));
+    refresh();
+    return true;
+}
+
+bool RunsPage::setRunTags(std::int64_t runId, const QStringList& tags)
+{
+    auto* s = store();
+    if (!s)
+        return false;
+    std::vector<std::string> values;
+    for (const auto& tag : tags)
+        if (!tag.trimmed().isEmpty())
+            values.push_back(tag.trimmed().toStdString());
+    if (auto done = s->setTags(runId, values); !done)
+        return fail(qs(done.error().message));
+    refresh();
+    return true;
+}
+
+bool RunsPage::setRunNotes(std::int64_t runId, const QString& notes)
+{
+    auto* s = store();
+    if (!s)
+        return false;
+    if (auto done = s->setNotes(runId, notes.toStdString()); !done)
+        return fail(qs(done.error().message));
+    refresh();
+    return true;
+}
+
+bool RunsPage::deleteRun(std::int64_t runId)
+{
+    auto* s = store();
+    if (!s)
+        return false;
+    if (auto done = s->deleteRun(runId, true); !done)
+        return fail(qs(done.error().message));
+    refresh();
+    return true;
+}
+
+bool RunsPage::exportRun(std::int64_t runId, const QString& file)
+{
+    auto* s = store();
+    if (!s)
+        return false;
+    std::ofstream out(file.toStdString(), std::ios::binary | std::ios::trunc);
+    if (!out)
+        return fail(tr("Cannot write %1.").arg(file));
+    const bool json = file.endsWith(QLatin1String(".json"), Qt::CaseInsensitive);
+    auto done = json ? s->exportJson(runId, out) : s->exportCsv(runId, out);
+    if (!done)
+        return fail(qs(done.error().message));
+    return true;
+}
+
+void RunsPage::showContextMenu(const QPoint& pos)
+{
+    if (!m_view->indexAt(pos).isValid())
+        return;
+    QMenu menu(this);
+    menu.addAction(tr("Open"), this, [this] { emit runOpened(currentRunId()); });
+    menu.addAction(tr("Compare selected"), this, [this] { emit compareRequested(selectedRunIds()); });
+    menu.addSeparator();
+    menu.addAction(tr("Rename…"), this, &RunsPage::rename);
+    menu.addAction(tr("Tags…"), this, &RunsPage::editTags);
+    menu.addAction(tr("Notes…"), this, &RunsPage::editNotes);
+    menu.addAction(tr("Export…"), this, &RunsPage::exportCurrent);
+    menu.addSeparator();
+    menu.addAction(tr("Delete"), this, &RunsPage::removeSelected);
+    menu.exec(m_view->viewport()->mapToGlobal(pos));
+}
+
+void RunsPage::rename()
+{
+    const auto id = currentRunId();
+    const auto* run = m_model->runAt(m_model->rowOfRun(id));
+    if (!run)
+        return;
+    bool ok = false;
+    const QString name = QInputDialog::getText(this, tr("Rename run"), tr("Name:"), QLineEdit::Normal, qs(run->name), &ok);
+    if (ok && !renameRun(id, name))
+        QMessageBox::warning(this, tr("Rename run"), m_lastError);
+}
+
+void RunsPage::editTags()
+{
+    const auto id = currentRunId();
+    const auto* run = m_model->runAt(m_model->rowOfRun(id));
+    if (!run)
+        return;
+    QStringList tags;
+    for (const auto& tag : run->tags)
+        tags << qs(tag);
+    bool ok = false;
+    const QString text = QInputDialog::getText(this, tr("Tags"), tr("Tags, separated by commas:"), QLineEdit::Normal,
+                                               tags.join(QStringLiteral(", ")), &ok);
+    if (ok && !setRunTags(id, text.split(QLatin1Char(','), Qt::SkipEmptyParts)))
+        QMessageBox::warning(this, tr("Tags"), m_lastError);
+}
+
+void RunsPage::editNotes()
+{
+    const auto id = currentRunId();
+    auto* s = store();
+    if (id <= 0 || !s)
+        return;
+    auto details = s->run(id);
+    bool ok = false;
+    const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes for this run:"),
+                                                        details ? qs(details->notes) : QString(), &ok);
+    if (ok && !setRunNotes(id, text))
+        QMessageBox::warning(this, tr("Notes"), m_lastError);
+}
+
+void RunsPage::removeSelected()
+{
+    const auto ids = selectedRunIds();
+    if (ids.empty())
+        return;
+    if (QMessageBox::question(this, tr("Delete runs"),
+                              tr("Delete %n run(s) with their run directories? This cannot be undone.", nullptr,
+                                 static_cast<int>(ids.size())))
+        != QMessageBox::Yes)
+        return;
+    for (const auto id : ids)
+        if (!deleteRun(id))
+            QMessageBox::warning(this, tr("Delete runs"), m_lastError);
+}
+
+void RunsPage::exportCurrent()
+{
+    const auto id = currentRunId();
+    const auto* run = m_model->runAt(m_model->rowOfRun(id));
+    if (!run)
+        return;
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export run"), qs(run->name) + QStringLiteral(".json"),
+                                                      tr("JSON (*.json);;CSV metrics (*.csv)"));
+    if (!file.isEmpty() && !exportRun(id, file))
+        QMessageBox::warning(this, tr("Export run"), m_lastError);
+}
+
+} // namespace shardscope::ui
