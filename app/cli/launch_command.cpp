@@ -198,8 +198,21 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         }
         runDir = *created;
         std::string error;
-        if (!copyFile(args.recipe, runDir->path + "/recipe.yaml", error)
-            || (!args.configFile.empty() && !copyFile(args.configFile, runDir->path + "/config.yaml", error))) {
+        // The run keeps the recipe it really ran: the file as written, or, with --max_steps, the
+        // recipe with that step count (so the history and the workbench know the target).
+        bool recipeSaved = true;
+        if (args.maxSteps > 0) {
+            config::Recipe effective = *recipe;
+            effective.maxSteps = args.maxSteps;
+            std::ofstream out(runDir->path + "/recipe.yaml");
+            out << config::recipeToYaml(effective);
+            recipeSaved = static_cast<bool>(out);
+            if (!recipeSaved)
+                error = "cannot write " + runDir->path + "/recipe.yaml";
+        } else {
+            recipeSaved = copyFile(args.recipe, runDir->path + "/recipe.yaml", error);
+        }
+        if (!recipeSaved || (!args.configFile.empty() && !copyFile(args.configFile, runDir->path + "/config.yaml", error))) {
             std::cerr << "shardscope launch: error: " << error << "\n";
             return 2;
         }
@@ -214,10 +227,6 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         if (!args.mixedPrecision.empty()) {
             workerArgs.push_back("--mixed_precision");
             workerArgs.push_back(args.mixedPrecision);
-        }
-        if (args.maxSteps > 0) {
-            workerArgs.push_back("--max_steps");
-            workerArgs.push_back(std::to_string(args.maxSteps));
         }
         if (plan) {
             // The config's engine options, except mixed precision, handled above (the flag wins).
