@@ -45,6 +45,7 @@ struct LaunchArgs {
     std::int64_t maxSteps = 0;
     std::string mixedPrecision;
     std::string resumeFrom;
+    bool profile = false;
     bool noHistory = false;
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
     bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false,
@@ -219,7 +220,14 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         const std::string runsDir = std::filesystem::path(runDir->path).parent_path().string();
         std::vector<std::string> workerArgs{"train", "--recipe", runDir->path + "/recipe.yaml", "--checkpoint_dir",
                                             runDir->path + "/checkpoints", "--export_dir", runDir->path + "/export",
-                                            "--runs_dir", runsDir};
+                                            "--runs_dir", runsDir, "--trace_dir", runDir->path + "/traces"};
+        if (args.profile) {
+            // --profile: a window after warm-up (steps 3 to 7, or the whole run when shorter).
+            const std::int64_t total = args.maxSteps > 0 ? args.maxSteps : recipe->maxSteps;
+            const std::int64_t start = std::min<std::int64_t>(3, total);
+            workerArgs.insert(workerArgs.end(), {"--profile_start_step", std::to_string(start), "--profile_steps",
+                                                 std::to_string(std::min<std::int64_t>(5, total - start + 1))});
+        }
         if (!args.resumeFrom.empty()) {
             workerArgs.push_back("--resume_from");
             workerArgs.push_back(args.resumeFrom);
@@ -340,6 +348,7 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--mixed_precision", args->mixedPrecision, "no, fp16, bf16, bf16-pure or fp8 (wins over the config file)");
     cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
                     "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
+    cmd->add_flag("--profile", args->profile, "Trace steps 3-7 (or the recipe's profile window) into the run's traces/");
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
     cmd->add_option("worker_args", args->workerArgs, "Arguments for each rank, after --");
     cmd->callback([=, &context] {

@@ -90,6 +90,9 @@ struct TrainArgs {
     std::string runsDir;
     std::string exportDir;
     std::int64_t crashInCheckpoint = -1;
+    std::string traceDir;
+    std::int64_t profileStartStep = -1;
+    std::int64_t profileSteps = 0;
 };
 
 int train(const TrainArgs& args)
@@ -130,6 +133,9 @@ int train(const TrainArgs& args)
     }
     options.exportDir = args.exportDir;
     options.crashInCheckpointAtStep = args.crashInCheckpoint;
+    options.traceDir = args.traceDir;
+    options.profileStartStep = args.profileStartStep;
+    options.profileSteps = args.profileSteps;
     if (!args.fsdpShardingStrategy.empty() && args.fsdpShardingStrategy != "NO_SHARD") {
         train::RunOptions::Sharding sharding;
         sharding.reshardAfterForward = args.fsdpShardingStrategy == "FULL_SHARD";
@@ -211,6 +217,9 @@ int main(int argc, char** argv)
                          "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest");
     trainCmd->add_option("--runs_dir", trainArgs.runsDir, "Where `latest` looks for runs of this recipe");
     trainCmd->add_option("--export_dir", trainArgs.exportDir, "save_model's folder (Hugging Face layout)");
+    trainCmd->add_option("--trace_dir", trainArgs.traceDir, "Where rank<N>.json traces go (profiling needs it)");
+    trainCmd->add_option("--profile_start_step", trainArgs.profileStartStep, "First profiled step (wins over the recipe)");
+    trainCmd->add_option("--profile_steps", trainArgs.profileSteps, "Profiled steps");
     trainCmd->add_option("--crash-in-checkpoint", trainArgs.crashInCheckpoint,
                          "Fault injection: rank 0 dies while writing the checkpoint of this step");
     trainCmd->add_option("--dump-initial", trainArgs.dumpInitial, "Rank 0 writes the initial parameters here (safetensors)");

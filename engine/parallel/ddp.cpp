@@ -120,6 +120,9 @@ void DistributedDataParallel::launch(std::size_t index, bool duringBackward)
         offset += p.numel();
     }
     bucket.pending = -1; // launched
+    if (m_recorder)
+        bucket.span = m_recorder->begin(profiler::Lane::Communication, "all_reduce bucket " + std::to_string(index),
+                                        "all_reduce", bucket.numel * static_cast<std::int64_t>(bucket.flat.element_size()));
     bucket.work = m_comm.allreduce(bucket.flat);
     m_issues.push_back({index, std::chrono::steady_clock::now(), duringBackward});
 }
@@ -138,6 +141,9 @@ void DistributedDataParallel::finishGradientSync()
     for (auto& bucket : m_buckets) {
         bucket.work->wait();
         bucket.work.reset();
+        if (m_recorder)
+            m_recorder->end(bucket.span); // Gloo completes on its own threads; we see it here
+        bucket.span = profiler::SpanRecorder::kNoSpan;
         bucket.flat.mul_(scale);
         std::int64_t offset = 0;
         for (auto k : bucket.params) {

@@ -9,6 +9,7 @@
 // optimizer step. On accumulation steps no hook is armed and nothing is communicated.
 
 #include "engine/dist/communicator.h"
+#include "profiler/span_recorder.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
@@ -57,6 +58,8 @@ public:
     // Bytes this rank all-reduced in the last finishGradientSync (and broadcast at start).
     std::int64_t allReducedBytes() const { return m_allReducedBytes; }
     std::int64_t broadcastBytes() const { return m_broadcastBytes; }
+    // Spans for each bucket's all-reduce, from issue to completion (null: none).
+    void setRecorder(profiler::SpanRecorder* recorder) { m_recorder = recorder; }
 
 private:
     struct Bucket {
@@ -65,6 +68,7 @@ private:
         at::Tensor flat;
         c10::intrusive_ptr<c10d::Work> work;
         int pending = 0;
+        profiler::SpanRecorder::SpanId span = profiler::SpanRecorder::kNoSpan;
     };
 
     void onGradientReady(std::size_t param);
@@ -83,6 +87,7 @@ private:
     std::vector<BucketIssue> m_issues;
     std::int64_t m_allReducedBytes = 0;
     std::int64_t m_broadcastBytes = 0;
+    profiler::SpanRecorder* m_recorder = nullptr;
 };
 
 } // namespace shardscope::parallel

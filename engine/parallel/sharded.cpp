@@ -177,8 +177,13 @@ void ShardedDataParallel::gather(Unit& unit)
         return;
     allocateStorage(unit.full, static_cast<std::size_t>(unit.padded) * unit.full.element_size());
     auto input = unit.shard.detach();
-    m_comm.allGatherSingle(unit.full, input)->wait();
-    m_stats.allGathered += unit.padded * static_cast<std::int64_t>(unit.full.element_size());
+    const std::int64_t bytes = unit.padded * static_cast<std::int64_t>(unit.full.element_size());
+    {
+        auto span = m_recorder ? m_recorder->scope(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes)
+                               : profiler::SpanRecorder::Scope{};
+        m_comm.allGatherSingle(unit.full, input)->wait();
+    }
+    m_stats.allGathered += bytes;
     unit.gathered = true;
     updatePeaks();
 }
@@ -227,6 +232,9 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
             p.mutable_grad() = at::Tensor(); // the full gradient is not kept (ZeRO-2)
     }
     unit.shardGrad = at::empty({unit.padded / m_comm.size()}, unit.fullGrad.options());
+    if (m_recorder)
+        unit.gradSpan = m_recorder->begin(profiler::Lane::Communication, "reduce_scatter " + unit.name, "reduce_scatter",
+                                          bytesOf(unit.fullGrad));
     unit.gradWork = m_comm.reduceScatterSingle(unit.shardGrad, unit.fullGrad);
     m_stats.reduceScattered += bytesOf(unit.fullGrad);
     unit.reduced = true;
@@ -243,6 +251,9 @@ void ShardedDataParallel::finishGradientSync()
     for (auto& unit : m_units) {
         unit.gradWork->wait();
         unit.gradWork.reset();
+        if (m_recorder)
+            m_recorder->end(unit.gradSpan);
+        unit.gradSpan = profiler::SpanRecorder::kNoSpan;
         unit.fullGrad = at::Tensor();
         unit.shardGrad.mul_(scale);
         unit.shard.mutable_grad() = unit.shardGrad;

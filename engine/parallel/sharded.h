@@ -18,6 +18,7 @@
 
 #include "engine/dist/communicator.h"
 #include "engine/models/models.h"
+#include "profiler/span_recorder.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
@@ -81,6 +82,8 @@ public:
     const ShardingStats& stats() const { return m_stats; }
     void resetPeaks();
     void resetCommunication();
+    // Spans for every all-gather and reduce-scatter (null: none).
+    void setRecorder(profiler::SpanRecorder* recorder) { m_recorder = recorder; }
 
 private:
     struct Unit {
@@ -95,6 +98,7 @@ private:
         at::Tensor fullGrad;     // [padded] reduce-scatter input
         at::Tensor shardGrad;    // [padded / world]
         c10::intrusive_ptr<c10d::Work> gradWork;
+        profiler::SpanRecorder::SpanId gradSpan = profiler::SpanRecorder::kNoSpan;
         bool gathered = true;
         bool reduced = false; // this step's gradients are launched
         int pending = 0;      // parameters whose gradient has not arrived in this backward
@@ -113,6 +117,7 @@ private:
     std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> m_accumulators;
     bool m_synchronize = true;
     ShardingStats m_stats;
+    profiler::SpanRecorder* m_recorder = nullptr;
 };
 
 } // namespace shardscope::parallel

@@ -56,6 +56,14 @@ void Accelerator::prepareModel(models::TrainableModel& model)
     }
 }
 
+void Accelerator::setRecorder(profiler::SpanRecorder* recorder)
+{
+    if (m_ddp)
+        m_ddp->setRecorder(recorder);
+    if (m_sharded)
+        m_sharded->setRecorder(recorder);
+}
+
 std::vector<torch::Tensor> Accelerator::optimizerParameters() const
 {
     return m_optimizerParameters;

@@ -101,6 +101,8 @@ public:
 
     parallel::DistributedDataParallel* ddp() { return m_ddp.get(); }
     parallel::ShardedDataParallel* sharded() { return m_sharded.get(); }
+    // Collective spans go to this recorder (call after prepareModel).
+    void setRecorder(profiler::SpanRecorder* recorder);
 
 private:
     void finishGradientSync();

@@ -7,6 +7,9 @@
 #include "engine/models/models.h"
 #include "engine/train/accelerator.h"
 #include "engine/train/event_sink.h"
+#include "profiler/analysis.h"
+#include "profiler/chrome_trace.h"
+#include "profiler/span_recorder.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -20,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -289,6 +293,30 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         events.emit(protocol::CheckpointEvent{stepsDone, path, "state", bytes});
     };
 
+    // Profiling window: host spans of each phase and of every collective (Gloo has no device
+    // timeline; on CUDA ranks the CUPTI collector adds kernels, see profiler/cupti).
+    profiler::SpanRecorder recorder(acc.processIndex());
+    const std::int64_t profileStart = options.profileStartStep >= 0 ? options.profileStartStep : recipe.profileStartStep;
+    const std::int64_t profileSteps = options.profileStartStep >= 0 ? options.profileSteps : recipe.profileSteps;
+    const bool profiling = profileStart >= 0 && profileSteps > 0 && !options.traceDir.empty();
+    if (profiling) {
+        recorder.setWindow(profileStart, profileSteps);
+        acc.setRecorder(&recorder);
+    }
+    auto finishTrace = [&] {
+        auto trace = recorder.take();
+        const std::string path = options.traceDir + "/rank" + std::to_string(acc.processIndex()) + ".json";
+        std::error_code ec;
+        std::filesystem::create_directories(options.traceDir, ec);
+        if (auto written = profiler::writeRankTrace(path, trace); !written) {
+            events.emit(protocol::LogEvent{"warning", "trace not written: " + written.error().message});
+            return;
+        }
+        const auto s = profiler::summarise(trace);
+        events.emit(protocol::TraceEvent{path, trace.source.empty() ? "host" : trace.source,
+                                         {s.compute, s.comm, s.memory, s.idle, s.overlap}});
+    };
+
     const auto runStart = Clock::now();
     std::int64_t paramBytes = 0;
     for (const auto& p : params)
@@ -305,8 +333,13 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
 
         double lossSum = 0;
         std::int64_t samples = 0, epoch = 0;
+        const bool recordingBefore = recorder.enabled();
+        recorder.stepBegan(step + 1);
+        auto stepSpan = recorder.scope(profiler::Lane::Host, "step " + std::to_string(step + 1), "step");
         for (std::int64_t micro = 0; micro < recipe.gradientAccumulationSteps; ++micro) {
+            auto dataSpan = recorder.scope(profiler::Lane::Host, "data", "data");
             auto batch = batches.next();
+            dataSpan.finish();
             epoch = batch.epoch;
             [[maybe_unused]] Accelerator::AccumulateGuard guard = acc.accumulate();
             auto inputs = batch.inputs.to(acc.device());
@@ -317,10 +350,14 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                 targets = targets.to(acc.inputDtype());
             torch::Tensor loss;
             {
+                auto forwardSpan = recorder.scope(profiler::Lane::Compute, "forward", "forward");
                 auto autocast = acc.autocast();
                 loss = model->loss(model->forward(inputs), targets);
             }
-            acc.backward(loss);
+            {
+                auto backwardSpan = recorder.scope(profiler::Lane::Compute, "backward", "backward");
+                acc.backward(loss);
+            }
             lossSum += loss.item<double>();
             samples += batch.inputs.size(0);
         }
@@ -339,7 +376,13 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                                                        + std::to_string(during)
                                                        + " all-reduces issued before backward finished"});
         }
-        acc.step(*optimizer);
+        {
+            auto optimizerSpan = recorder.scope(profiler::Lane::Compute, "optimizer", "optimizer");
+            acc.step(*optimizer);
+        }
+        stepSpan.finish();
+        if (recordingBefore && !recorder.enabled() && profiling)
+            finishTrace(); // the window closed with this step
 
         const double localLoss = lossSum / static_cast<double>(recipe.gradientAccumulationSteps);
         const auto agreement = acc.agreeOnStep(localLoss, g_stopRequested.load());
@@ -387,6 +430,11 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             events.emit(protocol::EvalEvent{step + 1, evaluate(*model, split.eval, acc, recipe.perDeviceBatchSize), {}});
         if (!options.checkpointDir.empty() && recipe.checkpointEvery > 0 && (step + 1) % recipe.checkpointEvery == 0)
             saveState(step + 1);
+    }
+
+    if (profiling && recorder.enabled()) {
+        recorder.setEnabled(false);
+        finishTrace(); // the run ended inside the window
     }
 
     if (!options.exportDir.empty() && recipe.exportModel.enabled) {

@@ -33,6 +33,12 @@ struct RunOptions {
     std::string resumeFrom;      // a resolved step_<N> folder to continue from
     std::string exportDir;       // runs/<id>/export: save_model at the end (recipe export.enabled)
     std::int64_t crashInCheckpointAtStep = -1; // fault injection for tests
+    // Profiling: spans of forward, backward, optimizer, data and every collective during the
+    // recipe's profile window (or profileStartStep/profileSteps here, which win), written to
+    // <traceDir>/rank<N>.json with a `trace` event carrying the summary.
+    std::string traceDir;
+    std::int64_t profileStartStep = -1;
+    std::int64_t profileSteps = 0;
     int threads = 0;             // intra-op threads per rank; 0: cores / ranks on this machine
     std::string dumpParamsPath;  // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)

@@ -58,6 +58,8 @@ struct RunResult {
     QString runDir;
     QVector<double> losses; // global loss per step, from rank 0's step events
     QStringList logMessages;
+    QVector<double> traceOverlaps; // per rank, from `trace` events
+    QStringList tracePaths;
 };
 
 class Runner {
@@ -98,6 +100,10 @@ private:
             return;
         while (!events.atEnd()) {
             const auto event = QJsonDocument::fromJson(events.readLine()).object();
+            if (event["type"].toString() == "trace") {
+                result.traceOverlaps.push_back(event["summary"].toObject()["overlap"].toDouble());
+                result.tracePaths << event["path"].toString();
+            }
             if (event["rank"].toInt() != 0)
                 continue;
             if (event["type"].toString() == "step")
@@ -247,7 +253,10 @@ private slots:
     // hook, i.e. while backward still runs; with overlap off, none is.
     void allReducesOverlapBackward()
     {
-        const RunResult overlapped = m_runner->launch("overlap-on", gpt(4, 1, 0.02, true, 2), 2);
+        // Profiled (steps 1-2): the traces' comm/compute overlap (HTA's definition) is clearly
+        // non-zero with bucketing and zero with one all-reduce after backward.
+        const QStringList profile{"--profile_start_step", "1", "--profile_steps", "2"};
+        const RunResult overlapped = m_runner->launch("overlap-on", gpt(4, 1, 0.02, true, 2), 2, profile);
         QVERIFY2(overlapped.exitCode == 0, qPrintable(overlapped.output));
         const QRegularExpression pattern("ddp: (\\d+) buckets, (\\d+) all-reduces issued before backward finished");
         const auto on = pattern.match(overlapped.logMessages.join('\n'));
@@ -256,8 +265,20 @@ private slots:
         QVERIFY2(buckets >= 4, qPrintable(on.captured(0)));
         QCOMPARE(early, buckets); // every parameter is used, so every bucket completes inside backward
 
-        const RunResult serial = m_runner->launch("overlap-off", gpt(4, 1, 0.02, false, 2), 2);
+        const RunResult serial = m_runner->launch("overlap-off", gpt(4, 1, 0.02, false, 2), 2, profile);
         QVERIFY2(serial.exitCode == 0, qPrintable(serial.output));
+        QCOMPARE(overlapped.traceOverlaps.size(), 2);
+        QCOMPARE(serial.traceOverlaps.size(), 2);
+        for (double overlap : overlapped.traceOverlaps)
+            QVERIFY2(overlap > 0.05, qPrintable(QString::number(overlap)));
+        for (double overlap : serial.traceOverlaps)
+            QCOMPARE(overlap, 0.0);
+        for (const auto& path : overlapped.tracePaths) {
+            QFile trace(path);
+            QVERIFY(trace.open(QIODevice::ReadOnly));
+            const auto doc = QJsonDocument::fromJson(trace.readAll());
+            QVERIFY2(doc["traceEvents"].isArray() && doc["traceEvents"].toArray().size() > 10, qPrintable(path));
+        }
         const auto off = pattern.match(serial.logMessages.join('\n'));
         QVERIFY(off.hasMatch());
         QCOMPARE(off.captured(1).toInt(), 1);
