@@ -37,6 +37,12 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
     double opt = b.optimizer * psi;
     if (stage >= 1)
         opt /= n;
+    // ZeRO-1/2 keep an fp32 master partition of the parameters apart from the (replicated) model
+    // parameters, whatever the model dtype (DeepSpeed's semantics, and Shardscope's engine): with
+    // fp32 models that partition is extra, 4 bytes per parameter / N. At stage 3 the fp32 shard is
+    // the parameter itself. (In mixed precision the master copy is already in K = 12.)
+    if ((stage == 1 || stage == 2) && precision == PrecisionMode::Fp32)
+        opt += 4.0 * psi / n;
     if (stage >= 2)
         grads /= n;
     if (stage >= 3)

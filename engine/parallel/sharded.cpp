@@ -335,13 +335,20 @@ void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Ten
 
 void ShardedDataParallel::updatePeaks()
 {
-    std::int64_t params = 0, grads = 0;
+    std::int64_t params = 0, grads = 0, masters = 0;
     for (const auto& unit : m_units) {
-        params += bytesOf(unit.shard) + (unit.gathered ? unit.padded * static_cast<std::int64_t>(unit.full.element_size()) : 0);
+        const std::int64_t full = unit.gathered ? unit.padded * static_cast<std::int64_t>(unit.full.element_size()) : 0;
+        if (m_options.zeroStage < 3) {
+            masters += bytesOf(unit.shard);
+            params += full;
+        } else {
+            params += bytesOf(unit.shard) + full;
+        }
         grads += bytesOf(unit.shard.grad()) + bytesOf(unit.shardGrad) + bytesOf(unit.fullGrad);
         for (const auto& p : unit.params)
             grads += bytesOf(p.grad());
     }
+    m_stats.masterShards = masters;
     m_stats.params = params;
     m_stats.grads = grads;
     m_stats.peakParams = std::max(m_stats.peakParams, params);

@@ -46,6 +46,9 @@ struct ShardingOptions {
 // Bytes resident on this rank (now, and the peak since the last resetPeaks), and bytes moved by
 // collectives since the last resetCommunication.
 struct ShardingStats {
+    // Stages 1-2: the fp32 master shards, apart from the full parameters (counted with the
+    // optimizer state, as the ZeRO paper does); 0 at stage 3, where the shard is the parameter.
+    std::int64_t masterShards = 0;
     std::int64_t params = 0;
     std::int64_t grads = 0;
     std::int64_t peakParams = 0;

@@ -415,6 +415,8 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                 e.comm.reduceScatter = sharded->stats().reduceScattered;
             }
             e.mem.optimizer = optimizerStateBytes(*optimizer);
+            if (auto* sharded = acc.sharded())
+                e.mem.optimizer += sharded->stats().masterShards; // ZeRO-1/2's fp32 master shard
             std::tie(e.mem.rss, e.mem.peakAllocated) = residentMemory();
             e.comm.allReduce = allReduced;
             e.comm.broadcast = step == 0 && acc.ddp() ? acc.ddp()->broadcastBytes() : 0;

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Per-rank model-state bytes and communication per step for DDP, every ZeRO stage and FSDP
+# strategy, at 2 and 4 ranks, measured in real runs (fp32 AdamW, the small GPT of the sharding
+# tests: Psi = 34,688 parameters) next to `shardscope estimate-memory` for the same model.
+# Prints Markdown for docs/SHARDING.md.
+#
+#   ./scripts/sharding-table.sh
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin="$root/build/dev/app/shardscope"
+[ -x "$bin" ] || { echo "build first: ./scripts/test.sh" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export SHARDSCOPE_HOME="$work/home"
+cat > "$work/r.yaml" <<'EOF'
+name: shard-table
+seed: 11
+model: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}
+data: {type: text}
+optimizer: {type: adamw, lr: 0.003}
+training: {per_device_batch_size: 2, max_steps: 3}
+EOF
+psi=34688
+
+echo "Model: GPT, 2 blocks, n_embd 32 (Psi = $psi parameters, fp32, AdamW). Bytes per rank; 'measured'"
+echo "is the step event's peak residency during step 3; 'estimate' is shardscope estimate-memory."
+echo "Communication volume per step: all-gather + reduce-scatter + 2 x all-reduce bytes (an all-reduce"
+echo "is a reduce-scatter plus an all-gather), relative to DDP's."
+echo
+echo "| ranks | strategy | params measured | estimate | grads measured | estimate | optimizer measured | estimate | comm volume / DDP |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for n in 2 4; do
+  estimates=$("$bin" estimate-memory --params $psi --num_processes $n --precision no --all_stages --markdown)
+  ddp_volume=""
+  for entry in "ddp::0" "ZeRO-1:--zero_stage 1:1" "ZeRO-2:--zero_stage 2:2" "ZeRO-3:--zero_stage 3:3" \
+               "FSDP FULL_SHARD:--fsdp_sharding_strategy FULL_SHARD --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:3" \
+               "FSDP SHARD_GRAD_OP:--fsdp_sharding_strategy SHARD_GRAD_OP --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:3"; do
+    name=${entry%%:*}; rest=${entry#*:}; args=${rest%:*}; stage=${rest##*:}
+    run="r$n-$RANDOM"
+    # shellcheck disable=SC2086
+    "$bin" launch --num_processes $n --recipe "$work/r.yaml" --runs_dir "$work/runs" --run_name "$run" -- $args >/dev/null
+    row=$(python3 - "$work/runs/$run/events.jsonl" <<'EOF'
+import json, sys
+step = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "step" and e["rank"] == 0][-1]
+m, c = step["mem"], step["comm"]
+print(m["params"], m["grads"], m["optimizer"], c["all_gather"] + c["reduce_scatter"] + 2 * c["all_reduce"])
+EOF
+)
+    read -r p g o v <<<"$row"
+    [ -n "$ddp_volume" ] || ddp_volume=$v
+    label="ZeRO-$stage"; [ "$stage" = 0 ] && label="DDP (ZeRO-0)"
+    est=$(grep -F "| $label | fp32 |" <<<"$estimates" | head -1)
+    ep=$(cut -d'|' -f4 <<<"$est" | xargs); eg=$(cut -d'|' -f5 <<<"$est" | xargs); eo=$(cut -d'|' -f6 <<<"$est" | xargs)
+    printf '| %s | %s | %s B | %s | %s B | %s | %s B | %s | %.2f |\n' "$n" "$name" "$p" "$ep" "$g" "$eg" "$o" "$eo" \
+      "$(echo "$v / $ddp_volume" | bc -l)"
+  done
+done
