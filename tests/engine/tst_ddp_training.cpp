@@ -288,15 +288,8 @@ private slots:
     void killedRankStopsTheRun()
     {
         // A long run; rank 1 is killed once both ranks have reported their first step.
-        const QString recipePath = m_dir.path() + "/long.yaml";
-        QFile file(recipePath);
-        file.open(QIODevice::WriteOnly);
-        file.write(gpt(4, 1, 25, true, 100000).toUtf8());
-        file.close();
         QProcess launcher;
-        launcher.setProcessChannelMode(QProcess::MergedChannels);
-        launcher.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--runs_dir",
-                                     m_dir.path() + "/runs", "--run_name", "killed"});
+        startEndlessRun(launcher, "killed");
         QVERIFY(launcher.waitForStarted());
         std::map<int, qint64> pids;
         int steps = 0;
@@ -334,15 +327,8 @@ private slots:
     // and the launcher exits 130 with nothing left running.
     void interruptStopsEveryRankAfterTheSameStep()
     {
-        const QString recipePath = m_dir.path() + "/interrupted.yaml";
-        QFile file(recipePath);
-        file.open(QIODevice::WriteOnly);
-        file.write(gpt(4, 1, 25, true, 100000).toUtf8());
-        file.close();
         QProcess launcher;
-        launcher.setProcessChannelMode(QProcess::MergedChannels);
-        launcher.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--runs_dir",
-                                     m_dir.path() + "/runs", "--run_name", "interrupted"});
+        startEndlessRun(launcher, "interrupted");
         QVERIFY(launcher.waitForStarted());
         const QString events = m_dir.path() + "/runs/interrupted/events.jsonl";
         auto readEvents = [&] {
@@ -378,6 +364,19 @@ private slots:
     }
 
 private:
+    // A 2-rank run of 100,000 steps in the background, for tests that stop it.
+    void startEndlessRun(QProcess& launcher, const QString& name)
+    {
+        const QString recipePath = m_dir.path() + "/" + name + ".yaml";
+        QFile file(recipePath);
+        file.open(QIODevice::WriteOnly);
+        file.write(gpt(4, 1, 25, true, 100000).toUtf8());
+        file.close();
+        launcher.setProcessChannelMode(QProcess::MergedChannels);
+        launcher.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--runs_dir",
+                                     m_dir.path() + "/runs", "--run_name", name});
+    }
+
     QTemporaryDir m_dir;
     std::unique_ptr<Runner> m_runner;
     RunResult m_mlpBaseline;
