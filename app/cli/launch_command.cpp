@@ -7,6 +7,7 @@
 #include "app/launcher/run_directory.h"
 #include "app/launcher/run_monitor.h"
 #include "app/launcher/run_recorder.h"
+#include "app/launcher/trace_merge.h"
 #include "engine/config/accelerate_config.h"
 #include "engine/config/recipe.h"
 #include "engine/config/validation.h"
@@ -281,6 +282,12 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
     auto outcome = runLaunch(options);
     if (monitor)
         monitor->finish();
+    if (runDir) {
+        if (auto merged = mergeRankTraces(runDir->path + "/traces"); !merged)
+            std::cerr << "shardscope launch: warning: the ranks' traces could not be merged: " << merged.error().message << "\n";
+        else if (!merged->empty())
+            std::cout << "shardscope launch: trace of the run: " << *merged << " (open it in Perfetto or chrome://tracing)\n";
+    }
     if (recorder) {
         LaunchOutcome ended;
         if (outcome) {

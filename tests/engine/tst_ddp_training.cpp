@@ -9,6 +9,8 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
+#include <QSet>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -279,6 +281,13 @@ private slots:
             const auto doc = QJsonDocument::fromJson(trace.readAll());
             QVERIFY2(doc["traceEvents"].isArray() && doc["traceEvents"].toArray().size() > 10, qPrintable(path));
         }
+        // The launcher merges the ranks' traces into one file of the run, a process per rank.
+        QFile merged(QFileInfo(overlapped.tracePaths.front()).dir().filePath("merged.json"));
+        QVERIFY(merged.open(QIODevice::ReadOnly));
+        QSet<int> processes;
+        for (const auto& e : QJsonDocument::fromJson(merged.readAll())["traceEvents"].toArray())
+            processes.insert(e.toObject()["pid"].toInt());
+        QCOMPARE(processes.size(), 2);
         const auto off = pattern.match(serial.logMessages.join('\n'));
         QVERIFY(off.hasMatch());
         QCOMPARE(off.captured(1).toInt(), 1);
