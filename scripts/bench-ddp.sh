@@ -5,6 +5,7 @@
 # after backward". Prints a Markdown table for docs/BENCHMARKS.md.
 #
 #   ./scripts/bench-ddp.sh [rounds]      (default 3 rounds of each configuration)
+#   BENCH_MODELS=mlp BENCH_SKIP_OVERLAP=1 ./scripts/bench-ddp.sh 5    (a subset)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rounds=${1:-3}
@@ -75,7 +76,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo
 echo "| configuration | Shardscope tokens/s | PyTorch DDP tokens/s | ratio |"
 echo "|---|---|---|---|"
-for model in gpt mlp; do
+for model in ${BENCH_MODELS:-gpt mlp}; do
   a=(); b=()
   for _ in $(seq "$rounds"); do
     a+=("$(ours "$work/$model.yaml")")
@@ -84,6 +85,7 @@ for model in gpt mlp; do
   ma=$(median "${a[@]}"); mb=$(median "${b[@]}")
   printf '| %s, 2 ranks | %.0f | %.0f | %.2f |\n' "$model" "$ma" "$mb" "$(echo "$ma / $mb" | bc -l)"
 done
+[ "${BENCH_SKIP_OVERLAP:-0}" = 1 ] && exit 0
 echo
 echo "| wide MLP (13 MB of gradients), 2 ranks | tokens/s |"
 echo "|---|---|"

@@ -55,9 +55,10 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         return;
     }
     if (m_events) {
+        // Buffered: flushed by tick() (every ~50 ms) and at the end, not per line — the launcher
+        // shares the cores with the ranks, and a syscall per event shows in small models' speed.
         std::fwrite(line.data(), 1, line.size(), m_events);
         std::fputc('\n', m_events);
-        std::fflush(m_events);
     }
     if (event->rank == 0) {
         if (const auto* step = std::get_if<protocol::StepEvent>(&event->body))
@@ -87,6 +88,8 @@ std::string RunMonitor::progressLine() const
 
 void RunMonitor::tick()
 {
+    if (m_events)
+        std::fflush(m_events);
     if (!m_progress)
         return;
     const auto now = std::chrono::steady_clock::now();
@@ -109,6 +112,8 @@ void RunMonitor::tick()
 
 void RunMonitor::finish()
 {
+    if (m_events)
+        std::fflush(m_events);
     if (!m_progress)
         return;
     std::fprintf(m_progress, m_interactive ? "\r\033[K%s\n" : "%s\n", progressLine().c_str());

@@ -143,10 +143,15 @@ double Accelerator::clipGradNorm(double maxNorm)
         if (m_scaler->foundInf())
             return std::numeric_limits<double>::infinity();
     }
-    double sumOfSquares = 0;
+    // One fused norm kernel over all gradients and a single host sync (an .item() per parameter
+    // costs more than the arithmetic for small models).
+    std::vector<at::Tensor> grads;
     for (const auto& p : m_optimizerParameters)
         if (p.grad().defined())
-            sumOfSquares += p.grad().detach().to(at::kDouble).pow(2).sum().item<double>();
+            grads.push_back(p.grad().detach());
+    double sumOfSquares = 0;
+    if (!grads.empty())
+        sumOfSquares = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).pow(2).sum().item<double>();
     if (m_sharded && numProcesses() > 1) {
         // Each rank holds a shard of the gradients: the global norm needs every rank's part.
         auto t = at::full({1}, sumOfSquares, at::TensorOptions().dtype(at::kDouble).device(device()));

@@ -40,6 +40,7 @@ private slots:
         const QString progress = QString::fromStdString(monitor.progressLine());
         QVERIFY2(progress.startsWith("step 7/100 | loss 1.2500 | 2.0k tok/s"), qPrintable(progress));
 
+        monitor.tick(); // events are flushed on the launcher's tick, not per line
         QFile file(events);
         QVERIFY(file.open(QIODevice::ReadOnly));
         const QList<QByteArray> lines = file.readAll().split('\n');
