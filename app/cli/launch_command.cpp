@@ -48,6 +48,7 @@ struct LaunchArgs {
     std::string resumeFrom;
     bool profile = false;
     bool noHistory = false;
+    double heartbeatTimeout = 600; // seconds
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
     bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false,
          givenPort = false;
@@ -275,6 +276,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
             }
         }
         options.onTick = [m = monitor.get()] { m->tick(); };
+        options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
         std::cout << "shardscope launch: run " << runDir->id << " (" << args.numProcesses << " ranks) in "
                   << runDir->path << std::endl;
     }
@@ -356,6 +358,9 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
                     "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
     cmd->add_flag("--profile", args->profile, "Trace steps 3-7 (or the recipe's profile window) into the run's traces/");
+    cmd->add_option("--heartbeat_timeout", args->heartbeatTimeout,
+                    "Seconds without any event from a rank before it is taken as hung (0: never)")
+        ->capture_default_str();
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
     cmd->add_option("worker_args", args->workerArgs, "Arguments for each rank, after --");
     cmd->callback([=, &context] {

@@ -175,12 +175,14 @@ std::string RankExit::describe() const
 {
     std::ostringstream out;
     out << "rank " << rank << " (pid " << pid << ")";
-    if (stoppedByLauncher)
+    if (hung)
+        out << " hung (no event within the heartbeat timeout) and was";
+    if (stoppedByLauncher || hung)
         out << " stopped by the launcher";
     if (signal != 0)
-        out << (stoppedByLauncher ? " with " : " killed by ") << signalName(signal);
+        out << (stoppedByLauncher || hung ? " with " : " killed by ") << signalName(signal);
     else
-        out << (stoppedByLauncher ? ", " : " ") << "exited with code " << exitCode;
+        out << (stoppedByLauncher || hung ? ", " : " ") << "exited with code " << exitCode;
     out << " after " << static_cast<int>(seconds * 1000) / 1000.0 << " s";
     return out.str();
 }
@@ -355,8 +357,12 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     if (listener.fd >= 0)
         close(listener.fd);
 
+    // Heartbeat: the last time each rank sent anything on its events pipe.
+    std::vector<Clock::time_point> lastHeard(static_cast<std::size_t>(options.numProcesses), Clock::now());
+
     // Reads what a rank's events pipe holds and hands over complete lines; at EOF, the rest.
     auto drainEvents = [&](int rank) -> bool {
+        lastHeard[static_cast<std::size_t>(rank)] = Clock::now();
         int& fd = eventReadFds[static_cast<std::size_t>(rank)];
         std::string& partial = partialLines[static_cast<std::size_t>(rank)];
         char buffer[65536];
@@ -416,6 +422,19 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
         }
         if (running == 0 && openEventFds() == 0)
             break;
+        if (!stopping && options.hangTimeout.count() > 0 && options.onEventLine) {
+            for (auto& c : children) {
+                if (!c.running || Clock::now() - lastHeard[static_cast<std::size_t>(c.rank)] < options.hangTimeout)
+                    continue;
+                RankExit& exit = outcome.ranks[static_cast<std::size_t>(c.rank)];
+                exit.hung = true;
+                outcome.rootCauseRank = exit.rank;
+                stopping = true;
+                killDeadline = Clock::now() + options.stopGrace;
+                stopAll(SIGTERM);
+                break;
+            }
+        }
         if (stopping && running > 0 && Clock::now() >= killDeadline) {
             stopAll(SIGKILL);
             killDeadline = Clock::now() + std::chrono::hours(1);

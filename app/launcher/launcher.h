@@ -40,6 +40,9 @@ struct LaunchOptions {
     std::function<void(int rank, std::string_view line)> onEventLine;
     // Called about every 50 ms while ranks run (progress display).
     std::function<void()> onTick;
+    // With event pipes: a rank that sends no event line for this long is taken as hung (a rank
+    // stuck in a collective whose peer died, a deadlock) and fails the run. 0: never.
+    std::chrono::milliseconds hangTimeout{0};
 };
 
 struct RankExit {
@@ -48,6 +51,7 @@ struct RankExit {
     int exitCode = 0;               // when it exited normally
     int signal = 0;                 // when a signal ended it, else 0
     bool stoppedByLauncher = false; // it was ended by the launcher after another rank failed or on Ctrl-C
+    bool hung = false;              // it sent no event for LaunchOptions::hangTimeout and was stopped for it
     double seconds = 0;             // from launch to exit
 
     bool failed() const { return signal != 0 || exitCode != 0; }

@@ -4,7 +4,11 @@
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
+
+#include <signal.h>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -79,6 +83,46 @@ private slots:
                  details->error.c_str());
         QVERIFY(details->error.find("last log lines") != std::string::npos);
         QVERIFY(details->exitCode.value_or(0) != 0);
+    }
+
+    // The launcher killed with SIGKILL: its ranks follow within seconds (parent-death signal),
+    // and the next opening of the store marks the run interrupted.
+    void killedLauncherLeavesNoRankAndAnInterruptedRun()
+    {
+        QTemporaryDir home;
+        QFile recipe(home.filePath("long.yaml"));
+        recipe.open(QIODevice::WriteOnly);
+        recipe.write("name: long\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                     "training: {per_device_batch_size: 8, max_steps: 1000000}\n");
+        recipe.close();
+        QProcess launcher;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", home.path());
+        launcher.setProcessEnvironment(env);
+        launcher.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipe.fileName(), "--run_name", "orphan"});
+        QVERIFY(launcher.waitForStarted());
+        QList<qint64> pids;
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                pids.clear();
+                QFile events(home.filePath("runs/orphan/events.jsonl"));
+                if (events.open(QIODevice::ReadOnly))
+                    while (!events.atEnd()) {
+                        const QByteArray line = events.readLine();
+                        if (line.contains("\"type\":\"hello\""))
+                            pids << QJsonDocument::fromJson(line).object()["pid"].toInteger();
+                    }
+                return pids.size() == 2;
+            }(),
+            60000);
+        kill(pid_t(launcher.processId()), SIGKILL);
+        launcher.waitForFinished(5000);
+        QTRY_VERIFY_WITH_TIMEOUT(kill(pid_t(pids[0]), 0) != 0 && kill(pid_t(pids[1]), 0) != 0, 5000);
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QCOMPARE(runs->size(), size_t(1));
+        QCOMPARE(runs->front().status, RunStatus::Interrupted);
     }
 };
 

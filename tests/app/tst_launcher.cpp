@@ -150,6 +150,31 @@ private slots:
             QVERIFY(processGone(r.pid));
     }
 
+    // A rank that sends nothing for the heartbeat timeout is the root cause; one that keeps
+    // sending is not; every rank is stopped.
+    void silentRankIsTakenAsHung()
+    {
+        auto options = fakeLaunch(3, {"--hang", "--beat", "0:50"});
+        options.hangTimeout = std::chrono::milliseconds(600);
+        options.stopGrace = std::chrono::milliseconds(500);
+        int lines = 0;
+        options.onEventLine = [&](int, std::string_view) { ++lines; };
+        const auto start = std::chrono::steady_clock::now();
+        auto outcome = runLaunch(options);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        QVERIFY(outcome.ok());
+        QVERIFY(outcome->rootCauseRank);
+        QVERIFY(*outcome->rootCauseRank != 0); // rank 0 kept beating
+        QVERIFY(outcome->ranks[*outcome->rootCauseRank].hung);
+        QVERIFY(!outcome->ranks[0].hung);
+        QVERIFY(lines > 3);
+        QVERIFY2(seconds < 3.0, qPrintable(QString::number(seconds)));
+        QVERIFY(outcome->exitCode != 0);
+        QVERIFY(outcome->failureSummary().find("hung (no event within the heartbeat timeout)") != std::string::npos);
+        for (const auto& r : outcome->ranks)
+            QVERIFY(processGone(r.pid));
+    }
+
     void missingWorkerIsAnError()
     {
         auto options = fakeLaunch(2, {});

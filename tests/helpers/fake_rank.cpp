@@ -8,6 +8,8 @@
 //   --hang               every other rank sleeps until it is signalled
 //   --ignore-term        ranks that hang ignore SIGTERM (the launcher must escalate to SIGKILL)
 //   --delay-ms N         delay before the chosen rank acts (default 100)
+//   --beat R:MS          rank R writes an (empty) event line to SHARDSCOPE_EVENTS_FD every MS ms
+//                        while it hangs: a heartbeat
 
 #include <signal.h>
 #include <sys/socket.h>
@@ -37,7 +39,7 @@ int main(int argc, char** argv)
     const char* rankText = std::getenv("RANK");
     const int rank = rankText ? std::atoi(rankText) : -1;
     std::string outDir;
-    int exitRank = -1, exitCode = 0, killRank = -1, killSignal = 0, delayMs = 100;
+    int exitRank = -1, exitCode = 0, killRank = -1, killSignal = 0, delayMs = 100, beatRank = -1, beatMs = 0;
     bool hang = false, ignoreTerm = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
@@ -46,6 +48,7 @@ int main(int argc, char** argv)
         else if (arg == "--exit") { parsePair(next, exitRank, exitCode); ++i; }
         else if (arg == "--kill-self") { parsePair(next, killRank, killSignal); ++i; }
         else if (arg == "--delay-ms") { delayMs = std::atoi(next); ++i; }
+        else if (arg == "--beat") { parsePair(next, beatRank, beatMs); ++i; }
         else if (arg == "--hang") hang = true;
         else if (arg == "--ignore-term") ignoreTerm = true;
         else return 64;
@@ -75,6 +78,15 @@ int main(int argc, char** argv)
     if (hang) {
         if (ignoreTerm)
             signal(SIGTERM, SIG_IGN);
+        const char* eventsFd = std::getenv("SHARDSCOPE_EVENTS_FD");
+        if (rank == beatRank && eventsFd && beatMs > 0) {
+            const int fd = std::atoi(eventsFd);
+            for (;;) {
+                ssize_t ignored = write(fd, "{}\n", 3);
+                (void)ignored;
+                usleep(static_cast<useconds_t>(beatMs) * 1000);
+            }
+        }
         for (;;)
             pause();
     }
