@@ -68,6 +68,7 @@ report "rank throws" "an option the ranks refuse (error event, exit 4)" throw "$
 wait_steps orphan; set -- $(pids_of "$work/home/runs/orphan/events.jsonl")
 t0=$(now); kill -KILL $launcher; wait $launcher 2>/dev/null
 for _ in $(seq 100); do [ "$(alive "$@")" = 0 ] && break; sleep 0.05; done; t1=$(now)
+"$bin" runs list >/dev/null 2>&1 # opening the store marks the run interrupted and recovers its rows
 report "launcher killed (SIGKILL)" "kill -KILL the launcher after 4 steps" orphan "$t0" "$t1" "$@"
 
 # 5. Ctrl-C: SIGINT to the launcher.

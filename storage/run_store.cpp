@@ -1,5 +1,8 @@
 #include "storage/run_store.h"
 
+#include "storage/event_rows.h"
+#include "storage/run_writer.h"
+
 #include "storage/config_diff.h"
 #include "storage/metric_blocks.h"
 #include "storage/metric_keys.h"
@@ -9,6 +12,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <ostream>
 
@@ -405,7 +409,62 @@ Result<int> RunStore::markInterruptedRuns()
     }
     if (auto r = tx->commit(); !r)
         return r.error();
+    // Nothing lost: the rows the dead launcher had not committed yet are in the run directory's
+    // events.jsonl; bring them in.
+    for (const auto& [id, launcher] : gone)
+        if (auto recovered = recoverFromEventLog(id); !recovered)
+            return recovered.error();
     return marked;
+}
+
+Result<std::int64_t> RunStore::recoverFromEventLog(std::int64_t runId)
+{
+    auto dirStmt = m_db.prepare("SELECT run_dir FROM runs WHERE id = ?");
+    if (!dirStmt)
+        return dirStmt.error();
+    dirStmt->bind(1, runId);
+    auto row = dirStmt->step();
+    if (!row)
+        return row.error();
+    if (!*row)
+        return std::int64_t{0};
+    std::filesystem::path runDir = dirStmt->text(0);
+    if (runDir.is_relative())
+        runDir = m_runsRoot.parent_path() / runDir;
+    std::ifstream log(runDir / "events.jsonl");
+    if (!log)
+        return std::int64_t{0};
+
+    // The last step already stored, per rank: later step events are the missing ones.
+    std::map<int, std::int64_t> lastStored;
+    auto last = m_db.prepare("SELECT rank, MAX(step) FROM metrics WHERE run_id = ? GROUP BY rank");
+    if (!last)
+        return last.error();
+    last->bind(1, runId);
+    if (auto rc = forEachRow(*last, [&](const Statement& st) { lastStored[static_cast<int>(st.int64(0))] = st.int64(1); }); !rc)
+        return rc.error();
+
+    auto writer = RunWriter::open(m_db.path(), runId);
+    if (!writer)
+        return writer.error();
+    std::int64_t recovered = 0;
+    std::string line;
+    while (std::getline(log, line)) {
+        auto event = protocol::decodeEvent(line);
+        if (!event)
+            continue; // a torn last line: what the rank never finished writing
+        const auto* step = std::get_if<protocol::StepEvent>(&event->body);
+        if (!step)
+            continue;
+        auto it = lastStored.find(event->rank);
+        if (it != lastStored.end() && step->step <= it->second)
+            continue;
+        writeEventRows(**writer, *event);
+        ++recovered;
+    }
+    if (auto flushed = (*writer)->flush(); !flushed)
+        return flushed.error();
+    return recovered;
 }
 
 Result<std::vector<RunSummary>> RunStore::listRuns(const RunFilter& filter) const

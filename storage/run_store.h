@@ -47,6 +47,9 @@ public:
     // Pending or running runs whose launcher process is gone (same host: no such pid, or a pid
     // that started at another time, or another boot) become interrupted. Returns how many.
     Result<int> markInterruptedRuns();
+    // Step events in the run directory's events.jsonl that are not in the store yet (a launcher
+    // that died before its last commit) are written in. Returns how many events were recovered.
+    Result<std::int64_t> recoverFromEventLog(std::int64_t runId);
 
     // --- queries ---
     Result<std::vector<RunSummary>> listRuns(const RunFilter& filter = {}) const;

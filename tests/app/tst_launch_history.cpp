@@ -123,6 +123,22 @@ private slots:
         auto runs = store->listRuns();
         QCOMPARE(runs->size(), size_t(1));
         QCOMPARE(runs->front().status, RunStatus::Interrupted);
+        // Nothing lost: every step event on disk is in the store, including those the launcher
+        // had not committed when it died (recovered from events.jsonl when the run was marked).
+        QFile events(home.filePath("runs/orphan/events.jsonl"));
+        QVERIFY(events.open(QIODevice::ReadOnly));
+        std::map<int, std::int64_t> lastStep;
+        while (!events.atEnd()) {
+            const auto e = QJsonDocument::fromJson(events.readLine()).object();
+            if (e["type"] == "step")
+                lastStep[e["rank"].toInt()] = e["step"].toInteger();
+        }
+        for (const auto& [rank, step] : lastStep) {
+            auto loss = store->series(runs->front().id, rank, "loss");
+            QVERIFY(loss.ok());
+            QCOMPARE(std::int64_t(loss->size()), step);
+            QCOMPARE(loss->back().step, step);
+        }
     }
 };
 

@@ -303,7 +303,8 @@ private slots:
         const double range0 = double(end0 - start0);
         const double range1 = double(timeline->visibleEndNs() - timeline->visibleStartNs());
         QVERIFY2(std::abs(range1 - range0 * 0.512) < 2.0, qPrintable(QString::number(range1 / range0)));
-        QVERIFY(std::abs(timeline->timeAt(at.x()) - anchor) < 1000.0);
+        QVERIFY2(std::abs(timeline->timeAt(at.x()) - anchor) < 1000.0,
+                 qPrintable(QStringLiteral("%1 vs %2, width %3").arg(timeline->timeAt(at.x())).arg(anchor).arg(timeline->width())));
 
         // Zoomed into the middle of step 2 only bars reaching into it are painted.
         timeline->setVisibleRange(16 * kMs, 17 * kMs);

@@ -1,0 +1,439 @@
+// The Configure page: the wizard, driven by key clicks, writes what the terminal questionnaire
+// writes for the same answers (branch scripts of tests/engine/config/tst_questionnaire.cpp); the
+// form shows a field only when it applies; an invalid value disables Launch with its message
+// shown; the memory estimate follows the sharding; Launch hands the saved files to the launcher.
+
+#include "engine/config/questionnaire.h"
+#include "engine/config/questionnaire_terminal.h"
+#include "ui/config_form.h"
+#include "ui/config_wizard.h"
+#include "ui/configure_page.h"
+#include "ui/diagnostic_model.h"
+#include "ui/main_window.h"
+
+#include <QAbstractItemModelTester>
+#include <QComboBox>
+#include <QFile>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListView>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QStackedWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <sstream>
+
+using namespace shardscope;
+using ui::ConfigForm;
+using ui::ConfigurePage;
+using ui::ConfigWizard;
+using ui::DiagnosticModel;
+
+namespace {
+
+using Script = QStringList;
+
+// The terminal's file for these answer lines: the expectation the wizard must meet.
+std::string terminalYaml(const Script& script)
+{
+    std::string joined;
+    for (const auto& l : script)
+        joined += l.toStdString() + "\n";
+    std::istringstream in(joined);
+    std::ostringstream out;
+    auto cfg = config::runTerminalQuestionnaire(in, out);
+    return cfg ? config::toYamlText(*cfg) : "error: " + cfg.error().message;
+}
+
+// Answers one question with the keys a user presses: arrows and Enter in a menu, a typed prefix
+// ("yes"/"no") and Enter for yes/no, the text and Enter otherwise. Empty: Enter (the default).
+void typeAnswer(ConfigWizard& wizard, const QString& line)
+{
+    const config::Question* q = wizard.session().current();
+    QVERIFY(q);
+    auto* list = wizard.findChild<QListWidget*>(QStringLiteral("wizardChoices"));
+    auto* edit = wizard.findChild<QLineEdit*>(QStringLiteral("wizardAnswer"));
+    switch (q->kind) {
+    case config::QuestionKind::Choice:
+        if (!line.isEmpty()) {
+            QTest::keyClick(list, Qt::Key_Home);
+            for (int i = 0; i < line.toInt(); ++i)
+                QTest::keyClick(list, Qt::Key_Down);
+        }
+        QTest::keyClick(list, Qt::Key_Return);
+        break;
+    case config::QuestionKind::YesNo:
+        if (!line.isEmpty()) {
+            QTest::keyClicks(list, line);
+            QCOMPARE(list->currentItem()->text().toLower(), line.toLower());
+        }
+        QTest::keyClick(list, Qt::Key_Return);
+        break;
+    default:
+        QTest::keyClicks(edit, line);
+        QTest::keyClick(edit, Qt::Key_Return);
+        break;
+    }
+}
+
+void setCombo(QWidget* editor, const QString& value)
+{
+    auto* combo = qobject_cast<QComboBox*>(editor);
+    QVERIFY(combo);
+    const int i = combo->findData(value);
+    QVERIFY2(i >= 0, qPrintable(value));
+    combo->setCurrentIndex(i);
+}
+
+void retype(QWidget* editor, const QString& text)
+{
+    auto* line = qobject_cast<QLineEdit*>(editor);
+    QVERIFY(line);
+    line->selectAll();
+    QTest::keyClick(line, Qt::Key_Backspace);
+    QTest::keyClicks(line, text);
+}
+
+} // namespace
+
+class TestConfigurePage : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_tmp;
+    std::filesystem::path db() const { return (m_tmp.path() + QStringLiteral("/history.sqlite")).toStdString(); }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_tmp.isValid());
+        // No developer's default Accelerate config or history leaks into the page.
+        qputenv("HF_HOME", (m_tmp.path() + QStringLiteral("/hf")).toUtf8());
+        qputenv("SHARDSCOPE_HOME", (m_tmp.path() + QStringLiteral("/home")).toUtf8());
+    }
+
+    void wizardWritesWhatTheTerminalWrites_data()
+    {
+        QTest::addColumn<Script>("script");
+        QTest::newRow("01_no_distribution") << Script{"0", "0", "no", "no", "no", "", "", "1"};
+        QTest::newRow("03_multi_cpu_mpirun") << Script{"0", "1", "", "", "yes", "", "no", "4", "2"};
+        QTest::newRow("05_multi_gpu") << Script{"0", "4", "1", "no", "no", "no", "no", "no", "2", "0,1", "yes", "1"};
+        QTest::newRow("06_fsdp_v1") << Script{"0", "4", "", "", "no", "no", "yes", "0", "1", "no", "1", "2000", "", "2",
+                                              "no", "yes", "no", "no", "yes", "8", "2"};
+        QTest::newRow("08_fsdp_v2") << Script{"0", "4", "1", "no", "no", "no", "yes", "1", "yes", "no", "0", "yes", "0",
+                                              "yes", "no", "no", "2", "2"};
+        QTest::newRow("10_deepspeed") << Script{"0", "4", "", "", "no", "yes", "no", "3", "1", "2", "", "4", "yes", "0.5",
+                                                "yes", "yes", "no", "8", "2"};
+        QTest::newRow("14_multi_node_gpu") << Script{"0", "4", "2", "0", "192.168.1.1", "29501", "", "", "no", "no",
+                                                     "no", "no", "16", "", "", ""};
+        QTest::newRow("15_fp8_te") << Script{"0", "4", "", "", "no", "no", "no", "no", "2", "", "", "3", "1", "", "",
+                                             "2", "1", "", "1", "yes", "yes", "no", ""};
+        QTest::newRow("18_dynamo") << Script{"0", "0", "no", "yes", "", "yes", "1", "yes", "no", "yes", "no", "", "", ""};
+    }
+    void wizardWritesWhatTheTerminalWrites()
+    {
+        QFETCH(Script, script);
+        const std::string expected = terminalYaml(script);
+        QVERIFY2(expected.rfind("error", 0) != 0, expected.c_str());
+
+        ConfigurePage page(db());
+        page.resize(1200, 800);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        ConfigWizard& wizard = *page.wizard();
+        QSignalSpy finished(&wizard, &ConfigWizard::configFinished);
+        for (const auto& line : script) {
+            typeAnswer(wizard, line);
+            if (QTest::currentTestFailed())
+                return;
+        }
+        QVERIFY2(wizard.session().finished(), qPrintable(wizard.currentQuestionId()));
+        QCOMPARE(finished.count(), 1);
+        // The preview is what will be saved, and it is the terminal's file byte for byte.
+        QCOMPARE(page.previewText().toStdString(), expected);
+        const QString path = m_tmp.filePath(QStringLiteral("wizard.yaml"));
+        QVERIFY(page.saveConfigTo(path));
+        QFile saved(path);
+        QVERIFY(saved.open(QIODevice::ReadOnly));
+        QCOMPARE(saved.readAll().toStdString(), expected);
+    }
+
+    void wizardFsdpExampleBytes()
+    {
+        // Oracle-free anchor: the reference's FSDP2 example (as in tst_questionnaire).
+        ConfigWizard wizard;
+        for (const char* line : {"0", "4", "1", "no", "no", "no", "yes", "1", "yes", "no", "0", "yes", "0", "yes", "no",
+                                 "no", "2", "2"}) {
+            typeAnswer(wizard, QString::fromLatin1(line));
+            if (QTest::currentTestFailed())
+                return;
+        }
+        auto cfg = wizard.session().result();
+        QVERIFY(cfg.ok());
+        const std::string yaml = config::toYamlText(*cfg);
+        QVERIFY(yaml.find("distributed_type: FSDP\n") != std::string::npos);
+        QVERIFY(yaml.find("  fsdp_version: 2\n") != std::string::npos);
+        QVERIFY(yaml.find("mixed_precision: bf16\n") != std::string::npos);
+        QVERIFY(yaml.find("num_processes: 2\n") != std::string::npos);
+    }
+
+    void wizardReasksABadNumberWithTheMessage()
+    {
+        ConfigWizard wizard;
+        typeAnswer(wizard, QStringLiteral("0"));
+        typeAnswer(wizard, QStringLiteral("4")); // multi-GPU
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("num_machines"));
+        auto* edit = wizard.findChild<QLineEdit*>(QStringLiteral("wizardAnswer"));
+        QTest::keyClicks(edit, QStringLiteral("two"));
+        QTest::keyClick(edit, Qt::Key_Return);
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("num_machines"));
+        QCOMPARE(wizard.findChild<QLabel*>(QStringLiteral("wizardError"))->text(), QStringLiteral("Please enter an integer."));
+        edit->clear();
+        QTest::keyClicks(edit, QStringLiteral("2"));
+        QTest::keyClick(edit, Qt::Key_Return);
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("machine_rank")); // the multi-node branch
+        QVERIFY(wizard.findChild<QLabel*>(QStringLiteral("wizardError"))->text().isEmpty());
+    }
+
+    void wizardBackReplaysEarlierAnswers()
+    {
+        ConfigWizard wizard;
+        typeAnswer(wizard, QStringLiteral("0"));
+        typeAnswer(wizard, QStringLiteral("4"));
+        typeAnswer(wizard, QStringLiteral("2"));
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("machine_rank"));
+        wizard.back();
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("num_machines"));
+        typeAnswer(wizard, QStringLiteral("1"));
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("debug")); // single node: no multi-node questions
+        QCOMPARE(wizard.session().answers().integer("num_machines", 0), 1);
+    }
+
+    void formShowsOnlyWhatApplies_data()
+    {
+        QTest::addColumn<QString>("distributedType");
+        QTest::addColumn<QString>("numMachines");
+        QTest::addColumn<QString>("mixedPrecision");
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<bool>("shown");
+        QTest::newRow("fsdp key under MULTI_GPU") << "MULTI_GPU" << "1" << "no" << "fsdp_config.fsdp_version" << false;
+        QTest::newRow("fsdp key under FSDP") << "FSDP" << "1" << "no" << "fsdp_config.fsdp_version" << true;
+        QTest::newRow("fsdp1 key under FSDP (v1)") << "FSDP" << "1" << "no" << "fsdp_config.fsdp_sharding_strategy" << true;
+        QTest::newRow("deepspeed key under FSDP") << "FSDP" << "1" << "no" << "deepspeed_config.zero_stage" << false;
+        QTest::newRow("deepspeed key under DEEPSPEED") << "DEEPSPEED" << "1" << "no" << "deepspeed_config.zero_stage" << true;
+        QTest::newRow("fsdp key under DEEPSPEED") << "DEEPSPEED" << "1" << "no" << "fsdp_config.fsdp_version" << false;
+        QTest::newRow("ds multinode launcher, one machine") << "DEEPSPEED" << "1" << "no"
+                                                            << "deepspeed_config.deepspeed_multinode_launcher" << false;
+        QTest::newRow("ds multinode launcher, two machines") << "DEEPSPEED" << "2" << "no"
+                                                             << "deepspeed_config.deepspeed_multinode_launcher" << true;
+        QTest::newRow("main_process_ip, one machine") << "MULTI_GPU" << "1" << "no" << "main_process_ip" << false;
+        QTest::newRow("main_process_ip, two machines") << "MULTI_GPU" << "2" << "no" << "main_process_ip" << true;
+        QTest::newRow("machine_rank, two machines") << "MULTI_GPU" << "2" << "no" << "machine_rank" << true;
+        QTest::newRow("num_machines always") << "NO" << "1" << "no" << "num_machines" << true;
+        QTest::newRow("fp8 backend under bf16") << "MULTI_GPU" << "1" << "bf16" << "fp8_config.backend" << false;
+        QTest::newRow("fp8 backend under fp8") << "MULTI_GPU" << "1" << "fp8" << "fp8_config.backend" << true;
+    }
+    void formShowsOnlyWhatApplies()
+    {
+        QFETCH(QString, distributedType);
+        QFETCH(QString, numMachines);
+        QFETCH(QString, mixedPrecision);
+        QFETCH(QString, key);
+        QFETCH(bool, shown);
+        ConfigurePage page(db());
+        ConfigForm* form = page.form();
+        QSignalSpy edited(form, &ConfigForm::configEdited);
+        setCombo(form->fieldEditor(QStringLiteral("distributed_type")), distributedType);
+        retype(form->fieldEditor(QStringLiteral("num_machines")), numMachines);
+        setCombo(form->fieldEditor(QStringLiteral("mixed_precision")), mixedPrecision);
+        QVERIFY(edited.count() >= 1);
+        QVERIFY2(form->fieldEditor(key), qPrintable(key));
+        QCOMPARE(form->isFieldShown(key), shown);
+        QVERIFY(!form->fieldEditor(key)->toolTip().isEmpty());
+        // NO is written quoted ('NO'), as PyYAML writes a string that would read as a boolean.
+        QVERIFY(page.previewText().contains(QStringLiteral("distributed_type: %1\n").arg(distributedType))
+                || page.previewText().contains(QStringLiteral("distributed_type: '%1'\n").arg(distributedType)));
+        QVERIFY(page.previewText().contains(QStringLiteral("num_machines: %1\n").arg(numMachines)));
+    }
+
+    void formFieldsFollowTheConfigAsItChanges()
+    {
+        ConfigurePage page(db());
+        ConfigForm* form = page.form();
+        const QString fsdpVersion = QStringLiteral("fsdp_config.fsdp_version");
+        QVERIFY(!form->isFieldShown(fsdpVersion));
+        setCombo(form->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("FSDP"));
+        QVERIFY(form->isFieldShown(fsdpVersion));
+        QVERIFY(form->isFieldShown(QStringLiteral("fsdp_config.fsdp_sharding_strategy")));
+        // FSDP2 ignores FSDP1's keys: they go when the version becomes 2.
+        retype(form->fieldEditor(fsdpVersion), QStringLiteral("2"));
+        QVERIFY(!form->isFieldShown(QStringLiteral("fsdp_config.fsdp_sharding_strategy")));
+        QVERIFY(page.previewText().contains(QStringLiteral("fsdp_config:\n  fsdp_version: 2\n")));
+        // Leaving FSDP drops its section, as Accelerate writes no fsdp_config for other types.
+        setCombo(form->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_GPU"));
+        QVERIFY(!form->isFieldShown(fsdpVersion));
+        QVERIFY(!page.previewText().contains(QStringLiteral("fsdp_config")));
+        // Every field carries the question accelerate config asks for it.
+        QVERIFY(form->fieldEditor(QStringLiteral("num_machines"))->toolTip().contains(QStringLiteral("How many different machines")));
+    }
+
+    void invalidValueDisablesLaunchWithTheMessage()
+    {
+        ConfigurePage page(db());
+        page.resize(1200, 800);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        auto* launch = page.findChild<QPushButton*>(QStringLiteral("launchButton"));
+        auto* view = page.findChild<QListView*>(QStringLiteral("diagnostics"));
+        QVERIFY(launch->isEnabled());
+        QWidget* processes = page.form()->fieldEditor(QStringLiteral("num_processes"));
+        retype(processes, QStringLiteral("four"));
+        QVERIFY(!launch->isEnabled());
+        const DiagnosticModel* model = page.diagnosticModel();
+        QVERIFY(model->errorCount() >= 1);
+        int row = -1;
+        for (int i = 0; i < model->rowCount(); ++i)
+            if (model->index(i).data(DiagnosticModel::KeyPathRole).toString() == QStringLiteral("num_processes"))
+                row = i;
+        QVERIFY(row >= 0);
+        const QString shown = model->index(row).data().toString();
+        QVERIFY2(shown.contains(QStringLiteral("error")) && shown.contains(QStringLiteral("num_processes")), qPrintable(shown));
+        QVERIFY(model->index(row).data(DiagnosticModel::IsErrorRole).toBool());
+        // A click on the message goes to the field.
+        page.form()->fieldEditor(QStringLiteral("distributed_type"))->setFocus();
+        const QRect r = view->visualRect(model->index(row));
+        QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, r.center());
+        QTRY_COMPARE(QApplication::focusWidget(), processes);
+        // Fixing it enables Launch again.
+        retype(processes, QStringLiteral("1"));
+        QVERIFY(launch->isEnabled());
+        QCOMPARE(model->errorCount(), 0);
+    }
+
+    void recipeErrorIsShownInlineAndBlocksLaunch()
+    {
+        ConfigurePage page(db());
+        QVERIFY(page.canLaunch());
+        page.setRecipeText(QStringLiteral("name: r\nmodel:\n  type: gpt\n  n_layr: 4\n"));
+        QVERIFY(!page.canLaunch());
+        const QString status = page.findChild<QLabel*>(QStringLiteral("recipeStatus"))->text();
+        QVERIFY2(status.contains(QStringLiteral(":4:")) && status.contains(QStringLiteral("n_layer")), qPrintable(status));
+        QVERIFY(!page.memoryEstimate());
+        page.setRecipeText(QStringLiteral("name: r\nmodel:\n  type: gpt\n  n_layer: 4\n"));
+        QVERIFY(page.canLaunch());
+        QVERIFY(page.memoryEstimate());
+    }
+
+    void memoryEstimateFollowsSharding()
+    {
+        ConfigurePage page(db());
+        page.setRecipeText(QStringLiteral("name: big\nmodel:\n  type: gpt\n  n_layer: 12\n  n_embd: 768\n  n_head: 12\n"
+                                          "  block_size: 1024\n"));
+        ConfigForm* form = page.form();
+        setCombo(form->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_GPU"));
+        retype(form->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("4"));
+        QVERIFY(page.memoryEstimate());
+        const double replicated = page.memoryEstimate()->optimizer;
+        QVERIFY(replicated > 0);
+        setCombo(form->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("DEEPSPEED"));
+        retype(form->fieldEditor(QStringLiteral("deepspeed_config.zero_stage")), QStringLiteral("3"));
+        QVERIFY(page.memoryEstimate());
+        // ZeRO-3 over 4 ranks: a quarter of the optimizer state and of the parameters per rank.
+        QCOMPARE(page.memoryEstimate()->optimizer, replicated / 4);
+        setCombo(form->fieldEditor(QStringLiteral("deepspeed_config.offload_optimizer_device")), QStringLiteral("cpu"));
+        QCOMPARE(page.memoryEstimate()->optimizer, 0.0);
+        QVERIFY(page.memoryEstimate()->hostOptimizer > 0);
+    }
+
+    void diagnosticModelPassesTheTester()
+    {
+        ConfigurePage page(db());
+        QAbstractItemModelTester tester(page.diagnosticModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("x"));
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("FSDP"));
+        page.setRecipeText(QStringLiteral("bad: [\n"));
+        QVERIFY(page.diagnosticModel()->rowCount() >= 2);
+        retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("1"));
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("NO"));
+        page.setRecipeText(QStringLiteral("name: ok\n"));
+        QCOMPARE(page.diagnosticModel()->errorCount(), 0);
+    }
+
+    void openAndSaveKeepTheFile()
+    {
+        const QString path = m_tmp.filePath(QStringLiteral("in.yaml"));
+        const QByteArray text = "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_GPU\n"
+                                "downcast_bf16: 'no'\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\nmixed_precision: bf16\n"
+                                "num_machines: 1\nnum_processes: 2\nrdzv_backend: static\nsame_network: true\n"
+                                "tpu_env: []\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: false\n";
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(text);
+        f.close();
+        ConfigurePage page(db());
+        QVERIFY(page.openConfigFile(path));
+        QCOMPARE(page.previewText().toUtf8(), text);
+        QCOMPARE(qobject_cast<QComboBox*>(page.form()->fieldEditor(QStringLiteral("mixed_precision")))->currentText(),
+                 QStringLiteral("bf16"));
+        const QString out = m_tmp.filePath(QStringLiteral("out.yaml"));
+        QVERIFY(page.saveConfigTo(out));
+        QFile g(out);
+        QVERIFY(g.open(QIODevice::ReadOnly));
+        QCOMPARE(g.readAll(), text);
+        QVERIFY(!page.openConfigFile(m_tmp.filePath(QStringLiteral("missing.yaml"))));
+        QCOMPARE(page.configPath(), out);
+    }
+
+    void launchHandsTheSavedFilesToTheLauncher()
+    {
+        // A stand-in launcher that records its arguments: Launch must save both files first.
+        const QString argsFile = m_tmp.filePath(QStringLiteral("launcher-args.txt"));
+        const QString fake = m_tmp.filePath(QStringLiteral("fake-shardscope"));
+        QFile script(fake);
+        QVERIFY(script.open(QIODevice::WriteOnly));
+        script.write(QStringLiteral("#!/bin/sh\nprintf '%s\\n' \"$@\" > '%1'\n").arg(argsFile).toUtf8());
+        script.close();
+        script.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+        qputenv("SHARDSCOPE_LAUNCHER", fake.toUtf8());
+
+        ConfigurePage page(db());
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
+        retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
+        QVERIFY(page.canLaunch());
+        QSignalSpy launched(&page, &ConfigurePage::runLaunched);
+        QCOMPARE(page.launch(), QString());
+        QCOMPARE(launched.count(), 1);
+        auto readArgs = [&argsFile] {
+            QFile a(argsFile);
+            return a.open(QIODevice::ReadOnly) ? QString::fromUtf8(a.readAll()) : QString();
+        };
+        QTRY_VERIFY(readArgs().endsWith(QLatin1Char('\n')));
+        const QStringList args = readArgs().split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        qunsetenv("SHARDSCOPE_LAUNCHER");
+        QCOMPARE(args.value(0), QStringLiteral("launch"));
+        QCOMPARE(args.value(args.indexOf(QStringLiteral("--num_processes")) + 1), QStringLiteral("2"));
+        const QString configFile = args.value(args.indexOf(QStringLiteral("--config_file")) + 1);
+        const QString recipeFile = args.value(args.indexOf(QStringLiteral("--recipe")) + 1);
+        QCOMPARE(configFile, page.configPath());
+        QCOMPARE(recipeFile, page.recipePath());
+        QFile c(configFile);
+        QVERIFY(c.open(QIODevice::ReadOnly));
+        QCOMPARE(QString::fromUtf8(c.readAll()), page.previewText());
+        QVERIFY(QFile::exists(recipeFile));
+    }
+
+    void mainWindowShowsTheConfigurePage()
+    {
+        ui::MainWindow window(nullptr, db());
+        auto* pages = window.findChild<QStackedWidget*>(QStringLiteral("pages"));
+        QCOMPARE(pages->widget(0), static_cast<QWidget*>(window.configurePage()));
+        QCOMPARE(pages->widget(0)->objectName(), QStringLiteral("page_Configure"));
+    }
+};
+
+QTEST_MAIN(TestConfigurePage)
+#include "tst_configure_page.moc"
