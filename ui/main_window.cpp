@@ -1,14 +1,18 @@
 #include "ui/main_window.h"
 
+#include "storage/run_store.h"
 #include "storage/store_paths.h"
 #include "ui/compare_page.h"
+#include "ui/configure_page.h"
 #include "ui/run_page.h"
 #include "ui/runs_page.h"
+#include "ui/trace_page.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QListWidget>
@@ -66,6 +70,8 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     m_runsPage = new RunsPage(m_databaseFile, m_pages);
     m_runPage = new RunPage(m_pages);
     m_comparePage = new ComparePage(m_databaseFile, m_pages);
+    m_configurePage = new ConfigurePage(m_databaseFile, m_pages);
+    m_tracePage = new TracePage(m_pages);
 
     for (int i = 0; i < kModeCount; ++i) {
         const auto mode = static_cast<Mode>(i);
@@ -75,8 +81,8 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
         case Mode::Runs: page = m_runsPage; break;
         case Mode::Run: page = m_runPage; break;
         case Mode::Compare: page = m_comparePage; break;
-        case Mode::Configure:
-        case Mode::Trace: page = makePlaceholderPage(mode); break;
+        case Mode::Configure: page = m_configurePage; break;
+        case Mode::Trace: page = m_tracePage; break;
         }
         page->setObjectName(QStringLiteral("page_%1").arg(modeName(mode)));
         m_pages->addWidget(page);
@@ -94,6 +100,13 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     openDir->setShortcut(QKeySequence::Open);
     connect(openDir, &QAction::triggered, this, &MainWindow::openRunDirectory);
     addAction(openDir);
+    auto* openTrace = new QAction(tr("Open trace…"), this);
+    openTrace->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_T));
+    connect(openTrace, &QAction::triggered, this, [this] {
+        showMode(Mode::Trace);
+        m_tracePage->openTraceFileDialog();
+    });
+    addAction(openTrace);
     auto* refresh = new QAction(tr("Refresh"), this);
     refresh->setShortcut(QKeySequence::Refresh);
     connect(refresh, &QAction::triggered, m_runsPage, &RunsPage::refresh);
@@ -107,6 +120,8 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     });
     connect(m_runsPage, &RunsPage::runOpened, this, &MainWindow::openRun);
     connect(m_comparePage, &ComparePage::runOpened, this, &MainWindow::openRun);
+    connect(m_configurePage, &ConfigurePage::runOpened, this, &MainWindow::openRun);
+    connect(m_configurePage, &ConfigurePage::runLaunched, m_runsPage, &RunsPage::refresh);
     connect(m_runsPage, &RunsPage::compareRequested, this, [this](const std::vector<std::int64_t>& ids) {
         m_comparePage->setRuns(ids);
         showMode(Mode::Compare);
@@ -134,7 +149,29 @@ void MainWindow::openRun(std::int64_t runId)
     if (runId <= 0)
         return;
     m_runPage->openStoreRun(m_databaseFile, runId);
+    showRunTraces(runId);
     showMode(Mode::Run);
+}
+
+void MainWindow::showRunTraces(std::int64_t runId)
+{
+    // The Trace page follows the open run: its per-rank files as the history recorded them
+    // (`trace` events), else whatever its traces/ folder holds.
+    std::filesystem::path runDir;
+    std::vector<std::string> recorded;
+    QString name = tr("run %1").arg(runId);
+    if (auto store = storage::RunStore::open(m_databaseFile)) {
+        if (auto details = store->run(runId)) {
+            runDir = details->summary.runDir;
+            name = QString::fromStdString(details->summary.name);
+            for (const auto& trace : details->traces)
+                recorded.push_back(trace.path);
+        }
+    }
+    if (auto files = findRunTraceFiles(runDir, recorded); !files.empty())
+        m_tracePage->openFiles(std::move(files), name);
+    else
+        m_tracePage->clear();
 }
 
 void MainWindow::openRunDirectory()
@@ -143,6 +180,10 @@ void MainWindow::openRunDirectory()
     if (dir.isEmpty())
         return;
     m_runPage->openRunDirectory(dir.toStdString());
+    if (auto files = findRunTraceFiles(dir.toStdString()); !files.empty())
+        m_tracePage->openFiles(std::move(files), QFileInfo(dir).fileName());
+    else
+        m_tracePage->clear();
     showMode(Mode::Run);
 }
 

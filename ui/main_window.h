@@ -14,8 +14,10 @@ class QStackedWidget;
 namespace shardscope::ui {
 
 class ComparePage;
+class ConfigurePage;
 class RunPage;
 class RunsPage;
+class TracePage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -33,11 +35,15 @@ public:
     RunsPage* runsPage() const { return m_runsPage; }
     RunPage* runPage() const { return m_runPage; }
     ComparePage* comparePage() const { return m_comparePage; }
+    ConfigurePage* configurePage() const { return m_configurePage; }
+    TracePage* tracePage() const { return m_tracePage; }
     const std::filesystem::path& databaseFile() const { return m_databaseFile; }
 
 public slots:
     void openRun(std::int64_t runId);
     void openRunDirectory();
+    // Loads the run's profiler traces into Trace (or empties it when the run has none).
+    void showRunTraces(std::int64_t runId);
 
 signals:
     void modeChanged(shardscope::ui::MainWindow::Mode mode);
@@ -54,6 +60,8 @@ private:
     RunsPage* m_runsPage = nullptr;
     RunPage* m_runPage = nullptr;
     ComparePage* m_comparePage = nullptr;
+    ConfigurePage* m_configurePage = nullptr;
+    TracePage* m_tracePage = nullptr;
 };
 
 } // namespace shardscope::ui

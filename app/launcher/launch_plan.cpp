@@ -83,6 +83,11 @@ Result<void> planFsdp(const AccelerateConfig& c, LaunchPlan& plan)
     } else if (policy == "SIZE_BASED_WRAP") {
         plan.workerArgs.insert(plan.workerArgs.end(), {"--fsdp_min_num_params", text(key("fsdp_min_num_params"), "100000000")});
     }
+    const std::string prefetch = text(key("fsdp_backward_prefetch"), "NO_PREFETCH");
+    if (prefetch == "BACKWARD_PRE" || prefetch == "BACKWARD_POST")
+        plan.workerArgs.insert(plan.workerArgs.end(), {"--fsdp_backward_prefetch", prefetch});
+    if (truthy(key("fsdp_forward_prefetch")))
+        plan.workerArgs.push_back("--fsdp_forward_prefetch");
     const std::string stateDict = text(key("fsdp_state_dict_type"), "FULL_STATE_DICT");
     if (stateDict != "FULL_STATE_DICT" && stateDict != "SHARDED_STATE_DICT")
         return unsupported("fsdp_config.fsdp_state_dict_type", stateDict, "use FULL_STATE_DICT or SHARDED_STATE_DICT");

@@ -85,6 +85,8 @@ struct TrainArgs {
     std::vector<std::string> fsdpLayerClasses = {"GPTBlock"};
     std::int64_t fsdpMinNumParams = 100000000;
     std::string fsdpStateDictType = "FULL_STATE_DICT";
+    std::string fsdpBackwardPrefetch = "NO_PREFETCH";
+    bool fsdpForwardPrefetch = false;
     std::string checkpointDir;
     std::string resumeFrom;
     std::string runsDir;
@@ -142,11 +144,15 @@ int train(const TrainArgs& args)
         sharding.wrapPolicy = args.fsdpAutoWrapPolicy;
         sharding.transformerLayerClasses = args.fsdpLayerClasses;
         sharding.minNumParams = args.fsdpMinNumParams;
+        sharding.backwardPrefetch = args.fsdpBackwardPrefetch != "NO_PREFETCH";
+        sharding.forwardPrefetch = args.fsdpForwardPrefetch;
         options.sharding = sharding;
     } else if (args.zeroStage > 0) {
         train::RunOptions::Sharding sharding;
         sharding.zeroStage = args.zeroStage;
         sharding.reshardRootAfterForward = true; // DeepSpeed releases every parameter after use
+        sharding.backwardPrefetch = args.fsdpBackwardPrefetch != "NO_PREFETCH";
+        sharding.forwardPrefetch = args.fsdpForwardPrefetch;
         options.sharding = sharding;
     }
     if (args.maxSteps > 0)
@@ -209,6 +215,10 @@ int main(int argc, char** argv)
         ->capture_default_str();
     trainCmd->add_option("--fsdp_transformer_layer_cls_to_wrap", trainArgs.fsdpLayerClasses, "Classes that become units");
     trainCmd->add_option("--fsdp_min_num_params", trainArgs.fsdpMinNumParams, "SIZE_BASED_WRAP threshold");
+    trainCmd->add_option("--fsdp_backward_prefetch", trainArgs.fsdpBackwardPrefetch, "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH")
+        ->check(CLI::IsMember({"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}))
+        ->capture_default_str();
+    trainCmd->add_flag("--fsdp_forward_prefetch", trainArgs.fsdpForwardPrefetch, "Prefetch the next unit in forward");
     trainCmd->add_option("--fsdp_state_dict_type", trainArgs.fsdpStateDictType, "FULL_STATE_DICT or SHARDED_STATE_DICT")
         ->check(CLI::IsMember({"FULL_STATE_DICT", "SHARDED_STATE_DICT"}))
         ->capture_default_str();

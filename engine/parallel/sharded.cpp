@@ -126,7 +126,16 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
         if (m_options.zeroStage < 3)
             break;
         models::ForwardHooks* hooks = m_units[u].isRoot ? &model.forwardHooks : wrapped[u].hooks;
-        hooks->addPreHook([this, u] { gather(m_units[u]); });
+        hooks->addPreHook([this, u] {
+            if (m_units[u].isRoot) {
+                m_lastForwardOrder = std::move(m_forwardOrder);
+                m_forwardOrder.clear();
+            }
+            m_forwardOrder.push_back(u);
+            gather(m_units[u]);
+            if (m_options.forwardPrefetch)
+                prefetchAfter(u, /*backward=*/false);
+        });
         if (!m_options.reshardAfterForward || (m_units[u].isRoot && !m_options.reshardRootAfterForward))
             continue;
         hooks->addPostHook([this, u](const at::Tensor& output) {
@@ -135,6 +144,8 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
                 auto alias = output.view_as(output);
                 alias.register_hook([this, u](const at::Tensor& grad) {
                     gather(m_units[u]);
+                    if (m_options.backwardPrefetch)
+                        prefetchAfter(u, /*backward=*/true);
                     return grad;
                 });
                 return alias;
@@ -158,9 +169,12 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
 
 ShardedDataParallel::~ShardedDataParallel()
 {
-    for (auto& unit : m_units)
+    for (auto& unit : m_units) {
         if (unit.gradWork)
             unit.gradWork->wait();
+        if (unit.gatherWork)
+            unit.gatherWork->wait();
+    }
 }
 
 std::vector<at::Tensor> ShardedDataParallel::optimizerParameters() const
@@ -171,21 +185,45 @@ std::vector<at::Tensor> ShardedDataParallel::optimizerParameters() const
     return out;
 }
 
-void ShardedDataParallel::gather(Unit& unit)
+void ShardedDataParallel::startGather(Unit& unit)
 {
-    if (unit.gathered)
+    if (unit.gathered || unit.gatherWork)
         return;
     allocateStorage(unit.full, static_cast<std::size_t>(unit.padded) * unit.full.element_size());
     auto input = unit.shard.detach();
     const std::int64_t bytes = unit.padded * static_cast<std::int64_t>(unit.full.element_size());
-    {
-        auto span = m_recorder ? m_recorder->scope(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes)
-                               : profiler::SpanRecorder::Scope{};
-        m_comm.allGatherSingle(unit.full, input)->wait();
-    }
+    if (m_recorder)
+        unit.gatherSpan = m_recorder->begin(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes);
+    unit.gatherWork = m_comm.allGatherSingle(unit.full, input);
     m_stats.allGathered += bytes;
+}
+
+void ShardedDataParallel::gather(Unit& unit)
+{
+    if (unit.gathered)
+        return;
+    startGather(unit); // no-op when a prefetch already started it
+    unit.gatherWork->wait();
+    unit.gatherWork.reset();
+    if (m_recorder)
+        m_recorder->end(unit.gatherSpan);
+    unit.gatherSpan = profiler::SpanRecorder::kNoSpan;
     unit.gathered = true;
     updatePeaks();
+}
+
+void ShardedDataParallel::prefetchAfter(std::size_t unit, bool backward)
+{
+    // The unit that runs next: in forward, the one after `unit` in the last forward's order; in
+    // backward, the one before it (backward visits units in reverse).
+    const auto& order = backward ? m_forwardOrder : m_lastForwardOrder;
+    const auto it = std::find(order.begin(), order.end(), unit);
+    if (it == order.end())
+        return;
+    if (backward && it != order.begin())
+        startGather(m_units[*(it - 1)]);
+    else if (!backward && it + 1 != order.end())
+        startGather(m_units[*(it + 1)]);
 }
 
 void ShardedDataParallel::reshard(Unit& unit)

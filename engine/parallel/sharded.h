@@ -41,6 +41,11 @@ struct ShardingOptions {
     WrapPolicy wrapPolicy = WrapPolicy::TransformerBased;
     std::vector<std::string> transformerLayerClasses = {"GPTBlock"}; // fsdp_transformer_layer_cls_to_wrap
     std::int64_t minNumParams = 100000000;                            // fsdp_min_num_params
+    // Stage 3: start the all-gather of the unit that runs next while the current one computes.
+    // backwardPrefetch is FSDP's BACKWARD_PRE (issued when a unit's backward begins; BACKWARD_POST
+    // is treated the same), forwardPrefetch fsdp_forward_prefetch.
+    bool backwardPrefetch = false;
+    bool forwardPrefetch = false;
 };
 
 // Bytes resident on this rank (now, and the peak since the last resetPeaks), and bytes moved by
@@ -101,6 +106,8 @@ private:
         at::Tensor fullGrad;     // [padded] reduce-scatter input
         at::Tensor shardGrad;    // [padded / world]
         c10::intrusive_ptr<c10d::Work> gradWork;
+        c10::intrusive_ptr<c10d::Work> gatherWork; // a prefetch in flight
+        profiler::SpanRecorder::SpanId gatherSpan = profiler::SpanRecorder::kNoSpan;
         profiler::SpanRecorder::SpanId gradSpan = profiler::SpanRecorder::kNoSpan;
         bool gathered = true;
         bool reduced = false; // this step's gradients are launched
@@ -109,6 +116,8 @@ private:
     };
 
     void gather(Unit& unit);
+    void startGather(Unit& unit); // asynchronous: a prefetch
+    void prefetchAfter(std::size_t unit, bool backward);
     void reshard(Unit& unit);
     void onGradientReady(std::size_t unit);
     void launchReduceScatter(Unit& unit);
@@ -119,6 +128,8 @@ private:
     std::vector<Unit> m_units;
     std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> m_accumulators;
     bool m_synchronize = true;
+    std::vector<std::size_t> m_forwardOrder;     // units in the order this step's forward ran them
+    std::vector<std::size_t> m_lastForwardOrder; // the previous forward's: what forward prefetch follows
     ShardingStats m_stats;
     profiler::SpanRecorder* m_recorder = nullptr;
 };

@@ -214,6 +214,8 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                                                                                : parallel::WrapPolicy::TransformerBased;
         sharding.transformerLayerClasses = options.sharding->transformerLayerClasses;
         sharding.minNumParams = options.sharding->minNumParams;
+        sharding.backwardPrefetch = options.sharding->backwardPrefetch;
+        sharding.forwardPrefetch = options.sharding->forwardPrefetch;
         accOptions.sharding = sharding;
     }
     accOptions.scaler.initScale = recipe.lossScaler.initScale;

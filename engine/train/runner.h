@@ -26,6 +26,8 @@ struct RunOptions {
         std::string wrapPolicy = "TRANSFORMER_BASED_WRAP"; // or SIZE_BASED_WRAP, NO_WRAP
         std::vector<std::string> transformerLayerClasses = {"GPTBlock"};
         std::int64_t minNumParams = 100000000;
+        bool backwardPrefetch = false;
+        bool forwardPrefetch = false;
     };
     std::optional<Sharding> sharding;
     std::string stateDictType = "FULL_STATE_DICT"; // fsdp_state_dict_type: or SHARDED_STATE_DICT

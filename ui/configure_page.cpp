@@ -1,0 +1,596 @@
+#include "ui/configure_page.h"
+
+#include "storage/run_store.h"
+#include "storage/store_paths.h"
+#include "ui/config_form.h"
+#include "ui/config_wizard.h"
+#include "ui/diagnostic_model.h"
+#include "ui/run_launcher.h"
+
+#include <qcustomplot.h>
+
+#include <QDateTime>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListView>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTextBlock>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace shardscope::ui {
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// A recipe's parameter count and transformer shape, as `shardscope estimate-memory --recipe`
+// derives it: GPT embeddings (tied head), per block qkv + proj + MLP + 2 norms; MLP layers.
+config::ModelShape shapeFromRecipe(const config::Recipe& r)
+{
+    config::ModelShape m;
+    const auto& mr = r.model;
+    if (mr.type == "gpt") {
+        const std::int64_t h = mr.nEmbd;
+        m.parameters = mr.vocabSize * h + mr.blockSize * h + mr.nLayer * (12 * h * h + 13 * h) + 2 * h;
+        m.layers = mr.nLayer;
+        m.hidden = h;
+        m.heads = mr.nHead;
+        m.sequence = mr.blockSize;
+        m.vocab = mr.vocabSize;
+    } else {
+        std::int64_t p = mr.inputDim * mr.hiddenDim + mr.hiddenDim;
+        for (std::int64_t i = 1; i < mr.depth; ++i)
+            p += mr.hiddenDim * mr.hiddenDim + mr.hiddenDim;
+        p += mr.hiddenDim * mr.outputDim + mr.outputDim;
+        m.parameters = p;
+    }
+    m.microBatch = r.perDeviceBatchSize;
+    return m;
+}
+
+config::OptimizerKind optimizerOf(const config::Recipe& r)
+{
+    if (r.optimizer.type == "sgd")
+        return r.optimizer.momentum > 0 ? config::OptimizerKind::SgdMomentum : config::OptimizerKind::Sgd;
+    return config::OptimizerKind::Adam;
+}
+
+bool writeText(const QString& path, const std::string& text, QString* error)
+{
+    std::ofstream out(path.toStdString(), std::ios::binary);
+    out << text;
+    if (!out) {
+        *error = QObject::tr("Cannot write %1").arg(path);
+        return false;
+    }
+    return true;
+}
+
+QString readText(const QString& path, bool* ok)
+{
+    std::ifstream in(path.toStdString(), std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    *ok = static_cast<bool>(in);
+    return qs(s.str());
+}
+
+// Parse errors read "source:line:column: message"; the line is where the editor points.
+int errorLine(const QString& message)
+{
+    static const QRegularExpression re(QStringLiteral(":(\\d+):(\\d+):"));
+    const auto m = re.match(message);
+    return m.hasMatch() ? m.captured(1).toInt() : 0;
+}
+
+} // namespace
+
+ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent)
+    : QWidget(parent), m_databaseFile(std::move(databaseFile))
+{
+    auto* layout = new QVBoxLayout(this);
+    auto* bar = new QWidget(this);
+    buildTopBar(bar);
+    layout->addWidget(bar);
+
+    auto* vertical = new QSplitter(Qt::Vertical, this);
+    auto* horizontal = new QSplitter(Qt::Horizontal, vertical);
+
+    m_tabs = new QTabWidget(horizontal);
+    m_tabs->setObjectName(QStringLiteral("configureTabs"));
+    m_wizard = new ConfigWizard({}, m_tabs);
+    m_wizard->setObjectName(QStringLiteral("wizard"));
+    m_form = new ConfigForm(m_tabs);
+    m_form->setObjectName(QStringLiteral("form"));
+    auto* recipeTab = new QWidget(m_tabs);
+    auto* recipeLayout = new QVBoxLayout(recipeTab);
+    m_recipeEditor = new QPlainTextEdit(recipeTab);
+    m_recipeEditor->setObjectName(QStringLiteral("recipeEditor"));
+    m_recipeEditor->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    m_recipeStatus = new QLabel(recipeTab);
+    m_recipeStatus->setObjectName(QStringLiteral("recipeStatus"));
+    m_recipeStatus->setWordWrap(true);
+    recipeLayout->addWidget(m_recipeEditor, 1);
+    recipeLayout->addWidget(m_recipeStatus);
+    m_tabs->addTab(m_form, tr("Form"));
+    m_tabs->addTab(m_wizard, tr("Wizard"));
+    m_tabs->addTab(recipeTab, tr("Recipe"));
+
+    auto* right = new QSplitter(Qt::Vertical, horizontal);
+    m_preview = new QPlainTextEdit(right);
+    m_preview->setObjectName(QStringLiteral("yamlPreview"));
+    m_preview->setReadOnly(true);
+    m_preview->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    auto* memory = new QWidget(right);
+    auto* memoryLayout = new QVBoxLayout(memory);
+    memoryLayout->setContentsMargins(0, 0, 0, 0);
+    m_memorySummary = new QLabel(memory);
+    m_memorySummary->setObjectName(QStringLiteral("memorySummary"));
+    m_memorySummary->setWordWrap(true);
+    m_memoryChart = new QCustomPlot(memory);
+    m_memoryChart->setObjectName(QStringLiteral("memoryChart"));
+    m_memoryChart->setMinimumHeight(200);
+    memoryLayout->addWidget(m_memorySummary);
+    memoryLayout->addWidget(m_memoryChart, 1);
+    right->setStretchFactor(0, 1);
+    right->setStretchFactor(1, 1);
+    horizontal->setStretchFactor(0, 1);
+    horizontal->setStretchFactor(1, 1);
+
+    auto* bottom = new QWidget(vertical);
+    auto* bottomLayout = new QVBoxLayout(bottom);
+    bottomLayout->setContentsMargins(0, 0, 0, 0);
+    m_diagnostics = new DiagnosticModel(this);
+    m_diagnosticView = new QListView(bottom);
+    m_diagnosticView->setObjectName(QStringLiteral("diagnostics"));
+    m_diagnosticView->setModel(m_diagnostics);
+    m_diagnosticView->setWordWrap(true);
+    m_problems = new QLabel(bottom);
+    m_problems->setObjectName(QStringLiteral("problemsSummary"));
+    bottomLayout->addWidget(m_problems);
+    auto* launchRow = new QHBoxLayout;
+    m_message = new QLabel(bottom);
+    m_message->setObjectName(QStringLiteral("configureMessage"));
+    m_message->setWordWrap(true);
+    m_launch = new QPushButton(tr("Launch"), bottom);
+    m_launch->setObjectName(QStringLiteral("launchButton"));
+    m_launch->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+    m_launch->setToolTip(tr("Save the config and the recipe and start `shardscope launch` (Ctrl+Enter)"));
+    launchRow->addWidget(m_message, 1);
+    launchRow->addWidget(m_launch);
+    bottomLayout->addWidget(m_diagnosticView, 1);
+    bottomLayout->addLayout(launchRow);
+    vertical->setStretchFactor(0, 4);
+    vertical->setStretchFactor(1, 1);
+    layout->addWidget(vertical, 1);
+
+    // Chart: per-rank device bytes by category, host (offloaded) bytes stacked on top.
+    m_deviceBars = new QCPBars(m_memoryChart->xAxis, m_memoryChart->yAxis);
+    m_deviceBars->setName(tr("device"));
+    m_deviceBars->setBrush(QColor(0x4f, 0x9c, 0xf0));
+    m_deviceBars->setPen(Qt::NoPen);
+    m_hostBars = new QCPBars(m_memoryChart->xAxis, m_memoryChart->yAxis);
+    m_hostBars->setName(tr("host (offloaded)"));
+    m_hostBars->setBrush(QColor(0xb0, 0xb0, 0xb0));
+    m_hostBars->setPen(Qt::NoPen);
+    m_hostBars->moveAbove(m_deviceBars);
+    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+    ticker->addTick(1, tr("parameters"));
+    ticker->addTick(2, tr("gradients"));
+    ticker->addTick(3, tr("optimizer"));
+    ticker->addTick(4, tr("activations"));
+    m_memoryChart->xAxis->setTicker(ticker);
+    m_memoryChart->xAxis->setRange(0.4, 4.6);
+    m_memoryChart->xAxis->grid()->setVisible(false);
+    m_memoryChart->legend->setVisible(true);
+    // Top left, above the headroom left over the bars (see updateMemoryChart), clear of any bar.
+    m_memoryChart->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+
+    m_pollTimer = new QTimer(this);
+    m_pollTimer->setInterval(500);
+    connect(m_pollTimer, &QTimer::timeout, this, &ConfigurePage::pollLaunchedRun);
+    connect(m_form, &ConfigForm::configEdited, this, [this] { configChanged(true); });
+    connect(m_wizard, &ConfigWizard::configFinished, this, [this](const config::AccelerateConfig& cfg) {
+        m_form->setConfig(cfg);
+        configChanged(true);
+    });
+    connect(m_recipeEditor, &QPlainTextEdit::textChanged, this, [this] {
+        m_recipeModified = true;
+        recipeChanged();
+    });
+    connect(m_diagnosticView, &QListView::clicked, this, [this](const QModelIndex& index) {
+        goToDiagnostic(index.data(DiagnosticModel::KeyPathRole).toString());
+    });
+    connect(m_diagnosticView, &QListView::activated, this, [this](const QModelIndex& index) {
+        goToDiagnostic(index.data(DiagnosticModel::KeyPathRole).toString());
+    });
+    connect(m_launch, &QPushButton::clicked, this, [this] { launch(); });
+
+    // Accelerate's default file is what `accelerate launch` uses without --config_file; start there.
+    const QString defaultFile = qs(config::defaultConfigFile());
+    if (!(QFileInfo::exists(defaultFile) && openConfigFile(defaultFile)))
+        configChanged(false);
+    setRecipeText(qs(config::recipeToYaml(config::Recipe{})));
+    m_recipeModified = false;
+    updateTitles();
+}
+
+void ConfigurePage::buildTopBar(QWidget* bar)
+{
+    auto* layout = new QHBoxLayout(bar);
+    layout->setContentsMargins(0, 0, 0, 0);
+    auto button = [bar, layout](const QString& text, const QString& name, auto slot) {
+        auto* b = new QPushButton(text, bar);
+        b->setObjectName(name);
+        QObject::connect(b, &QPushButton::clicked, bar, slot);
+        layout->addWidget(b);
+        return b;
+    };
+    m_configLabel = new QLabel(bar);
+    m_configLabel->setObjectName(QStringLiteral("configPath"));
+    layout->addWidget(m_configLabel, 1);
+    button(tr("Open…"), QStringLiteral("openConfig"), [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open Accelerate config"), QFileInfo(m_configPath).path(),
+                                                          tr("Accelerate config (*.yaml *.yml *.json);;All files (*)"));
+        if (!path.isEmpty())
+            openConfigFile(path);
+    });
+    auto saveAs = [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save Accelerate config"), m_configPath,
+                                                          tr("Accelerate config (*.yaml *.yml *.json)"));
+        if (!path.isEmpty())
+            saveConfigTo(path);
+    };
+    button(tr("Save"), QStringLiteral("saveConfig"), [this, saveAs] {
+        if (m_configPath.isEmpty())
+            saveAs();
+        else
+            saveConfigTo(m_configPath);
+    })->setShortcut(QKeySequence::Save);
+    button(tr("Save as…"), QStringLiteral("saveConfigAs"), saveAs);
+    layout->addSpacing(24);
+    m_recipeLabel = new QLabel(bar);
+    m_recipeLabel->setObjectName(QStringLiteral("recipePath"));
+    layout->addWidget(m_recipeLabel, 1);
+    button(tr("Open…"), QStringLiteral("openRecipe"), [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open recipe"), QFileInfo(m_recipePath).path(),
+                                                          tr("Recipe (*.yaml *.yml);;All files (*)"));
+        if (!path.isEmpty())
+            openRecipeFile(path);
+    });
+    auto saveRecipeAs = [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save recipe"), m_recipePath, tr("Recipe (*.yaml *.yml)"));
+        if (!path.isEmpty())
+            saveRecipeTo(path);
+    };
+    button(tr("Save"), QStringLiteral("saveRecipe"), [this, saveRecipeAs] {
+        if (m_recipePath.isEmpty())
+            saveRecipeAs();
+        else
+            saveRecipeTo(m_recipePath);
+    });
+    button(tr("Save as…"), QStringLiteral("saveRecipeAs"), saveRecipeAs);
+}
+
+const config::AccelerateConfig& ConfigurePage::currentConfig() const
+{
+    return m_form->config();
+}
+
+QString ConfigurePage::previewText() const
+{
+    return m_preview->toPlainText();
+}
+
+bool ConfigurePage::canLaunch() const
+{
+    return m_launch->isEnabled();
+}
+
+bool ConfigurePage::openConfigFile(const QString& path)
+{
+    auto loaded = config::loadAccelerateConfig(path.toStdString());
+    if (!loaded) {
+        showMessage(qs(loaded.error().message), true);
+        return false;
+    }
+    m_configPath = path;
+    m_form->setConfig(*loaded);
+    configChanged(false);
+    showMessage(tr("Opened %1").arg(path), false);
+    return true;
+}
+
+bool ConfigurePage::saveConfigTo(const QString& path)
+{
+    if (auto r = config::saveAccelerateConfig(currentConfig(), path.toStdString()); !r) {
+        showMessage(qs(r.error().message), true);
+        return false;
+    }
+    m_configPath = path;
+    configChanged(false);
+    showMessage(tr("Saved %1").arg(path), false);
+    return true;
+}
+
+bool ConfigurePage::openRecipeFile(const QString& path)
+{
+    bool ok = false;
+    const QString text = readText(path, &ok);
+    if (!ok) {
+        showMessage(tr("Cannot read %1").arg(path), true);
+        return false;
+    }
+    m_recipePath = path;
+    setRecipeText(text);
+    m_recipeModified = false;
+    updateTitles();
+    showMessage(tr("Opened %1").arg(path), false);
+    return true;
+}
+
+bool ConfigurePage::saveRecipeTo(const QString& path)
+{
+    QString error;
+    if (!writeText(path, m_recipeEditor->toPlainText().toStdString(), &error)) {
+        showMessage(error, true);
+        return false;
+    }
+    m_recipePath = path;
+    m_recipeModified = false;
+    recipeChanged();
+    showMessage(tr("Saved %1").arg(path), false);
+    return true;
+}
+
+void ConfigurePage::setRecipeText(const QString& yaml)
+{
+    m_recipeEditor->setPlainText(yaml);
+}
+
+void ConfigurePage::configChanged(bool modified)
+{
+    m_configModified = modified;
+    refresh();
+}
+
+void ConfigurePage::recipeChanged()
+{
+    const std::string source = m_recipePath.isEmpty() ? std::string("recipe.yaml") : m_recipePath.toStdString();
+    auto parsed = config::parseRecipe(m_recipeEditor->toPlainText().toStdString(), source);
+    QList<QTextEdit::ExtraSelection> marks;
+    if (parsed) {
+        m_recipe = *parsed;
+        m_recipeError.clear();
+        m_recipeErrorLine = 0;
+        const auto shape = shapeFromRecipe(*m_recipe);
+        m_recipeStatus->setStyleSheet(QString());
+        m_recipeStatus->setText(tr("%1: %2 model, %3 parameters; %4 lr %5, %6 schedule; %7 steps of %8 per device")
+                                    .arg(qs(m_recipe->name), qs(m_recipe->model.type))
+                                    .arg(shape.parameters)
+                                    .arg(qs(m_recipe->optimizer.type))
+                                    .arg(m_recipe->optimizer.lr)
+                                    .arg(qs(m_recipe->schedule.type))
+                                    .arg(m_recipe->maxSteps)
+                                    .arg(m_recipe->perDeviceBatchSize));
+    } else {
+        m_recipe.reset();
+        m_recipeError = qs(parsed.error().message);
+        m_recipeErrorLine = errorLine(m_recipeError);
+        m_recipeStatus->setStyleSheet(QStringLiteral("color: #c62828;"));
+        m_recipeStatus->setText(m_recipeError);
+        if (m_recipeErrorLine > 0) {
+            QTextEdit::ExtraSelection mark;
+            mark.format.setBackground(QColor(0xff, 0xe0, 0xe0));
+            mark.format.setProperty(QTextFormat::FullWidthSelection, true);
+            mark.cursor = QTextCursor(m_recipeEditor->document()->findBlockByNumber(m_recipeErrorLine - 1));
+            marks << mark;
+        }
+    }
+    m_recipeEditor->setExtraSelections(marks);
+    refresh();
+}
+
+void ConfigurePage::refresh()
+{
+    const auto& cfg = currentConfig();
+    const bool json = !m_configPath.isEmpty() && config::formatForPath(m_configPath.toStdString()) == config::FileFormat::Json;
+    const QString text = qs(json ? config::toJsonText(cfg) : config::toYamlText(cfg));
+    if (m_preview->toPlainText() != text)
+        m_preview->setPlainText(text);
+
+    config::ValidationOptions options;
+    options.baseDir = m_configPath.isEmpty() ? std::string() : QFileInfo(m_configPath).absolutePath().toStdString();
+    auto diagnostics = config::validateConfig(cfg, options);
+    QStringList texts;
+    for (const auto& d : diagnostics)
+        texts << qs(config::formatDiagnostic(cfg, d));
+    if (!m_recipeError.isEmpty()) {
+        diagnostics.push_back({config::Severity::Error, DiagnosticModel::kRecipeKeyPath, m_recipeError.toStdString()});
+        texts << tr("recipe: error: %1").arg(m_recipeError);
+    }
+    m_diagnostics->setDiagnostics(std::move(diagnostics), texts);
+    const int errors = m_diagnostics->errorCount();
+    const int warnings = m_diagnostics->rowCount() - errors;
+    m_problems->setText(m_diagnostics->rowCount() == 0
+                            ? tr("<b>Problems:</b> none; the config is valid.")
+                            : tr("<b>Problems:</b> %1 error(s), %2 warning(s) (click one to go to its field)").arg(errors).arg(warnings));
+    m_launch->setEnabled(errors == 0);
+    m_launch->setToolTip(errors == 0 ? tr("Save the config and the recipe and start `shardscope launch` (Ctrl+Enter)")
+                                     : tr("%n error(s) to fix first", nullptr, errors));
+    updateMemoryChart();
+    updateTitles();
+}
+
+void ConfigurePage::updateMemoryChart()
+{
+    m_estimate.reset();
+    QVector<double> keys{1, 2, 3, 4};
+    QVector<double> device(4, 0.0);
+    QVector<double> host(4, 0.0);
+    QString summary;
+    auto setup = config::memorySetupFromConfig(
+        currentConfig(), m_configPath.isEmpty() ? std::string() : QFileInfo(m_configPath).absolutePath().toStdString());
+    if (!m_recipe) {
+        summary = tr("Per-rank memory: no estimate while the recipe has an error.");
+    } else if (!setup) {
+        summary = tr("Per-rank memory: %1").arg(qs(setup.error().message));
+    } else {
+        const auto shape = shapeFromRecipe(*m_recipe);
+        m_estimate = config::estimateMemory(shape, setup->precision, setup->sharding, optimizerOf(*m_recipe));
+        const auto& e = *m_estimate;
+        device = {e.parameters, e.gradients, e.optimizer, e.activations};
+        host = {e.hostParameters, e.hostGradients, 0.0, 0.0};
+        host[2] = e.hostOptimizer;
+        summary = tr("Per-rank memory of %1 (%2 parameters): %3, %4 — device %5")
+                      .arg(qs(m_recipe->name))
+                      .arg(shape.parameters)
+                      .arg(qs(setup->sharding.label), qs(config::precisionName(setup->precision)),
+                           qs(config::formatBytes(e.deviceTotal())));
+        if (e.hostTotal() > 0)
+            summary += tr(", host %1").arg(qs(config::formatBytes(e.hostTotal())));
+        for (const auto& note : setup->notes)
+            summary += QStringLiteral("<br><small>%1</small>").arg(qs(note).toHtmlEscaped());
+    }
+    m_memorySummary->setText(summary);
+
+    // One unit for the whole chart, the largest that keeps the biggest bar above 1.
+    double peak = 0;
+    for (int i = 0; i < 4; ++i)
+        peak = std::max(peak, device[i] + host[i]);
+    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int unit = 0;
+    while (unit < 4 && peak >= 1024.0 * std::pow(1024.0, unit))
+        ++unit;
+    const double scale = std::pow(1024.0, unit);
+    for (int i = 0; i < 4; ++i) {
+        device[i] /= scale;
+        host[i] /= scale;
+    }
+    m_deviceBars->setData(keys, device, true);
+    m_hostBars->setData(keys, host, true);
+    m_memoryChart->yAxis->setLabel(tr("per rank (%1)").arg(QLatin1String(units[unit])));
+    m_memoryChart->yAxis->setRange(0, peak > 0 ? peak / scale * 1.4 : 1);
+    m_memoryChart->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void ConfigurePage::updateTitles()
+{
+    m_configLabel->setText(tr("<b>Config:</b> %1%2")
+                               .arg(m_configPath.isEmpty() ? tr("(new)") : m_configPath.toHtmlEscaped(),
+                                    m_configModified ? QStringLiteral(" *") : QString()));
+    m_recipeLabel->setText(tr("<b>Recipe:</b> %1%2")
+                               .arg(m_recipePath.isEmpty() ? tr("(new)") : m_recipePath.toHtmlEscaped(),
+                                    m_recipeModified ? QStringLiteral(" *") : QString()));
+}
+
+void ConfigurePage::showMessage(const QString& text, bool error)
+{
+    m_message->setStyleSheet(error ? QStringLiteral("color: #c62828;") : QString());
+    m_message->setText(text);
+}
+
+void ConfigurePage::goToDiagnostic(const QString& keyPath)
+{
+    if (keyPath == QLatin1String(DiagnosticModel::kRecipeKeyPath)) {
+        m_tabs->setCurrentIndex(2);
+        if (m_recipeErrorLine > 0) {
+            QTextCursor cursor(m_recipeEditor->document()->findBlockByNumber(m_recipeErrorLine - 1));
+            m_recipeEditor->setTextCursor(cursor);
+        }
+        m_recipeEditor->setFocus();
+        return;
+    }
+    m_tabs->setCurrentWidget(m_form);
+    // A nested key may have no field of its own (or one that does not apply): its section's
+    // switch is the next best place.
+    if (m_form->focusField(keyPath))
+        return;
+    const QString top = keyPath.section(QLatin1Char('.'), 0, 0);
+    if (m_form->focusField(top))
+        return;
+    if (top == QLatin1String("fsdp_config") || top == QLatin1String("deepspeed_config"))
+        m_form->focusField(QStringLiteral("distributed_type"));
+    else if (top == QLatin1String("fp8_config"))
+        m_form->focusField(QStringLiteral("mixed_precision"));
+}
+
+QString ConfigurePage::scratchFile(const QString& stem, const QString& suffix) const
+{
+    auto home = storage::shardscopeHome();
+    QDir dir(home ? qs(home->string()) : QDir::tempPath());
+    dir.mkpath(QStringLiteral("configure"));
+    return dir.filePath(QStringLiteral("configure/%1-%2.%3")
+                            .arg(stem, QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")), suffix));
+}
+
+QString ConfigurePage::launch()
+{
+    if (!canLaunch()) {
+        const QString why = tr("Fix the errors first.");
+        showMessage(why, true);
+        return why;
+    }
+    // The launcher reads files: save what is being edited (new files go to $SHARDSCOPE_HOME/configure).
+    if ((m_configModified || m_configPath.isEmpty())
+        && !saveConfigTo(m_configPath.isEmpty() ? scratchFile(QStringLiteral("config"), QStringLiteral("yaml")) : m_configPath))
+        return m_message->text();
+    if ((m_recipeModified || m_recipePath.isEmpty())
+        && !saveRecipeTo(m_recipePath.isEmpty() ? scratchFile(QStringLiteral("recipe"), QStringLiteral("yaml")) : m_recipePath))
+        return m_message->text();
+    LaunchRequest request;
+    request.configFile = m_configPath;
+    request.recipeFile = m_recipePath;
+    request.numProcesses = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
+    request.runName = QStringLiteral("%1-%2").arg(m_recipe ? qs(m_recipe->name) : QStringLiteral("run"),
+                                                 QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
+    const auto result = launchDetached(request);
+    if (!result.started) {
+        showMessage(result.error, true);
+        return result.error;
+    }
+    m_pendingRun = request.runName;
+    m_pollsLeft = 120; // 60 s for the launcher to record the run
+    m_pollTimer->start();
+    showMessage(tr("Launched %1 (pid %2)").arg(request.runName).arg(result.pid), false);
+    emit runLaunched(request.runName);
+    return {};
+}
+
+void ConfigurePage::pollLaunchedRun()
+{
+    if (m_pendingRun.isEmpty() || --m_pollsLeft < 0) {
+        if (!m_pendingRun.isEmpty())
+            showMessage(tr("%1 did not appear in the run history; see Runs.").arg(m_pendingRun), true);
+        m_pendingRun.clear();
+        m_pollTimer->stop();
+        return;
+    }
+    storage::StoreOptions options;
+    options.markInterrupted = false;
+    auto store = storage::RunStore::open(m_databaseFile, options);
+    if (!store)
+        return;
+    auto id = store->resolveRun(m_pendingRun.toStdString());
+    if (!id)
+        return;
+    m_pendingRun.clear();
+    m_pollTimer->stop();
+    emit runOpened(*id);
+}
+
+} // namespace shardscope::ui

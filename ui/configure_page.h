@@ -1,0 +1,110 @@
+#pragma once
+
+// The Configure page (docs/DESIGN.md, "The workbench at a glance"): the config and recipe files
+// at the top; the wizard, the form and the recipe editor on the left; on the right the file
+// exactly as it will be saved above the per-rank memory estimate of the recipe under this config;
+// below, validation's errors and warnings (a click goes to the field) and Launch, disabled while
+// an error remains. Launching saves both files and starts `shardscope launch` detached; the run
+// is opened (runOpened) as soon as the launcher has recorded it in the history.
+
+#include "engine/config/accelerate_config.h"
+#include "engine/config/memory_estimate.h"
+#include "engine/config/recipe.h"
+#include "engine/config/validation.h"
+
+#include <QWidget>
+
+#include <filesystem>
+#include <optional>
+
+class QCPBars;
+class QCustomPlot;
+class QLabel;
+class QListView;
+class QPlainTextEdit;
+class QPushButton;
+class QTabWidget;
+class QTimer;
+
+namespace shardscope::ui {
+
+class ConfigForm;
+class ConfigWizard;
+class DiagnosticModel;
+
+class ConfigurePage : public QWidget {
+    Q_OBJECT
+public:
+    // databaseFile: the run history a launched run is looked up in.
+    explicit ConfigurePage(std::filesystem::path databaseFile, QWidget* parent = nullptr);
+
+    ConfigWizard* wizard() const { return m_wizard; }
+    ConfigForm* form() const { return m_form; }
+    DiagnosticModel* diagnosticModel() const { return m_diagnostics; }
+    const config::AccelerateConfig& currentConfig() const;
+    QString previewText() const;
+    // Null when the recipe does not parse or the config names no sharding the estimate knows.
+    const std::optional<config::MemoryEstimate>& memoryEstimate() const { return m_estimate; }
+    bool canLaunch() const;
+    QString configPath() const { return m_configPath; }
+    QString recipePath() const { return m_recipePath; }
+
+public slots:
+    bool openConfigFile(const QString& path);
+    bool saveConfigTo(const QString& path);
+    bool openRecipeFile(const QString& path);
+    bool saveRecipeTo(const QString& path);
+    void setRecipeText(const QString& yaml);
+    // Goes to the field a diagnostic names (the form's field, or the recipe editor's line).
+    void goToDiagnostic(const QString& keyPath);
+    // Empty on success, else why nothing was launched (also shown on the page).
+    QString launch();
+
+signals:
+    void runLaunched(const QString& runName);
+    void runOpened(std::int64_t runId);
+
+private:
+    void buildTopBar(QWidget* bar);
+    void configChanged(bool modified);
+    void recipeChanged();
+    void refresh();
+    void updateMemoryChart();
+    void updateTitles();
+    void pollLaunchedRun();
+    void showMessage(const QString& text, bool error);
+    QString scratchFile(const QString& stem, const QString& suffix) const;
+
+    std::filesystem::path m_databaseFile;
+    QString m_configPath;
+    QString m_recipePath;
+    bool m_configModified = false;
+    bool m_recipeModified = false;
+    std::optional<config::Recipe> m_recipe;
+    QString m_recipeError;
+    int m_recipeErrorLine = 0;
+    std::optional<config::MemoryEstimate> m_estimate;
+    QString m_pendingRun;
+    int m_pollsLeft = 0;
+
+    QLabel* m_configLabel = nullptr;
+    QLabel* m_recipeLabel = nullptr;
+    QTabWidget* m_tabs = nullptr;
+    ConfigWizard* m_wizard = nullptr;
+    ConfigForm* m_form = nullptr;
+    QPlainTextEdit* m_recipeEditor = nullptr;
+    QLabel* m_recipeStatus = nullptr;
+    QPlainTextEdit* m_preview = nullptr;
+    QLabel* m_memorySummary = nullptr;
+    QCustomPlot* m_memoryChart = nullptr;
+    QCPBars* m_deviceBars = nullptr;
+    QCPBars* m_hostBars = nullptr;
+    DiagnosticModel* m_diagnostics = nullptr;
+    QListView* m_diagnosticView = nullptr;
+    QLabel* m_problems = nullptr;
+    QLabel* m_message = nullptr;
+    QPushButton* m_launch = nullptr;
+    QTimer* m_pollTimer = nullptr;
+};
+
+} // namespace shardscope::ui
