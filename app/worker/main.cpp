@@ -93,6 +93,7 @@ struct TrainArgs {
     std::string exportDir;
     std::int64_t crashInCheckpoint = -1;
     std::string traceDir;
+    std::int64_t injectNonfiniteGrad = -1;
     std::int64_t profileStartStep = -1;
     std::int64_t profileSteps = 0;
 };
@@ -136,6 +137,7 @@ int train(const TrainArgs& args)
     options.exportDir = args.exportDir;
     options.crashInCheckpointAtStep = args.crashInCheckpoint;
     options.traceDir = args.traceDir;
+    options.injectNonfiniteGradAtStep = args.injectNonfiniteGrad;
     options.profileStartStep = args.profileStartStep;
     options.profileSteps = args.profileSteps;
     if (!args.fsdpShardingStrategy.empty() && args.fsdpShardingStrategy != "NO_SHARD") {
@@ -230,6 +232,8 @@ int main(int argc, char** argv)
     trainCmd->add_option("--trace_dir", trainArgs.traceDir, "Where rank<N>.json traces go (profiling needs it)");
     trainCmd->add_option("--profile_start_step", trainArgs.profileStartStep, "First profiled step (wins over the recipe)");
     trainCmd->add_option("--profile_steps", trainArgs.profileSteps, "Profiled steps");
+    trainCmd->add_option("--inject-nonfinite-grad", trainArgs.injectNonfiniteGrad,
+                         "Fault injection: a NaN in a synchronised gradient at this step");
     trainCmd->add_option("--crash-in-checkpoint", trainArgs.crashInCheckpoint,
                          "Fault injection: rank 0 dies while writing the checkpoint of this step");
     trainCmd->add_option("--dump-initial", trainArgs.dumpInitial, "Rank 0 writes the initial parameters here (safetensors)");

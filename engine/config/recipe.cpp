@@ -222,6 +222,7 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     training.add("gradient_accumulation_steps", integer(r.gradientAccumulationSteps, 1));
     training.add("max_steps", integer(r.maxSteps, 1));
     training.add("max_grad_norm", number(r.maxGradNorm, 0, big));
+    training.add("stop_on_nonfinite", boolean(r.stopOnNonfinite));
     training.add("log_every", integer(r.logEvery, 1));
     training.add("eval_every", integer(r.evalEvery, 0));
     training.add("checkpoint_every", integer(r.checkpointEvery, 0));
@@ -333,7 +334,8 @@ std::string recipeToYaml(const Recipe& r)
     out << YAML::Key << "training" << YAML::Value << YAML::BeginMap << YAML::Key << "per_device_batch_size"
         << YAML::Value << r.perDeviceBatchSize << YAML::Key << "gradient_accumulation_steps" << YAML::Value
         << r.gradientAccumulationSteps << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key
-        << "max_grad_norm" << YAML::Value << r.maxGradNorm << YAML::Key << "log_every" << YAML::Value << r.logEvery
+        << "max_grad_norm" << YAML::Value << r.maxGradNorm << YAML::Key << "stop_on_nonfinite" << YAML::Value
+        << r.stopOnNonfinite << YAML::Key << "log_every" << YAML::Value << r.logEvery
         << YAML::Key << "eval_every" << YAML::Value << r.evalEvery << YAML::Key << "checkpoint_every" << YAML::Value
         << r.checkpointEvery << YAML::Key << "checkpoint_keep" << YAML::Value << r.checkpointKeep << YAML::EndMap;
     out << YAML::Key << "export" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value

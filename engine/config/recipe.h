@@ -89,6 +89,9 @@ struct Recipe {
     std::int64_t gradientAccumulationSteps = 1;
     std::int64_t maxSteps = 100; // optimizer steps
     double maxGradNorm = 0.0;    // 0: no clipping
+    // A non-finite loss or gradient norm outside fp16 (where the scaler skips the step) ends the
+    // run with an error when true; otherwise it is flagged in the event stream and training goes on.
+    bool stopOnNonfinite = false;
     std::int64_t logEvery = 1;
     std::int64_t evalEvery = 0; // 0: no evaluation
     std::int64_t checkpointEvery = 0;

@@ -73,6 +73,9 @@ public:
     // loss / gradient_accumulation_steps (times the loss scale in fp16), backward, with DDP's
     // hooks armed only when syncing.
     void backward(const torch::Tensor& loss);
+    // Waits for this step's gradient communication and leaves the synchronised gradients in
+    // place (clipGradNorm and step do it themselves; this is for looking at them before).
+    void synchronizeGradients() { finishGradientSync(); }
     // Finishes the gradient all-reduce, then clips by global norm; returns the norm before
     // clipping. Only meaningful when syncGradients(). maxNorm <= 0: no clipping, norm only.
     double clipGradNorm(double maxNorm);

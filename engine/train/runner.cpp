@@ -28,6 +28,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 namespace shardscope::train {
@@ -368,10 +369,29 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             lossSum += loss.item<double>();
             samples += batch.inputs.size(0);
         }
-        if (!std::isfinite(lossSum))
-            events.emit(protocol::LogEvent{"warning", "non-finite loss at step " + std::to_string(step + 1)});
+        if (step + 1 == options.injectNonfiniteGradAtStep) {
+            // Fault injection (tests): a NaN in the first synchronised gradient, on every rank
+            // alike, as an overflow in the reduced gradients would be.
+            acc.synchronizeGradients();
+            for (auto& p : acc.optimizerParameters())
+                if (p.grad().defined()) {
+                    torch::NoGradGuard noGrad;
+                    p.mutable_grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
+                    break;
+                }
+        }
 
         const double gradNorm = acc.clipGradNorm(recipe.maxGradNorm);
+        // Non-finite values outside fp16 (where the scaler skips the step): stop or flag.
+        if (!acc.gradScaler() && (!std::isfinite(lossSum) || !std::isfinite(gradNorm))) {
+            const std::string what = std::string(!std::isfinite(lossSum) ? "loss" : "gradient norm") + " is "
+                + std::to_string(!std::isfinite(lossSum) ? lossSum : gradNorm) + " at step " + std::to_string(step + 1);
+            if (recipe.stopOnNonfinite) {
+                events.emit(protocol::ErrorEvent{"nonfinite", what + " (training.stop_on_nonfinite)"});
+                throw std::runtime_error(what + "; stopping (training.stop_on_nonfinite is true)");
+            }
+            events.emit(protocol::LogEvent{"warning", "non-finite " + what});
+        }
         std::int64_t gradBytes = 0;
         for (const auto& p : params)
             gradBytes += tensorBytes(p.grad());

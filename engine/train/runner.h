@@ -35,6 +35,7 @@ struct RunOptions {
     std::string resumeFrom;      // a resolved step_<N> folder to continue from
     std::string exportDir;       // runs/<id>/export: save_model at the end (recipe export.enabled)
     std::int64_t crashInCheckpointAtStep = -1; // fault injection for tests
+    std::int64_t injectNonfiniteGradAtStep = -1; // fault injection: a NaN in a synchronised gradient
     // Profiling: spans of forward, backward, optimizer, data and every collective during the
     // recipe's profile window (or profileStartStep/profileSteps here, which win), written to
     // <traceDir>/rank<N>.json with a `trace` event carrying the summary.

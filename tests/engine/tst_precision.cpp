@@ -45,13 +45,14 @@ struct Run {
     int exitCode = -1;
     QString output;
     std::map<int, QVector<Step>> steps; // per rank
+    QStringList logs;                   // log event messages
 };
 
 class Runner {
 public:
     explicit Runner(QString root) : m_root(std::move(root)) {}
 
-    Run launch(const QString& name, const char* recipe, const QString& precision)
+    Run launch(const QString& name, const char* recipe, const QString& precision, const QStringList& extra = {})
     {
         QFile file(m_root + "/" + name + ".yaml");
         file.open(QIODevice::WriteOnly);
@@ -59,8 +60,11 @@ public:
         file.close();
         QStringList args{"launch", "--num_processes", "2", "--recipe", file.fileName(), "--runs_dir", m_root + "/runs",
                          "--run_name", name};
+        if (!precision.isEmpty() || !extra.isEmpty())
+            args << "--";
         if (!precision.isEmpty())
-            args << "--" << "--mixed_precision" << precision;
+            args << "--mixed_precision" << precision;
+        args << extra;
         QProcess process;
         process.setProcessChannelMode(QProcess::MergedChannels);
         process.start(kShardscope, args);
@@ -72,6 +76,8 @@ public:
         if (events.open(QIODevice::ReadOnly)) {
             while (!events.atEnd()) {
                 const auto e = QJsonDocument::fromJson(events.readLine()).object();
+                if (e["type"] == "log")
+                    run.logs << e["message"].toString();
                 if (e["type"] != "step")
                     continue;
                 run.steps[e["rank"].toInt()].push_back(
@@ -151,6 +157,32 @@ private slots:
         for (int i = 0; i < plain.steps.at(0).size(); ++i)
             QCOMPARE(no.steps.at(0)[i].loss, plain.steps.at(0)[i].loss);
         QCOMPARE(no.steps.at(0)[0].lossScale, 0.0); // no loss scale outside fp16
+    }
+
+    // A NaN in the gradients: fp16 skips that step and halves the scale on every rank; fp32 with
+    // training.stop_on_nonfinite stops with an error naming it; without, the run goes on and the
+    // event stream flags the step.
+    void nonfiniteGradients()
+    {
+        QStringList fault{"--inject-nonfinite-grad", "3"};
+        const Run fp16 = m_runner->launch("nan-fp16", kStallRecipe, "fp16", fault);
+        QVERIFY2(fp16.exitCode == 0, qPrintable(fp16.output));
+        for (int rank : {0, 1}) {
+            const auto& steps = fp16.steps.at(rank);
+            QVERIFY(!steps[1].skipped);
+            QVERIFY(steps[2].skipped);
+            QCOMPARE(steps[3].lossScale, steps[2].lossScale * 0.5);
+            QVERIFY(!steps[3].skipped);
+        }
+        QByteArray stopping(kStallRecipe);
+        stopping.replace("max_steps: 400}", "max_steps: 400, stop_on_nonfinite: true}");
+        const Run stopped = m_runner->launch("nan-stop", stopping.constData(), "no", fault);
+        QVERIFY(stopped.exitCode != 0);
+        QVERIFY2(stopped.output.contains("nonfinite: gradient norm is nan at step 3"), qPrintable(stopped.output));
+        QCOMPARE(stopped.steps.at(0).size(), 2);
+        const Run flagged = m_runner->launch("nan-flag", kStallRecipe, "no", fault);
+        QCOMPARE(flagged.exitCode, 0);
+        QVERIFY(flagged.logs.contains("non-finite gradient norm is nan at step 3"));
     }
 
     void fp8OnCpuIsRefused()
