@@ -37,31 +37,6 @@ namespace {
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
-// A recipe's parameter count and transformer shape, as `shardscope estimate-memory --recipe`
-// derives it: GPT embeddings (tied head), per block qkv + proj + MLP + 2 norms; MLP layers.
-config::ModelShape shapeFromRecipe(const config::Recipe& r)
-{
-    config::ModelShape m;
-    const auto& mr = r.model;
-    if (mr.type == "gpt") {
-        const std::int64_t h = mr.nEmbd;
-        m.parameters = mr.vocabSize * h + mr.blockSize * h + mr.nLayer * (12 * h * h + 13 * h) + 2 * h;
-        m.layers = mr.nLayer;
-        m.hidden = h;
-        m.heads = mr.nHead;
-        m.sequence = mr.blockSize;
-        m.vocab = mr.vocabSize;
-    } else {
-        std::int64_t p = mr.inputDim * mr.hiddenDim + mr.hiddenDim;
-        for (std::int64_t i = 1; i < mr.depth; ++i)
-            p += mr.hiddenDim * mr.hiddenDim + mr.hiddenDim;
-        p += mr.hiddenDim * mr.outputDim + mr.outputDim;
-        m.parameters = p;
-    }
-    m.microBatch = r.perDeviceBatchSize;
-    return m;
-}
-
 config::OptimizerKind optimizerOf(const config::Recipe& r)
 {
     if (r.optimizer.type == "sgd")
@@ -377,7 +352,7 @@ void ConfigurePage::recipeChanged()
         m_recipe = *parsed;
         m_recipeError.clear();
         m_recipeErrorLine = 0;
-        const auto shape = shapeFromRecipe(*m_recipe);
+        const auto shape = config::modelShapeOf(*m_recipe);
         m_recipeStatus->setStyleSheet(QString());
         m_recipeStatus->setText(tr("%1: %2 model, %3 parameters; %4 lr %5, %6 schedule; %7 steps of %8 per device")
                                     .arg(qs(m_recipe->name), qs(m_recipe->model.type))
@@ -450,7 +425,7 @@ void ConfigurePage::updateMemoryChart()
     } else if (!setup) {
         summary = tr("Per-rank memory: %1").arg(qs(setup.error().message));
     } else {
-        const auto shape = shapeFromRecipe(*m_recipe);
+        const auto shape = config::modelShapeOf(*m_recipe);
         m_estimate = config::estimateMemory(shape, setup->precision, setup->sharding, optimizerOf(*m_recipe));
         const auto& e = *m_estimate;
         device = {e.parameters, e.gradients, e.optimizer, e.activations};

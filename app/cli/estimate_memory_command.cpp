@@ -29,29 +29,6 @@ struct EstimateArgs {
 };
 
 // A GPT recipe's parameter count: embeddings (tied head), and per block qkv + proj + MLP + 2 norms.
-ModelShape shapeFromRecipe(const Recipe& r)
-{
-    ModelShape m;
-    const auto& mr = r.model;
-    if (mr.type == "gpt") {
-        const std::int64_t h = mr.nEmbd;
-        m.parameters = mr.vocabSize * h + mr.blockSize * h + mr.nLayer * (12 * h * h + 13 * h) + 2 * h;
-        m.layers = mr.nLayer;
-        m.hidden = h;
-        m.heads = mr.nHead;
-        m.sequence = mr.blockSize;
-        m.vocab = mr.vocabSize;
-    } else {
-        std::int64_t p = mr.inputDim * mr.hiddenDim + mr.hiddenDim;
-        for (std::int64_t i = 1; i < mr.depth; ++i)
-            p += mr.hiddenDim * mr.hiddenDim + mr.hiddenDim;
-        p += mr.hiddenDim * mr.outputDim + mr.outputDim;
-        m.parameters = p;
-    }
-    m.microBatch = r.perDeviceBatchSize;
-    return m;
-}
-
 std::vector<std::string> row(const std::string& label, const std::string& precision, const MemoryEstimate& e)
 {
     return {label,
@@ -73,7 +50,7 @@ int runEstimate(const EstimateArgs& a)
             std::cerr << "shardscope estimate-memory: error: " << r.error().message << "\n";
             return 1;
         }
-        model = shapeFromRecipe(*r);
+        model = modelShapeOf(*r);
     }
     if (!a.params.empty()) {
         auto p = parseParameterCount(a.params);

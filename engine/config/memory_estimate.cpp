@@ -304,4 +304,29 @@ std::string renderTable(const std::string& title, const std::vector<std::string>
     return out;
 }
 
+ModelShape modelShapeOf(const Recipe& r)
+{
+    ModelShape m;
+    const auto& mr = r.model;
+    if (mr.type == "gpt") {
+        const std::int64_t h = mr.nEmbd;
+        m.parameters = mr.vocabSize * h + mr.blockSize * h + mr.nLayer * (12 * h * h + 13 * h) + 2 * h;
+        m.layers = mr.nLayer;
+        m.hidden = h;
+        m.heads = mr.nHead;
+        m.sequence = mr.blockSize;
+        m.vocab = mr.vocabSize;
+    } else {
+        std::int64_t p = 0, width = mr.inputDim;
+        for (std::int64_t i = 0; i < mr.depth; ++i) {
+            p += width * mr.hiddenDim + mr.hiddenDim;
+            width = mr.hiddenDim;
+        }
+        p += width * mr.outputDim + mr.outputDim;
+        m.parameters = p;
+    }
+    m.microBatch = r.perDeviceBatchSize;
+    return m;
+}
+
 } // namespace shardscope::config

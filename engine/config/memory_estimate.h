@@ -10,6 +10,7 @@
 
 #include "engine/common/result.h"
 #include "engine/config/accelerate_config.h"
+#include "engine/config/recipe.h"
 
 #include <cstdint>
 #include <optional>
@@ -92,5 +93,10 @@ std::string formatBytes(double bytes);
 // A box-drawn table (accelerate estimate-memory style) of rows x columns.
 std::string renderTable(const std::string& title, const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);
+
+// A recipe's parameter count and transformer shape, exactly as the engine builds its models (GPT:
+// embeddings with the tied head, per block qkv + proj + MLP + 2 norms, the final norm; MLP: its
+// linear layers). Shared by `shardscope estimate-memory --recipe` and the Configure page.
+ModelShape modelShapeOf(const Recipe& recipe);
 
 } // namespace shardscope::config
