@@ -106,6 +106,7 @@ int runEstimate(const EstimateArgs& a)
                 Sharding s;
                 s.zeroStage = stage;
                 s.shardRanks = ranks;
+                s.autocast = stage == 0; // DDP: torch autocast keeps fp32 parameters
                 const std::string label = stage == 0 ? "DDP (ZeRO-0)" : "ZeRO-" + std::to_string(stage);
                 rows.push_back(row(label, precisionName(p), estimateMemory(model, p, s)));
             }

@@ -27,7 +27,8 @@ StateBytes stateBytesPerParameter(PrecisionMode precision, OptimizerKind optimiz
 MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const Sharding& sharding,
                               OptimizerKind optimizer)
 {
-    const StateBytes b = stateBytesPerParameter(precision, optimizer);
+    const bool autocastMixed = sharding.autocast && (precision == PrecisionMode::Mixed16 || precision == PrecisionMode::Fp8);
+    const StateBytes b = stateBytesPerParameter(autocastMixed ? PrecisionMode::Fp32 : precision, optimizer);
     const double psi = static_cast<double>(model.parameters);
     const double n = std::max(1, sharding.shardRanks);
     const int stage = std::clamp(sharding.zeroStage, 0, 3);
@@ -194,6 +195,7 @@ Result<MemorySetup> memorySetupFromConfig(const AccelerateConfig& config, const 
         setup.sharding.label = std::string("FSDP") + (v2 ? "2 " : "1 ") + strategy + (offload ? " + CPU offload" : "");
     } else {
         setup.sharding.zeroStage = 0;
+        setup.sharding.autocast = true;
         setup.sharding.label = setup.sharding.shardRanks > 1 ? "DDP (replicated)" : "single process";
     }
     if (setup.precision == PrecisionMode::Fp8)

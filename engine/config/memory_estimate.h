@@ -45,6 +45,10 @@ struct Sharding {
     bool offloadParams = false;    // sharded parameters in host memory (stage 3 / FSDP offload)
     bool offloadGrads = false;     // FSDP CPU offload also moves gradients
     bool activationCheckpointing = false;
+    // Mixed precision by torch autocast (DDP, MULTI_CPU/GPU, a single process): parameters and
+    // gradients stay fp32 and no master copy exists, so fp16/bf16 cost what fp32 costs in model
+    // states. DeepSpeed and FSDP keep 16-bit parameters and an fp32 master copy instead.
+    bool autocast = false;
     std::string label;          // "ZeRO-2", "FSDP FULL_SHARD", ...
 };
 

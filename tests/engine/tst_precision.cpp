@@ -13,6 +13,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/config/memory_estimate.h"
+#include "engine/config/recipe.h"
+
+#include <array>
+
 #include <map>
 
 namespace {
@@ -46,6 +51,7 @@ struct Run {
     QString output;
     std::map<int, QVector<Step>> steps; // per rank
     QStringList logs;                   // log event messages
+    std::map<int, std::array<qint64, 3>> memory; // per rank, last step: params, grads, optimizer bytes
 };
 
 class Runner {
@@ -80,6 +86,9 @@ public:
                     run.logs << e["message"].toString();
                 if (e["type"] != "step")
                     continue;
+                const auto mem = e["mem"].toObject();
+                run.memory[e["rank"].toInt()] = {mem["params"].toInteger(), mem["grads"].toInteger(),
+                                                 mem["optimizer"].toInteger()};
                 run.steps[e["rank"].toInt()].push_back(
                     {e["loss"].toDouble(), e["skipped"].toBool(), e["loss_scale"].toDouble(), e["skipped_steps"].toInteger()});
             }
@@ -183,6 +192,41 @@ private slots:
         const Run flagged = m_runner->launch("nan-flag", kStallRecipe, "no", fault);
         QCOMPARE(flagged.exitCode, 0);
         QVERIFY(flagged.logs.contains("non-finite gradient norm is nan at step 3"));
+    }
+
+    // Per-rank bytes of parameters, gradients and optimizer state, as the step events report
+    // them, equal `shardscope estimate-memory`'s for each mode (DDP: autocast keeps fp32 states
+    // in fp16/bf16; bf16-pure halves everything).
+    void memoryPerModeMatchesTheEstimate_data()
+    {
+        QTest::addColumn<QString>("mode");
+        QTest::addColumn<int>("precision");
+        QTest::newRow("no") << "no" << int(shardscope::config::PrecisionMode::Fp32);
+        QTest::newRow("fp16") << "fp16" << int(shardscope::config::PrecisionMode::Mixed16);
+        QTest::newRow("bf16") << "bf16" << int(shardscope::config::PrecisionMode::Mixed16);
+        QTest::newRow("bf16-pure") << "bf16-pure" << int(shardscope::config::PrecisionMode::PureBf16);
+    }
+    void memoryPerModeMatchesTheEstimate()
+    {
+        QFETCH(QString, mode);
+        QFETCH(int, precision);
+        const char* recipeText = "name: mem\nmodel: {type: mlp, input_dim: 32, hidden_dim: 64, depth: 2, output_dim: 1}\n"
+                                 "data: {type: synthetic_regression, num_samples: 512}\noptimizer: {type: adamw, lr: 0.001}\n"
+                                 "training: {per_device_batch_size: 8, max_steps: 2}\n";
+        const Run run = m_runner->launch("mem-" + mode, recipeText, mode);
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        auto recipe = shardscope::config::parseRecipe(recipeText, "mem.yaml");
+        QVERIFY(recipe.ok());
+        shardscope::config::Sharding ddp;
+        ddp.shardRanks = 2;
+        ddp.autocast = true;
+        const auto estimate = shardscope::config::estimateMemory(shardscope::config::modelShapeOf(*recipe),
+                                                                 shardscope::config::PrecisionMode(precision), ddp,
+                                                                 shardscope::config::OptimizerKind::Adam);
+        const auto& mem = run.memory.at(0);
+        QCOMPARE(double(mem[0]), estimate.parameters);
+        QCOMPARE(double(mem[1]), estimate.gradients);
+        QCOMPARE(double(mem[2]), estimate.optimizer);
     }
 
     void fp8OnCpuIsRefused()
