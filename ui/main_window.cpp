@@ -24,18 +24,6 @@ namespace shardscope::ui {
 
 namespace {
 
-QString modeDescription(MainWindow::Mode mode)
-{
-    switch (mode) {
-    case MainWindow::Mode::Configure: return QObject::tr("Accelerate config and recipe: forms, YAML preview, memory estimate.");
-    case MainWindow::Mode::Runs: return QObject::tr("Every past run, from the run history.");
-    case MainWindow::Mode::Run: return QObject::tr("One run, live or finished: loss, loss scale, memory per rank, throughput.");
-    case MainWindow::Mode::Compare: return QObject::tr("Runs side by side: metrics, config differences, precision sweep.");
-    case MainWindow::Mode::Trace: return QObject::tr("Per-rank timelines and comm/compute overlap.");
-    }
-    return {};
-}
-
 std::filesystem::path defaultDatabase()
 {
     auto home = storage::shardscopeHome();
@@ -207,16 +195,6 @@ QString MainWindow::modeName(Mode mode)
     case Mode::Trace: return tr("Trace");
     }
     return {};
-}
-
-QWidget* MainWindow::makePlaceholderPage(Mode mode) const
-{
-    // Configure waits for the config forms on engine/config's question tree, Trace for the
-    // profiler's timeline; each says what it will hold rather than pretending to work.
-    auto* label = new QLabel(QStringLiteral("<h2>%1</h2><p>%2</p><p><i>%3</i></p>")
-                                 .arg(modeName(mode), modeDescription(mode), tr("Not built yet.")));
-    label->setAlignment(Qt::AlignCenter);
-    return label;
 }
 
 } // namespace shardscope::ui

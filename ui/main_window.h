@@ -52,7 +52,6 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
-    QWidget* makePlaceholderPage(Mode mode) const;
 
     std::filesystem::path m_databaseFile;
     QListWidget* m_modeBar = nullptr;
