@@ -7,13 +7,10 @@
 #   ./scripts/bench-ddp.sh [rounds]      (default 3 rounds of each configuration)
 #   BENCH_MODELS=mlp BENCH_SKIP_OVERLAP=1 ./scripts/bench-ddp.sh 5    (a subset)
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 rounds=${1:-3}
-bin="$root/build/dev/app/shardscope"
 python="$root/.venv/bin/python"
-[ -x "$bin" ] || { echo "build first: ./scripts/test.sh (or cmake --build --preset dev)" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+shardscope_measure_setup
 
 # name | recipe body. The GPT is the demo model; the MLP is small enough that Python's per-step
 # overhead dominates; the wide MLP has many parameters per FLOP, so communication matters.

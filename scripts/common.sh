@@ -10,3 +10,14 @@ shardscope_build() {
   cmake --preset "$preset" -S "$root" >/dev/null || { echo "configure failed (cmake --preset $preset)" >&2; return 1; }
   cmake --build --preset "$preset" || { echo "build failed (cmake --build --preset $preset)" >&2; return 1; }
 }
+
+# For the measuring scripts (bench-ddp, *-table, profile-overhead, reliability-report): $bin, the
+# built shardscope; $work, a scratch folder removed on exit with any run still started from it;
+# and a scratch run history, so measurements never land in the user's.
+shardscope_measure_setup() {
+  bin="$root/build/dev/app/shardscope"
+  [ -x "$bin" ] || { echo "build first: ./scripts/test.sh" >&2; exit 1; }
+  work=$(mktemp -d)
+  trap 'pkill -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+  export SHARDSCOPE_HOME="$work/home"
+}

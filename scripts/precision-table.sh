@@ -6,13 +6,10 @@
 #
 #   ./scripts/precision-table.sh [recipe.yaml] [max_steps]
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 recipe=${1:-$root/resources/recipes/demo-gpt.yaml}
 steps=${2:-150}
-bin="$root/build/dev/app/shardscope"
-[ -x "$bin" ] || { echo "build first: ./scripts/test.sh" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+shardscope_measure_setup
 
 summarize() {
   python3 - "$1" "$2" <<'EOF'

@@ -5,14 +5,10 @@
 #
 #   ./scripts/profile-overhead.sh [rounds] [steps]
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 rounds=${1:-3}
 steps=${2:-40}
-bin="$root/build/dev/app/shardscope"
-[ -x "$bin" ] || { echo "build first: ./scripts/test.sh" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export SHARDSCOPE_HOME="$work/home"
+shardscope_measure_setup
 mean_step() {
   python3 - "$1" <<'PY'
 import json, sys

@@ -6,12 +6,8 @@
 #
 #   ./scripts/reliability-report.sh
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin="$root/build/dev/app/shardscope"
-[ -x "$bin" ] || { echo "build first: ./scripts/test.sh" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'pkill -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
-export SHARDSCOPE_HOME="$work/home"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+shardscope_measure_setup
 cat > "$work/long.yaml" <<'EOF'
 name: long
 model: {type: mlp}

@@ -44,11 +44,7 @@ int checkCollectives(const CheckCollectivesArgs& args)
         std::cerr << who << ": failing on purpose with exit code " << args.failCode << " (--fail-rank)\n";
         return args.failCode;
     }
-    auto backend = dist::parseBackendName(args.backend);
-    if (!backend) {
-        std::cerr << "shardscope-worker: unknown backend '" << args.backend << "' (use gloo or nccl)\n";
-        return kUsage;
-    }
+    const auto backend = dist::parseBackendName(args.backend); // the command line admits only known names
     dist::CollectiveCheckOptions options;
     options.backend = *backend;
     options.numel = args.numel;
@@ -111,11 +107,7 @@ int train(const TrainArgs& args)
         std::cerr << "shardscope-worker: " << recipe.error().message << "\n";
         return kUsage;
     }
-    auto backend = dist::parseBackendName(args.backend);
-    if (!backend) {
-        std::cerr << "shardscope-worker: unknown backend '" << args.backend << "' (use gloo or nccl)\n";
-        return kUsage;
-    }
+    const auto backend = dist::parseBackendName(args.backend); // the command line admits only known names
     auto precision = precision::parseMode(args.mixedPrecision);
     if (!precision) {
         std::cerr << "shardscope-worker: " << precision.error().message << "\n";
@@ -190,7 +182,9 @@ int main(int argc, char** argv)
     CheckCollectivesArgs check;
     auto* checkCmd = app.add_subcommand("check-collectives",
                                         "Run all-reduce, all-gather, reduce-scatter and broadcast and verify every result");
-    checkCmd->add_option("--backend", check.backend, "c10d backend: gloo (CPU) or nccl (CUDA)")->capture_default_str();
+    checkCmd->add_option("--backend", check.backend, "c10d backend: gloo (CPU) or nccl (CUDA)")
+        ->check(CLI::IsMember({"gloo", "nccl"}))
+        ->capture_default_str();
     checkCmd->add_option("--numel", check.numel, "Elements per rank in each collective")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
         ->capture_default_str();
@@ -201,7 +195,9 @@ int main(int argc, char** argv)
     TrainArgs trainArgs;
     auto* trainCmd = app.add_subcommand("train", "Train the recipe on this rank, emitting events");
     trainCmd->add_option("--recipe", trainArgs.recipe, "Recipe YAML file")->required();
-    trainCmd->add_option("--backend", trainArgs.backend, "c10d backend: gloo (CPU) or nccl (CUDA)")->capture_default_str();
+    trainCmd->add_option("--backend", trainArgs.backend, "c10d backend: gloo (CPU) or nccl (CUDA)")
+        ->check(CLI::IsMember({"gloo", "nccl"}))
+        ->capture_default_str();
     trainCmd->add_option("--max_steps", trainArgs.maxSteps, "Override the recipe's training.max_steps");
     trainCmd->add_option("--threads", trainArgs.threads, "Intra-op threads (default: cores / local ranks)");
     trainCmd->add_option("--dump-params", trainArgs.dumpParams, "Rank 0 writes the final parameters here (safetensors)");

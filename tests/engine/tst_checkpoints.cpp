@@ -17,11 +17,14 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "tests/common/recipe_run.h"
+
 #include <map>
+
+namespace testing = shardscope::testing;
 
 namespace {
 
-const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
 const QString kWorker = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker");
 const QString kPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
 const QString kExportCheck = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/hf_export_check.py");
@@ -53,29 +56,13 @@ class TestCheckpoints : public QObject {
 private:
     Run launch(const QString& name, const QString& recipeText, const QStringList& launchArgs, const QStringList& workerArgs = {})
     {
-        const QString path = m_dir.path() + "/" + name + ".yaml";
-        QFile file(path);
-        file.open(QIODevice::WriteOnly);
-        file.write(recipeText.toUtf8());
-        file.close();
-        QStringList args{"launch", "--num_processes", "2", "--recipe", path, "--runs_dir", runs(), "--run_name", name};
-        args << launchArgs;
-        if (!workerArgs.isEmpty())
-            args << "--" << workerArgs;
-        QProcess process;
-        process.setProcessChannelMode(QProcess::MergedChannels);
-        process.start(kShardscope, args);
-        process.waitForFinished(180000);
+        auto launched = testing::launchRecipe(m_dir.path(), name, recipeText, 2, launchArgs, workerArgs);
         Run run;
-        run.exitCode = process.exitCode();
-        run.output = QString::fromUtf8(process.readAll());
-        QFile events(runs() + "/" + name + "/events.jsonl");
-        if (events.open(QIODevice::ReadOnly))
-            while (!events.atEnd()) {
-                const auto e = QJsonDocument::fromJson(events.readLine()).object();
-                if (e["type"] == "step" && e["rank"] == 0)
-                    run.losses[e["step"].toInteger()] = e["loss"].toDouble();
-            }
+        run.exitCode = launched.exitCode;
+        run.output = launched.output;
+        for (const auto& e : launched.events)
+            if (e["type"] == "step" && e["rank"] == 0)
+                run.losses[e["step"].toInteger()] = e["loss"].toDouble();
         return run;
     }
     QString runs() const { return m_dir.path() + "/runs"; }

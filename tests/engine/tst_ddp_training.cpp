@@ -19,6 +19,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "tests/common/recipe_run.h"
 #include "tests/common/safetensors_reader.h"
 
 #include <signal.h>
@@ -29,9 +30,10 @@
 #include <map>
 #include <thread>
 
+namespace testing = shardscope::testing;
+
 namespace {
 
-const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
 const QString kPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
 const QString kReference = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/ddp_reference.py");
 
@@ -71,37 +73,12 @@ public:
     RunResult launch(const QString& name, const QString& recipeText, int ranks, const QStringList& workerArgs = {},
                      int timeoutMs = 120000)
     {
-        const QString recipePath = m_root + "/" + name + ".yaml";
-        QFile file(recipePath);
-        file.open(QIODevice::WriteOnly);
-        file.write(recipeText.toUtf8());
-        file.close();
-        QProcess process;
-        QStringList args{"launch", "--num_processes", QString::number(ranks), "--recipe", recipePath,
-                         "--runs_dir", m_root + "/runs", "--run_name", name};
-        if (!workerArgs.isEmpty())
-            args << "--" << workerArgs;
-        process.setProcessChannelMode(QProcess::MergedChannels);
-        process.start(kShardscope, args);
-        process.waitForFinished(timeoutMs);
+        auto launched = testing::launchRecipe(m_root, name, recipeText, ranks, {}, workerArgs, timeoutMs);
         RunResult result;
-        result.exitCode = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
-        result.output = QString::fromUtf8(process.readAll());
-        result.runDir = m_root + "/runs/" + name;
-        readEvents(result);
-        return result;
-    }
-
-    QString root() const { return m_root; }
-
-private:
-    static void readEvents(RunResult& result)
-    {
-        QFile events(result.runDir + "/events.jsonl");
-        if (!events.open(QIODevice::ReadOnly))
-            return;
-        while (!events.atEnd()) {
-            const auto event = QJsonDocument::fromJson(events.readLine()).object();
+        result.exitCode = launched.exitCode;
+        result.output = launched.output;
+        result.runDir = launched.runDir;
+        for (const auto& event : launched.events) {
             if (event["type"].toString() == "trace") {
                 result.traceOverlaps.push_back(event["summary"].toObject()["overlap"].toDouble());
                 result.tracePaths << event["path"].toString();
@@ -113,8 +90,12 @@ private:
             else if (event["type"].toString() == "log")
                 result.logMessages << event["message"].toString();
         }
+        return result;
     }
 
+    QString root() const { return m_root; }
+
+private:
     QString m_root;
 };
 
@@ -305,12 +286,8 @@ private slots:
         const QString events = m_dir.path() + "/runs/killed/events.jsonl";
         QTRY_VERIFY_WITH_TIMEOUT(
             [&] {
-                QFile f(events);
-                if (!f.open(QIODevice::ReadOnly))
-                    return false;
                 steps = 0;
-                while (!f.atEnd()) {
-                    const auto e = QJsonDocument::fromJson(f.readLine()).object();
+                for (const auto& e : testing::readEvents(events)) {
                     if (e["type"] == "hello")
                         pids[e["rank"].toInt()] = e["pid"].toInteger();
                     if (e["type"] == "step")
@@ -340,14 +317,7 @@ private slots:
         startEndlessRun(launcher, "interrupted");
         QVERIFY(launcher.waitForStarted());
         const QString events = m_dir.path() + "/runs/interrupted/events.jsonl";
-        auto readEvents = [&] {
-            QList<QJsonObject> all;
-            QFile f(events);
-            if (f.open(QIODevice::ReadOnly))
-                while (!f.atEnd())
-                    all << QJsonDocument::fromJson(f.readLine()).object();
-            return all;
-        };
+        auto readEvents = [&] { return testing::readEvents(events); };
         auto stepsSoFar = [&] {
             const auto all = readEvents();
             return std::count_if(all.begin(), all.end(), [](const QJsonObject& e) { return e["type"] == "step"; });
@@ -382,7 +352,7 @@ private:
         file.write(gpt(4, 1, 25, true, 100000).toUtf8());
         file.close();
         launcher.setProcessChannelMode(QProcess::MergedChannels);
-        launcher.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--runs_dir",
+        launcher.start(testing::shardscopeBinary(), {"launch", "--num_processes", "2", "--recipe", recipePath, "--runs_dir",
                                      m_dir.path() + "/runs", "--run_name", name});
     }
 

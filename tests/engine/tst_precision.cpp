@@ -13,6 +13,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "tests/common/recipe_run.h"
+
 #include "engine/config/memory_estimate.h"
 #include "engine/config/recipe.h"
 
@@ -22,7 +24,6 @@
 
 namespace {
 
-const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
 
 const char* kStallRecipe = "name: bf16-stall\n"
                            "seed: 3\n"
@@ -60,38 +61,24 @@ public:
 
     Run launch(const QString& name, const char* recipe, const QString& precision, const QStringList& extra = {})
     {
-        QFile file(m_root + "/" + name + ".yaml");
-        file.open(QIODevice::WriteOnly);
-        file.write(recipe);
-        file.close();
-        QStringList args{"launch", "--num_processes", "2", "--recipe", file.fileName(), "--runs_dir", m_root + "/runs",
-                         "--run_name", name};
-        if (!precision.isEmpty() || !extra.isEmpty())
-            args << "--";
+        QStringList workerArgs;
         if (!precision.isEmpty())
-            args << "--mixed_precision" << precision;
-        args << extra;
-        QProcess process;
-        process.setProcessChannelMode(QProcess::MergedChannels);
-        process.start(kShardscope, args);
-        process.waitForFinished(180000);
+            workerArgs << "--mixed_precision" << precision;
+        workerArgs << extra;
+        auto launched = shardscope::testing::launchRecipe(m_root, name, QString::fromUtf8(recipe), 2, {}, workerArgs);
         Run run;
-        run.exitCode = process.exitCode();
-        run.output = QString::fromUtf8(process.readAll());
-        QFile events(m_root + "/runs/" + name + "/events.jsonl");
-        if (events.open(QIODevice::ReadOnly)) {
-            while (!events.atEnd()) {
-                const auto e = QJsonDocument::fromJson(events.readLine()).object();
-                if (e["type"] == "log")
-                    run.logs << e["message"].toString();
-                if (e["type"] != "step")
-                    continue;
-                const auto mem = e["mem"].toObject();
-                run.memory[e["rank"].toInt()] = {mem["params"].toInteger(), mem["grads"].toInteger(),
-                                                 mem["optimizer"].toInteger()};
-                run.steps[e["rank"].toInt()].push_back(
-                    {e["loss"].toDouble(), e["skipped"].toBool(), e["loss_scale"].toDouble(), e["skipped_steps"].toInteger()});
-            }
+        run.exitCode = launched.exitCode;
+        run.output = launched.output;
+        for (const auto& e : launched.events) {
+            if (e["type"] == "log")
+                run.logs << e["message"].toString();
+            if (e["type"] != "step")
+                continue;
+            const auto mem = e["mem"].toObject();
+            run.memory[e["rank"].toInt()] = {mem["params"].toInteger(), mem["grads"].toInteger(),
+                                             mem["optimizer"].toInteger()};
+            run.steps[e["rank"].toInt()].push_back(
+                {e["loss"].toDouble(), e["skipped"].toBool(), e["loss_scale"].toDouble(), e["skipped_steps"].toInteger()});
         }
         return run;
     }

@@ -16,6 +16,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "tests/common/recipe_run.h"
 #include "tests/common/safetensors_reader.h"
 
 #include <cmath>
@@ -23,7 +24,6 @@
 
 namespace {
 
-const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
 
 constexpr qint64 kPsi = 34688;
 constexpr qint64 kBlock = 12704;
@@ -58,29 +58,16 @@ class TestSharding : public QObject {
 private:
     Run launch(const QString& name, int ranks, int accumulation, const QStringList& strategy)
     {
-        QFile file(m_dir.path() + "/" + name + ".yaml");
-        file.open(QIODevice::WriteOnly);
-        file.write(recipe(accumulation).toUtf8());
-        file.close();
         Run run;
         run.params = m_dir.path() + "/" + name + ".safetensors";
-        QProcess process;
-        process.setProcessChannelMode(QProcess::MergedChannels);
-        process.start(kShardscope, QStringList{"launch", "--num_processes", QString::number(ranks), "--recipe", file.fileName(),
-                                               "--runs_dir", m_dir.path() + "/runs", "--run_name", name, "--",
-                                               "--dump-params", run.params}
-                                       + strategy);
-        process.waitForFinished(180000);
-        run.exitCode = process.exitCode();
-        run.output = QString::fromUtf8(process.readAll());
-        QFile events(m_dir.path() + "/runs/" + name + "/events.jsonl");
-        if (events.open(QIODevice::ReadOnly)) {
-            while (!events.atEnd()) {
-                const auto e = QJsonDocument::fromJson(events.readLine()).object();
-                if (e["type"] == "step" && e["rank"] == 0) {
-                    run.losses.push_back(e["loss"].toDouble());
-                    run.lastStep = e;
-                }
+        auto launched = shardscope::testing::launchRecipe(m_dir.path(), name, recipe(accumulation), ranks, {},
+                                                          QStringList{"--dump-params", run.params} + strategy);
+        run.exitCode = launched.exitCode;
+        run.output = launched.output;
+        for (const auto& e : launched.events) {
+            if (e["type"] == "step" && e["rank"] == 0) {
+                run.losses.push_back(e["loss"].toDouble());
+                run.lastStep = e;
             }
         }
         return run;

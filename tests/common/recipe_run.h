@@ -1,0 +1,70 @@
+#pragma once
+
+// Launching a recipe for real from a test: `shardscope launch` on N ranks with the recipe text
+// written to a file, waited for, and the run's events read back. The multi-process suites build
+// their own views (losses, per-rank steps, memory) from `events`.
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QList>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+namespace shardscope::testing {
+
+inline const QString& shardscopeBinary()
+{
+    static const QString path = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
+    return path;
+}
+
+// Every event of a run's events.jsonl, in order (none when the file does not exist).
+inline QList<QJsonObject> readEvents(const QString& path)
+{
+    QList<QJsonObject> events;
+    QFile file(path);
+    if (file.open(QIODevice::ReadOnly))
+        while (!file.atEnd())
+            events << QJsonDocument::fromJson(file.readLine()).object();
+    return events;
+}
+
+struct RecipeRun {
+    int exitCode = -1; // -1 when the launcher did not exit normally
+    QString output;    // stdout and stderr together
+    QString runDir;
+    QList<QJsonObject> events;
+};
+
+// Writes `recipe` to <root>/<name>.yaml and runs it as run <name> under <root>/runs:
+// shardscope launch --num_processes <ranks> --recipe ... [launchArgs] [-- workerArgs].
+inline RecipeRun launchRecipe(const QString& root, const QString& name, const QString& recipe, int ranks,
+                              const QStringList& launchArgs = {}, const QStringList& workerArgs = {},
+                              int timeoutMs = 180000)
+{
+    const QString recipePath = root + "/" + name + ".yaml";
+    QFile file(recipePath);
+    file.open(QIODevice::WriteOnly);
+    file.write(recipe.toUtf8());
+    file.close();
+    QStringList args{"launch", "--num_processes", QString::number(ranks), "--recipe", recipePath,
+                     "--runs_dir", root + "/runs", "--run_name", name};
+    args << launchArgs;
+    if (!workerArgs.isEmpty())
+        args << "--" << workerArgs;
+    QProcess process;
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    process.start(shardscopeBinary(), args);
+    process.waitForFinished(timeoutMs);
+    RecipeRun run;
+    run.exitCode = process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
+    run.output = QString::fromUtf8(process.readAll());
+    run.runDir = root + "/runs/" + name;
+    run.events = readEvents(run.runDir + "/events.jsonl");
+    return run;
+}
+
+} // namespace shardscope::testing
