@@ -220,6 +220,9 @@ def worker(rank, world, port, args, result_queue):
         tokens = steps * k * t["per_device_batch_size"] * tokens_per_sample * world
         result_queue.put({"losses": losses, "step_times": times, "tokens": tokens,
                           "tokens_per_s": tokens / sum(times)})
+    # Every rank leaves together: a rank tearing Gloo down while its peer is still in a collective
+    # occasionally ended the peer with "terminate called without an active exception".
+    dist.barrier()
     dist.destroy_process_group()
 
 
