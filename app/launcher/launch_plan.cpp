@@ -58,8 +58,6 @@ Result<void> planFsdp(const AccelerateConfig& c, LaunchPlan& plan)
         return unsupported("fsdp_config.fsdp_sharding_strategy", strategy, "use FULL_SHARD or SHARD_GRAD_OP on one machine");
     if (truthy(key("fsdp_offload_params")))
         return unsupported("fsdp_config.fsdp_offload_params", "true", "set it to false");
-    if (truthy(key("fsdp_activation_checkpointing")))
-        return unsupported("fsdp_config.fsdp_activation_checkpointing", "true", "set it to false");
     if (strategy == "NO_SHARD")
         return {}; // DDP-equivalent: the engine's DDP
     plan.workerArgs.insert(plan.workerArgs.end(), {"--fsdp_sharding_strategy", strategy});
@@ -88,6 +86,10 @@ Result<void> planFsdp(const AccelerateConfig& c, LaunchPlan& plan)
         plan.workerArgs.insert(plan.workerArgs.end(), {"--fsdp_backward_prefetch", prefetch});
     if (truthy(key("fsdp_forward_prefetch")))
         plan.workerArgs.push_back("--fsdp_forward_prefetch");
+    if (truthy(key("fsdp_use_orig_params")))
+        plan.workerArgs.push_back("--fsdp_use_orig_params");
+    if (truthy(key("fsdp_activation_checkpointing")))
+        plan.workerArgs.push_back("--fsdp_activation_checkpointing");
     const std::string stateDict = text(key("fsdp_state_dict_type"), "FULL_STATE_DICT");
     if (stateDict != "FULL_STATE_DICT" && stateDict != "SHARDED_STATE_DICT")
         return unsupported("fsdp_config.fsdp_state_dict_type", stateDict, "use FULL_STATE_DICT or SHARDED_STATE_DICT");

@@ -83,6 +83,8 @@ struct TrainArgs {
     std::string fsdpStateDictType = "FULL_STATE_DICT";
     std::string fsdpBackwardPrefetch = "NO_PREFETCH";
     bool fsdpForwardPrefetch = false;
+    bool fsdpUseOrigParams = false;
+    bool fsdpActivationCheckpointing = false;
     std::string checkpointDir;
     std::string resumeFrom;
     std::string runsDir;
@@ -140,6 +142,8 @@ int train(const TrainArgs& args)
         sharding.minNumParams = args.fsdpMinNumParams;
         sharding.backwardPrefetch = args.fsdpBackwardPrefetch != "NO_PREFETCH";
         sharding.forwardPrefetch = args.fsdpForwardPrefetch;
+        sharding.useOrigParams = args.fsdpUseOrigParams;
+        sharding.activationCheckpointing = args.fsdpActivationCheckpointing;
         options.sharding = sharding;
     } else if (args.zeroStage > 0) {
         train::RunOptions::Sharding sharding;
@@ -147,6 +151,8 @@ int train(const TrainArgs& args)
         sharding.reshardRootAfterForward = true; // DeepSpeed releases every parameter after use
         sharding.backwardPrefetch = args.fsdpBackwardPrefetch != "NO_PREFETCH";
         sharding.forwardPrefetch = args.fsdpForwardPrefetch;
+        sharding.useOrigParams = true; // DeepSpeed partitions per parameter group
+        sharding.activationCheckpointing = args.fsdpActivationCheckpointing;
         options.sharding = sharding;
     }
     if (args.maxSteps > 0)
@@ -217,6 +223,10 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember({"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}))
         ->capture_default_str();
     trainCmd->add_flag("--fsdp_forward_prefetch", trainArgs.fsdpForwardPrefetch, "Prefetch the next unit in forward");
+    trainCmd->add_flag("--fsdp_use_orig_params", trainArgs.fsdpUseOrigParams,
+                       "The optimizer sees each original parameter (groups, frozen parameters)");
+    trainCmd->add_flag("--fsdp_activation_checkpointing", trainArgs.fsdpActivationCheckpointing,
+                       "Recompute each wrapped unit's forward in backward");
     trainCmd->add_option("--fsdp_state_dict_type", trainArgs.fsdpStateDictType, "FULL_STATE_DICT or SHARDED_STATE_DICT")
         ->check(CLI::IsMember({"FULL_STATE_DICT", "SHARDED_STATE_DICT"}))
         ->capture_default_str();

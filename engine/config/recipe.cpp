@@ -140,6 +140,25 @@ SectionReader::Setter text(std::string& out)
     return [&out](const YAML::Node& node) { return convert(node, out, "a string"); };
 }
 
+SectionReader::Setter textList(std::vector<std::string>& out)
+{
+    return [&out](const YAML::Node& node) -> std::string {
+        if (node.IsScalar()) { // one name without brackets
+            out = {node.Scalar()};
+            return {};
+        }
+        if (!node.IsSequence())
+            return "should be a list of names, e.g. [bias, ln_]";
+        out.clear();
+        for (const auto& item : node) {
+            if (!item.IsScalar() || item.Scalar().empty())
+                return "should be a list of non-empty names, e.g. [bias, ln_]";
+            out.push_back(item.Scalar());
+        }
+        return {};
+    };
+}
+
 SectionReader::Setter choice(std::string& out, std::vector<std::string> allowed)
 {
     return [&out, allowed = std::move(allowed)](const YAML::Node& node) -> std::string {
@@ -177,11 +196,13 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     model.add("n_embd", integer(r.model.nEmbd, 1));
     model.add("n_head", integer(r.model.nHead, 1));
     model.add("block_size", integer(r.model.blockSize, 1));
+    model.add("dropout", number(r.model.dropout, 0, 0.99));
     model.add("input_dim", integer(r.model.inputDim, 1));
     model.add("hidden_dim", integer(r.model.hiddenDim, 1));
     model.add("depth", integer(r.model.depth, 0));
     model.add("output_dim", integer(r.model.outputDim, 1));
     model.add("pretrained", text(r.model.pretrained));
+    model.add("frozen", textList(r.model.frozen));
 
     SectionReader data(source, "data");
     data.add("type", choice(r.data.type, {"text", "synthetic_regression"}));
@@ -201,6 +222,7 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     optimizer.add("beta2", number(r.optimizer.beta2, 0, 1));
     optimizer.add("eps", number(r.optimizer.eps, 0, big));
     optimizer.add("momentum", number(r.optimizer.momentum, 0, 1));
+    optimizer.add("no_weight_decay", textList(r.optimizer.noWeightDecay));
 
     SectionReader schedule(source, "schedule");
     schedule.add("type", choice(r.schedule.type, {"constant", "linear", "cosine"}));
@@ -303,6 +325,8 @@ std::string recipeToYaml(const Recipe& r)
         out << YAML::Key << "vocab_size" << YAML::Value << r.model.vocabSize << YAML::Key << "n_layer" << YAML::Value
             << r.model.nLayer << YAML::Key << "n_embd" << YAML::Value << r.model.nEmbd << YAML::Key << "n_head"
             << YAML::Value << r.model.nHead << YAML::Key << "block_size" << YAML::Value << r.model.blockSize;
+        if (r.model.dropout > 0)
+            out << YAML::Key << "dropout" << YAML::Value << r.model.dropout;
         if (!r.model.pretrained.empty())
             out << YAML::Key << "pretrained" << YAML::Value << r.model.pretrained;
     } else {
@@ -310,6 +334,8 @@ std::string recipeToYaml(const Recipe& r)
             << r.model.hiddenDim << YAML::Key << "depth" << YAML::Value << r.model.depth << YAML::Key << "output_dim"
             << YAML::Value << r.model.outputDim;
     }
+    if (!r.model.frozen.empty())
+        out << YAML::Key << "frozen" << YAML::Value << YAML::Flow << r.model.frozen;
     out << YAML::EndMap;
     out << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.data.type
         << YAML::Key << "path" << YAML::Value << r.data.path << YAML::Key << "num_samples" << YAML::Value
@@ -321,7 +347,10 @@ std::string recipeToYaml(const Recipe& r)
         << r.optimizer.type << YAML::Key << "lr" << YAML::Value << r.optimizer.lr << YAML::Key << "weight_decay"
         << YAML::Value << r.optimizer.weightDecay << YAML::Key << "beta1" << YAML::Value << r.optimizer.beta1
         << YAML::Key << "beta2" << YAML::Value << r.optimizer.beta2 << YAML::Key << "eps" << YAML::Value
-        << r.optimizer.eps << YAML::Key << "momentum" << YAML::Value << r.optimizer.momentum << YAML::EndMap;
+        << r.optimizer.eps << YAML::Key << "momentum" << YAML::Value << r.optimizer.momentum;
+    if (!r.optimizer.noWeightDecay.empty())
+        out << YAML::Key << "no_weight_decay" << YAML::Value << YAML::Flow << r.optimizer.noWeightDecay;
+    out << YAML::EndMap;
     out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value
         << r.schedule.type << YAML::Key << "warmup_steps" << YAML::Value << r.schedule.warmupSteps << YAML::EndMap;
     out << YAML::Key << "ddp" << YAML::Value << YAML::BeginMap << YAML::Key << "bucket_cap_mb" << YAML::Value

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace shardscope::config {
 
@@ -20,6 +21,7 @@ struct ModelRecipe {
     std::int64_t nEmbd = 64;
     std::int64_t nHead = 4;
     std::int64_t blockSize = 64; // sequence length, tokens
+    double dropout = 0.0;        // gpt: on the blocks' residual branches (GPT-2's resid_pdrop)
     // mlp: input_dim -> hidden_dim (x depth, ReLU) -> output_dim
     std::int64_t inputDim = 32;
     std::int64_t hiddenDim = 64;
@@ -27,6 +29,9 @@ struct ModelRecipe {
     std::int64_t outputDim = 1;
     // gpt: start from a folder holding config.json and safetensors in GPT-2's layout
     std::string pretrained;
+    // Parameters that do not train (requires_grad false): those whose name starts with one of
+    // these, e.g. [wpe, h.0.attn]. Sharded runs need fsdp_use_orig_params (or DeepSpeed).
+    std::vector<std::string> frozen;
 };
 
 struct DataRecipe {
@@ -48,6 +53,9 @@ struct OptimizerRecipe {
     double beta2 = 0.999;
     double eps = 1e-8;
     double momentum = 0.0; // sgd
+    // Parameters whose name contains one of these go to a second group with weight_decay 0 (the
+    // usual [bias, ln_] / LayerNorm exclusion of Hugging Face's examples).
+    std::vector<std::string> noWeightDecay;
 };
 
 struct ScheduleRecipe {

@@ -25,11 +25,11 @@ MlpImpl::MlpImpl(const config::ModelRecipe& recipe)
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& input)
 {
-    return forwardHooks.call([&] {
-        torch::Tensor x = input;
+    return forwardHooks.call(input, [&](const torch::Tensor& in) {
+        torch::Tensor x = in;
         const auto n = layers->size();
         for (std::size_t i = 0; i < n; ++i) {
-            x = layerHooks[i].call([&] { return layers[i]->as<torch::nn::Linear>()->forward(x); });
+            x = layerHooks[i].call(x, [this, i](const torch::Tensor& y) { return layers[i]->as<torch::nn::Linear>()->forward(y); });
             if (i + 1 < n)
                 x = torch::relu(x);
         }
@@ -66,7 +66,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x)
     return c_proj->forward(y.transpose(1, 2).contiguous().view({B, T, C}));
 }
 
-GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead)
+GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropout_)
+    : dropout(dropout_)
 {
     ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({nEmbd})));
     attn = register_module("attn", CausalSelfAttention(nEmbd, nHead));
@@ -77,10 +78,18 @@ GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead)
 
 torch::Tensor GPTBlockImpl::forward(const torch::Tensor& x)
 {
-    return hooks.call([&] {
-        auto y = x + attn->forward(ln_1->forward(x));
-        return y + c_proj->forward(F::gelu(c_fc->forward(ln_2->forward(y)), F::GELUFuncOptions().approximate("tanh")));
+    return hooks.call(x, [&](const torch::Tensor& in) {
+        auto y = in + residualDropout(attn->forward(ln_1->forward(in)));
+        return y + residualDropout(c_proj->forward(F::gelu(c_fc->forward(ln_2->forward(y)), F::GELUFuncOptions().approximate("tanh"))));
     });
+}
+
+torch::Tensor GPTBlockImpl::residualDropout(const torch::Tensor& t)
+{
+    // GPT-2's resid_pdrop; skipped entirely at 0 so that no random number is drawn.
+    if (dropout <= 0.0 || !is_training())
+        return t;
+    return F::dropout(t, F::DropoutFuncOptions().p(dropout).training(true));
 }
 
 GptImpl::GptImpl(const config::ModelRecipe& recipe)
@@ -88,7 +97,7 @@ GptImpl::GptImpl(const config::ModelRecipe& recipe)
     wte = register_module("wte", torch::nn::Embedding(recipe.vocabSize, recipe.nEmbd));
     wpe = register_module("wpe", torch::nn::Embedding(recipe.blockSize, recipe.nEmbd));
     for (std::int64_t i = 0; i < recipe.nLayer; ++i)
-        h->push_back(GPTBlock(recipe.nEmbd, recipe.nHead));
+        h->push_back(GPTBlock(recipe.nEmbd, recipe.nHead, recipe.dropout));
     register_module("h", h);
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({recipe.nEmbd})));
 
@@ -112,10 +121,10 @@ GptImpl::GptImpl(const config::ModelRecipe& recipe)
 
 torch::Tensor GptImpl::forward(const torch::Tensor& input)
 {
-    return forwardHooks.call([&] {
-        const auto T = input.size(1);
-        auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(input.device()));
-        auto x = wte->forward(input) + wpe->forward(positions);
+    return forwardHooks.call(input, [&](const torch::Tensor& tokens) {
+        const auto T = tokens.size(1);
+        auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
+        auto x = wte->forward(tokens) + wpe->forward(positions);
         for (auto& block : *h)
             x = block->as<GPTBlock>()->forward(x);
         return torch::matmul(ln_f->forward(x), wte->weight.t()); // tied head

@@ -61,14 +61,16 @@ TORCH_MODULE(CausalSelfAttention);
 // One pre-norm transformer block. Its class name, GPTBlock, is what
 // fsdp_transformer_layer_cls_to_wrap names.
 struct GPTBlockImpl : torch::nn::Module {
-    GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead);
+    GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropout = 0.0);
     torch::Tensor forward(const torch::Tensor& x);
+    torch::Tensor residualDropout(const torch::Tensor& t);
 
     torch::nn::LayerNorm ln_1{nullptr};
     CausalSelfAttention attn{nullptr};
     torch::nn::LayerNorm ln_2{nullptr};
     torch::nn::Linear c_fc{nullptr};
     torch::nn::Linear c_proj{nullptr};
+    double dropout = 0.0; // on both residual branches while training
     ForwardHooks hooks;
 };
 TORCH_MODULE(GPTBlock);

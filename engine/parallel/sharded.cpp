@@ -1,5 +1,7 @@
 #include "engine/parallel/sharded.h"
 
+#include "engine/parallel/activation_checkpoint.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -114,10 +116,43 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
             p.set_data(unit.full.narrow(0, unit.offsets[i], p.numel()).view(p.sizes()));
         }
         const std::int64_t shardNumel = unit.padded / world;
-        unit.shard = unit.full.narrow(0, m_comm.rank() * shardNumel, shardNumel).clone().requires_grad_(true);
+        for (const auto& p : unit.params)
+            unit.trainable += p.requires_grad() ? 1 : 0;
+        if (!m_options.useOrigParams && unit.trainable != 0 && unit.trainable != static_cast<int>(unit.params.size()))
+            throw std::invalid_argument("unit '" + unit.name + "' mixes frozen and trainable parameters; a flat shard "
+                                        "trains all or nothing. Set fsdp_use_orig_params: true, or freeze whole units");
+        unit.shard = unit.full.narrow(0, m_comm.rank() * shardNumel, shardNumel).clone().requires_grad_(unit.trainable > 0);
+        if (m_options.useOrigParams) {
+            const std::int64_t begin = m_comm.rank() * shardNumel, end = begin + shardNumel;
+            for (std::size_t i = 0; i < unit.params.size(); ++i) {
+                const std::int64_t lo = std::max(begin, unit.offsets[i]);
+                const std::int64_t hi = std::min(end, unit.offsets[i] + unit.params[i].numel());
+                if (!unit.params[i].requires_grad() || lo >= hi)
+                    continue;
+                auto view = unit.shard.detach().narrow(0, lo - begin, hi - lo).requires_grad_(true);
+                unit.segments.push_back({unit.paramNames[i], view, lo - begin});
+            }
+        }
         unit.gathered = true;
         if (m_options.zeroStage == 3)
             reshard(unit);
+    }
+
+    if (m_options.activationCheckpointing) {
+        for (std::size_t u = 0; u < m_units.size(); ++u) {
+            if (m_units[u].isRoot)
+                continue;
+            wrapped[u].hooks->setAround([this, u](const at::Tensor& input, const models::ForwardHooks::Body& body) {
+                // The first run is without grad; the one with grad is the recomputation in backward,
+                // which the trace shows as its own span.
+                return checkpointed(input, [this, u, body](const at::Tensor& x) {
+                    if (!m_recorder || !at::GradMode::is_enabled())
+                        return body(x);
+                    auto span = m_recorder->scope(profiler::Lane::Compute, "recompute " + m_units[u].name, "recompute");
+                    return body(x);
+                });
+            });
+        }
     }
 
     // Hooks: gather before a unit's forward; with FULL_SHARD free after it and gather again
@@ -155,6 +190,8 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
     }
     for (std::size_t u = 0; u < m_units.size(); ++u) {
         for (const auto& p : m_units[u].params) {
+            if (!p.requires_grad())
+                continue; // frozen: no gradient will arrive
             auto accumulator = torch::autograd::impl::grad_accumulator(p);
             accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
                 [this, u](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
@@ -177,11 +214,17 @@ ShardedDataParallel::~ShardedDataParallel()
     }
 }
 
-std::vector<at::Tensor> ShardedDataParallel::optimizerParameters() const
+std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::namedOptimizerParameters() const
 {
-    std::vector<at::Tensor> out;
-    for (const auto& unit : m_units)
-        out.push_back(unit.shard);
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& unit : m_units) {
+        if (m_options.useOrigParams) {
+            for (const auto& segment : unit.segments)
+                out.emplace_back(segment.name, segment.view);
+        } else if (unit.trainable > 0) {
+            out.emplace_back(unit.name, unit.shard);
+        }
+    }
     return out;
 }
 
@@ -238,7 +281,7 @@ void ShardedDataParallel::prepareForBackward(bool synchronize)
 {
     m_synchronize = synchronize;
     for (auto& unit : m_units) {
-        unit.pending = static_cast<int>(unit.params.size());
+        unit.pending = unit.trainable;
         if (synchronize)
             unit.reduced = false;
     }
@@ -254,7 +297,9 @@ void ShardedDataParallel::onGradientReady(std::size_t index)
     // and its parameters are no longer needed until the next forward (stage 3).
     if (m_synchronize && m_options.zeroStage >= 2)
         launchReduceScatter(unit);
-    if (!unit.isRoot)
+    // A frozen parameter's users may still run after the last trainable gradient arrives (they
+    // have no gradient accumulator to wait for): such units stay gathered until the step ends.
+    if (!unit.isRoot && unit.trainable == static_cast<int>(unit.params.size()))
         reshard(unit);
 }
 
@@ -282,11 +327,17 @@ void ShardedDataParallel::finishGradientSync()
 {
     at::NoGradGuard noGrad;
     for (auto& unit : m_units)
-        if (!unit.reduced)
+        if (!unit.reduced && unit.trainable > 0)
             launchReduceScatter(unit); // stage 1, and units with unused parameters
     updatePeaks();
     const double scale = 1.0 / static_cast<double>(m_comm.size());
     for (auto& unit : m_units) {
+        if (unit.trainable == 0) { // frozen: nothing to reduce or step
+            for (auto& p : unit.params)
+                p.mutable_grad() = at::Tensor();
+            reshard(unit);
+            continue;
+        }
         unit.gradWork->wait();
         unit.gradWork.reset();
         if (m_recorder)
@@ -294,11 +345,14 @@ void ShardedDataParallel::finishGradientSync()
         unit.gradSpan = profiler::SpanRecorder::kNoSpan;
         unit.fullGrad = at::Tensor();
         unit.shardGrad.mul_(scale);
-        unit.shard.mutable_grad() = unit.shardGrad;
+        if (unit.segments.empty())
+            unit.shard.mutable_grad() = unit.shardGrad;
+        for (auto& segment : unit.segments)
+            segment.view.mutable_grad() = unit.shardGrad.narrow(0, segment.offset, segment.view.numel());
         unit.shardGrad = at::Tensor();
         for (auto& p : unit.params)
             p.mutable_grad() = at::Tensor(); // stage 1: the full gradients were reduced
-        if (unit.isRoot)
+        if (unit.isRoot || unit.trainable != static_cast<int>(unit.params.size()))
             reshard(unit);
     }
 }
@@ -311,6 +365,15 @@ void ShardedDataParallel::afterOptimizerStep()
         auto input = unit.shard.detach();
         m_comm.allGatherSingle(unit.full, input)->wait();
         m_stats.allGathered += bytesOf(unit.full);
+    }
+}
+
+void ShardedDataParallel::releaseGradients()
+{
+    for (auto& unit : m_units) {
+        unit.shard.mutable_grad() = at::Tensor();
+        for (auto& segment : unit.segments)
+            segment.view.mutable_grad() = at::Tensor();
     }
 }
 
@@ -383,6 +446,8 @@ void ShardedDataParallel::updatePeaks()
             params += bytesOf(unit.shard) + full;
         }
         grads += bytesOf(unit.shard.grad()) + bytesOf(unit.shardGrad) + bytesOf(unit.fullGrad);
+        for (const auto& segment : unit.segments)
+            grads += bytesOf(segment.view.grad());
         for (const auto& p : unit.params)
             grads += bytesOf(p.grad());
     }

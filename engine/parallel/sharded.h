@@ -46,6 +46,14 @@ struct ShardingOptions {
     // is treated the same), forwardPrefetch fsdp_forward_prefetch.
     bool backwardPrefetch = false;
     bool forwardPrefetch = false;
+    // fsdp_use_orig_params (and DeepSpeed, which partitions per parameter group): the optimizer
+    // sees one view of this rank's shard per original parameter, so per-parameter groups and
+    // frozen parameters work; false: one flat shard per unit, and a unit must not mix frozen and
+    // trainable parameters (FSDP1's rule).
+    bool useOrigParams = false;
+    // fsdp_activation_checkpointing: every wrapped unit (not the root) recomputes its forward in
+    // backward instead of keeping its activations (parallel/activation_checkpoint.h).
+    bool activationCheckpointing = false;
 };
 
 // Bytes resident on this rank (now, and the peak since the last resetPeaks), and bytes moved by
@@ -69,13 +77,17 @@ public:
     ShardedDataParallel(const ShardedDataParallel&) = delete;
     ShardedDataParallel& operator=(const ShardedDataParallel&) = delete;
 
-    // The flat fp32 shards the optimizer steps (one per unit).
-    std::vector<at::Tensor> optimizerParameters() const;
+    // What the optimizer steps, by name: with useOrigParams each trainable parameter's part of
+    // this rank's shard, by the parameter's name (possibly empty parts are left out); otherwise
+    // the flat fp32 shard of each trainable unit, by the unit's name.
+    std::vector<std::pair<std::string, at::Tensor>> namedOptimizerParameters() const;
     void prepareForBackward(bool synchronize);
     // After the last backward of a step: reduce what is left, wait, and set the shards' gradients.
     void finishGradientSync();
     // After the optimizer step: stages 1 and 2 all-gather the updated shards into the parameters.
     void afterOptimizerStep();
+    // Drops the shards' gradients (with useOrigParams, views of one reduced shard per unit).
+    void releaseGradients();
     // Every parameter in full (gathered), by name: the FULL_STATE_DICT, on every rank.
     std::vector<std::pair<std::string, at::Tensor>> gatheredNamedParameters();
 
@@ -99,6 +111,14 @@ private:
         std::vector<at::Tensor> params;
         std::vector<std::string> paramNames;
         std::vector<std::int64_t> offsets;
+        // useOrigParams: views of `shard` covering each trainable parameter's part of it.
+        struct Segment {
+            std::string name;
+            at::Tensor view;
+            std::int64_t offset; // in the shard
+        };
+        std::vector<Segment> segments;
+        int trainable = 0;       // parameters that require grad
         std::int64_t numel = 0;
         std::int64_t padded = 0; // numel rounded up to a multiple of the world size
         at::Tensor full;         // [padded] the parameters' storage; freed while resharded

@@ -43,13 +43,17 @@ void Accelerator::prepareModel(models::TrainableModel& model)
             throw std::runtime_error("bf16-pure is not supported with FSDP/ZeRO sharding yet; use bf16");
         m_sharded = std::make_unique<parallel::ShardedDataParallel>(model, *m_comm, *m_options.sharding);
         m_parameters = model.parameters();
-        m_optimizerParameters = m_sharded->optimizerParameters();
+        setOptimizerParameters(m_sharded->namedOptimizerParameters());
         return;
     }
     if (m_options.precision == precision::PrecisionMode::Bf16Pure)
         model.to(at::kBFloat16); // parameters, hence gradients and optimizer state, in bf16
     m_parameters = model.parameters();
-    m_optimizerParameters = m_parameters;
+    std::vector<std::pair<std::string, torch::Tensor>> trainable;
+    for (const auto& item : model.named_parameters())
+        if (item.value().requires_grad())
+            trainable.emplace_back(item.key(), item.value());
+    setOptimizerParameters(std::move(trainable));
     if (numProcesses() > 1) {
         m_ddp = std::make_unique<parallel::DistributedDataParallel>(m_parameters, *m_comm, m_options.ddp);
         m_ddp->broadcastParameters();
@@ -64,9 +68,12 @@ void Accelerator::setRecorder(profiler::SpanRecorder* recorder)
         m_sharded->setRecorder(recorder);
 }
 
-std::vector<torch::Tensor> Accelerator::optimizerParameters() const
+void Accelerator::setOptimizerParameters(std::vector<std::pair<std::string, torch::Tensor>> named)
 {
-    return m_optimizerParameters;
+    m_optimizerParameters.clear();
+    for (const auto& [name, p] : named)
+        m_optimizerParameters.push_back(p);
+    m_namedOptimizerParameters = std::move(named);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Accelerator::fullNamedParameters(torch::nn::Module& model)
@@ -189,6 +196,8 @@ void Accelerator::step(torch::optim::Optimizer& optimizer)
         if (m_sharded)
             m_sharded->afterOptimizerStep();
     }
+    if (m_sharded)
+        m_sharded->releaseGradients(); // views of the reduced shard, which zero_grad cannot detach
     optimizer.zero_grad(/*set_to_none=*/true);
 }
 

@@ -49,7 +49,13 @@ public:
     void prepareModel(models::TrainableModel& model);
     // What the optimizer must be built on, after prepareModel: the model's parameters, or the
     // flat fp32 shards when sharded (so prepare the model before the optimizer, as in Accelerate).
-    std::vector<torch::Tensor> optimizerParameters() const;
+    // By name: model parameters that require grad, or the shards' parts (see
+    // ShardedDataParallel::namedOptimizerParameters), for building parameter groups.
+    const std::vector<std::pair<std::string, torch::Tensor>>& namedOptimizerParameters() const
+    {
+        return m_namedOptimizerParameters;
+    }
+    const std::vector<torch::Tensor>& optimizerParameters() const { return m_optimizerParameters; }
     // Every parameter in full, by name (gathered from the shards when sharded).
     std::vector<std::pair<std::string, torch::Tensor>> fullNamedParameters(torch::nn::Module& model);
 
@@ -109,12 +115,14 @@ public:
 
 private:
     void finishGradientSync();
+    void setOptimizerParameters(std::vector<std::pair<std::string, torch::Tensor>> named);
 
     AcceleratorOptions m_options;
     std::unique_ptr<dist::Communicator> m_comm;
     std::unique_ptr<parallel::DistributedDataParallel> m_ddp;
     std::unique_ptr<parallel::ShardedDataParallel> m_sharded;
     std::vector<torch::Tensor> m_optimizerParameters;
+    std::vector<std::pair<std::string, torch::Tensor>> m_namedOptimizerParameters;
     std::unique_ptr<precision::GradScaler> m_scaler;
     bool m_lastStepSkipped = false;
     double m_lastLossScale = 0; // the scale the last step's loss was multiplied by

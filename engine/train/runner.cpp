@@ -54,13 +54,63 @@ double scheduleFactor(const config::ScheduleRecipe& s, std::int64_t step, std::i
     return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress))); // cosine
 }
 
-std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const config::OptimizerRecipe& o,
-                                                       const std::vector<torch::Tensor>& params)
+bool nameContainsAny(const std::string& name, const std::vector<std::string>& patterns)
 {
-    if (o.type == "sgd")
-        return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weightDecay));
-    return std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weightDecay));
+    return std::any_of(patterns.begin(), patterns.end(),
+                       [&](const std::string& p) { return name.find(p) != std::string::npos; });
+}
+
+// The optimizer over `named` parameters: one group, or two when optimizer.no_weight_decay names
+// some (those get weight_decay 0), as Hugging Face's examples build them.
+std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const config::OptimizerRecipe& o,
+                                                       const std::vector<std::pair<std::string, torch::Tensor>>& named)
+{
+    if (named.empty())
+        throw std::runtime_error("no parameter is left to train: model.frozen freezes all of them");
+    std::vector<torch::Tensor> decay, noDecay;
+    for (const auto& [name, p] : named)
+        (nameContainsAny(name, o.noWeightDecay) ? noDecay : decay).push_back(p);
+    // The no-decay group's options: a copy of the defaults with weight_decay 0.
+    auto groups = [&](const auto& defaults) {
+        std::vector<torch::optim::OptimizerParamGroup> out;
+        if (!decay.empty())
+            out.emplace_back(decay);
+        if (!noDecay.empty()) {
+            auto options = std::make_unique<std::decay_t<decltype(defaults)>>(defaults);
+            options->weight_decay(0);
+            out.emplace_back(noDecay, std::move(options));
+        }
+        return out;
+    };
+    if (o.type == "sgd") {
+        const auto defaults = torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weightDecay);
+        return std::make_unique<torch::optim::SGD>(groups(defaults), defaults);
+    }
+    const auto defaults = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weightDecay);
+    return std::make_unique<torch::optim::AdamW>(groups(defaults), defaults);
+}
+
+// model.frozen: parameters whose name starts with one of the prefixes stop requiring grad. A
+// prefix that names nothing is an error (a typo would otherwise train what was meant frozen).
+void freezeParameters(torch::nn::Module& model, const std::vector<std::string>& prefixes)
+{
+    for (const auto& prefix : prefixes) {
+        bool matched = false;
+        for (auto& item : model.named_parameters()) {
+            if (item.key().compare(0, prefix.size(), prefix) == 0) {
+                item.value().requires_grad_(false);
+                matched = true;
+            }
+        }
+        if (!matched) {
+            std::string names;
+            for (const auto& item : model.named_parameters(/*recurse=*/true))
+                if (names.size() < 200)
+                    names += (names.empty() ? "" : ", ") + item.key();
+            throw std::runtime_error("recipe: model.frozen: '" + prefix + "' is the start of no parameter's name; "
+                                     "names are like: " + names);
+        }
+    }
 }
 
 void setLearningRate(torch::optim::Optimizer& optimizer, double lr)
@@ -217,6 +267,12 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         sharding.minNumParams = options.sharding->minNumParams;
         sharding.backwardPrefetch = options.sharding->backwardPrefetch;
         sharding.forwardPrefetch = options.sharding->forwardPrefetch;
+        sharding.useOrigParams = options.sharding->useOrigParams;
+        sharding.activationCheckpointing = options.sharding->activationCheckpointing;
+        if (!sharding.useOrigParams && !recipe.optimizer.noWeightDecay.empty())
+            throw std::runtime_error("recipe: optimizer.no_weight_decay needs per-parameter optimizer groups, and "
+                                     "sharded units give the optimizer one flat shard each; set fsdp_use_orig_params: "
+                                     "true in fsdp_config (DeepSpeed always keeps parameter groups)");
         accOptions.sharding = sharding;
     }
     accOptions.scaler.initScale = recipe.lossScaler.initScale;
@@ -239,6 +295,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             throw std::runtime_error(pretrained.error().message);
         copyByName(*model, *pretrained, recipe.model.pretrained);
     }
+    freezeParameters(*model, recipe.model.frozen);
     acc.prepareModel(*model);
     if (!options.dumpInitialPath.empty()) {
         auto initial = acc.fullNamedParameters(*model); // a collective when sharded: every rank
@@ -253,8 +310,8 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                                      recipe.seed, /*dropLast=*/!recipe.data.evenBatches);
     data::BatchIterator batches(split.train, sampler, recipe.perDeviceBatchSize);
 
-    auto params = acc.optimizerParameters();
-    auto optimizer = makeOptimizer(recipe.optimizer, params);
+    const auto& params = acc.optimizerParameters();
+    auto optimizer = makeOptimizer(recipe.optimizer, acc.namedOptimizerParameters());
     model->train();
 
     // Resume: parameters, optimizer, data position, RNG and scaler exactly as they were.
@@ -325,8 +382,8 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     };
 
     const auto runStart = Clock::now();
-    std::int64_t paramBytes = 0;
-    for (const auto& p : params)
+    std::int64_t paramBytes = 0; // DDP: every parameter, frozen or not (sharded runs measure their own)
+    for (const auto& p : model->parameters())
         paramBytes += tensorBytes(p);
 
     for (std::int64_t step = firstStep; step < recipe.maxSteps; ++step) {

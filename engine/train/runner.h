@@ -28,6 +28,8 @@ struct RunOptions {
         std::int64_t minNumParams = 100000000;
         bool backwardPrefetch = false;
         bool forwardPrefetch = false;
+        bool useOrigParams = false;           // fsdp_use_orig_params; always on for DeepSpeed
+        bool activationCheckpointing = false; // fsdp_activation_checkpointing
     };
     std::optional<Sharding> sharding;
     std::string stateDictType = "FULL_STATE_DICT"; // fsdp_state_dict_type: or SHARDED_STATE_DICT

@@ -29,17 +29,26 @@ constexpr qint64 kPsi = 34688;
 constexpr qint64 kBlock = 12704;
 constexpr qint64 kRoot = 9280;
 
-QString recipe(int accumulation)
+// `model` and `optimizer` add keys to those sections, `extra` whole sections.
+QString recipe(int accumulation, const QString& model = {}, const QString& optimizer = {}, const QString& extra = {})
 {
     return QStringLiteral("name: shard\n"
                           "seed: 11\n"
-                          "model: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}\n"
+                          "model: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32%2}\n"
                           "data: {type: text}\n"
-                          "optimizer: {type: adamw, lr: 0.003, weight_decay: 0.01}\n"
+                          "optimizer: {type: adamw, lr: 0.003, weight_decay: 0.01%3}\n"
                           "schedule: {type: cosine, warmup_steps: 2}\n"
                           "training: {per_device_batch_size: 2, gradient_accumulation_steps: %1, max_steps: 8, "
                           "max_grad_norm: 0.5}\n")
-        .arg(accumulation);
+               .arg(accumulation)
+               .arg(model.isEmpty() ? QString() : ", " + model)
+               .arg(optimizer.isEmpty() ? QString() : ", " + optimizer)
+        + extra;
+}
+
+bool closeRelative(double a, double b, double tolerance)
+{
+    return std::abs(a - b) <= tolerance * std::max(1.0, std::abs(b));
 }
 
 struct Run {
@@ -48,7 +57,31 @@ struct Run {
     QVector<double> losses;
     QJsonObject lastStep;
     QString params; // safetensors with the gathered final parameters
+    QString runDir;
 };
+
+// Same loss curve (relative `tolerance`) and, when `compareParams`, the same final parameters.
+void compareRuns(const Run& run, const Run& reference, double tolerance, bool compareParams = true)
+{
+    QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+    QVERIFY2(reference.exitCode == 0, qPrintable(reference.output));
+    QCOMPARE(run.losses.size(), reference.losses.size());
+    for (int i = 0; i < run.losses.size(); ++i)
+        QVERIFY2(std::abs(run.losses[i] - reference.losses[i]) <= tolerance * std::abs(reference.losses[i]),
+                 qPrintable(QStringLiteral("step %1: %2 vs %3").arg(i + 1).arg(run.losses[i]).arg(reference.losses[i])));
+    if (!compareParams)
+        return;
+    const auto ours = shardscope::testing::readFloatSafetensors(run.params);
+    const auto theirs = shardscope::testing::readFloatSafetensors(reference.params);
+    QCOMPARE(ours.size(), theirs.size());
+    for (const auto& [key, values] : theirs) {
+        QVERIFY2(ours.count(key), qPrintable(key));
+        const auto& mine = ours.at(key);
+        QCOMPARE(mine.size(), values.size());
+        for (int i = 0; i < values.size(); ++i)
+            QVERIFY2(closeRelative(mine[i], values[i], tolerance), qPrintable(key));
+    }
+}
 
 
 } // namespace
@@ -58,10 +91,19 @@ class TestSharding : public QObject {
 private:
     Run launch(const QString& name, int ranks, int accumulation, const QStringList& strategy)
     {
+        return launchText(name, ranks, recipe(accumulation), strategy);
+    }
+
+    Run launchText(const QString& name, int ranks, const QString& recipeText, const QStringList& strategy,
+                   const QStringList& launchArgs = {})
+    {
         Run run;
         run.params = m_dir.path() + "/" + name + ".safetensors";
-        auto launched = shardscope::testing::launchRecipe(m_dir.path(), name, recipe(accumulation), ranks, {},
-                                                          QStringList{"--dump-params", run.params} + strategy);
+        auto launched = shardscope::testing::launchRecipe(m_dir.path(), name, recipeText, ranks, launchArgs,
+                                                          QStringList{"--dump-params", run.params,
+                                                                      "--dump-initial", m_dir.path() + "/" + name + "-initial.safetensors"}
+                                                              + strategy);
+        run.runDir = launched.runDir;
         run.exitCode = launched.exitCode;
         run.output = launched.output;
         for (const auto& e : launched.events) {
@@ -98,6 +140,12 @@ private slots:
             {"FULL_SHARD, NO_WRAP", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy", "NO_WRAP"}},
             {"FULL_SHARD, SIZE_BASED_WRAP", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy",
                                              "SIZE_BASED_WRAP", "--fsdp_min_num_params", "10000"}},
+            {"FULL_SHARD, activation checkpointing", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_activation_checkpointing"}},
+            {"SHARD_GRAD_OP, activation checkpointing, use_orig_params",
+             {"--fsdp_sharding_strategy", "SHARD_GRAD_OP", "--fsdp_activation_checkpointing", "--fsdp_use_orig_params"}},
+            {"ZeRO-3, activation checkpointing, backward prefetch",
+             {"--zero_stage", "3", "--fsdp_activation_checkpointing", "--fsdp_backward_prefetch", "BACKWARD_PRE"}},
+            {"ZeRO-1, activation checkpointing", {"--zero_stage", "1", "--fsdp_activation_checkpointing"}},
         };
         for (int ranks : {2, 4})
             for (const auto& [name, args] : strategies)
@@ -126,6 +174,90 @@ private slots:
             for (int i = 0; i < values.size(); ++i)
                 QVERIFY2(std::abs(mine[i] - values[i]) <= 1e-5 * std::max(1.0f, std::abs(values[i])), qPrintable(key));
         }
+    }
+
+    // Activation checkpointing recomputes each unit in backward (the trace shows the
+    // recomputation) with the first run's RNG and autocast state: with dropout, and in bf16, the
+    // curve is the one without checkpointing.
+    void activationCheckpointingRecomputesExactly_data()
+    {
+        QTest::addColumn<QStringList>("strategy");
+        QTest::addColumn<QStringList>("launchArgs");
+        QTest::newRow("FULL_SHARD, dropout 0.1") << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD"} << QStringList{};
+        QTest::newRow("ZeRO-2, dropout 0.1, bf16") << QStringList{"--zero_stage", "2"}
+                                                   << QStringList{"--mixed_precision", "bf16"};
+    }
+    void activationCheckpointingRecomputesExactly()
+    {
+        QFETCH(QStringList, strategy);
+        QFETCH(QStringList, launchArgs);
+        const QString text = recipe(2, "dropout: 0.1", {}, "profile: {start_step: 2, steps: 1}\n");
+        const QString tag = QString::number(m_counter++);
+        const Run plain = launchText("ac-off-" + tag, 2, text, strategy, launchArgs);
+        const Run checkpointed = launchText("ac-on-" + tag, 2, text, strategy + QStringList{"--fsdp_activation_checkpointing"},
+                                            launchArgs);
+        compareRuns(checkpointed, plain, 1e-6);
+        if (QTest::currentTestFailed())
+            return;
+        // Dropout is on: a different mask in the recomputation would change the curve, and the
+        // recomputation did run, once per block and micro-step in the profiled step (2 micro-steps).
+        QFile trace(checkpointed.runDir + "/traces/rank0.json");
+        QVERIFY2(trace.open(QIODevice::ReadOnly), qPrintable(trace.fileName()));
+        const QByteArray json = trace.readAll();
+        QCOMPARE(json.count("\"recompute h.0\""), 2);
+        QCOMPARE(json.count("\"recompute h.1\""), 2);
+        QFile plainTrace(plain.runDir + "/traces/rank0.json");
+        QVERIFY(plainTrace.open(QIODevice::ReadOnly));
+        QVERIFY(!plainTrace.readAll().contains("recompute"));
+    }
+
+    // fsdp_use_orig_params (and DeepSpeed): frozen parameters and a weight-decay-free group work
+    // as in DDP; without use_orig_params both are refused with the fix.
+    void frozenParametersAndGroups()
+    {
+        const QString text = recipe(2, "frozen: [wpe, h.0.attn]", "no_weight_decay: [bias, ln_]");
+        const Run reference = launchText("groups-ddp", 2, text, {});
+        QVERIFY2(reference.exitCode == 0, qPrintable(reference.output));
+        const std::vector<QStringList> strategies = {
+            {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_use_orig_params"},
+            {"--fsdp_sharding_strategy", "SHARD_GRAD_OP", "--fsdp_use_orig_params", "--fsdp_activation_checkpointing"},
+            {"--zero_stage", "2"},
+            {"--zero_stage", "3"},
+        };
+        for (const auto& strategy : strategies) {
+            const Run run = launchText("groups-" + QString::number(m_counter++), 2, text, strategy);
+            compareRuns(run, reference, 1e-5);
+            if (QTest::currentTestFailed()) {
+                qWarning() << "strategy" << strategy;
+                return;
+            }
+        }
+        // Frozen parameters kept their initial values; trainable ones moved.
+        const auto initial = shardscope::testing::readFloatSafetensors(m_dir.path() + "/groups-ddp-initial.safetensors");
+        const auto final = shardscope::testing::readFloatSafetensors(reference.params);
+        QVERIFY(initial.at("wpe.weight") == final.at("wpe.weight"));
+        QVERIFY(initial.at("h.0.attn.c_attn.weight") == final.at("h.0.attn.c_attn.weight"));
+        QVERIFY(initial.at("h.0.c_fc.weight") != final.at("h.0.c_fc.weight"));
+        // The no-decay group took effect: with decay on everything, LayerNorm weights end elsewhere.
+        const Run decayAll = launchText("groups-decay-all", 2, recipe(2, "frozen: [wpe, h.0.attn]"), {});
+        QVERIFY2(decayAll.exitCode == 0, qPrintable(decayAll.output));
+        const auto decayed = shardscope::testing::readFloatSafetensors(decayAll.params);
+        double largest = 0;
+        for (int i = 0; i < final.at("ln_f.weight").size(); ++i)
+            largest = std::max(largest, double(std::abs(final.at("ln_f.weight")[i] - decayed.at("ln_f.weight")[i])));
+        QVERIFY2(largest > 1e-5, qPrintable(QString::number(largest)));
+
+        const Run flatGroups = launchText("groups-flat", 2, recipe(2, {}, "no_weight_decay: [bias]"),
+                                          {"--fsdp_sharding_strategy", "FULL_SHARD"});
+        QVERIFY(flatGroups.exitCode != 0);
+        QVERIFY2(flatGroups.output.contains("set fsdp_use_orig_params: true"), qPrintable(flatGroups.output));
+        const Run flatFrozen = launchText("frozen-flat", 2, recipe(2, "frozen: [h.0.attn]"),
+                                          {"--fsdp_sharding_strategy", "FULL_SHARD"});
+        QVERIFY(flatFrozen.exitCode != 0);
+        QVERIFY2(flatFrozen.output.contains("unit 'h.0' mixes frozen and trainable parameters"), qPrintable(flatFrozen.output));
+        const Run typo = launchText("frozen-typo", 2, recipe(2, "frozen: [h.9]"), {});
+        QVERIFY(typo.exitCode != 0);
+        QVERIFY2(typo.output.contains("model.frozen: 'h.9' is the start of no parameter's name"), qPrintable(typo.output));
     }
 
     void memoryAndCommunicationFollowTheStage_data()
