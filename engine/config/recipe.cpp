@@ -203,6 +203,7 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     model.add("output_dim", integer(r.model.outputDim, 1));
     model.add("pretrained", text(r.model.pretrained));
     model.add("frozen", textList(r.model.frozen));
+    model.add("load_dtype", choice(r.model.loadDtype, {"float32", "bfloat16", "float16"}));
 
     SectionReader data(source, "data");
     data.add("type", choice(r.data.type, {"text", "synthetic_regression"}));
@@ -336,6 +337,8 @@ std::string recipeToYaml(const Recipe& r)
     }
     if (!r.model.frozen.empty())
         out << YAML::Key << "frozen" << YAML::Value << YAML::Flow << r.model.frozen;
+    if (r.model.loadDtype != "float32")
+        out << YAML::Key << "load_dtype" << YAML::Value << r.model.loadDtype;
     out << YAML::EndMap;
     out << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.data.type
         << YAML::Key << "path" << YAML::Value << r.data.path << YAML::Key << "num_samples" << YAML::Value

@@ -98,11 +98,13 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
     // Flatten each unit: one padded buffer, rank 0's values broadcast (sync_module_states), the
     // parameters turned into views of it, this rank's shard copied out.
     at::NoGradGuard noGrad;
+    const c10::ScalarType dtype = m_units.empty() ? at::kFloat : m_units.front().params.front().scalar_type();
     for (auto& unit : m_units) {
-        for (const auto& p : unit.params) {
-            if (p.scalar_type() != at::kFloat)
-                throw std::invalid_argument("sharded training keeps fp32 flat parameters; parameter of unit " + unit.name
-                                            + " is " + c10::toString(p.scalar_type()));
+        for (std::size_t i = 0; i < unit.params.size(); ++i) {
+            const auto& p = unit.params[i];
+            if (p.scalar_type() != dtype)
+                throw std::invalid_argument("sharded training needs one parameter dtype: '" + unit.paramNames[i] + "' is "
+                                            + c10::toString(p.scalar_type()) + ", others " + c10::toString(dtype));
             unit.offsets.push_back(unit.numel);
             unit.numel += p.numel();
         }
@@ -306,7 +308,8 @@ void ShardedDataParallel::onGradientReady(std::size_t index)
 void ShardedDataParallel::launchReduceScatter(Unit& unit)
 {
     at::NoGradGuard noGrad;
-    unit.fullGrad = at::zeros({unit.padded}, unit.shard.options().requires_grad(false));
+    const bool upcast = m_options.reduceInFloat32 && unit.shard.scalar_type() != at::kFloat;
+    unit.fullGrad = at::zeros({unit.padded}, unit.shard.options().requires_grad(false).dtype(upcast ? at::kFloat : unit.shard.scalar_type()));
     for (std::size_t i = 0; i < unit.params.size(); ++i) {
         auto& p = unit.params[i];
         if (p.grad().defined())
@@ -345,6 +348,8 @@ void ShardedDataParallel::finishGradientSync()
         unit.gradSpan = profiler::SpanRecorder::kNoSpan;
         unit.fullGrad = at::Tensor();
         unit.shardGrad.mul_(scale);
+        if (unit.shardGrad.scalar_type() != unit.shard.scalar_type())
+            unit.shardGrad = unit.shardGrad.to(unit.shard.scalar_type()); // reduced in fp32 (bf16-pure)
         if (unit.segments.empty())
             unit.shard.mutable_grad() = unit.shardGrad;
         for (auto& segment : unit.segments)

@@ -5,7 +5,8 @@
 // A wrap policy groups the model's parameters into units (each GPTBlock, say, plus a root unit
 // for the rest). Each unit's parameters become views into one flat fp32 buffer padded to a
 // multiple of the world size; each rank owns one shard of it, which is what the optimizer sees
-// (fp32 master partition, whatever the model dtype). By stage:
+// (an fp32 master partition: the model's parameters are fp32 in every mode but bf16-pure, whose
+// bf16 parameters make bf16 shards with no fp32 copy anywhere). By stage:
 //   1  optimizer state sharded: full parameters and gradients; gradients are reduce-scattered
 //      after backward, each rank steps its shard, the shards are all-gathered back;
 //   2  + gradients: each unit's gradients are reduce-scattered as soon as backward has produced
@@ -54,6 +55,9 @@ struct ShardingOptions {
     // fsdp_activation_checkpointing: every wrapped unit (not the root) recomputes its forward in
     // backward instead of keeping its activations (parallel/activation_checkpoint.h).
     bool activationCheckpointing = false;
+    // Gradients of low-precision parameters (bf16-pure) are reduced in fp32 and the reduced shard
+    // cast back: Gloo's reductions are fp32-only on CPU, and fp32 sums lose nothing (DDP does the same).
+    bool reduceInFloat32 = true;
 };
 
 // Bytes resident on this rank (now, and the peak since the last resetPeaks), and bytes moved by

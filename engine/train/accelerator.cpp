@@ -36,18 +36,22 @@ Accelerator::~Accelerator() = default;
 void Accelerator::prepareModel(models::TrainableModel& model)
 {
     model.to(device());
+    // Parameters are fp32 in every mode but bf16-pure, whatever dtype they were loaded in: a model
+    // loaded in bf16 trains on an fp32 copy (fp32 master weights, as Accelerate upcasts for FSDP
+    // since 0.30 and DeepSpeed always does); bf16-pure keeps bf16 parameters and optimizer state.
+    const bool pure = m_options.precision == precision::PrecisionMode::Bf16Pure;
+    m_upcastParameters = false;
+    for (const auto& p : model.parameters())
+        m_upcastParameters = m_upcastParameters || (!pure && p.scalar_type() != at::kFloat);
+    model.to(pure ? at::kBFloat16 : at::kFloat);
     if (m_options.sharding) {
-        // fp32 flat master partitions whatever the mode (DeepSpeed's semantics); bf16-pure is a
-        // DDP-only mode for now.
-        if (m_options.precision == precision::PrecisionMode::Bf16Pure)
-            throw std::runtime_error("bf16-pure is not supported with FSDP/ZeRO sharding yet; use bf16");
-        m_sharded = std::make_unique<parallel::ShardedDataParallel>(model, *m_comm, *m_options.sharding);
+        parallel::ShardingOptions sharding = *m_options.sharding;
+        sharding.reduceInFloat32 = m_options.backend == dist::BackendKind::Gloo;
+        m_sharded = std::make_unique<parallel::ShardedDataParallel>(model, *m_comm, sharding);
         m_parameters = model.parameters();
         setOptimizerParameters(m_sharded->namedOptimizerParameters());
         return;
     }
-    if (m_options.precision == precision::PrecisionMode::Bf16Pure)
-        model.to(at::kBFloat16); // parameters, hence gradients and optimizer state, in bf16
     m_parameters = model.parameters();
     std::vector<std::pair<std::string, torch::Tensor>> trainable;
     for (const auto& item : model.named_parameters())

@@ -47,6 +47,9 @@ public:
     // Moves the model to this rank's device, makes its parameters equal to rank 0's and wraps it
     // for data parallelism (DDP with more than one process, or sharded when configured).
     void prepareModel(models::TrainableModel& model);
+    // Whether prepareModel found low-precision parameters and made them fp32 (a model loaded in
+    // bf16, trained in a mode with fp32 master weights).
+    bool upcastParameters() const { return m_upcastParameters; }
     // What the optimizer must be built on, after prepareModel: the model's parameters, or the
     // flat fp32 shards when sharded (so prepare the model before the optimizer, as in Accelerate).
     // By name: model parameters that require grad, or the shards' parts (see
@@ -131,6 +134,7 @@ private:
     std::int64_t m_microStep = 0;
     bool m_syncGradients = true;
     bool m_gradientsSynced = false;
+    bool m_upcastParameters = false;
 };
 
 } // namespace shardscope::train

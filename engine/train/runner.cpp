@@ -295,8 +295,13 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             throw std::runtime_error(pretrained.error().message);
         copyByName(*model, *pretrained, recipe.model.pretrained);
     }
+    if (recipe.model.loadDtype != "float32")
+        model->to(recipe.model.loadDtype == "bfloat16" ? at::kBFloat16 : at::kHalf);
     freezeParameters(*model, recipe.model.frozen);
     acc.prepareModel(*model);
+    if (acc.upcastParameters())
+        events.emit(protocol::LogEvent{"info", "parameters loaded in " + recipe.model.loadDtype
+                                                   + " are trained as fp32 master weights (bf16-pure keeps them in bf16)"});
     if (!options.dumpInitialPath.empty()) {
         auto initial = acc.fullNamedParameters(*model); // a collective when sharded: every rank
         if (acc.isMainProcess())

@@ -118,6 +118,39 @@ private slots:
         QVERIFY2(pureGain > 0.85, qPrintable(QStringLiteral("bf16-pure: last/first loss %1").arg(pureGain)));
     }
 
+    // The same with sharding, from weights loaded in bf16 (Accelerate 0.30's alignment): bf16
+    // trains fp32 master shards upcast from them and learns; bf16-pure keeps bf16 shards and stalls.
+    void bf16PureStallsWhereBf16LearnsSharded_data()
+    {
+        QTest::addColumn<QStringList>("strategy");
+        QTest::newRow("FSDP FULL_SHARD") << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy",
+                                                       "TRANSFORMER_BASED_WRAP", "--fsdp_transformer_layer_cls_to_wrap", "Linear"};
+        QTest::newRow("ZeRO-3") << QStringList{"--zero_stage", "3"};
+    }
+    void bf16PureStallsWhereBf16LearnsSharded()
+    {
+        QFETCH(QStringList, strategy);
+        QByteArray recipe(kStallRecipe);
+        recipe.replace("output_dim: 1}", "output_dim: 1, load_dtype: bfloat16}");
+        const QString tag = QString::fromLatin1(QTest::currentDataTag()).section(' ', -1);
+        const Run bf16 = m_runner->launch("stall-bf16-" + tag, recipe.constData(), "bf16", strategy);
+        const Run pure = m_runner->launch("stall-bf16-pure-" + tag, recipe.constData(), "bf16-pure", strategy);
+        QVERIFY2(bf16.exitCode == 0, qPrintable(bf16.output));
+        QVERIFY2(pure.exitCode == 0, qPrintable(pure.output));
+        QVERIFY2(bf16.logs.join('\n').contains("parameters loaded in bfloat16 are trained as fp32 master weights"),
+                 qPrintable(bf16.logs.join('\n')));
+        QVERIFY(!pure.logs.join('\n').contains("fp32 master weights"));
+        const auto& a = bf16.steps.at(0);
+        const auto& b = pure.steps.at(0);
+        QCOMPARE(a.size(), 400);
+        const double bf16Gain = meanLoss(a, 380, 20) / meanLoss(a, 0, 20);
+        const double pureGain = meanLoss(b, 380, 20) / meanLoss(b, 0, 20);
+        QVERIFY2(bf16Gain < 0.7, qPrintable(QStringLiteral("bf16: last/first loss %1").arg(bf16Gain)));
+        QVERIFY2(pureGain > 0.85, qPrintable(QStringLiteral("bf16-pure: last/first loss %1").arg(pureGain)));
+        // bf16-pure shards are bf16: half the bytes of bf16's fp32 shards.
+        QCOMPARE(pure.memory.at(0)[0] * 2, bf16.memory.at(0)[0]);
+    }
+
     void fp16OverflowSkipsStepsAndRecovers()
     {
         const Run run = m_runner->launch("fp16-overflow", kOverflowRecipe, "fp16");
