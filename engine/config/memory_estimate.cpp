@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 namespace shardscope::config {
 
@@ -306,26 +307,50 @@ std::string renderTable(const std::string& title, const std::vector<std::string>
     return out;
 }
 
+namespace {
+
+// Parameter counts of absurd recipes (n_layer: 9223372036854775807 loads: the recipe only bounds
+// dimensions from below) saturate at the largest int64 instead of overflowing.
+struct Saturating {
+    std::int64_t v = 0;
+    static constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+    friend Saturating operator+(Saturating a, Saturating b)
+    {
+        std::int64_t out = 0;
+        return {__builtin_add_overflow(a.v, b.v, &out) ? kMax : out};
+    }
+    friend Saturating operator*(Saturating a, Saturating b)
+    {
+        std::int64_t out = 0;
+        return {__builtin_mul_overflow(a.v, b.v, &out) ? kMax : out};
+    }
+};
+
+} // namespace
+
 ModelShape modelShapeOf(const Recipe& r)
 {
     ModelShape m;
     const auto& mr = r.model;
+    using S = Saturating;
     if (mr.type == "gpt") {
-        const std::int64_t h = mr.nEmbd;
-        m.parameters = mr.vocabSize * h + mr.blockSize * h + mr.nLayer * (12 * h * h + 13 * h) + 2 * h;
+        const S h{mr.nEmbd};
+        m.parameters = (S{mr.vocabSize} * h + S{mr.blockSize} * h + S{mr.nLayer} * (S{12} * h * h + S{13} * h) + S{2} * h).v;
         m.layers = mr.nLayer;
-        m.hidden = h;
+        m.hidden = mr.nEmbd;
         m.heads = mr.nHead;
         m.sequence = mr.blockSize;
         m.vocab = mr.vocabSize;
     } else {
-        std::int64_t p = 0, width = mr.inputDim;
-        for (std::int64_t i = 0; i < mr.depth; ++i) {
-            p += width * mr.hiddenDim + mr.hiddenDim;
-            width = mr.hiddenDim;
+        // input -> hidden, (depth - 1) x hidden -> hidden, then -> output; no hidden layer at depth 0.
+        const S hidden{mr.hiddenDim};
+        S p{0};
+        S width{mr.inputDim};
+        if (mr.depth > 0) {
+            p = width * hidden + hidden + S{mr.depth - 1} * (hidden * hidden + hidden);
+            width = hidden;
         }
-        p += width * mr.outputDim + mr.outputDim;
-        m.parameters = p;
+        m.parameters = (p + width * S{mr.outputDim} + S{mr.outputDim}).v;
     }
     m.microBatch = r.perDeviceBatchSize;
     return m;

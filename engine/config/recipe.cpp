@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -46,6 +47,10 @@ public:
             return error(node, "'" + (m_path.empty() ? std::string("the recipe") : m_path)
                                    + "' should be a mapping of keys to values");
         for (const auto& entry : node) {
+            // A complex key (`? [a, b]: 1`) would throw from as<std::string>().
+            if (!entry.first.IsScalar())
+                return error(entry.first, "a key of '" + (m_path.empty() ? std::string("the recipe") : m_path)
+                                              + "' should be a plain name, not a list or a mapping");
             const std::string key = entry.first.as<std::string>();
             auto it = m_setters.find(key);
             if (it == m_setters.end())
@@ -260,10 +265,16 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     profile.add("start_step", integer(r.profileStartStep, 0));
     profile.add("steps", integer(r.profileSteps, 1));
 
-    auto nested = [](const SectionReader& section) {
-        return [&section](const YAML::Node& node) -> std::string {
+    // A nested section's message is already complete (file:line:column of the inner key); it is
+    // kept aside rather than marked in-band, since keys and values may hold any byte.
+    std::optional<Error> nestedError;
+    auto nested = [&nestedError](const SectionReader& section) {
+        return [&section, &nestedError](const YAML::Node& node) -> std::string {
             auto applied = section.apply(node);
-            return applied ? std::string() : "\x01" + applied.error().message;
+            if (applied)
+                return {};
+            nestedError = applied.error();
+            return "is invalid";
         };
     };
     SectionReader top(source, "");
@@ -279,12 +290,12 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     top.add("training", nested(training));
     top.add("profile", nested(profile));
 
-    if (auto applied = top.apply(root); !applied) {
-        // A nested section's message is already complete; drop the outer key's prefix.
-        const std::string& message = applied.error().message;
-        const auto marker = message.find('\x01');
-        return makeError(marker == std::string::npos ? message : message.substr(marker + 1));
-    }
+    if (auto applied = top.apply(root); !applied)
+        return nestedError ? *nestedError : applied.error();
+
+    // Half a profile window would silently profile nothing (and not survive a save).
+    if ((r.profileStartStep >= 0) != (r.profileSteps > 0))
+        return makeError(source + ": 'profile' needs both 'start_step' and 'steps' (e.g. profile: {start_step: 5, steps: 3})");
 
     if (r.model.type == "gpt") {
         if (r.model.nEmbd % r.model.nHead != 0)

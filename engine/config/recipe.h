@@ -30,7 +30,8 @@ struct ModelRecipe {
     // gpt: start from a folder holding config.json and safetensors in GPT-2's layout
     std::string pretrained;
     // The dtype the weights are loaded in (from_pretrained's torch_dtype): the initial values are
-    // rounded to it. Training then upcasts them to fp32 except in bf16-pure.
+    // rounded to it. Mixed precision (fp16, bf16) then trains an fp32 copy; bf16-pure and "no" keep
+    // them as they are (Accelerate's rule: no upcast without mixed precision).
     std::string loadDtype = "float32"; // float32, bfloat16, float16
     // Parameters that do not train (requires_grad false): those whose name starts with one of
     // these, e.g. [wpe, h.0.attn]. Sharded runs need fsdp_use_orig_params (or DeepSpeed).

@@ -24,7 +24,7 @@ public:
     using Map = std::vector<Entry>; // insertion order, like a Python dict
 
     Value() = default;
-    Value(std::nullptr_t) {}
+    Value(std::nullptr_t); // defined below, once Entry is complete (clang requires it)
     Value(bool b) : m_data(b) {}
     Value(int i) : m_data(std::int64_t{i}) {}
     Value(std::int64_t i) : m_data(i) {}
@@ -89,6 +89,8 @@ struct Value::Entry {
     Value key;
     Value value;
 };
+
+inline Value::Value(std::nullptr_t) {}
 
 // Python's repr() of a float (shortest round-trip digits, '1e+16', '1.0', 'inf', 'nan').
 std::string pythonFloatRepr(double d);

@@ -36,14 +36,17 @@ Accelerator::~Accelerator() = default;
 void Accelerator::prepareModel(models::TrainableModel& model)
 {
     model.to(device());
-    // Parameters are fp32 in every mode but bf16-pure, whatever dtype they were loaded in: a model
-    // loaded in bf16 trains on an fp32 copy (fp32 master weights, as Accelerate upcasts for FSDP
-    // since 0.30 and DeepSpeed always does); bf16-pure keeps bf16 parameters and optimizer state.
-    const bool pure = m_options.precision == precision::PrecisionMode::Bf16Pure;
-    m_upcastParameters = false;
-    for (const auto& p : model.parameters())
-        m_upcastParameters = m_upcastParameters || (!pure && p.scalar_type() != at::kFloat);
-    model.to(pure ? at::kBFloat16 : at::kFloat);
+    // The parameters' dtype. Mixed precision (fp16, bf16) trains fp32 parameters whatever dtype
+    // they were loaded in: a model loaded in bf16 is upcast (fp32 master weights, as Accelerate
+    // does since 0.30 and DeepSpeed always); bf16-pure makes them bf16; without mixed precision
+    // ("no") they stay as loaded, so a bf16-loaded model trains purely in bf16, as in Accelerate.
+    using precision::PrecisionMode;
+    const c10::ScalarType loaded = model.parameters().empty() ? at::kFloat : model.parameters().front().scalar_type();
+    m_parameterDtype = m_options.precision == PrecisionMode::Bf16Pure ? at::kBFloat16
+        : m_options.precision == PrecisionMode::No                  ? loaded
+                                                                     : at::kFloat;
+    m_upcastParameters = loaded != at::kFloat && m_parameterDtype == at::kFloat;
+    model.to(m_parameterDtype);
     if (m_options.sharding) {
         parallel::ShardingOptions sharding = *m_options.sharding;
         sharding.reduceInFloat32 = m_options.backend == dist::BackendKind::Gloo;
@@ -111,7 +114,7 @@ std::unique_ptr<precision::AutocastGuard> Accelerator::autocast()
 
 c10::ScalarType Accelerator::inputDtype() const
 {
-    return m_options.precision == precision::PrecisionMode::Bf16Pure ? at::kBFloat16 : at::kFloat;
+    return m_parameterDtype;
 }
 
 void Accelerator::backward(const torch::Tensor& loss)

@@ -76,7 +76,8 @@ public:
     // The autocast region for forward and loss (Accelerate's `accelerator.autocast()`): empty in
     // fp32 and bf16-pure, fp16/bf16 autocast on this rank's device otherwise.
     std::unique_ptr<precision::AutocastGuard> autocast();
-    // The dtype a floating input must have to enter the model (bf16 in bf16-pure, else float32).
+    // The dtype a floating input must have to enter the model: the parameters' (bf16 in bf16-pure,
+    // the loaded dtype without mixed precision, else float32). Valid after prepareModel.
     c10::ScalarType inputDtype() const;
 
     // loss / gradient_accumulation_steps (times the loss scale in fp16), backward, with DDP's
@@ -135,6 +136,7 @@ private:
     bool m_syncGradients = true;
     bool m_gradientsSynced = false;
     bool m_upcastParameters = false;
+    c10::ScalarType m_parameterDtype = c10::ScalarType::Float;
 };
 
 } // namespace shardscope::train

@@ -302,6 +302,10 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     if (acc.upcastParameters())
         events.emit(protocol::LogEvent{"info", "parameters loaded in " + recipe.model.loadDtype
                                                    + " are trained as fp32 master weights (bf16-pure keeps them in bf16)"});
+    else if (recipe.model.loadDtype != "float32" && options.precision == precision::PrecisionMode::No)
+        events.emit(protocol::LogEvent{"info", "parameters loaded in " + recipe.model.loadDtype + " train in "
+                                                   + recipe.model.loadDtype
+                                                   + ": mixed_precision no does not upcast (as in Accelerate)"});
     if (!options.dumpInitialPath.empty()) {
         auto initial = acc.fullNamedParameters(*model); // a collective when sharded: every rank
         if (acc.isMainProcess())
