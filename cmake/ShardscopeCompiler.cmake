@@ -15,8 +15,11 @@ if(SHARDSCOPE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   message(STATUS "Using ccache: ${SHARDSCOPE_CCACHE}")
 endif()
 
-set(SHARDSCOPE_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor
+set(SHARDSCOPE_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wnon-virtual-dtor
     -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND SHARDSCOPE_WARNING_FLAGS -Wshadow=local) # GCC's spelling; clang (the fuzz preset) lacks it
+endif()
 if(SHARDSCOPE_WARNINGS_AS_ERRORS)
   list(APPEND SHARDSCOPE_WARNING_FLAGS -Werror)
 endif()
@@ -28,6 +31,15 @@ if(SHARDSCOPE_SANITIZE)
       -fno-sanitize-recover=undefined)
   add_compile_options(${SHARDSCOPE_SANITIZER_FLAGS})
   add_link_options(-fsanitize=${_sanitizers})
+endif()
+
+# The fuzz preset: every target of ours gets libFuzzer's coverage instrumentation, so that the
+# loaders' branches guide it; only the fuzz targets link libFuzzer itself (tests/fuzz).
+if(SHARDSCOPE_LIBFUZZER)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "SHARDSCOPE_LIBFUZZER needs clang (the fuzz preset uses clang++-14)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
 
 # shardscope_target_defaults(<target>): what every Shardscope target gets. Include paths are

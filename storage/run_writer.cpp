@@ -111,10 +111,14 @@ struct RunWriter::State {
         insertCheckpoint, updateSummary, finishRun, rankExit;
     std::thread thread;
 
-    void markBuffered()
+    // Returns true when the buffer was empty: the thread may be in its untimed wait then and must
+    // be woken to start the flush interval's clock (else an idle writer commits only on flush()).
+    bool markBuffered()
     {
-        if (buffer.empty())
-            oldest = std::chrono::steady_clock::now();
+        if (!buffer.empty())
+            return false;
+        oldest = std::chrono::steady_clock::now();
+        return true;
     }
     Result<void> prepareStatements();
     void run();
@@ -325,8 +329,12 @@ void RunWriter::State::run()
         lock.lock();
         attempted = std::max(attempted, target);
         if (!rc) {
-            attemptError = rc.error();
-            lastError = rc.error();
+            // The rows are not lost: they go back in front of the buffer for the next attempt.
+            const Error failed{"committing " + std::to_string(batch.metrics.size()) + " metric rows of run " +
+                               std::to_string(runId) + " failed; they stay buffered and are retried every " +
+                               std::to_string(options.flushInterval.count()) + " ms: " + rc.error().message};
+            attemptError = failed;
+            lastError = failed;
             buffer.prepend(std::move(batch));
             oldest = std::chrono::steady_clock::now(); // retry after one interval
         } else {
@@ -403,7 +411,7 @@ void RunWriter::addMetrics(int rank, std::int64_t step, double time, std::span<c
     bool wakeNow = false;
     {
         std::lock_guard lock(m_state->mutex);
-        m_state->markBuffered();
+        wakeNow = m_state->markBuffered();
         for (const auto& v : values) {
             auto it = m_state->keyIndex.find(v.key);
             if (it == m_state->keyIndex.end()) {
@@ -413,7 +421,7 @@ void RunWriter::addMetrics(int rank, std::int64_t step, double time, std::span<c
             }
             m_state->buffer.metrics.push_back({it->second, rank, step, time, v.value});
         }
-        wakeNow = m_state->buffer.metrics.size() >= m_state->options.maxBufferedRows;
+        wakeNow = wakeNow || m_state->buffer.metrics.size() >= m_state->options.maxBufferedRows;
     }
     if (wakeNow)
         m_state->wake.notify_one();
@@ -421,30 +429,50 @@ void RunWriter::addMetrics(int rank, std::int64_t step, double time, std::span<c
 
 void RunWriter::addRank(const RankInfo& rank)
 {
-    std::lock_guard lock(m_state->mutex);
-    m_state->markBuffered();
-    m_state->buffer.ranks.push_back(rank);
+    bool wasEmpty = false;
+    {
+        std::lock_guard lock(m_state->mutex);
+        wasEmpty = m_state->markBuffered();
+        m_state->buffer.ranks.push_back(rank);
+    }
+    if (wasEmpty)
+        m_state->wake.notify_one();
 }
 
 void RunWriter::addEval(const EvalRecord& eval)
 {
-    std::lock_guard lock(m_state->mutex);
-    m_state->markBuffered();
-    m_state->buffer.evals.push_back(eval);
+    bool wasEmpty = false;
+    {
+        std::lock_guard lock(m_state->mutex);
+        wasEmpty = m_state->markBuffered();
+        m_state->buffer.evals.push_back(eval);
+    }
+    if (wasEmpty)
+        m_state->wake.notify_one();
 }
 
 void RunWriter::addTrace(const TraceRecord& trace)
 {
-    std::lock_guard lock(m_state->mutex);
-    m_state->markBuffered();
-    m_state->buffer.traces.push_back(trace);
+    bool wasEmpty = false;
+    {
+        std::lock_guard lock(m_state->mutex);
+        wasEmpty = m_state->markBuffered();
+        m_state->buffer.traces.push_back(trace);
+    }
+    if (wasEmpty)
+        m_state->wake.notify_one();
 }
 
 void RunWriter::addCheckpoint(const CheckpointRecord& checkpoint)
 {
-    std::lock_guard lock(m_state->mutex);
-    m_state->markBuffered();
-    m_state->buffer.checkpoints.push_back(checkpoint);
+    bool wasEmpty = false;
+    {
+        std::lock_guard lock(m_state->mutex);
+        wasEmpty = m_state->markBuffered();
+        m_state->buffer.checkpoints.push_back(checkpoint);
+    }
+    if (wasEmpty)
+        m_state->wake.notify_one();
 }
 
 Result<void> RunWriter::flush()

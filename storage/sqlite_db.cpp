@@ -3,10 +3,50 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <utility>
 
 namespace shardscope::storage {
+
+namespace {
+
+// Note [Write failures]: SQLite reports a full disk as SQLITE_FULL and a write the kernel refused
+// (ENOSPC part-way, EFBIG past a file-size limit, EIO) as SQLITE_IOERR_*; either way the
+// transaction is rolled back and the file stays consistent, so the message only has to say what
+// the user can do. The system errno (when SQLite kept one) tells which of these it was.
+std::string failureHint(sqlite3* db, int rc, const std::string& path)
+{
+    std::string hint;
+    const int err = db ? sqlite3_system_errno(db) : 0;
+    switch (rc & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_IOERR: {
+        std::string folder = std::filesystem::path(path).parent_path().string();
+        if (folder.empty())
+            folder = ".";
+        if (err != 0)
+            hint += std::string(" (") + std::strerror(err) + ")";
+        hint += "; the disk holding " + folder +
+                " may be full, or a file-size limit was reached: free space there (or set SHARDSCOPE_HOME to a "
+                "folder on another disk) and try again";
+        break;
+    }
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        hint += "; another process holds the database lock for longer than the busy timeout";
+        break;
+    case SQLITE_READONLY:
+        hint += "; the file or its folder is not writable by this user";
+        break;
+    default:
+        break;
+    }
+    return hint;
+}
+
+} // namespace
 
 Statement::Statement(Statement&& other) noexcept
     : m_db(std::exchange(other.m_db, nullptr)), m_stmt(std::exchange(other.m_stmt, nullptr))
@@ -62,10 +102,9 @@ Result<bool> Statement::step()
         return true;
     if (rc == SQLITE_DONE)
         return false;
-    std::string message = std::string("SQLite error in ") + sqlite3_db_filename(m_db, "main") + ": " +
-                          sqlite3_errmsg(m_db) + " (while running: " + sqlite3_sql(m_stmt) + ")";
-    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
-        message += "; another process holds the database lock for longer than the busy timeout";
+    const std::string path = sqlite3_db_filename(m_db, "main");
+    std::string message = "SQLite error in " + path + ": " + sqlite3_errmsg(m_db) + " (while running: " +
+                          sqlite3_sql(m_stmt) + ")" + failureHint(m_db, rc, path);
     sqlite3_reset(m_stmt);
     return makeError(std::move(message));
 }
@@ -193,10 +232,9 @@ Result<void> Database::exec(std::string_view sql)
     char* message = nullptr;
     const int rc = sqlite3_exec(m_db, text.c_str(), nullptr, nullptr, &message);
     if (rc != SQLITE_OK) {
-        std::string error = "SQLite error in " + m_path + ": " + (message ? message : sqlite3_errstr(rc));
+        std::string error = "SQLite error in " + m_path + ": " + (message ? message : sqlite3_errstr(rc)) +
+                            failureHint(m_db, rc, m_path);
         sqlite3_free(message);
-        if ((rc & 0xff) == SQLITE_BUSY)
-            error += "; another process holds the database lock for longer than the busy timeout";
         return makeError(std::move(error));
     }
     return {};

@@ -23,17 +23,19 @@ public:
     using List = std::vector<Value>;
     using Map = std::vector<Entry>; // insertion order, like a Python dict
 
+    // The constructors are defined below the class, once Entry is complete: constructing the
+    // variant needs every alternative complete, and clang checks that where they are written.
     Value() = default;
-    Value(std::nullptr_t); // defined below, once Entry is complete (clang requires it)
-    Value(bool b) : m_data(b) {}
-    Value(int i) : m_data(std::int64_t{i}) {}
-    Value(std::int64_t i) : m_data(i) {}
-    Value(double d) : m_data(d) {}
-    Value(const char* s) : m_data(std::string(s)) {}
-    Value(std::string s) : m_data(std::move(s)) {}
-    Value(List l) : m_data(std::move(l)) {}
-    Value(Map m) : m_data(std::move(m)) {}
-    static Value emptyMap() { return Value(Map{}); }
+    Value(std::nullptr_t);
+    Value(bool b);
+    Value(int i);
+    Value(std::int64_t i);
+    Value(double d);
+    Value(const char* s);
+    Value(std::string s);
+    Value(List l);
+    Value(Map m);
+    static Value emptyMap();
 
     Kind kind() const { return static_cast<Kind>(m_data.index()); }
     bool isNull() const { return kind() == Kind::Null; }
@@ -91,6 +93,15 @@ struct Value::Entry {
 };
 
 inline Value::Value(std::nullptr_t) {}
+inline Value::Value(bool b) : m_data(b) {}
+inline Value::Value(int i) : m_data(std::int64_t{i}) {}
+inline Value::Value(std::int64_t i) : m_data(i) {}
+inline Value::Value(double d) : m_data(d) {}
+inline Value::Value(const char* s) : m_data(std::string(s)) {}
+inline Value::Value(std::string s) : m_data(std::move(s)) {}
+inline Value::Value(List l) : m_data(std::move(l)) {}
+inline Value::Value(Map m) : m_data(std::move(m)) {}
+inline Value Value::emptyMap() { return Value(Map{}); }
 
 // Python's repr() of a float (shortest round-trip digits, '1e+16', '1.0', 'inf', 'nan').
 std::string pythonFloatRepr(double d);

@@ -23,6 +23,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Timing margins grow under sanitizers, detected at compile time (GCC defines __SANITIZE_*__,
+// clang answers __has_feature).
+#if defined(__SANITIZE_THREAD__)
+constexpr int kSanitizerSlowdown = 10;
+#elif defined(__SANITIZE_ADDRESS__)
+constexpr int kSanitizerSlowdown = 3;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr int kSanitizerSlowdown = 10;
+#elif __has_feature(address_sanitizer)
+constexpr int kSanitizerSlowdown = 3;
+#else
+constexpr int kSanitizerSlowdown = 1;
+#endif
+#else
+constexpr int kSanitizerSlowdown = 1;
+#endif
+
 RunStore openOrDie(const fs::path& db)
 {
     auto opened = RunStore::open(db);
@@ -79,20 +97,36 @@ private slots:
         SS_VERIFY_OK(writer->flush()); // an empty flush is fine
     }
 
+    // Rows added to an idle writer (its thread waiting on an empty buffer, as between the steps
+    // of a real run) are committed one flush interval later, unasked, every time. The upper bound
+    // is the interval plus a scheduling margin, scaled under sanitizers (TSan slows the writer
+    // thread and SQLite about tenfold); the lower bound is exact: nothing commits before the
+    // interval has passed.
     void commitsWithinTheFlushInterval()
     {
         Fixture f;
         WriterOptions options;
         options.flushInterval = std::chrono::milliseconds(100);
         auto writer = f.writer(options);
-        QElapsedTimer timer;
-        timer.start();
-        writer->addMetrics(0, 0, 0, {{"loss", 1.0}});
-        while (f.rows() == 0 && timer.elapsed() < 5000)
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        QCOMPARE(f.rows(), std::int64_t(1));
-        // Generous bound for a loaded machine; the point is "a fraction of a second, unasked".
-        QVERIFY2(timer.elapsed() < 1000, qPrintable(QString::number(timer.elapsed())));
+        const qint64 interval = options.flushInterval.count();
+        const qint64 bound = interval + 400 * kSanitizerSlowdown;
+        for (int round = 0; round < 3; ++round) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2 * interval)); // the writer goes idle
+            QElapsedTimer timer;
+            timer.start();
+            writer->addMetrics(0, round, round, {{"loss", 1.0}});
+            qint64 elapsed = 0;
+            while (f.rows() == round && (elapsed = timer.elapsed()) < 10 * bound)
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            elapsed = timer.elapsed();
+            QVERIFY2(f.rows() == round + 1, qPrintable(QString("round %1: nothing committed after %2 ms (interval %3 ms)")
+                                                           .arg(round).arg(elapsed).arg(interval)));
+            QVERIFY2(elapsed >= interval, qPrintable(QString("round %1: committed after %2 ms, before the interval")
+                                                         .arg(round).arg(elapsed)));
+            QVERIFY2(elapsed <= bound, qPrintable(QString("round %1: committed after %2 ms, bound %3 ms")
+                                                      .arg(round).arg(elapsed).arg(bound)));
+        }
+        QCOMPARE(writer->committedRows(), std::int64_t(3));
     }
 
     void commitsEarlyWhenTheBufferFills()

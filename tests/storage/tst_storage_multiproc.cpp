@@ -4,9 +4,14 @@
 //    committed, never a part of an event, with the run marked interrupted on the next open;
 //  - a reader polling while the writer ingests never sees a partial batch (rows, blocks and the
 //    run's last_step always agree in one read transaction) and never blocks the writer (which
-//    runs with a busy timeout of 0, so any lock wait would fail its commit).
+//    runs with a busy timeout of 0, so any lock wait would fail its commit);
+//  - a full disk (the writer's file size capped with RLIMIT_FSIZE, SIGXFSZ ignored, in the helper
+//    process: as root a read-only folder would not stop anything) is an error that says what
+//    failed, where and what to do, never a crash; the file reopened afterwards passes
+//    integrity_check, holds every row committed before the failure and takes new runs.
 
 #include "storage/run_store.h"
+#include "storage/run_writer.h"
 #include "storage_test_util.h"
 
 #include <QElapsedTimer>
@@ -173,6 +178,71 @@ private slots:
         QCOMPARE(last.rows, total);
         QCOMPARE(last.lastStep, std::int64_t(kSteps - 1));
         qInfo("%d polls, %zu distinct intermediate states", polls, intermediate.size());
+    }
+
+    void fullDiskIsAnErrorNotACrash()
+    {
+        const std::string db = m_dir.filePath("full.sqlite").toStdString();
+        constexpr int kStepsBeforeLimit = 20;
+        QProcess writer;
+        // --steps 0: it writes until a commit fails, then exits 3 with the error on stderr.
+        writer.start(kHelper, {"--db", QString::fromStdString(db), "--ranks", QString::number(kRanks), "--keys",
+                               QString::number(kKeys), "--steps", "0", "--flush-every", "1", "--interval-ms", "10000",
+                               "--fsize-after", QString::number(kStepsBeforeLimit), "--fsize-slack", "65536"});
+        QVERIFY2(writer.waitForStarted(), qPrintable(writer.errorString()));
+        const std::int64_t runId = runIdFrom(writer);
+        QVERIFY2(runId > 0, writer.readAllStandardError().constData());
+        QVERIFY2(writer.waitForFinished(60000), "the writer neither failed nor stopped within 60 s");
+        const QString err = QString::fromUtf8(writer.readAllStandardError());
+        QCOMPARE(writer.exitStatus(), QProcess::NormalExit); // no crash, no SIGXFSZ
+        QVERIFY2(writer.exitCode() == 3, qPrintable(QString("exit %1: %2").arg(writer.exitCode()).arg(err)));
+
+        std::int64_t committed = 0;
+        std::int64_t committedAtLimit = -1;
+        for (const auto& line : writer.readAllStandardOutput().split('\n')) {
+            if (line.startsWith("committed "))
+                committed = line.mid(10).toLongLong();
+            else if (line.startsWith("limited "))
+                committedAtLimit = committed;
+        }
+        QCOMPARE(committedAtLimit, std::int64_t(kStepsBeforeLimit) * kRanks * kKeys);
+        // What failed, where, and what to do about it.
+        QVERIFY2(err.contains("committing") && err.contains("failed"), qPrintable(err));
+        QVERIFY2(err.contains(QString::fromStdString(db)), qPrintable(err));
+        QVERIFY2(err.contains("may be full") && err.contains("free space"), qPrintable(err));
+        QVERIFY2(err.contains("stay buffered"), qPrintable(err));
+
+        auto store = RunStore::open(db);
+        SS_VERIFY_OK(store);
+        Database& database = store->database();
+        QCOMPARE(queryText(database, "PRAGMA integrity_check"), std::string("ok"));
+        QCOMPARE(queryInt(database, "SELECT count(*) FROM pragma_foreign_key_check"), std::int64_t(0));
+        const Snapshot s = snapshot(database, runId);
+        QVERIFY2(s.rows >= committed,
+                 qPrintable(QString("%1 rows stored, %2 reported committed").arg(s.rows).arg(committed)));
+        QCOMPARE(s.rows % (kRanks * kKeys), std::int64_t(0)); // whole steps only
+        QCOMPARE(brokenEvents(database, runId), std::int64_t(0));
+        QCOMPARE(s.blockRows, s.rows);
+        QCOMPARE(s.lastStep, s.maxStep);
+        // Every committed step is there for every rank.
+        QCOMPARE(queryInt(database, "SELECT count(DISTINCT step) FROM metrics WHERE run_id = " + std::to_string(runId)),
+                 s.maxStep + 1);
+
+        // With space again, the same file takes a new run.
+        NewRun next;
+        next.name = "after the full disk";
+        auto nextId = store->createRun(next);
+        SS_VERIFY_OK(nextId);
+        SS_VERIFY_OK(store->markRunning(*nextId));
+        auto nextWriter = RunWriter::open(db, *nextId);
+        SS_VERIFY_OK(nextWriter);
+        (*nextWriter)->addMetrics(0, 0, 0, {{"loss", 1.0}});
+        SS_VERIFY_OK((*nextWriter)->flush());
+        QCOMPARE(queryInt(database, "SELECT count(*) FROM metrics WHERE run_id = " + std::to_string(*nextId)),
+                 std::int64_t(1));
+        qInfo("limit after %lld rows; %lld committed before the failure, %lld stored; error: %s",
+              static_cast<long long>(committedAtLimit), static_cast<long long>(committed),
+              static_cast<long long>(s.rows), qPrintable(err.trimmed()));
     }
 };
 
