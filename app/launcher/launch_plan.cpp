@@ -54,10 +54,12 @@ Result<void> planFsdp(const AccelerateConfig& c, LaunchPlan& plan)
         const Value* reshard = key("fsdp_reshard_after_forward");
         strategy = !reshard || truthy(reshard) || text(reshard) == "FULL_SHARD" ? "FULL_SHARD" : "SHARD_GRAD_OP";
     }
-    if (strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2")
-        return unsupported("fsdp_config.fsdp_sharding_strategy", strategy, "use FULL_SHARD or SHARD_GRAD_OP on one machine");
-    if (truthy(key("fsdp_offload_params")))
-        return unsupported("fsdp_config.fsdp_offload_params", "true", "set it to false");
+    // Accelerate's launch check (accelerate-config-reference.md §4.4).
+    const Value* efficient = key("fsdp_cpu_ram_efficient_loading");
+    const Value* sync = key("fsdp_sync_module_states");
+    if (truthy(efficient) && sync && !truthy(sync))
+        return makeError("config: fsdp_config: When using `--fsdp_cpu_ram_efficient_loading` set "
+                         "`--fsdp_sync_module_states` to `True`");
     if (strategy == "NO_SHARD")
         return {}; // DDP-equivalent: the engine's DDP
     plan.workerArgs.insert(plan.workerArgs.end(), {"--fsdp_sharding_strategy", strategy});
@@ -86,6 +88,10 @@ Result<void> planFsdp(const AccelerateConfig& c, LaunchPlan& plan)
         plan.workerArgs.insert(plan.workerArgs.end(), {"--fsdp_backward_prefetch", prefetch});
     if (truthy(key("fsdp_forward_prefetch")))
         plan.workerArgs.push_back("--fsdp_forward_prefetch");
+    if (truthy(key("fsdp_offload_params")))
+        plan.workerArgs.push_back("--fsdp_offload_params");
+    if (truthy(efficient))
+        plan.workerArgs.push_back("--fsdp_cpu_ram_efficient_loading");
     if (truthy(key("fsdp_use_orig_params")))
         plan.workerArgs.push_back("--fsdp_use_orig_params");
     if (truthy(key("fsdp_activation_checkpointing")))
@@ -121,15 +127,22 @@ Result<void> planDeepSpeed(const AccelerateConfig& c, LaunchPlan& plan)
                 offloadParam = text(o->find("device"), "none");
         }
     }
-    if (offloadOptimizer != "none")
-        return unsupported("deepspeed_config.offload_optimizer_device", offloadOptimizer, "set it to none");
-    if (offloadParam != "none")
-        return unsupported("deepspeed_config.offload_param_device", offloadParam, "set it to none");
+    if (offloadOptimizer != "none" && offloadOptimizer != "cpu")
+        return unsupported("deepspeed_config.offload_optimizer_device", offloadOptimizer, "use cpu or none");
+    if (offloadParam != "none" && offloadParam != "cpu")
+        return unsupported("deepspeed_config.offload_param_device", offloadParam, "use cpu or none");
     if (stage == "0")
         return {}; // ZeRO-0 is plain data parallelism
     if (stage != "1" && stage != "2" && stage != "3")
         return makeError("config: deepspeed_config.zero_stage: " + stage + " is not a ZeRO stage; use 0, 1, 2 or 3");
+    if (offloadParam == "cpu" && stage != "3")
+        return makeError("config: deepspeed_config.offload_param_device: cpu needs zero_stage 3 (parameters are "
+                         "partitioned only there); set zero_stage: 3 or offload_param_device: none");
     plan.workerArgs.insert(plan.workerArgs.end(), {"--zero_stage", stage});
+    if (offloadOptimizer == "cpu")
+        plan.workerArgs.insert(plan.workerArgs.end(), {"--offload_optimizer_device", "cpu"});
+    if (offloadParam == "cpu")
+        plan.workerArgs.insert(plan.workerArgs.end(), {"--offload_param_device", "cpu"});
     return {};
 }
 

@@ -85,6 +85,10 @@ struct TrainArgs {
     bool fsdpForwardPrefetch = false;
     bool fsdpUseOrigParams = false;
     bool fsdpActivationCheckpointing = false;
+    bool fsdpOffloadParams = false;
+    bool fsdpCpuRamEfficientLoading = false;
+    std::string offloadOptimizerDevice = "none";
+    std::string offloadParamDevice = "none";
     std::string checkpointDir;
     std::string resumeFrom;
     std::string runsDir;
@@ -136,7 +140,11 @@ int train(const TrainArgs& args)
     options.profileSteps = args.profileSteps;
     if (!args.fsdpShardingStrategy.empty() && args.fsdpShardingStrategy != "NO_SHARD") {
         train::RunOptions::Sharding sharding;
-        sharding.reshardAfterForward = args.fsdpShardingStrategy == "FULL_SHARD";
+        const std::string& strategy = args.fsdpShardingStrategy;
+        sharding.reshardAfterForward = strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD";
+        sharding.hybrid = strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2";
+        sharding.offloadToHost = args.fsdpOffloadParams;
+        sharding.rankZeroLoadsWeights = args.fsdpCpuRamEfficientLoading;
         sharding.wrapPolicy = args.fsdpAutoWrapPolicy;
         sharding.transformerLayerClasses = args.fsdpLayerClasses;
         sharding.minNumParams = args.fsdpMinNumParams;
@@ -152,6 +160,7 @@ int train(const TrainArgs& args)
         sharding.backwardPrefetch = args.fsdpBackwardPrefetch != "NO_PREFETCH";
         sharding.forwardPrefetch = args.fsdpForwardPrefetch;
         sharding.useOrigParams = true; // DeepSpeed partitions per parameter group
+        sharding.offloadToHost = args.offloadOptimizerDevice == "cpu" || args.offloadParamDevice == "cpu";
         sharding.activationCheckpointing = args.fsdpActivationCheckpointing;
         options.sharding = sharding;
     }
@@ -212,8 +221,8 @@ int main(int argc, char** argv)
     trainCmd->add_option("--zero_stage", trainArgs.zeroStage, "DeepSpeed ZeRO stage 1, 2 or 3 (0: DDP)")
         ->check(CLI::Range(0, 3));
     trainCmd->add_option("--fsdp_sharding_strategy", trainArgs.fsdpShardingStrategy,
-                         "FSDP: FULL_SHARD, SHARD_GRAD_OP or NO_SHARD (DDP)")
-        ->check(CLI::IsMember({"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"}));
+                         "FSDP: FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, HYBRID_SHARD_ZERO2 or NO_SHARD (DDP)")
+        ->check(CLI::IsMember({"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2", "NO_SHARD"}));
     trainCmd->add_option("--fsdp_auto_wrap_policy", trainArgs.fsdpAutoWrapPolicy, "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP")
         ->check(CLI::IsMember({"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"}))
         ->capture_default_str();
@@ -227,6 +236,14 @@ int main(int argc, char** argv)
                        "The optimizer sees each original parameter (groups, frozen parameters)");
     trainCmd->add_flag("--fsdp_activation_checkpointing", trainArgs.fsdpActivationCheckpointing,
                        "Recompute each wrapped unit's forward in backward");
+    trainCmd->add_flag("--fsdp_offload_params", trainArgs.fsdpOffloadParams,
+                       "Shards, their gradients and the optimizer step in host memory");
+    trainCmd->add_flag("--fsdp_cpu_ram_efficient_loading", trainArgs.fsdpCpuRamEfficientLoading,
+                       "Only rank 0 loads the weights; the others receive their shards");
+    trainCmd->add_option("--offload_optimizer_device", trainArgs.offloadOptimizerDevice, "DeepSpeed: none or cpu")
+        ->check(CLI::IsMember({"none", "cpu"}));
+    trainCmd->add_option("--offload_param_device", trainArgs.offloadParamDevice, "DeepSpeed ZeRO-3: none or cpu")
+        ->check(CLI::IsMember({"none", "cpu"}));
     trainCmd->add_option("--fsdp_state_dict_type", trainArgs.fsdpStateDictType, "FULL_STATE_DICT or SHARDED_STATE_DICT")
         ->check(CLI::IsMember({"FULL_STATE_DICT", "SHARDED_STATE_DICT"}))
         ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace shardscope::dist {
@@ -46,6 +47,7 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const Co
     }
     // One prefix per process group, as Python does: groups sharing raw keys corrupt each other.
     comm->m_store = c10::make_intrusive<c10d::PrefixStore>("default_pg/", tcpStore);
+    comm->m_rootStore = tcpStore;
 
     try {
         switch (options.backend) {
@@ -55,6 +57,7 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const Co
                 throw std::runtime_error("multi-machine Gloo is not supported yet (MASTER_ADDR=" + env.masterAddr + ")");
             comm->m_backend = detail::makeGlooBackend(comm->m_store, env.rank, env.worldSize, options.timeout,
                                                       bindAddress);
+            comm->m_bindAddress = bindAddress;
             break;
         }
         case BackendKind::Nccl:
@@ -112,6 +115,49 @@ c10::intrusive_ptr<c10d::Work> Communicator::broadcast(at::Tensor& tensor, int r
     opts.rootRank = rootRank;
     opts.timeout = m_timeout;
     return m_backend->broadcast(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> Communicator::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                                                     int rootRank)
+{
+    std::vector<at::Tensor> outputs{output};
+    std::vector<std::vector<at::Tensor>> inputLists;
+    if (m_rank == rootRank)
+        inputLists.push_back(inputs);
+    c10d::ScatterOptions opts;
+    opts.rootRank = rootRank;
+    opts.timeout = m_timeout;
+    return m_backend->scatter(outputs, inputLists, opts);
+}
+
+std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, const std::vector<int>& members) const
+{
+    const auto me = std::find(members.begin(), members.end(), m_rank);
+    if (me == members.end())
+        throw std::logic_error("subgroup " + name + ": rank " + std::to_string(m_rank) + " is not a member");
+    std::unique_ptr<Communicator> group(new Communicator());
+    group->m_rank = static_cast<int>(me - members.begin());
+    group->m_size = static_cast<int>(members.size());
+    group->m_kind = m_kind;
+    group->m_device = m_device;
+    group->m_timeout = m_timeout;
+    group->m_rootStore = m_rootStore;
+    group->m_bindAddress = m_bindAddress;
+    group->m_store = c10::make_intrusive<c10d::PrefixStore>(name + "/", m_rootStore);
+    switch (m_kind) {
+    case BackendKind::Gloo:
+        group->m_backend = detail::makeGlooBackend(group->m_store, group->m_rank, group->m_size, m_timeout, m_bindAddress);
+        break;
+    case BackendKind::Nccl:
+#ifdef SHARDSCOPE_HAVE_NCCL
+        group->m_backend = detail::makeNcclBackend(group->m_store, group->m_rank, group->m_size, m_timeout,
+                                                   m_device.index());
+        break;
+#else
+        throw std::runtime_error("this build of shardscope-worker has no NCCL support");
+#endif
+    }
+    return group;
 }
 
 void Communicator::barrier()

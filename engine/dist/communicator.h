@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <memory>
+#include <vector>
 #include <string>
 
 namespace shardscope::dist {
@@ -47,7 +48,13 @@ public:
     c10::intrusive_ptr<c10d::Work> reduceScatterSingle(at::Tensor& output, at::Tensor& input,
                                                        c10d::ReduceOp op = c10d::ReduceOp::SUM);
     c10::intrusive_ptr<c10d::Work> broadcast(at::Tensor& tensor, int rootRank);
+    // Rank `rootRank`'s `inputs[r]` (one per rank; ignored elsewhere) into rank r's `output`.
+    c10::intrusive_ptr<c10d::Work> scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int rootRank);
     void barrier();
+
+    // A process group of some of this group's ranks (`members`, by rank here; this rank among
+    // them), named uniquely by `name` (its store keys live under it). Only the members call it.
+    std::unique_ptr<Communicator> subgroup(const std::string& name, const std::vector<int>& members) const;
 
     const c10::intrusive_ptr<c10d::Backend>& backend() const { return m_backend; }
     const c10::intrusive_ptr<c10d::Store>& store() const { return m_store; }
@@ -62,6 +69,8 @@ private:
     std::chrono::milliseconds m_timeout{0};
     c10::intrusive_ptr<c10d::Store> m_store;
     c10::intrusive_ptr<c10d::Backend> m_backend;
+    c10::intrusive_ptr<c10d::Store> m_rootStore; // the TCP store that groups' prefixes share
+    std::string m_bindAddress;                  // Gloo's listening address
 };
 
 } // namespace shardscope::dist

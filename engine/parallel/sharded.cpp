@@ -63,6 +63,26 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
     if (m_options.zeroStage < 1 || m_options.zeroStage > 3)
         throw std::invalid_argument("ZeRO stage must be 1, 2 or 3");
     const int world = m_comm.size();
+    if (m_options.hybridGroupSize > 0 && m_options.hybridGroupSize < world) {
+        const int group = m_options.hybridGroupSize;
+        if (world % group != 0)
+            throw std::invalid_argument("HYBRID sharding needs the same number of ranks on every machine: " + std::to_string(world)
+                                        + " ranks do not split into groups of " + std::to_string(group));
+        const int rank = m_comm.rank();
+        std::vector<int> machine, replicas;
+        for (int r = 0; r < world; ++r) {
+            if (r / group == rank / group)
+                machine.push_back(r);
+            if (r % group == rank % group)
+                replicas.push_back(r);
+        }
+        m_shardGroup = m_comm.subgroup("hybrid_shard_" + std::to_string(rank / group), machine);
+        m_replicateGroup = m_comm.subgroup("hybrid_replicate_" + std::to_string(rank % group), replicas);
+    }
+    const int shardCount = shardGroup().size();
+    const int shardIndex = shardGroup().rank();
+    // Scattering from rank 0 needs one shard per rank of the world.
+    const bool scatterFromRankZero = m_options.rankZeroLoadsWeights && !m_shardGroup;
 
     // Units: the wrappable submodules the policy names, then the root for everything else.
     std::set<const c10::TensorImpl*> claimed;
@@ -108,24 +128,48 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
             unit.offsets.push_back(unit.numel);
             unit.numel += p.numel();
         }
-        unit.padded = (unit.numel + world - 1) / world * world;
-        unit.full = at::zeros({unit.padded}, unit.params.front().options().requires_grad(false));
-        for (std::size_t i = 0; i < unit.params.size(); ++i)
-            unit.full.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(unit.params[i].reshape({-1}));
-        m_comm.broadcast(unit.full, 0)->wait();
+        unit.padded = (unit.numel + shardCount - 1) / shardCount * shardCount;
+        const std::int64_t shardNumel = unit.padded / shardCount;
+        const auto flatOptions = unit.params.front().options().requires_grad(false);
+        at::Tensor receivedShard;
+        if (scatterFromRankZero && m_comm.rank() != 0) {
+            // Only the shard arrives; the full buffer stays unwritten (stage 3 frees it below).
+            unit.full = at::empty({unit.padded}, flatOptions);
+            receivedShard = at::empty({shardNumel}, flatOptions);
+            m_comm.scatter(receivedShard, {}, 0)->wait();
+        } else {
+            unit.full = at::zeros({unit.padded}, flatOptions);
+            for (std::size_t i = 0; i < unit.params.size(); ++i)
+                unit.full.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(unit.params[i].reshape({-1}));
+            if (scatterFromRankZero) {
+                receivedShard = at::empty({shardNumel}, flatOptions);
+                m_comm.scatter(receivedShard, unit.full.chunk(shardCount), 0)->wait();
+            } else {
+                m_comm.broadcast(unit.full, 0)->wait(); // sync_module_states
+            }
+        }
         for (std::size_t i = 0; i < unit.params.size(); ++i) {
             auto& p = unit.params[i];
             p.set_data(unit.full.narrow(0, unit.offsets[i], p.numel()).view(p.sizes()));
         }
-        const std::int64_t shardNumel = unit.padded / world;
+        if (receivedShard.defined()) {
+            unit.full.narrow(0, shardIndex * shardNumel, shardNumel).copy_(receivedShard);
+            if (m_options.zeroStage < 3) // the full parameters are needed now: assemble them
+                shardGroup().allGatherSingle(unit.full, receivedShard)->wait();
+        }
         for (const auto& p : unit.params)
             unit.trainable += p.requires_grad() ? 1 : 0;
         if (!m_options.useOrigParams && unit.trainable != 0 && unit.trainable != static_cast<int>(unit.params.size()))
             throw std::invalid_argument("unit '" + unit.name + "' mixes frozen and trainable parameters; a flat shard "
                                         "trains all or nothing. Set fsdp_use_orig_params: true, or freeze whole units");
-        unit.shard = unit.full.narrow(0, m_comm.rank() * shardNumel, shardNumel).clone().requires_grad_(unit.trainable > 0);
+        auto mine = unit.full.narrow(0, shardIndex * shardNumel, shardNumel);
+        if (m_options.offloadToHost && !mine.device().is_cpu())
+            unit.shard = mine.to(at::TensorOptions().device(at::kCPU).pinned_memory(true), false, /*copy=*/true);
+        else
+            unit.shard = mine.clone();
+        unit.shard.requires_grad_(unit.trainable > 0);
         if (m_options.useOrigParams) {
-            const std::int64_t begin = m_comm.rank() * shardNumel, end = begin + shardNumel;
+            const std::int64_t begin = shardIndex * shardNumel, end = begin + shardNumel;
             for (std::size_t i = 0; i < unit.params.size(); ++i) {
                 const std::int64_t lo = std::max(begin, unit.offsets[i]);
                 const std::int64_t hi = std::min(end, unit.offsets[i] + unit.params[i].numel());
@@ -235,12 +279,24 @@ void ShardedDataParallel::startGather(Unit& unit)
     if (unit.gathered || unit.gatherWork)
         return;
     allocateStorage(unit.full, static_cast<std::size_t>(unit.padded) * unit.full.element_size());
-    auto input = unit.shard.detach();
+    auto input = shardForCollective(unit);
     const std::int64_t bytes = unit.padded * static_cast<std::int64_t>(unit.full.element_size());
     if (m_recorder)
         unit.gatherSpan = m_recorder->begin(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes);
-    unit.gatherWork = m_comm.allGatherSingle(unit.full, input);
+    unit.gatherWork = shardGroup().allGatherSingle(unit.full, input);
     m_stats.allGathered += bytes;
+}
+
+at::Tensor ShardedDataParallel::shardForCollective(Unit& unit)
+{
+    const c10::Device device = unit.full.device();
+    if (unit.shard.device() == device)
+        return unit.shard.detach();
+    auto copy = m_recorder ? m_recorder->scope(profiler::Lane::Memory, "h2d " + unit.name, "offload",
+                                               bytesOf(unit.shard))
+                           : profiler::SpanRecorder::Scope{};
+    unit.shardOnDevice = unit.shard.detach().to(device, /*non_blocking=*/true);
+    return unit.shardOnDevice;
 }
 
 void ShardedDataParallel::gather(Unit& unit)
@@ -250,6 +306,7 @@ void ShardedDataParallel::gather(Unit& unit)
     startGather(unit); // no-op when a prefetch already started it
     unit.gatherWork->wait();
     unit.gatherWork.reset();
+    unit.shardOnDevice = at::Tensor();
     if (m_recorder)
         m_recorder->end(unit.gatherSpan);
     unit.gatherSpan = profiler::SpanRecorder::kNoSpan;
@@ -317,11 +374,11 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
         if (m_options.zeroStage >= 2)
             p.mutable_grad() = at::Tensor(); // the full gradient is not kept (ZeRO-2)
     }
-    unit.shardGrad = at::empty({unit.padded / m_comm.size()}, unit.fullGrad.options());
+    unit.shardGrad = at::empty({unit.padded / shardGroup().size()}, unit.fullGrad.options());
     if (m_recorder)
         unit.gradSpan = m_recorder->begin(profiler::Lane::Communication, "reduce_scatter " + unit.name, "reduce_scatter",
                                           bytesOf(unit.fullGrad));
-    unit.gradWork = m_comm.reduceScatterSingle(unit.shardGrad, unit.fullGrad);
+    unit.gradWork = shardGroup().reduceScatterSingle(unit.shardGrad, unit.fullGrad);
     m_stats.reduceScattered += bytesOf(unit.fullGrad);
     unit.reduced = true;
 }
@@ -347,9 +404,19 @@ void ShardedDataParallel::finishGradientSync()
             m_recorder->end(unit.gradSpan);
         unit.gradSpan = profiler::SpanRecorder::kNoSpan;
         unit.fullGrad = at::Tensor();
+        if (m_replicateGroup) { // HYBRID: sum the shard over the machines holding it
+            m_replicateGroup->allreduce(unit.shardGrad)->wait();
+            m_stats.allReduced += bytesOf(unit.shardGrad);
+        }
         unit.shardGrad.mul_(scale);
         if (unit.shardGrad.scalar_type() != unit.shard.scalar_type())
             unit.shardGrad = unit.shardGrad.to(unit.shard.scalar_type()); // reduced in fp32 (bf16-pure)
+        if (unit.shardGrad.device() != unit.shard.device()) { // offloaded: the optimizer steps on the host
+            auto copy = m_recorder ? m_recorder->scope(profiler::Lane::Memory, "d2h " + unit.name, "offload",
+                                                       bytesOf(unit.shardGrad))
+                                   : profiler::SpanRecorder::Scope{};
+            unit.shardGrad = unit.shardGrad.to(unit.shard.device());
+        }
         if (unit.segments.empty())
             unit.shard.mutable_grad() = unit.shardGrad;
         for (auto& segment : unit.segments)
@@ -367,8 +434,9 @@ void ShardedDataParallel::afterOptimizerStep()
     if (m_options.zeroStage >= 3)
         return; // gathered again by the next forward
     for (auto& unit : m_units) {
-        auto input = unit.shard.detach();
-        m_comm.allGatherSingle(unit.full, input)->wait();
+        auto input = shardForCollective(unit);
+        shardGroup().allGatherSingle(unit.full, input)->wait();
+        unit.shardOnDevice = at::Tensor();
         m_stats.allGathered += bytesOf(unit.full);
     }
 }
@@ -414,8 +482,9 @@ void ShardedDataParallel::loadShards(const std::map<std::string, at::Tensor>& sh
                                      + " elements for unit '" + unit.name + "'");
         unit.shard.detach().copy_(it->second);
         if (unit.gathered) {
-            auto input = unit.shard.detach();
-            m_comm.allGatherSingle(unit.full, input)->wait();
+            auto input = shardForCollective(unit);
+            shardGroup().allGatherSingle(unit.full, input)->wait();
+            unit.shardOnDevice = at::Tensor();
         }
     }
 }
@@ -433,7 +502,7 @@ void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Ten
             flat.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(it->second.reshape({-1}));
         }
         const std::int64_t n = unit.shard.numel();
-        unit.shard.detach().copy_(flat.narrow(0, m_comm.rank() * n, n));
+        unit.shard.detach().copy_(flat.narrow(0, shardGroup().rank() * n, n));
         if (unit.gathered)
             unit.full.copy_(flat);
     }
@@ -474,6 +543,7 @@ void ShardedDataParallel::resetCommunication()
 {
     m_stats.allGathered = 0;
     m_stats.reduceScattered = 0;
+    m_stats.allReduced = 0;
 }
 
 } // namespace shardscope::parallel

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,20 @@ struct ShardingOptions {
     // Gradients of low-precision parameters (bf16-pure) are reduced in fp32 and the reduced shard
     // cast back: Gloo's reductions are fp32-only on CPU, and fp32 sums lose nothing (DDP does the same).
     bool reduceInFloat32 = true;
+    // fsdp_offload_params / DeepSpeed's offload_optimizer_device and offload_param_device: cpu.
+    // The shards (the fp32 master partition), their gradients and the optimizer step live in host
+    // memory (pinned when the device is a GPU); the device holds parameters only while gathered
+    // (stage 3) or the full parameters (stages 1-2). Each gather copies the shard to the device
+    // and each reduced gradient shard comes back. On a CPU device the copies are no-ops.
+    bool offloadToHost = false;
+    // fsdp_cpu_ram_efficient_loading: rank 0's values are the weights and the other ranks only
+    // receive their shards (a scatter instead of a broadcast of every unit; stage 3 never fills
+    // their full buffers). Without it, rank 0's full buffers are broadcast (sync_module_states).
+    bool rankZeroLoadsWeights = false;
+    // HYBRID_SHARD / HYBRID_SHARD_ZERO2: shard inside groups of this many consecutive ranks (one
+    // machine's ranks) and replicate across them: gradient shards are reduce-scattered in the
+    // group, then all-reduced between the groups' same-position ranks. 0: shard over all ranks.
+    int hybridGroupSize = 0;
 };
 
 // Bytes resident on this rank (now, and the peak since the last resetPeaks), and bytes moved by
@@ -72,6 +87,7 @@ struct ShardingStats {
     std::int64_t peakGrads = 0;
     std::int64_t allGathered = 0;     // output bytes of all-gathers
     std::int64_t reduceScattered = 0; // input bytes of reduce-scatters
+    std::int64_t allReduced = 0;      // HYBRID: bytes all-reduced between replicas
 };
 
 class ShardedDataParallel {
@@ -103,6 +119,8 @@ public:
     void loadFullParameters(const std::map<std::string, at::Tensor>& parameters);
 
     std::size_t unitCount() const { return m_units.size(); }
+    // How many ranks hold each shard: 1, or the number of machines with HYBRID sharding.
+    int replicas() const { return m_replicateGroup ? m_replicateGroup->size() : 1; }
     const ShardingStats& stats() const { return m_stats; }
     void resetPeaks();
     void resetCommunication();
@@ -126,7 +144,8 @@ private:
         std::int64_t numel = 0;
         std::int64_t padded = 0; // numel rounded up to a multiple of the world size
         at::Tensor full;         // [padded] the parameters' storage; freed while resharded
-        at::Tensor shard;        // [padded / world] this rank's part: the optimizer's parameter
+        at::Tensor shard;        // [padded / world] this rank's part: the optimizer's parameter (on the host when offloaded)
+        at::Tensor shardOnDevice; // offloaded: the shard copied to the device for an all-gather in flight
         at::Tensor fullGrad;     // [padded] reduce-scatter input
         at::Tensor shardGrad;    // [padded / world]
         c10::intrusive_ptr<c10d::Work> gradWork;
@@ -139,6 +158,10 @@ private:
         bool isRoot = false;
     };
 
+    // The group the parameters are sharded over: every rank, or this machine's (HYBRID).
+    dist::Communicator& shardGroup() { return m_shardGroup ? *m_shardGroup : m_comm; }
+    // The shard where collectives run: itself, or a device copy when it is offloaded to the host.
+    at::Tensor shardForCollective(Unit& unit);
     void gather(Unit& unit);
     void startGather(Unit& unit); // asynchronous: a prefetch
     void prefetchAfter(std::size_t unit, bool backward);
@@ -148,6 +171,8 @@ private:
     void updatePeaks();
 
     dist::Communicator& m_comm;
+    std::unique_ptr<dist::Communicator> m_shardGroup;     // HYBRID: this machine's ranks
+    std::unique_ptr<dist::Communicator> m_replicateGroup; // HYBRID: the ranks holding the same shard
     ShardingOptions m_options;
     std::vector<Unit> m_units;
     std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> m_accumulators;

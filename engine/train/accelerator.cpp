@@ -170,7 +170,8 @@ double Accelerator::clipGradNorm(double maxNorm)
         // Each rank holds a shard of the gradients: the global norm needs every rank's part.
         auto t = at::full({1}, sumOfSquares, at::TensorOptions().dtype(at::kDouble).device(device()));
         m_comm->allreduce(t)->wait();
-        sumOfSquares = t.item<double>();
+        // HYBRID: every shard is held by each machine; count it once.
+        sumOfSquares = t.item<double>() / static_cast<double>(m_sharded->replicas());
     }
     const double total = std::sqrt(sumOfSquares);
     if (maxNorm > 0) {

@@ -269,6 +269,9 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         sharding.forwardPrefetch = options.sharding->forwardPrefetch;
         sharding.useOrigParams = options.sharding->useOrigParams;
         sharding.activationCheckpointing = options.sharding->activationCheckpointing;
+        sharding.offloadToHost = options.sharding->offloadToHost;
+        sharding.rankZeroLoadsWeights = options.sharding->rankZeroLoadsWeights;
+        sharding.hybridGroupSize = options.sharding->hybrid ? env.localWorldSize : 0;
         if (!sharding.useOrigParams && !recipe.optimizer.noWeightDecay.empty())
             throw std::runtime_error("recipe: optimizer.no_weight_decay needs per-parameter optimizer groups, and "
                                      "sharded units give the optimizer one flat shard each; set fsdp_use_orig_params: "
@@ -289,7 +292,14 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     // Every rank builds the same initial weights from the seed; rank 0's are broadcast anyway.
     torch::manual_seed(recipe.seed);
     auto model = models::buildModel(recipe.model);
-    if (!recipe.model.pretrained.empty()) {
+    // fsdp_cpu_ram_efficient_loading: only rank 0 reads the pretrained weights; the others get
+    // their shards from it when the model is sharded.
+    const bool weightsFromRankZero = options.sharding && options.sharding->rankZeroLoadsWeights && acc.processIndex() != 0;
+    if (weightsFromRankZero && !recipe.model.pretrained.empty())
+        events.emit(protocol::LogEvent{"info", "rank " + std::to_string(acc.processIndex()) + " does not read "
+                                                   + recipe.model.pretrained
+                                                   + "; its shards come from rank 0 (fsdp_cpu_ram_efficient_loading)"});
+    if (!recipe.model.pretrained.empty() && !weightsFromRankZero) {
         auto pretrained = checkpoint::loadGpt2(recipe.model.pretrained, recipe.model);
         if (!pretrained)
             throw std::runtime_error(pretrained.error().message);
@@ -511,7 +521,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             if (auto* sharded = acc.sharded())
                 e.mem.optimizer += sharded->stats().masterShards; // ZeRO-1/2's fp32 master shard
             std::tie(e.mem.rss, e.mem.peakAllocated) = residentMemory();
-            e.comm.allReduce = allReduced;
+            e.comm.allReduce = allReduced + (acc.sharded() ? acc.sharded()->stats().allReduced : 0);
             e.comm.broadcast = step == 0 && acc.ddp() ? acc.ddp()->broadcastBytes() : 0;
             events.emit(e);
         }

@@ -30,6 +30,9 @@ struct RunOptions {
         bool forwardPrefetch = false;
         bool useOrigParams = false;           // fsdp_use_orig_params; always on for DeepSpeed
         bool activationCheckpointing = false; // fsdp_activation_checkpointing
+        bool offloadToHost = false;           // fsdp_offload_params; DeepSpeed offload_*_device: cpu
+        bool rankZeroLoadsWeights = false;    // fsdp_cpu_ram_efficient_loading
+        bool hybrid = false;                  // HYBRID_SHARD(_ZERO2): shard per machine, replicate across
     };
     std::optional<Sharding> sharding;
     std::string stateDictType = "FULL_STATE_DICT"; // fsdp_state_dict_type: or SHARDED_STATE_DICT

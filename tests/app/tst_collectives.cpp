@@ -6,9 +6,7 @@
 #include <QProcess>
 #include <QtTest>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "tests/common/recipe_run.h"
 
 namespace {
 
@@ -91,7 +89,7 @@ private slots:
     // rendezvous, together forming one 4-rank job.
     void twoLaunchersFormOneJob()
     {
-        const int port = freePort();
+        const int port = shardscope::testing::freeLoopbackPort();
         QVERIFY(port > 0);
         QProcess machines[2];
         for (int m = 1; m >= 0; --m) {
@@ -110,22 +108,6 @@ private slots:
             QVERIFY2(out.contains(QStringLiteral("rank %1/4: 20 collective checks passed").arg(rank)), qPrintable(out));
         QVERIFY(out.contains("2 ranks on machine 0 finished successfully"));
         QVERIFY(out.contains("2 ranks on machine 1 finished successfully"));
-    }
-
-private:
-    static int freePort()
-    {
-        const int fd = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr {};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof addr;
-        int port = -1;
-        if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0
-            && getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-            port = ntohs(addr.sin_port);
-        close(fd);
-        return port;
     }
 };
 

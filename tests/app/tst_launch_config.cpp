@@ -70,6 +70,22 @@ private slots:
         auto zero = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"), false);
         QVERIFY(zero.ok());
         QCOMPARE(zero->workerArgs, (std::vector<std::string>{"--zero_stage", "3"}));
+        auto offload = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
+                                        "  offload_optimizer_device: cpu\n  offload_param_device: cpu\n"),
+                                  false);
+        QVERIFY2(offload.ok(), offload.ok() ? "" : offload.error().message.c_str());
+        QCOMPARE(offload->workerArgs, (std::vector<std::string>{"--zero_stage", "3", "--offload_optimizer_device", "cpu",
+                                                                "--offload_param_device", "cpu"}));
+        auto hybrid = planLaunch(parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
+                                       "  fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\n  fsdp_offload_params: true\n"
+                                       "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true\n"
+                                       "  fsdp_use_orig_params: true\n  fsdp_activation_checkpointing: true\n"),
+                                 false);
+        QVERIFY2(hybrid.ok(), hybrid.ok() ? "" : hybrid.error().message.c_str());
+        QCOMPARE(hybrid->workerArgs,
+                 (std::vector<std::string>{"--fsdp_sharding_strategy", "HYBRID_SHARD_ZERO2", "--fsdp_auto_wrap_policy", "NO_WRAP",
+                                           "--fsdp_offload_params", "--fsdp_cpu_ram_efficient_loading", "--fsdp_use_orig_params",
+                                           "--fsdp_activation_checkpointing", "--fsdp_state_dict_type", "FULL_STATE_DICT"}));
     }
 
     void unsupportedChoicesAreRefused_data()
@@ -78,12 +94,15 @@ private slots:
         QTest::addColumn<QString>("expected");
         QTest::newRow("MULTI_GPU without a GPU") << "distributed_type: MULTI_GPU\nnum_processes: 2\n"
                                                  << "needs NVIDIA GPUs and this machine has none";
-        QTest::newRow("optimizer offload") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
-                                              "  zero_stage: 2\n  offload_optimizer_device: cpu\n"
-                                           << "deepspeed_config.offload_optimizer_device: cpu is not supported";
-        QTest::newRow("hybrid shard") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
-                                         "  fsdp_sharding_strategy: HYBRID_SHARD\n"
-                                      << "fsdp_sharding_strategy: HYBRID_SHARD is not supported";
+        QTest::newRow("optimizer offload to nvme") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
+                                                      "  zero_stage: 2\n  offload_optimizer_device: nvme\n"
+                                                   << "deepspeed_config.offload_optimizer_device: nvme is not supported";
+        QTest::newRow("parameter offload below stage 3") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
+                                                            "  zero_stage: 2\n  offload_param_device: cpu\n"
+                                                         << "offload_param_device: cpu needs zero_stage 3";
+        QTest::newRow("efficient loading without sync") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
+                                                           "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false\n"
+                                                        << "set `--fsdp_sync_module_states` to `True`";
         QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n" << "runs one process";
     }
     void unsupportedChoicesAreRefused()

@@ -69,9 +69,9 @@ private slots:
     void failedRunNamesTheRootCause()
     {
         QTemporaryDir home;
-        // bf16-pure with ZeRO is refused inside every rank: the run fails with that message.
+        // fp8 on a CPU rank is refused inside every rank: the run fails with that message.
         QString out;
-        QVERIFY(launch(home.path(), {"--run_name", "bad", "--mixed_precision", "bf16-pure", "--", "--zero_stage", "2"}, &out) != 0);
+        QVERIFY(launch(home.path(), {"--run_name", "bad", "--mixed_precision", "fp8"}, &out) != 0);
         auto store = RunStore::open(historyFile(home.path().toStdString()));
         QVERIFY(store.ok());
         auto runs = store->listRuns();
@@ -79,7 +79,7 @@ private slots:
         QCOMPARE(runs->front().status, RunStatus::Failed);
         auto details = store->run(runs->front().id);
         QVERIFY(details->rootCauseRank.has_value());
-        QVERIFY2(details->error.find("bf16-pure is not supported with FSDP/ZeRO sharding") != std::string::npos,
+        QVERIFY2(details->error.find("mixed_precision fp8 needs a CUDA device") != std::string::npos,
                  details->error.c_str());
         QVERIFY(details->error.find("last log lines") != std::string::npos);
         QVERIFY(details->exitCode.value_or(0) != 0);

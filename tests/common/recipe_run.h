@@ -13,12 +13,32 @@
 #include <QString>
 #include <QStringList>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 namespace shardscope::testing {
 
 inline const QString& shardscopeBinary()
 {
     static const QString path = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
     return path;
+}
+
+// A loopback port free at the time of asking (for launchers that must agree on one in advance).
+inline int freeLoopbackPort()
+{
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    int port = -1;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0
+        && getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+        port = ntohs(addr.sin_port);
+    close(fd);
+    return port;
 }
 
 // Every event of a run's events.jsonl, in order (none when the file does not exist).

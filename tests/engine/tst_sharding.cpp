@@ -146,6 +146,13 @@ private slots:
             {"ZeRO-3, activation checkpointing, backward prefetch",
              {"--zero_stage", "3", "--fsdp_activation_checkpointing", "--fsdp_backward_prefetch", "BACKWARD_PRE"}},
             {"ZeRO-1, activation checkpointing", {"--zero_stage", "1", "--fsdp_activation_checkpointing"}},
+            {"FULL_SHARD, offload", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_offload_params"}},
+            {"ZeRO-2, optimizer offload", {"--zero_stage", "2", "--offload_optimizer_device", "cpu"}},
+            {"ZeRO-3, optimizer and parameter offload",
+             {"--zero_stage", "3", "--offload_optimizer_device", "cpu", "--offload_param_device", "cpu"}},
+            {"FULL_SHARD, cpu_ram_efficient_loading", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_cpu_ram_efficient_loading"}},
+            {"SHARD_GRAD_OP, cpu_ram_efficient_loading",
+             {"--fsdp_sharding_strategy", "SHARD_GRAD_OP", "--fsdp_cpu_ram_efficient_loading"}},
         };
         for (int ranks : {2, 4})
             for (const auto& [name, args] : strategies)
@@ -258,6 +265,90 @@ private slots:
         const Run typo = launchText("frozen-typo", 2, recipe(2, "frozen: [h.9]"), {});
         QVERIFY(typo.exitCode != 0);
         QVERIFY2(typo.output.contains("model.frozen: 'h.9' is the start of no parameter's name"), qPrintable(typo.output));
+    }
+
+    // fsdp_cpu_ram_efficient_loading from a pretrained folder: only rank 0 reads it, the others
+    // get their shards from rank 0 — their own weights (the seed's random ones) would change the
+    // curve — and the run equals DDP from the same folder.
+    void cpuRamEfficientLoadingTakesRankZerosWeights()
+    {
+        const QString exportRun = "pretrain-source";
+        const Run source = launchText(exportRun, 2, recipe(1), {});
+        QVERIFY2(source.exitCode == 0, qPrintable(source.output));
+        const QString folder = source.runDir + "/export";
+        QVERIFY2(QFile::exists(folder + "/model.safetensors"), qPrintable(folder));
+        const QString text = recipe(2, "pretrained: '" + folder + "'");
+        const Run ddpRun = launchText("pretrained-ddp", 2, text, {});
+        for (const QString& strategy : {QStringLiteral("FULL_SHARD"), QStringLiteral("SHARD_GRAD_OP")}) {
+            const Run run = launchText("pretrained-" + strategy, 2, text,
+                                       {"--fsdp_sharding_strategy", strategy, "--fsdp_cpu_ram_efficient_loading"});
+            compareRuns(run, ddpRun, 1e-5);
+            if (QTest::currentTestFailed())
+                return;
+            bool rankOneSkipped = false;
+            for (const auto& e : shardscope::testing::readEvents(run.runDir + "/events.jsonl"))
+                rankOneSkipped = rankOneSkipped
+                    || (e["type"] == "log" && e["rank"] == 1
+                        && e["message"].toString().contains("its shards come from rank 0 (fsdp_cpu_ram_efficient_loading)"));
+            QVERIFY(rankOneSkipped);
+        }
+        // A pretrained start differs from the random one: the check above could fail.
+        const Run random = launchText("random-start", 2, recipe(2), {});
+        QVERIFY(std::abs(random.losses.value(0) - ddpRun.losses.value(0)) > 1e-3);
+    }
+
+    // HYBRID_SHARD(_ZERO2) with two launchers on this host (2 "machines" x 2 ranks): shards
+    // inside each machine, replicas across them; equals 4-rank DDP, holds half the optimizer
+    // state per rank, and all-reduces the gradient shards between the machines.
+    void hybridShardingAcrossTwoLaunchers_data()
+    {
+        QTest::addColumn<QString>("strategy");
+        QTest::newRow("HYBRID_SHARD") << "HYBRID_SHARD";
+        QTest::newRow("HYBRID_SHARD_ZERO2") << "HYBRID_SHARD_ZERO2";
+    }
+    void hybridShardingAcrossTwoLaunchers()
+    {
+        QFETCH(QString, strategy);
+        const Run& reference = ddp(4, 2);
+        QVERIFY2(reference.exitCode == 0, qPrintable(reference.output));
+        const QString name = "hybrid-" + strategy;
+        const QString recipePath = m_dir.path() + "/" + name + ".yaml";
+        QFile file(recipePath);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(recipe(2).toUtf8());
+        file.close();
+        const int port = shardscope::testing::freeLoopbackPort();
+        Run run;
+        run.params = m_dir.path() + "/" + name + ".safetensors";
+        QProcess machines[2];
+        for (int m = 1; m >= 0; --m) {
+            machines[m].setProcessChannelMode(QProcess::MergedChannels);
+            machines[m].start(shardscope::testing::shardscopeBinary(),
+                              {"launch", "--num_processes", "4", "--num_machines", "2", "--machine_rank", QString::number(m),
+                               "--main_process_port", QString::number(port), "--recipe", recipePath, "--runs_dir",
+                               m_dir.path() + "/machine" + QString::number(m), "--run_name", name, "--", "--dump-params",
+                               run.params, "--fsdp_sharding_strategy", strategy});
+            QVERIFY(machines[m].waitForStarted());
+        }
+        run.exitCode = 0;
+        for (auto& machine : machines) {
+            QVERIFY(machine.waitForFinished(180000));
+            run.output += QString::fromUtf8(machine.readAll());
+            run.exitCode = std::max(run.exitCode, machine.exitCode());
+        }
+        for (const auto& e : shardscope::testing::readEvents(m_dir.path() + "/machine0/" + name + "/events.jsonl"))
+            if (e["type"] == "step" && e["rank"] == 0) {
+                run.losses.push_back(e["loss"].toDouble());
+                run.lastStep = e;
+            }
+        compareRuns(run, reference, 1e-5);
+        if (QTest::currentTestFailed())
+            return;
+        const auto mem = run.lastStep["mem"].toObject();
+        const auto comm = run.lastStep["comm"].toObject();
+        QCOMPARE(mem["optimizer"].toInteger(), 8 * kPsi / 2);        // AdamW's moments of one of 2 shards
+        QCOMPARE(comm["reduce_scatter"].toInteger(), 4 * kPsi);       // inside the machine, on the syncing micro-step
+        QCOMPARE(comm["all_reduce"].toInteger(), 4 * kPsi / 2);       // the shard, once per step, between machines
     }
 
     void memoryAndCommunicationFollowTheStage_data()
