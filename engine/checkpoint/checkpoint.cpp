@@ -120,6 +120,11 @@ std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
     const fs::path optimizer = tmp / rankFile("optimizer", r.rank, ".bin");
     r.saveOptimizer(optimizer.string());
     bytes += fileBytes(optimizer);
+    if (!sharded && r.rank == 0) {
+        const fs::path full = tmp / "optimizer.safetensors";
+        writeSafetensors(full.string(), r.fullOptimizerTensors, {{"format", "pt"}});
+        bytes += fileBytes(full);
+    }
 
     auto generator = at::detail::getDefaultCPUGenerator();
     at::Tensor rngState;
@@ -175,29 +180,56 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
         return makeError(path + " was written by a newer Shardscope (format version " + std::to_string(manifest.value("version", 0)) + ")");
     const json have = manifest["compatibility"];
     const json want = compatibilityJson(expected);
+    const bool sharded = expected.stateDictType == "SHARDED_STATE_DICT";
+    const int savedWorld = have.value("world_size", 0);
+    const bool reshard = savedWorld != expected.worldSize && !sharded && fs::exists(dir / "optimizer.safetensors");
     for (const auto& [key, value] : want.items()) {
-        if (have.value(key, json()) != value)
+        if (key == "world_size" && reshard)
+            continue; // a full state dict loads at any world size
+        if (have.value(key, json()) != value) {
+            std::string hint = "Launch with the checkpoint's settings to resume it.";
+            if (key == "world_size")
+                hint = sharded ? "A SHARDED_STATE_DICT checkpoint resumes only at its own world size; save with "
+                                 "fsdp_state_dict_type FULL_STATE_DICT to resume at another."
+                               : "This checkpoint has no full optimizer state (written before it existed); resume it at "
+                                 "its own world size.";
             return makeError("checkpoint " + path + " does not fit this run: its " + key + " is " + have.value(key, json()).dump()
-                             + ", this run's is " + value.dump() + ". Launch with the checkpoint's settings to resume it.");
+                             + ", this run's is " + value.dump() + ". " + hint);
+        }
     }
 
     LoadedCheckpoint loaded;
     loaded.path = path;
-    const bool sharded = expected.stateDictType == "SHARDED_STATE_DICT";
+    // At another world size, the loop state and RNG are rank 0's (the global position is the same).
+    const int sourceRank = reshard ? 0 : rank;
     const fs::path model = dir / (sharded ? rankFile("model", rank, ".safetensors") : std::string("model.safetensors"));
-    const fs::path state = dir / rankFile("state", rank, ".json");
-    const fs::path random = dir / rankFile("random_states", rank, ".safetensors");
-    loaded.optimizerFile = (dir / rankFile("optimizer", rank, ".bin")).string();
+    const fs::path state = dir / rankFile("state", sourceRank, ".json");
+    const fs::path random = dir / rankFile("random_states", sourceRank, ".safetensors");
+    loaded.optimizerFile = (dir / (reshard ? std::string("optimizer.safetensors") : rankFile("optimizer", rank, ".bin"))).string();
     for (const auto& p : {model, state, random, fs::path(loaded.optimizerFile)})
         if (!fs::exists(p))
             return makeError("checkpoint " + path + " lacks " + p.filename().string() + " though its manifest is complete");
     try {
         loaded.modelTensors = readSafetensors(model.string());
+        if (reshard) {
+            loaded.savedWorldSize = savedWorld;
+            loaded.fullOptimizerTensors = readSafetensors(loaded.optimizerFile);
+        }
         std::ifstream stateIn(state);
         const json s = json::parse(stateIn);
         loaded.loop.step = s.at("step").get<std::int64_t>();
         loaded.loop.dataEpoch = s.at("data_epoch").get<std::int64_t>();
         loaded.loop.dataPosition = s.at("data_position").get<std::int64_t>();
+        if (reshard) {
+            // Every rank consumed the same number of samples; the epoch's global position is
+            // what carries over.
+            const std::int64_t global = loaded.loop.dataPosition * savedWorld;
+            if (global % expected.worldSize != 0)
+                return makeError("checkpoint " + path + ": its " + std::to_string(global) + " samples of the epoch do not split "
+                                 "evenly over " + std::to_string(expected.worldSize) + " ranks; resume at a world size "
+                                 "that divides them");
+            loaded.loop.dataPosition = global / expected.worldSize;
+        }
         loaded.loop.skippedSteps = s.value("skipped_steps", std::int64_t{0});
         loaded.loop.scalerGrowthTracker = s.value("scaler_growth_tracker", std::int64_t{0});
         if (s.contains("loss_scale"))

@@ -7,6 +7,9 @@
 //   model.safetensors             the full parameters (DDP, FULL_STATE_DICT), from rank 0
 //   model_rank<r>.safetensors     this rank's flat shards (SHARDED_STATE_DICT)
 //   optimizer_rank<r>.bin         the optimizer over this rank's parameters (libtorch archive)
+//   optimizer.safetensors         FULL_STATE_DICT: the optimizer's state per parameter in full
+//                                 (train/full_optimizer_state.h), from rank 0: it lets the
+//                                 checkpoint resume at another world size
 //   state_rank<r>.json            step, data position, loss scaler, skipped steps
 //   random_states_rank<r>.safetensors   the CPU generator's state
 // Writing goes to step_<N>.tmp/ and is renamed into place once every rank is done, so a crash
@@ -54,6 +57,8 @@ struct SaveRequest {
     // named shards (SHARDED_STATE_DICT).
     std::vector<std::pair<std::string, at::Tensor>> modelTensors;
     std::function<void(const std::string& path)> saveOptimizer;
+    // FULL_STATE_DICT: rank 0's full per-parameter optimizer state (optimizer.safetensors).
+    std::vector<std::pair<std::string, at::Tensor>> fullOptimizerTensors;
     std::function<void()> barrier; // all ranks of the job
     std::int64_t keep = 0;         // keep the newest `keep` checkpoints (0: all)
     // Fault injection for tests: rank 0 dies (exit 9) after writing its model file.
@@ -67,7 +72,12 @@ struct LoadedCheckpoint {
     std::string path;
     LoopState loop;
     std::map<std::string, at::Tensor> modelTensors; // full parameters or this rank's shards
-    std::string optimizerFile;
+    std::string optimizerFile;                      // this rank's archive (same world size)
+    // Written at another world size (FULL_STATE_DICT only): then the optimizer's state comes from
+    // `fullOptimizerTensors`, and the loop state and RNG from rank 0's, with the data position
+    // converted to this world size.
+    std::optional<int> savedWorldSize;
+    std::map<std::string, at::Tensor> fullOptimizerTensors;
 };
 
 // Checks the manifest (complete, compatible) and reads this rank's part. Errors say what does not

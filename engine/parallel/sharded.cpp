@@ -508,6 +508,59 @@ void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Ten
     }
 }
 
+std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatherByParameter(const PartOf& part)
+{
+    at::NoGradGuard noGrad;
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (auto& unit : m_units) {
+        if (unit.trainable == 0)
+            continue;
+        at::Tensor mine = at::zeros_like(unit.shard, unit.shard.options().requires_grad(false));
+        if (unit.segments.empty()) {
+            if (at::Tensor t = part(unit.shard); t.defined())
+                mine.copy_(t.reshape({-1}));
+        } else {
+            for (const auto& segment : unit.segments)
+                if (at::Tensor t = part(segment.view); t.defined())
+                    mine.narrow(0, segment.offset, segment.view.numel()).copy_(t.reshape({-1}));
+        }
+        mine = mine.to(unit.full.device());
+        auto full = at::empty({unit.padded}, mine.options());
+        shardGroup().allGatherSingle(full, mine)->wait();
+        for (std::size_t i = 0; i < unit.params.size(); ++i)
+            if (unit.params[i].requires_grad())
+                out.emplace_back(unit.paramNames[i],
+                                 full.narrow(0, unit.offsets[i], unit.params[i].numel()).view(unit.params[i].sizes()).cpu().clone());
+    }
+    return out;
+}
+
+void ShardedDataParallel::scatterByParameter(const std::map<std::string, at::Tensor>& full, const SetPart& set)
+{
+    at::NoGradGuard noGrad;
+    for (auto& unit : m_units) {
+        if (unit.trainable == 0)
+            continue;
+        auto flat = at::zeros({unit.padded}, unit.shard.options().requires_grad(false).device(at::kCPU));
+        for (std::size_t i = 0; i < unit.params.size(); ++i) {
+            if (!unit.params[i].requires_grad())
+                continue;
+            auto it = full.find(unit.paramNames[i]);
+            if (it == full.end() || it->second.numel() != unit.params[i].numel())
+                throw std::runtime_error("the full optimizer state has no tensor of " + std::to_string(unit.params[i].numel())
+                                         + " elements for parameter '" + unit.paramNames[i] + "'");
+            flat.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(it->second.reshape({-1}));
+        }
+        const std::int64_t n = unit.shard.numel();
+        auto mine = flat.narrow(0, shardGroup().rank() * n, n).to(unit.shard.device());
+        if (unit.segments.empty())
+            set(unit.shard, mine.clone());
+        else
+            for (const auto& segment : unit.segments)
+                set(segment.view, mine.narrow(0, segment.offset, segment.view.numel()).clone());
+    }
+}
+
 void ShardedDataParallel::updatePeaks()
 {
     std::int64_t params = 0, grads = 0, masters = 0;

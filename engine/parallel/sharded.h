@@ -25,6 +25,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -117,6 +118,18 @@ public:
     std::vector<std::pair<std::string, at::Tensor>> namedShards() const;
     void loadShards(const std::map<std::string, at::Tensor>& shards);
     void loadFullParameters(const std::map<std::string, at::Tensor>& parameters);
+
+    // Per-parameter tensors shaped like the optimizer's parameters (its state: Adam's moments),
+    // in full and by parameter name, whatever the world size: what a FULL_STATE_DICT optimizer
+    // checkpoint holds. `part(p)` is the tensor of optimizer parameter p (a shard or, with
+    // useOrigParams, a segment; undefined: zeros). Every rank calls it (it all-gathers); each
+    // gets every trainable parameter's full tensor, on the host.
+    using PartOf = std::function<at::Tensor(const at::Tensor& optimizerParameter)>;
+    std::vector<std::pair<std::string, at::Tensor>> gatherByParameter(const PartOf& part);
+    // The reverse: `set(p, value)` receives this rank's part of `full` for each optimizer
+    // parameter p. Throws naming a trainable parameter `full` lacks or has misshaped.
+    using SetPart = std::function<void(const at::Tensor& optimizerParameter, const at::Tensor& value)>;
+    void scatterByParameter(const std::map<std::string, at::Tensor>& full, const SetPart& set);
 
     std::size_t unitCount() const { return m_units.size(); }
     // How many ranks hold each shard: 1, or the number of machines with HYBRID sharding.

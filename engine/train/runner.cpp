@@ -7,6 +7,7 @@
 #include "engine/models/models.h"
 #include "engine/train/accelerator.h"
 #include "engine/train/event_sink.h"
+#include "engine/train/full_optimizer_state.h"
 #include "profiler/analysis.h"
 #include "profiler/chrome_trace.h"
 #include "profiler/span_recorder.h"
@@ -345,7 +346,13 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                                                           : sharded->loadFullParameters(loaded->modelTensors);
         else
             copyByName(*model, loaded->modelTensors, loaded->path);
-        torch::load(*optimizer, loaded->optimizerFile);
+        if (loaded->savedWorldSize) {
+            loadFullOptimizerState(acc, *optimizer, loaded->fullOptimizerTensors);
+            events.emit(protocol::LogEvent{"info", "resharded the checkpoint from " + std::to_string(*loaded->savedWorldSize)
+                                                       + " to " + std::to_string(acc.numProcesses()) + " ranks"});
+        } else {
+            torch::load(*optimizer, loaded->optimizerFile);
+        }
         batches.restore(loaded->loop.dataEpoch, loaded->loop.dataPosition);
         acc.restoreStepCounters(loaded->loop.skippedSteps, loaded->loop.lossScale, loaded->loop.scalerGrowthTracker);
         firstStep = loaded->loop.step;
@@ -369,6 +376,11 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                 request.modelTensors = std::move(full);
         }
         request.saveOptimizer = [&](const std::string& path) { torch::save(*optimizer, path); };
+        if (options.stateDictType != "SHARDED_STATE_DICT" || !acc.sharded()) {
+            auto full = fullOptimizerState(acc, *optimizer); // a collective when sharded
+            if (acc.isMainProcess())
+                request.fullOptimizerTensors = std::move(full);
+        }
         request.barrier = [&] { acc.waitForEveryone(); };
         request.keep = recipe.checkpointKeep;
         request.crashWhileWriting = stepsDone == options.crashInCheckpointAtStep;

@@ -54,9 +54,10 @@ struct Run {
 class TestCheckpoints : public QObject {
     Q_OBJECT
 private:
-    Run launch(const QString& name, const QString& recipeText, const QStringList& launchArgs, const QStringList& workerArgs = {})
+    Run launch(const QString& name, const QString& recipeText, const QStringList& launchArgs, const QStringList& workerArgs = {},
+               int ranks = 2)
     {
-        auto launched = testing::launchRecipe(m_dir.path(), name, recipeText, 2, launchArgs, workerArgs);
+        auto launched = testing::launchRecipe(m_dir.path(), name, recipeText, ranks, launchArgs, workerArgs);
         Run run;
         run.exitCode = launched.exitCode;
         run.output = launched.output;
@@ -93,6 +94,61 @@ private slots:
             QCOMPARE(loss, full.losses.at(step)); // bitwise: QCOMPARE on doubles is fuzzy, so check exactly too
             QVERIFY(loss == full.losses.at(step));
         }
+    }
+
+    // A FULL_STATE_DICT checkpoint written on 4 ranks resumes on 2 with the per-rank batch
+    // doubled (the same global batches) and continues with the 4-rank run's losses: the optimizer
+    // state is saved per parameter in full and resharded.
+    void fullStateDictResumesAtAnotherWorldSize_data()
+    {
+        QTest::addColumn<QStringList>("strategy");
+        QTest::newRow("DDP") << QStringList{};
+        QTest::newRow("FULL_SHARD") << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD"};
+        QTest::newRow("ZeRO-3 (per-parameter optimizer views)") << QStringList{"--zero_stage", "3"};
+    }
+    void fullStateDictResumesAtAnotherWorldSize()
+    {
+        QFETCH(QStringList, strategy);
+        const QString tag = QString::number(m_counter++);
+        QString fourRanks = recipe();
+        fourRanks.replace("per_device_batch_size: 4", "per_device_batch_size: 2");
+        const Run four = launch("four-" + tag, fourRanks, {}, strategy, 4);
+        QVERIFY2(four.exitCode == 0, qPrintable(four.output));
+        const QString checkpoint = runs() + "/four-" + tag + "/checkpoints/step_10";
+        QVERIFY(QFile::exists(checkpoint + "/optimizer.safetensors"));
+        const Run two = launch("two-" + tag, recipe(), {"--resume_from_checkpoint", checkpoint}, strategy, 2);
+        QVERIFY2(two.exitCode == 0, qPrintable(two.output));
+        bool resharded = false;
+        for (const auto& e : testing::readEvents(runs() + "/two-" + tag + "/events.jsonl"))
+            resharded = resharded || e["message"].toString() == "resharded the checkpoint from 4 to 2 ranks";
+        QVERIFY(resharded);
+        QCOMPARE(two.losses.size(), size_t(10));
+        for (const auto& [step, loss] : two.losses) {
+            const double expected = four.losses.at(step);
+            QVERIFY2(std::abs(loss - expected) <= 1e-5 * expected,
+                     qPrintable(QStringLiteral("step %1: %2 on 2 ranks vs %3 on 4").arg(step).arg(loss).arg(expected)));
+        }
+    }
+
+    // SHARDED_STATE_DICT: saved on 4 ranks, resumed on 4 exactly; on 2 it is refused with the fix.
+    void shardedStateDictResumesAtItsWorldSize()
+    {
+        const QStringList strategy{"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_state_dict_type", "SHARDED_STATE_DICT"};
+        QString fourRanks = recipe();
+        fourRanks.replace("per_device_batch_size: 4", "per_device_batch_size: 2");
+        const Run full = launch("sharded-four", fourRanks, {}, strategy, 4);
+        QVERIFY2(full.exitCode == 0, qPrintable(full.output));
+        const QString checkpoint = runs() + "/sharded-four/checkpoints/step_10";
+        const Run resumed = launch("sharded-four-resumed", fourRanks, {"--resume_from_checkpoint", checkpoint}, strategy, 4);
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
+        QCOMPARE(resumed.losses.size(), size_t(10));
+        for (const auto& [step, loss] : resumed.losses)
+            QVERIFY(loss == full.losses.at(step));
+        const Run refused = launch("sharded-two", recipe(), {"--resume_from_checkpoint", checkpoint}, strategy, 2);
+        QVERIFY(refused.exitCode != 0);
+        QVERIFY2(refused.output.contains("its world_size is 4, this run's is 2. A SHARDED_STATE_DICT checkpoint resumes "
+                                         "only at its own world size"),
+                 qPrintable(refused.output));
     }
 
     void crashWhileWritingKeepsThePreviousCheckpoint()
