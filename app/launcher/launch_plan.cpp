@@ -111,6 +111,18 @@ Result<void> planDeepSpeed(const AccelerateConfig& c, LaunchPlan& plan)
     std::string offloadOptimizer = text(key("offload_optimizer_device"), "none");
     std::string offloadParam = text(key("offload_param_device"), "none");
     const std::string file = text(key("deepspeed_config_file"), "none");
+    // Numbers, not "auto": what DeepSpeed itself will use, over the recipe's values.
+    auto number = [](const Value* v) -> std::string {
+        if (!v || v->isNull())
+            return {};
+        if (v->kind() == Value::Kind::Int)
+            return std::to_string(v->asInt());
+        if (v->kind() == Value::Kind::Float)
+            return v->pyStr();
+        return {};
+    };
+    std::string accumulation = number(key("gradient_accumulation_steps"));
+    std::string clipping = number(key("gradient_clipping"));
     if (file != "none" && !file.empty()) {
         std::filesystem::path path(file);
         if (path.is_relative() && !c.source().empty())
@@ -118,6 +130,10 @@ Result<void> planDeepSpeed(const AccelerateConfig& c, LaunchPlan& plan)
         auto json = config::loadDeepSpeedJson(path.string());
         if (!json)
             return json.error();
+        if (auto n = number(json->find("gradient_accumulation_steps")); !n.empty())
+            accumulation = n;
+        if (auto n = number(json->find("gradient_clipping")); !n.empty())
+            clipping = n;
         if (const Value* zero = json->find("zero_optimization")) {
             if (const Value* s = zero->find("stage"))
                 stage = text(s, stage);
@@ -143,6 +159,14 @@ Result<void> planDeepSpeed(const AccelerateConfig& c, LaunchPlan& plan)
         plan.workerArgs.insert(plan.workerArgs.end(), {"--offload_optimizer_device", "cpu"});
     if (offloadParam == "cpu")
         plan.workerArgs.insert(plan.workerArgs.end(), {"--offload_param_device", "cpu"});
+    if (!accumulation.empty())
+        plan.workerArgs.insert(plan.workerArgs.end(), {"--gradient_accumulation_steps", accumulation});
+    if (!clipping.empty())
+        plan.workerArgs.insert(plan.workerArgs.end(), {"--max_grad_norm", clipping});
+    if (stage == "3" && truthy(key("zero3_init_flag")))
+        plan.workerArgs.push_back("--zero3_init");
+    if (stage == "3" && truthy(key("zero3_save_16bit_model")))
+        plan.workerArgs.push_back("--zero3_save_16bit_model");
     return {};
 }
 

@@ -89,6 +89,10 @@ struct TrainArgs {
     bool fsdpCpuRamEfficientLoading = false;
     std::string offloadOptimizerDevice = "none";
     std::string offloadParamDevice = "none";
+    bool zero3Init = false;
+    bool zero3Save16BitModel = false;
+    std::int64_t gradientAccumulationSteps = 0;
+    double maxGradNorm = -1;
     std::string checkpointDir;
     std::string resumeFrom;
     std::string runsDir;
@@ -161,11 +165,20 @@ int train(const TrainArgs& args)
         sharding.forwardPrefetch = args.fsdpForwardPrefetch;
         sharding.useOrigParams = true; // DeepSpeed partitions per parameter group
         sharding.offloadToHost = args.offloadOptimizerDevice == "cpu" || args.offloadParamDevice == "cpu";
+        // zero.Init: no rank builds the whole model for itself; the nearest here is rank 0's
+        // weights, each other rank receiving only its partition.
+        sharding.rankZeroLoadsWeights = args.zero3Init;
         sharding.activationCheckpointing = args.fsdpActivationCheckpointing;
         options.sharding = sharding;
     }
     if (args.maxSteps > 0)
         options.recipe.maxSteps = args.maxSteps;
+    if (args.gradientAccumulationSteps > 0)
+        options.recipe.gradientAccumulationSteps = args.gradientAccumulationSteps;
+    if (args.maxGradNorm >= 0)
+        options.recipe.maxGradNorm = args.maxGradNorm;
+    if (args.zero3Save16BitModel) // stage3_gather_16bit_weights_on_model_save
+        options.recipe.exportModel.dtype = options.precision == precision::PrecisionMode::Fp16 ? "float16" : "bfloat16";
     options.backend = *backend;
     options.threads = args.threads;
     options.dumpParamsPath = args.dumpParams;
@@ -214,6 +227,15 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember({"gloo", "nccl"}))
         ->capture_default_str();
     trainCmd->add_option("--max_steps", trainArgs.maxSteps, "Override the recipe's training.max_steps");
+    trainCmd->add_option("--gradient_accumulation_steps", trainArgs.gradientAccumulationSteps,
+                         "Override the recipe's training.gradient_accumulation_steps (DeepSpeed's config)")
+        ->check(CLI::PositiveNumber);
+    trainCmd->add_option("--max_grad_norm", trainArgs.maxGradNorm,
+                         "Override the recipe's training.max_grad_norm (DeepSpeed's gradient_clipping; 0: none)")
+        ->check(CLI::NonNegativeNumber);
+    trainCmd->add_flag("--zero3_init", trainArgs.zero3Init, "DeepSpeed zero3_init_flag: ranks receive their partitions");
+    trainCmd->add_flag("--zero3_save_16bit_model", trainArgs.zero3Save16BitModel,
+                       "DeepSpeed zero3_save_16bit_model: save_model writes 16-bit weights");
     trainCmd->add_option("--threads", trainArgs.threads, "Intra-op threads (default: cores / local ranks)");
     trainCmd->add_option("--dump-params", trainArgs.dumpParams, "Rank 0 writes the final parameters here (safetensors)");
     trainCmd->add_option("--mixed_precision", trainArgs.mixedPrecision, "no, fp16, bf16, bf16-pure or fp8")

@@ -76,6 +76,26 @@ private slots:
         QVERIFY2(offload.ok(), offload.ok() ? "" : offload.error().message.c_str());
         QCOMPARE(offload->workerArgs, (std::vector<std::string>{"--zero_stage", "3", "--offload_optimizer_device", "cpu",
                                                                 "--offload_param_device", "cpu"}));
+        auto zeroKnobs = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
+                                          "  gradient_accumulation_steps: 4\n  gradient_clipping: 0.5\n"
+                                          "  zero3_init_flag: true\n  zero3_save_16bit_model: true\n"),
+                                    false);
+        QVERIFY(zeroKnobs.ok());
+        QCOMPARE(zeroKnobs->workerArgs,
+                 (std::vector<std::string>{"--zero_stage", "3", "--gradient_accumulation_steps", "4", "--max_grad_norm", "0.5",
+                                           "--zero3_init", "--zero3_save_16bit_model"}));
+        // From the JSON file: numbers win over the recipe, "auto" leaves the recipe's value.
+        QTemporaryDir dir;
+        QFile json(dir.filePath("ds.json"));
+        QVERIFY(json.open(QIODevice::WriteOnly));
+        json.write("{\"gradient_accumulation_steps\": 2, \"gradient_clipping\": \"auto\", "
+                   "\"zero_optimization\": {\"stage\": 2}}");
+        json.close();
+        const QByteArray withFile = "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: "
+            + json.fileName().toUtf8() + "\n";
+        auto fromFile = planLaunch(parse(withFile.constData()), false);
+        QVERIFY2(fromFile.ok(), fromFile.ok() ? "" : fromFile.error().message.c_str());
+        QCOMPARE(fromFile->workerArgs, (std::vector<std::string>{"--zero_stage", "2", "--gradient_accumulation_steps", "2"}));
         auto hybrid = planLaunch(parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
                                        "  fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\n  fsdp_offload_params: true\n"
                                        "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true\n"

@@ -267,6 +267,19 @@ private slots:
         QVERIFY2(typo.output.contains("model.frozen: 'h.9' is the start of no parameter's name"), qPrintable(typo.output));
     }
 
+    // DeepSpeed's gradient_accumulation_steps and gradient_clipping (from its config, passed by the
+    // launch plan) win over the recipe: a recipe without accumulation or clipping, given both,
+    // trains as the DDP run whose recipe has them.
+    void deepSpeedAccumulationAndClippingWinOverTheRecipe()
+    {
+        const Run& reference = ddp(2, 2); // accumulation 2, max_grad_norm 0.5
+        QString plain = recipe(1);
+        plain.replace(", max_grad_norm: 0.5", "");
+        const Run run = launchText("ds-knobs", 2, plain,
+                                   {"--zero_stage", "3", "--zero3_init", "--gradient_accumulation_steps", "2", "--max_grad_norm", "0.5"});
+        compareRuns(run, reference, 1e-5);
+    }
+
     // fsdp_cpu_ram_efficient_loading from a pretrained folder: only rank 0 reads it, the others
     // get their shards from rank 0 — their own weights (the seed's random ones) would change the
     // curve — and the run equals DDP from the same folder.
