@@ -1,6 +1,7 @@
 #include "profiler/analysis.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 
 namespace shardscope::profiler {
@@ -86,16 +87,21 @@ Breakdown computeBreakdown(const std::vector<Span>& spans, std::optional<Interva
     std::vector<Interval> compute;
     std::vector<Interval> comm;
     std::vector<Interval> memory;
+    std::vector<Interval> waits;
     for (const Span& span : spans) {
         const Interval interval{span.startNs, span.endNs};
         switch (span.lane) {
         case Lane::Compute: compute.push_back(interval); break;
         case Lane::Communication: comm.push_back(interval); break;
         case Lane::Memory: memory.push_back(interval); break;
-        case Lane::Host: break;
+        case Lane::Host:
+            if (span.category == category::kWait)
+                waits.push_back(interval);
+            break;
         }
     }
-    auto mergedCompute = mergeIntervals(std::move(compute));
+    // Time blocked in a collective is not compute, though a host phase span encloses it.
+    auto mergedCompute = subtractIntervals(mergeIntervals(std::move(compute)), mergeIntervals(std::move(waits)));
     auto mergedComm = mergeIntervals(std::move(comm));
     auto mergedMemory = mergeIntervals(std::move(memory));
 
@@ -143,7 +149,7 @@ std::vector<Span> analysedSpans(const RankTrace& trace)
                                     [](const Span& s) { return s.device >= 0; });
     std::vector<Span> out;
     for (const Span& span : trace.spans) {
-        if (span.lane == Lane::Host || span.endNs < span.startNs)
+        if ((span.lane == Lane::Host && span.category != category::kWait) || span.endNs < span.startNs)
             continue;
         if (device && span.device < 0)
             continue;
@@ -196,8 +202,14 @@ RankAnalysis analyseRank(const RankTrace& trace)
         stats.bytes += span.bytes;
         stats.timeNs += span.durationNs();
     }
-    for (auto& [kind, stats] : collectives)
+    for (auto& [kind, stats] : collectives) {
+        std::vector<Span> alone; // compute, waits and this kind's communication
+        std::copy_if(spans.begin(), spans.end(), std::back_inserter(alone), [&kind = kind](const Span& s) {
+            return s.lane != Lane::Communication || s.category == kind;
+        });
+        stats.overlap = computeBreakdown(alone).overlap();
         analysis.collectives.push_back(std::move(stats));
+    }
     return analysis;
 }
 

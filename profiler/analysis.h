@@ -6,11 +6,12 @@
 // Note [Analysed spans]: a trace with device spans (CUPTI) is analysed on its device spans only,
 // as HTA analyses GPU kernels only; a host-only trace is analysed on its compute, communication
 // and memory lanes. Host-lane spans (step and phase markers, data loading, I/O) are never work:
-// they only delimit steps.
+// they only delimit steps, except waits (category "wait": the host blocked on a collective inside
+// a compute phase), which are taken out of compute.
 //
 // Note [Breakdown]: per rank and per step, over a span of time S (first start to last end of the
 // analysed spans, or the step's window):
-//   compute = |union of compute|                          (HTA's computation time)
+//   compute = |union of compute \ union of waits|          (HTA's computation time)
 //   comm    = |union of comm \ compute|                   (communication not hidden by compute)
 //   memory  = |union of memory \ (compute ∪ comm)|
 //   idle    = S - |union of everything|                   (HTA's idle time)
@@ -54,7 +55,8 @@ struct Breakdown {
     double share(std::int64_t partNs) const { return spanNs > 0 ? double(partNs) / double(spanNs) : 0.0; }
 };
 
-// Breakdown of `spans` (all taken as work, by lane; host-lane spans ignored) over `window`, or over
+// Breakdown of `spans` (all taken as work, by lane; host-lane spans ignored but waits, which are
+// subtracted from compute) over `window`, or over
 // first start .. last end when no window is given.
 Breakdown computeBreakdown(const std::vector<Span>& spans, std::optional<Interval> window = std::nullopt);
 
@@ -69,6 +71,10 @@ struct CollectiveStats {
     std::int64_t count = 0;
     std::int64_t bytes = 0;  // bytes, summed
     std::int64_t timeNs = 0; // ns, summed durations (issue to completion for host spans)
+    // This kind's share of the overlap: |union of its spans ∩ compute| / |union of its spans| (the
+    // whole-trace overlap, for this kind alone: a run's all-gathers may hide while its
+    // reduce-scatters do not).
+    double overlap = 0.0;
     // bytes per second over the summed time (algorithm bandwidth; 0 when bytes or time unknown).
     double bandwidth() const { return timeNs > 0 ? double(bytes) * 1e9 / double(timeNs) : 0.0; }
 };

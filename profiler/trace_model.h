@@ -39,6 +39,10 @@ inline constexpr std::string_view kStep = "step";         // one optimizer step,
 inline constexpr std::string_view kKernel = "kernel";     // a device compute kernel
 inline constexpr std::string_view kMemcpy = "memcpy";
 inline constexpr std::string_view kMemset = "memset";
+// On the host lane: the host blocked waiting for a collective inside a compute phase (a unit
+// waiting for its all-gather). Host compute spans include such waits; the analysis takes them
+// out of compute, as a device timeline would show no kernel running then.
+inline constexpr std::string_view kWait = "wait";
 } // namespace category
 
 struct Span {

@@ -303,8 +303,14 @@ void ShardedDataParallel::gather(Unit& unit)
 {
     if (unit.gathered)
         return;
-    startGather(unit); // no-op when a prefetch already started it
-    unit.gatherWork->wait();
+    {
+        // The time this unit's compute is blocked on its parameters: not compute (category::kWait).
+        // Without a prefetch that is the whole gather, issue included.
+        auto wait = m_recorder ? m_recorder->scope(profiler::Lane::Host, "wait all_gather " + unit.name, "wait")
+                               : profiler::SpanRecorder::Scope{};
+        startGather(unit); // no-op when a prefetch already started it
+        unit.gatherWork->wait();
+    }
     unit.gatherWork.reset();
     unit.shardOnDevice = at::Tensor();
     if (m_recorder)

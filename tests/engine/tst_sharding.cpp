@@ -16,6 +16,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "profiler/analysis.h"
+#include "profiler/chrome_trace.h"
 #include "tests/common/recipe_run.h"
 #include "tests/common/safetensors_reader.h"
 
@@ -265,6 +267,44 @@ private slots:
         const Run typo = launchText("frozen-typo", 2, recipe(2, "frozen: [h.9]"), {});
         QVERIFY(typo.exitCode != 0);
         QVERIFY2(typo.output.contains("model.frozen: 'h.9' is the start of no parameter's name"), qPrintable(typo.output));
+    }
+
+    // FULL_SHARD's all-gathers hide behind compute with prefetch and not without (the unit waits
+    // for its own gather at once; the wait is not compute), from the ranks' traces. The
+    // reduce-scatters, issued from gradient hooks, overlap backward either way.
+    void prefetchHidesAllGathers()
+    {
+        const QString text = "name: prefetch\nseed: 1\nmodel: {type: gpt, n_layer: 4, n_embd: 64, n_head: 4, block_size: 64}\n"
+                             "data: {type: text}\noptimizer: {type: adamw, lr: 0.001}\n"
+                             "training: {per_device_batch_size: 8, max_steps: 7}\nprofile: {start_step: 3, steps: 4}\n";
+        auto allGatherOverlaps = [&](const QString& name, const QStringList& strategy) {
+            QVector<double> overlaps;
+            const Run run = launchText(name, 2, text, strategy);
+            if (run.exitCode != 0) {
+                qWarning().noquote() << run.output;
+                return overlaps;
+            }
+            for (int rank = 0; rank < 2; ++rank) {
+                auto traces = shardscope::profiler::readChromeTrace(
+                    (run.runDir + "/traces/rank" + QString::number(rank) + ".json").toStdString());
+                if (!traces || traces->size() != 1)
+                    return QVector<double>{};
+                for (const auto& c : shardscope::profiler::analyseRank(traces->front()).collectives)
+                    if (c.kind == "all_gather")
+                        overlaps << c.overlap;
+            }
+            return overlaps;
+        };
+        const auto without = allGatherOverlaps("no-prefetch", {"--fsdp_sharding_strategy", "FULL_SHARD"});
+        const auto with = allGatherOverlaps("prefetch", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_backward_prefetch",
+                                                         "BACKWARD_PRE", "--fsdp_forward_prefetch"});
+        qInfo() << "all-gather overlap without prefetch" << without << "with" << with;
+        QCOMPARE(without.size(), 2);
+        QCOMPARE(with.size(), 2);
+        for (int rank = 0; rank < 2; ++rank) {
+            QVERIFY2(without[rank] < 0.05, qPrintable(QString::number(without[rank])));
+            QVERIFY2(with[rank] > 0.2, qPrintable(QString::number(with[rank])));
+        }
     }
 
     // DeepSpeed's gradient_accumulation_steps and gradient_clipping (from its config, passed by the

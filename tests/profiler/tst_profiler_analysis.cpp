@@ -21,6 +21,7 @@ private slots:
     void intervalAlgebra();
     void breakdownAndOverlap_data();
     void breakdownAndOverlap();
+    void waitsInsideComputeAreNotCompute();
     void matchesBruteForceOnRandomLayouts();
     void perStepWithStepMarkers();
     void perStepFromSpanSteps();
@@ -143,6 +144,56 @@ void TestProfilerAnalysis::breakdownAndOverlap()
     QCOMPARE(analysis.total.overlapNs, overlapNs);
     QCOMPARE(analysis.total.idleNs, idleNs);
     QVERIFY(!analysis.deviceSpans);
+}
+
+// A host phase span encloses the time its unit waits for an all-gather; that wait is not compute,
+// so an all-gather issued and waited for at once hides behind nothing, and a prefetched one hides
+// behind the compute before the wait.
+void TestProfilerAnalysis::waitsInsideComputeAreNotCompute()
+{
+    std::vector<Span> blocking{span(Lane::Compute, 0, 100, "forward", "forward"),
+                               span(Lane::Communication, 20, 60, "all_gather h.1", "all_gather"),
+                               span(Lane::Host, 20, 60, "wait all_gather h.1", "wait")};
+    Breakdown b = computeBreakdown(blocking);
+    QCOMPARE(b.spanNs, qint64(100));
+    QCOMPARE(b.computeNs, qint64(60));
+    QCOMPARE(b.overlapNs, qint64(0));
+    QCOMPARE(b.commNs, qint64(40));
+    QCOMPARE(b.idleNs, qint64(0));
+
+    std::vector<Span> prefetched{span(Lane::Compute, 0, 100, "forward", "forward"),
+                                 span(Lane::Communication, 10, 50, "all_gather h.1", "all_gather"),
+                                 span(Lane::Host, 40, 50, "wait all_gather h.1", "wait")};
+    b = computeBreakdown(prefetched);
+    QCOMPARE(b.computeNs, qint64(90));
+    QCOMPARE(b.overlapNs, qint64(30));
+    QCOMPARE(b.overlap(), 0.75);
+    QCOMPARE(b.computeNs + b.commNs + b.memoryNs + b.idleNs, b.spanNs);
+
+    // Through a rank trace: waits are kept from the host lane; on a device timeline they are not
+    // needed (no kernel runs while a stream waits) and are dropped with the other host spans.
+    RankTrace trace;
+    trace.spans = prefetched;
+    QCOMPARE(analyseRank(trace).total.overlapNs, qint64(30));
+    Span kernel = span(Lane::Compute, 0, 100, "gemm", "kernel");
+    kernel.device = 0;
+    Span nccl = span(Lane::Communication, 10, 50, "ncclKernel", "kernel");
+    nccl.device = 0;
+    trace.spans = {kernel, nccl, span(Lane::Host, 40, 50, "wait all_gather h.1", "wait")};
+    QCOMPARE(analyseRank(trace).total.computeNs, qint64(100));
+    QCOMPARE(analyseRank(trace).total.overlapNs, qint64(40));
+
+    // Per collective kind: the blocking all-gather hides nothing, while an asynchronous
+    // reduce-scatter inside backward hides entirely.
+    trace.spans = blocking;
+    trace.spans.push_back(span(Lane::Compute, 200, 300, "backward", "backward"));
+    trace.spans.push_back(span(Lane::Communication, 220, 260, "reduce_scatter h.1", "reduce_scatter"));
+    const RankAnalysis a = analyseRank(trace);
+    QCOMPARE(a.collectives.size(), std::size_t(2));
+    QCOMPARE(QString::fromStdString(a.collectives[0].kind), QStringLiteral("all_gather"));
+    QCOMPARE(a.collectives[0].overlap, 0.0);
+    QCOMPARE(a.collectives[1].overlap, 1.0);
+    QCOMPARE(a.total.overlap(), 0.5);
 }
 
 void TestProfilerAnalysis::matchesBruteForceOnRandomLayouts()
