@@ -84,3 +84,25 @@ msg=$("$bin" launch --num_processes 2 --main_process_port 29611 -- check-collect
 kill $holder 2>/dev/null
 echo
 echo "Port taken: \`$msg\`"
+
+# 7. The disk fills up before a checkpoint: from step 8 the ranks cannot write files over 64 KiB
+#    (RLIMIT_FSIZE, --fill-disk-at-step), so the checkpoint after step 10 fails.
+cat > "$work/ckpt.yaml" <<'YAML'
+name: ckpt
+model: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}
+training: {per_device_batch_size: 4, max_steps: 20, checkpoint_every: 5}
+YAML
+echo
+echo "| fault | what the script does | launcher exit | run status | loss rows lost | previous checkpoint | half-written checkpoint |"
+echo "|---|---|---|---|---|---|---|"
+msg=$("$bin" launch --num_processes 2 --recipe "$work/ckpt.yaml" --run_name diskfull -- --fill-disk-at-step 8 2>&1)
+code=$?
+ck="$work/home/runs/diskfull/checkpoints"
+status=$(sqlite3 "$work/home/history.sqlite" "select status from runs where name='diskfull'" 2>/dev/null)
+rows=$(sqlite3 "$work/home/history.sqlite" "select count(*) from metrics m join runs r on r.id=m.run_id join metric_keys k on k.id=m.key_id where r.name='diskfull' and k.name='loss'" 2>/dev/null || echo "?")
+events=$(grep -c '"type":"step"' "$work/home/runs/diskfull/events.jsonl")
+printf '| disk full at a checkpoint | 64 KiB file-size limit on the ranks from step 8 | %s | %s | %s | %s | %s |\n' "$code" "$status" \
+  "$((events - rows))" "$([ -f "$ck/step_5/manifest.json" ] && echo "step_5 complete" || echo MISSING)" \
+  "$([ -e "$ck/step_10" ] && echo "step_10 EXISTS" || echo "none under a final name")"
+echo
+echo "Message: \`$(grep -m1 'reported by rank' <<<"$msg" | sed 's/^ *//')\`"

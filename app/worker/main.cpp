@@ -98,6 +98,7 @@ struct TrainArgs {
     std::string runsDir;
     std::string exportDir;
     std::int64_t crashInCheckpoint = -1;
+    std::int64_t fillDiskAtStep = -1;
     std::string traceDir;
     std::int64_t injectNonfiniteGrad = -1;
     std::int64_t profileStartStep = -1;
@@ -138,6 +139,7 @@ int train(const TrainArgs& args)
     }
     options.exportDir = args.exportDir;
     options.crashInCheckpointAtStep = args.crashInCheckpoint;
+    options.fillDiskAtStep = args.fillDiskAtStep;
     options.traceDir = args.traceDir;
     options.injectNonfiniteGradAtStep = args.injectNonfiniteGrad;
     options.profileStartStep = args.profileStartStep;
@@ -279,6 +281,8 @@ int main(int argc, char** argv)
     trainCmd->add_option("--profile_steps", trainArgs.profileSteps, "Profiled steps");
     trainCmd->add_option("--inject-nonfinite-grad", trainArgs.injectNonfiniteGrad,
                          "Fault injection: a NaN in a synchronised gradient at this step");
+    trainCmd->add_option("--fill-disk-at-step", trainArgs.fillDiskAtStep,
+                         "Fault injection (tests): from this step, files beyond 64 KiB cannot be written");
     trainCmd->add_option("--crash-in-checkpoint", trainArgs.crashInCheckpoint,
                          "Fault injection: rank 0 dies while writing the checkpoint of this step");
     trainCmd->add_option("--dump-initial", trainArgs.dumpInitial, "Rank 0 writes the initial parameters here (safetensors)");

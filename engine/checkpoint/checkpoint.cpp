@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <stdexcept>
@@ -36,8 +38,10 @@ void writeFileDurably(const fs::path& path, const std::string& text)
     {
         std::ofstream out(path, std::ios::binary | std::ios::trunc);
         out << text;
+        out.close(); // flushes: a full disk often shows only here
         if (!out)
-            throw std::runtime_error("cannot write " + path.string() + " (disk full or read-only?)");
+            throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno)
+                                     + " (disk full or read-only?)");
     }
     const int fd = ::open(path.c_str(), O_RDONLY);
     if (fd >= 0) {
@@ -95,21 +99,10 @@ std::vector<fs::path> completeCheckpoints(const fs::path& dir)
     return found;
 }
 
-} // namespace
-
-std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
+// This rank's files of one checkpoint, into `tmp`; returns the bytes written. Throws on a write error.
+std::int64_t writeRankFiles(const SaveRequest& r, const fs::path& tmp, bool sharded)
 {
-    const fs::path final = fs::path(r.checkpointsDir) / ("step_" + std::to_string(r.loop.step));
-    const fs::path tmp = fs::path(r.checkpointsDir) / ("step_" + std::to_string(r.loop.step) + ".tmp");
-    if (r.rank == 0) {
-        std::error_code ec;
-        fs::remove_all(tmp, ec); // a leftover of a crashed attempt
-        fs::create_directories(tmp);
-    }
-    r.barrier();
-
     std::int64_t bytes = 0;
-    const bool sharded = r.compatibility.stateDictType == "SHARDED_STATE_DICT";
     if (sharded || r.rank == 0) {
         const fs::path model = tmp / (sharded ? rankFile("model", r.rank, ".safetensors") : std::string("model.safetensors"));
         writeSafetensors(model.string(), r.modelTensors, {{"format", "pt"}});
@@ -118,7 +111,7 @@ std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
     if (r.crashWhileWriting && r.rank == 0)
         ::_exit(9);
     const fs::path optimizer = tmp / rankFile("optimizer", r.rank, ".bin");
-    r.saveOptimizer(optimizer.string());
+    writeFileDurably(optimizer, r.serializeOptimizer());
     bytes += fileBytes(optimizer);
     if (!sharded && r.rank == 0) {
         const fs::path full = tmp / "optimizer.safetensors";
@@ -141,6 +134,35 @@ std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
     if (r.loop.lossScale)
         state["loss_scale"] = *r.loop.lossScale;
     writeFileDurably(tmp / rankFile("state", r.rank, ".json"), state.dump(2));
+    return bytes;
+}
+
+} // namespace
+
+std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
+{
+    const fs::path final = fs::path(r.checkpointsDir) / ("step_" + std::to_string(r.loop.step));
+    const fs::path tmp = fs::path(r.checkpointsDir) / ("step_" + std::to_string(r.loop.step) + ".tmp");
+    if (r.rank == 0) {
+        std::error_code ec;
+        fs::remove_all(tmp, ec); // a leftover of a crashed attempt
+        fs::create_directories(tmp);
+    }
+    r.barrier();
+
+    std::int64_t bytes = 0;
+    const bool sharded = r.compatibility.stateDictType == "SHARDED_STATE_DICT";
+    try {
+        bytes = writeRankFiles(r, tmp, sharded);
+    } catch (const std::exception& e) {
+        // Nothing under a final name was touched: the newest complete checkpoint is still whole.
+        const auto previous = completeCheckpoints(r.checkpointsDir);
+        throw std::runtime_error("the checkpoint at step " + std::to_string(r.loop.step) + " was not saved: " + e.what() + ". "
+                                 + (previous.empty() ? std::string("No earlier checkpoint exists. ")
+                                                     : "The previous checkpoint " + previous.front().string() + " is intact. ")
+                                 + "Free space in " + r.checkpointsDir + " (or keep fewer: training.checkpoint_keep), then "
+                                 "resume with --resume_from_checkpoint latest.");
+    }
     r.barrier();
 
     if (r.rank == 0) {

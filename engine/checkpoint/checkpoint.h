@@ -56,7 +56,9 @@ struct SaveRequest {
     // Rank 0's full named parameters (FULL_STATE_DICT; empty on other ranks), or this rank's
     // named shards (SHARDED_STATE_DICT).
     std::vector<std::pair<std::string, at::Tensor>> modelTensors;
-    std::function<void(const std::string& path)> saveOptimizer;
+    // The optimizer's archive, as bytes: written here with checked writes (libtorch's writer
+    // fails from a destructor, i.e. by terminating, when the disk is full).
+    std::function<std::string()> serializeOptimizer;
     // FULL_STATE_DICT: rank 0's full per-parameter optimizer state (optimizer.safetensors).
     std::vector<std::pair<std::string, at::Tensor>> fullOptimizerTensors;
     std::function<void()> barrier; // all ranks of the job

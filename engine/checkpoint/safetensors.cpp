@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -60,8 +61,9 @@ void writeSafetensors(const std::string& path, const std::vector<std::pair<std::
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const auto& t : contiguous)
         out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+    out.close(); // flushes: a full disk often shows only here
     if (!out)
-        throw std::runtime_error("writing " + path + " failed (disk full?)");
+        throw std::runtime_error("writing " + path + " failed: " + std::strerror(errno) + " (disk full?)");
 }
 
 std::map<std::string, at::Tensor> readSafetensors(const std::string& path)

@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 
 #include <atomic>
@@ -30,6 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <thread>
 
 namespace shardscope::train {
@@ -375,7 +377,11 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             if (acc.isMainProcess())
                 request.modelTensors = std::move(full);
         }
-        request.saveOptimizer = [&](const std::string& path) { torch::save(*optimizer, path); };
+        request.serializeOptimizer = [&] {
+            std::ostringstream bytes;
+            torch::save(*optimizer, bytes);
+            return bytes.str();
+        };
         if (options.stateDictType != "SHARDED_STATE_DICT" || !acc.sharded()) {
             auto full = fullOptimizerState(acc, *optimizer); // a collective when sharded
             if (acc.isMainProcess())
@@ -419,6 +425,11 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
 
     for (std::int64_t step = firstStep; step < recipe.maxSteps; ++step) {
         const auto stepStart = Clock::now();
+        if (step + 1 == options.fillDiskAtStep) {
+            std::signal(SIGXFSZ, SIG_IGN); // a write past the limit fails with EFBIG instead of killing
+            const rlimit limit{64 * 1024, 64 * 1024};
+            setrlimit(RLIMIT_FSIZE, &limit);
+        }
         if (acc.sharded()) {
             acc.sharded()->resetPeaks();
             acc.sharded()->resetCommunication();

@@ -41,6 +41,9 @@ struct RunOptions {
     std::string exportDir;       // runs/<id>/export: save_model at the end (recipe export.enabled)
     std::int64_t crashInCheckpointAtStep = -1; // fault injection for tests
     std::int64_t injectNonfiniteGradAtStep = -1; // fault injection: a NaN in a synchronised gradient
+    // Fault injection: from this step on, this rank cannot write files beyond 64 KiB (the kernel's
+    // RLIMIT_FSIZE answers EFBIG, as a full disk answers ENOSPC).
+    std::int64_t fillDiskAtStep = -1;
     // Profiling: spans of forward, backward, optimizer, data and every collective during the
     // recipe's profile window (or profileStartStep/profileSteps here, which win), written to
     // <traceDir>/rank<N>.json with a `trace` event carrying the summary.

@@ -173,6 +173,38 @@ private slots:
             QVERIFY(loss == reference.losses.at(step));
     }
 
+    // The disk fills up before the step-10 checkpoint (fault injection: the ranks' RLIMIT_FSIZE
+    // from step 8; writes fail with EFBIG as they would with ENOSPC): the run fails with an error
+    // saying what, where and what to do; step_5 stays complete and resumable, nothing is left
+    // under step_10, and the run history records the failure.
+    void fullDiskKeepsThePreviousCheckpoint()
+    {
+        const Run full = launch("disk-full", recipe(), {}, {"--fill-disk-at-step", "8"});
+        QVERIFY(full.exitCode != 0);
+        QVERIFY2(full.output.contains("the checkpoint at step 10 was not saved: "), qPrintable(full.output));
+        QVERIFY2(full.output.contains("File too large"), qPrintable(full.output));
+        QVERIFY2(full.output.contains("/disk-full/checkpoints/step_5 is intact"), qPrintable(full.output));
+        QVERIFY2(full.output.contains("resume with --resume_from_checkpoint latest"), qPrintable(full.output));
+        const QDir checkpoints(runs() + "/disk-full/checkpoints");
+        QVERIFY(QFile::exists(checkpoints.filePath("step_5/manifest.json")));
+        QVERIFY(!checkpoints.exists("step_10"));
+        QCOMPARE(full.losses.size(), size_t(10)); // steps 1-10 trained; the save after step 10 failed
+
+        // The run directory resolves to its newest complete checkpoint, step 5, which resumes
+        // exactly: steps 6-10 repeat the failed run's losses.
+        const Run resumed = launch("after-disk-full", recipe(), {"--resume_from_checkpoint", runs() + "/disk-full"});
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
+        QCOMPARE(resumed.losses.begin()->first, qint64(6));
+        for (qint64 step = 6; step <= 10; ++step)
+            QVERIFY(resumed.losses.at(step) == full.losses.at(step));
+
+        QProcess history;
+        history.start(testing::shardscopeBinary(), {"runs", "list", "--status", "failed", "--search", "disk-full"});
+        QVERIFY(history.waitForFinished(30000));
+        QCOMPARE(history.exitCode(), 0);
+        QVERIFY2(history.readAllStandardOutput().contains("disk-full"), "the failed run is in the history");
+    }
+
     void incompatibleCheckpointIsRefused()
     {
         const Run ddp = launch("ddp-source", recipe(), {});
