@@ -25,8 +25,17 @@ echo "is a reduce-scatter plus an all-gather), relative to DDP's."
 echo
 echo "| ranks | strategy | params measured | estimate | grads measured | estimate | optimizer measured | estimate | comm volume / DDP |"
 echo "|---|---|---|---|---|---|---|---|---|"
+row_of() { # events.jsonl -> "params grads optimizer volume" of rank 0's last step
+  python3 - "$1" <<'EOF'
+import json, sys
+step = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "step" and e["rank"] == 0][-1]
+m, c = step["mem"], step["comm"]
+print(m["params"], m["grads"], m["optimizer"], c["all_gather"] + c["reduce_scatter"] + 2 * c["all_reduce"])
+EOF
+}
 for n in 2 4; do
   estimates=$("$bin" estimate-memory --params $psi --num_processes $n --precision no --all_stages --markdown)
+  [ $n = 2 ] && estimates2=$estimates
   ddp_volume=""
   for entry in "ddp::0" "ZeRO-1:--zero_stage 1:1" "ZeRO-2:--zero_stage 2:2" "ZeRO-3:--zero_stage 3:3" \
                "FSDP FULL_SHARD:--fsdp_sharding_strategy FULL_SHARD --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:3" \
@@ -35,14 +44,7 @@ for n in 2 4; do
     run="r$n-$RANDOM"
     # shellcheck disable=SC2086
     "$bin" launch --num_processes $n --recipe "$work/r.yaml" --runs_dir "$work/runs" --run_name "$run" -- $args >/dev/null
-    row=$(python3 - "$work/runs/$run/events.jsonl" <<'EOF'
-import json, sys
-step = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "step" and e["rank"] == 0][-1]
-m, c = step["mem"], step["comm"]
-print(m["params"], m["grads"], m["optimizer"], c["all_gather"] + c["reduce_scatter"] + 2 * c["all_reduce"])
-EOF
-)
-    read -r p g o v <<<"$row"
+    read -r p g o v <<<"$(row_of "$work/runs/$run/events.jsonl")"
     [ -n "$ddp_volume" ] || ddp_volume=$v
     label="ZeRO-$stage"; [ "$stage" = 0 ] && label="DDP (ZeRO-0)"
     est=$(grep -F "| $label | fp32 |" <<<"$estimates" | head -1)
@@ -51,3 +53,18 @@ EOF
       "$(echo "$v / $ddp_volume" | bc -l)"
   done
 done
+
+# HYBRID_SHARD at 4 ranks as 2 machines x 2 ranks: two launchers on this host. Sharded over a
+# machine's 2 ranks, so its estimate is ZeRO-3's at 2; the volume adds the all-reduce of the
+# gradient shards between the machines.
+port=$(python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])")
+for m in 1 0; do
+  "$bin" launch --num_processes 4 --num_machines 2 --machine_rank $m --main_process_port "$port" --recipe "$work/r.yaml" \
+    --runs_dir "$work/machine$m" --run_name hybrid -- --fsdp_sharding_strategy HYBRID_SHARD >/dev/null &
+done
+wait
+read -r p g o v <<<"$(row_of "$work/machine0/hybrid/events.jsonl")"
+est=$(grep -F "| ZeRO-3 | fp32 |" <<<"$estimates2" | head -1)
+ep=$(cut -d'|' -f4 <<<"$est" | xargs); eg=$(cut -d'|' -f5 <<<"$est" | xargs); eo=$(cut -d'|' -f6 <<<"$est" | xargs)
+printf '| 4 (2 x 2) | FSDP HYBRID_SHARD | %s B | %s | %s B | %s | %s B | %s | %.2f |\n' "$p" "$ep" "$g" "$eg" "$o" "$eo" \
+  "$(echo "$v / $ddp_volume" | bc -l)"

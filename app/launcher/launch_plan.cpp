@@ -54,14 +54,24 @@ Result<void> planFsdp(const AccelerateConfig& c, LaunchPlan& plan)
         const Value* reshard = key("fsdp_reshard_after_forward");
         strategy = !reshard || truthy(reshard) || text(reshard) == "FULL_SHARD" ? "FULL_SHARD" : "SHARD_GRAD_OP";
     }
+    // A key the file does not set takes `accelerate launch`'s CLI default (reference §2.4):
+    // use_orig_params, cpu_ram_efficient_loading and sync_module_states default to true there.
+    auto flag = [&](const char* k, bool absent) {
+        const Value* v = key(k);
+        return v && !v->isNull() ? truthy(v) : absent;
+    };
+    const bool efficient = flag("fsdp_cpu_ram_efficient_loading", true);
     // Accelerate's launch check (accelerate-config-reference.md §4.4).
-    const Value* efficient = key("fsdp_cpu_ram_efficient_loading");
-    const Value* sync = key("fsdp_sync_module_states");
-    if (truthy(efficient) && sync && !truthy(sync))
+    if (efficient && !flag("fsdp_sync_module_states", true))
         return makeError("config: fsdp_config: When using `--fsdp_cpu_ram_efficient_loading` set "
                          "`--fsdp_sync_module_states` to `True`");
-    if (strategy == "NO_SHARD")
-        return {}; // DDP-equivalent: the engine's DDP
+    if (strategy == "NO_SHARD") { // DDP-equivalent: the engine's DDP, which neither offloads nor recomputes
+        for (const char* k : {"fsdp_offload_params", "fsdp_activation_checkpointing"})
+            if (truthy(key(k)))
+                return unsupported(std::string("fsdp_config.") + k, "true with NO_SHARD",
+                                   "use FULL_SHARD or SHARD_GRAD_OP, or set it to false");
+        return {};
+    }
     plan.workerArgs.insert(plan.workerArgs.end(), {"--fsdp_sharding_strategy", strategy});
     const std::string policy = text(key("fsdp_auto_wrap_policy"), "NO_WRAP");
     plan.workerArgs.insert(plan.workerArgs.end(), {"--fsdp_auto_wrap_policy", policy});
@@ -90,9 +100,9 @@ Result<void> planFsdp(const AccelerateConfig& c, LaunchPlan& plan)
         plan.workerArgs.push_back("--fsdp_forward_prefetch");
     if (truthy(key("fsdp_offload_params")))
         plan.workerArgs.push_back("--fsdp_offload_params");
-    if (truthy(efficient))
+    if (efficient)
         plan.workerArgs.push_back("--fsdp_cpu_ram_efficient_loading");
-    if (truthy(key("fsdp_use_orig_params")))
+    if (flag("fsdp_use_orig_params", true))
         plan.workerArgs.push_back("--fsdp_use_orig_params");
     if (truthy(key("fsdp_activation_checkpointing")))
         plan.workerArgs.push_back("--fsdp_activation_checkpointing");
@@ -163,7 +173,9 @@ Result<void> planDeepSpeed(const AccelerateConfig& c, LaunchPlan& plan)
         plan.workerArgs.insert(plan.workerArgs.end(), {"--gradient_accumulation_steps", accumulation});
     if (!clipping.empty())
         plan.workerArgs.insert(plan.workerArgs.end(), {"--max_grad_norm", clipping});
-    if (stage == "3" && truthy(key("zero3_init_flag")))
+    // zero3_init_flag: DeepSpeed's plugin turns it on for stage 3 when the file does not say.
+    const Value* init = key("zero3_init_flag");
+    if (stage == "3" && (init && !init->isNull() ? truthy(init) : true))
         plan.workerArgs.push_back("--zero3_init");
     if (stage == "3" && truthy(key("zero3_save_16bit_model")))
         plan.workerArgs.push_back("--zero3_save_16bit_model");

@@ -179,8 +179,12 @@ int train(const TrainArgs& args)
         options.recipe.gradientAccumulationSteps = args.gradientAccumulationSteps;
     if (args.maxGradNorm >= 0)
         options.recipe.maxGradNorm = args.maxGradNorm;
-    if (args.zero3Save16BitModel) // stage3_gather_16bit_weights_on_model_save
-        options.recipe.exportModel.dtype = options.precision == precision::PrecisionMode::Fp16 ? "float16" : "bfloat16";
+    // stage3_gather_16bit_weights_on_model_save: the 16-bit weights of a 16-bit run (an fp32 run
+    // saves fp32, as DeepSpeed saves the module's own dtype).
+    if (args.zero3Save16BitModel && options.precision == precision::PrecisionMode::Fp16)
+        options.recipe.exportModel.dtype = "float16";
+    else if (args.zero3Save16BitModel && options.precision != precision::PrecisionMode::No)
+        options.recipe.exportModel.dtype = "bfloat16";
     options.backend = *backend;
     options.threads = args.threads;
     options.dumpParamsPath = args.dumpParams;

@@ -36,11 +36,12 @@ std::string rankFile(const std::string& stem, int rank, const std::string& exten
 void writeFileDurably(const fs::path& path, const std::string& text)
 {
     {
+        errno = 0;
         std::ofstream out(path, std::ios::binary | std::ios::trunc);
         out << text;
         out.close(); // flushes: a full disk often shows only here
         if (!out)
-            throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(errno)
+            throw std::runtime_error("cannot write " + path.string() + ": " + (errno ? std::strerror(errno) : "write failed")
                                      + " (disk full or read-only?)");
     }
     const int fd = ::open(path.c_str(), O_RDONLY);
@@ -152,18 +153,26 @@ std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
 
     std::int64_t bytes = 0;
     const bool sharded = r.compatibility.stateDictType == "SHARDED_STATE_DICT";
+    std::string failure;
     try {
         bytes = writeRankFiles(r, tmp, sharded);
     } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    // Every rank takes part in this agreement whether or not its own writing failed, so no rank is
+    // left in a barrier; each then reports the failure.
+    if (!r.allRanksOk(failure.empty()) || !failure.empty()) {
         // Nothing under a final name was touched: the newest complete checkpoint is still whole.
         const auto previous = completeCheckpoints(r.checkpointsDir);
-        throw std::runtime_error("the checkpoint at step " + std::to_string(r.loop.step) + " was not saved: " + e.what() + ". "
+        throw std::runtime_error("the checkpoint at step " + std::to_string(r.loop.step) + " was not saved: "
+                                 + (failure.empty() ? std::string("another rank could not write its part (its error names the file)")
+                                                    : failure)
+                                 + ". "
                                  + (previous.empty() ? std::string("No earlier checkpoint exists. ")
                                                      : "The previous checkpoint " + previous.front().string() + " is intact. ")
                                  + "Free space in " + r.checkpointsDir + " (or keep fewer: training.checkpoint_keep), then "
                                  "resume with --resume_from_checkpoint latest.");
     }
-    r.barrier();
 
     if (r.rank == 0) {
         json files = json::array();

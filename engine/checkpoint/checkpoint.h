@@ -62,6 +62,9 @@ struct SaveRequest {
     // FULL_STATE_DICT: rank 0's full per-parameter optimizer state (optimizer.safetensors).
     std::vector<std::pair<std::string, at::Tensor>> fullOptimizerTensors;
     std::function<void()> barrier; // all ranks of the job
+    // Whether every rank's `ok` is true (an all-reduce): a rank that failed to write its files
+    // must not leave the others waiting in a barrier, and every rank then reports the failure.
+    std::function<bool(bool ok)> allRanksOk;
     std::int64_t keep = 0;         // keep the newest `keep` checkpoints (0: all)
     // Fault injection for tests: rank 0 dies (exit 9) after writing its model file.
     bool crashWhileWriting = false;

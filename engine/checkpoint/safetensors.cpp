@@ -50,6 +50,7 @@ void writeSafetensors(const std::string& path, const std::vector<std::pair<std::
     // The data must start 8-byte aligned; pad the header with spaces as the reference writer does.
     while ((8 + text.size()) % 8 != 0)
         text.push_back(' ');
+    errno = 0;
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out)
         throw std::runtime_error("cannot write " + path);
@@ -63,7 +64,8 @@ void writeSafetensors(const std::string& path, const std::vector<std::pair<std::
         out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
     out.close(); // flushes: a full disk often shows only here
     if (!out)
-        throw std::runtime_error("writing " + path + " failed: " + std::strerror(errno) + " (disk full?)");
+        throw std::runtime_error("writing " + path + " failed: " + (errno ? std::strerror(errno) : "write failed")
+                                 + " (disk full?)");
 }
 
 std::map<std::string, at::Tensor> readSafetensors(const std::string& path)

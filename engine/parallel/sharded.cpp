@@ -163,8 +163,8 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
             throw std::invalid_argument("unit '" + unit.name + "' mixes frozen and trainable parameters; a flat shard "
                                         "trains all or nothing. Set fsdp_use_orig_params: true, or freeze whole units");
         auto mine = unit.full.narrow(0, shardIndex * shardNumel, shardNumel);
-        if (m_options.offloadToHost && !mine.device().is_cpu())
-            unit.shard = mine.to(at::TensorOptions().device(at::kCPU).pinned_memory(true), false, /*copy=*/true);
+        if (m_options.offloadToHost && !mine.device().is_cpu()) // pinned, so host<->device copies can be asynchronous
+            unit.shard = at::empty({shardNumel}, mine.options().device(at::kCPU).pinned_memory(true)).copy_(mine);
         else
             unit.shard = mine.clone();
         unit.shard.requires_grad_(unit.trainable > 0);
@@ -173,10 +173,13 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
             for (std::size_t i = 0; i < unit.params.size(); ++i) {
                 const std::int64_t lo = std::max(begin, unit.offsets[i]);
                 const std::int64_t hi = std::min(end, unit.offsets[i] + unit.params[i].numel());
-                if (!unit.params[i].requires_grad() || lo >= hi)
+                if (!unit.params[i].requires_grad())
                     continue;
-                auto view = unit.shard.detach().narrow(0, lo - begin, hi - lo).requires_grad_(true);
-                unit.segments.push_back({unit.paramNames[i], view, lo - begin});
+                // A parameter outside this rank's shard gets an empty view: every rank's optimizer
+                // then has every trainable parameter (FSDP and DeepSpeed accept empty partitions).
+                const std::int64_t offset = lo < hi ? lo - begin : 0;
+                auto view = unit.shard.detach().narrow(0, offset, std::max<std::int64_t>(0, hi - lo)).requires_grad_(true);
+                unit.segments.push_back({unit.paramNames[i], view, offset});
             }
         }
         unit.gathered = true;
@@ -372,7 +375,8 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
 {
     at::NoGradGuard noGrad;
     const bool upcast = m_options.reduceInFloat32 && unit.shard.scalar_type() != at::kFloat;
-    unit.fullGrad = at::zeros({unit.padded}, unit.shard.options().requires_grad(false).dtype(upcast ? at::kFloat : unit.shard.scalar_type()));
+    // On the device where the collectives run (the shard may be on the host: offload).
+    unit.fullGrad = at::zeros({unit.padded}, unit.full.options().requires_grad(false).dtype(upcast ? at::kFloat : unit.shard.scalar_type()));
     for (std::size_t i = 0; i < unit.params.size(); ++i) {
         auto& p = unit.params[i];
         if (p.grad().defined())
@@ -411,6 +415,9 @@ void ShardedDataParallel::finishGradientSync()
         unit.gradSpan = profiler::SpanRecorder::kNoSpan;
         unit.fullGrad = at::Tensor();
         if (m_replicateGroup) { // HYBRID: sum the shard over the machines holding it
+            auto span = m_recorder ? m_recorder->scope(profiler::Lane::Communication, "all_reduce replicas " + unit.name,
+                                                       "all_reduce", bytesOf(unit.shardGrad))
+                                   : profiler::SpanRecorder::Scope{};
             m_replicateGroup->allreduce(unit.shardGrad)->wait();
             m_stats.allReduced += bytesOf(unit.shardGrad);
         }
@@ -423,7 +430,7 @@ void ShardedDataParallel::finishGradientSync()
                                    : profiler::SpanRecorder::Scope{};
             unit.shardGrad = unit.shardGrad.to(unit.shard.device());
         }
-        if (unit.segments.empty())
+        if (!m_options.useOrigParams)
             unit.shard.mutable_grad() = unit.shardGrad;
         for (auto& segment : unit.segments)
             segment.view.mutable_grad() = unit.shardGrad.narrow(0, segment.offset, segment.view.numel());
@@ -514,7 +521,7 @@ void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Ten
     }
 }
 
-std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatherByParameter(const PartOf& part)
+std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatherByParameter(const PartOf& part, bool keep)
 {
     at::NoGradGuard noGrad;
     std::vector<std::pair<std::string, at::Tensor>> out;
@@ -522,7 +529,7 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatherByPar
         if (unit.trainable == 0)
             continue;
         at::Tensor mine = at::zeros_like(unit.shard, unit.shard.options().requires_grad(false));
-        if (unit.segments.empty()) {
+        if (!m_options.useOrigParams) {
             if (at::Tensor t = part(unit.shard); t.defined())
                 mine.copy_(t.reshape({-1}));
         } else {
@@ -533,6 +540,8 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatherByPar
         mine = mine.to(unit.full.device());
         auto full = at::empty({unit.padded}, mine.options());
         shardGroup().allGatherSingle(full, mine)->wait();
+        if (!keep)
+            continue;
         for (std::size_t i = 0; i < unit.params.size(); ++i)
             if (unit.params[i].requires_grad())
                 out.emplace_back(unit.paramNames[i],
@@ -559,7 +568,7 @@ void ShardedDataParallel::scatterByParameter(const std::map<std::string, at::Ten
         }
         const std::int64_t n = unit.shard.numel();
         auto mine = flat.narrow(0, shardGroup().rank() * n, n).to(unit.shard.device());
-        if (unit.segments.empty())
+        if (!m_options.useOrigParams)
             set(unit.shard, mine.clone());
         else
             for (const auto& segment : unit.segments)

@@ -3,10 +3,11 @@
 // Sharded data parallelism: FSDP's strategies and DeepSpeed's ZeRO stages on one machinery.
 //
 // A wrap policy groups the model's parameters into units (each GPTBlock, say, plus a root unit
-// for the rest). Each unit's parameters become views into one flat fp32 buffer padded to a
-// multiple of the world size; each rank owns one shard of it, which is what the optimizer sees
-// (an fp32 master partition: the model's parameters are fp32 in every mode but bf16-pure, whose
-// bf16 parameters make bf16 shards with no fp32 copy anywhere). By stage:
+// for the rest). Each unit's parameters become views into one flat buffer padded to a multiple of
+// the number of shards (the world size, or a machine's ranks with HYBRID); each rank owns one
+// shard of it, which is what the optimizer sees. The buffer has the parameters' dtype: fp32 under
+// mixed precision (an fp32 master partition, even for a model loaded in bf16), bf16 in bf16-pure,
+// and the loaded dtype without mixed precision (train/accelerator.cpp decides). By stage:
 //   1  optimizer state sharded: full parameters and gradients; gradients are reduce-scattered
 //      after backward, each rank steps its shard, the shards are all-gathered back;
 //   2  + gradients: each unit's gradients are reduce-scattered as soon as backward has produced
@@ -122,10 +123,11 @@ public:
     // Per-parameter tensors shaped like the optimizer's parameters (its state: Adam's moments),
     // in full and by parameter name, whatever the world size: what a FULL_STATE_DICT optimizer
     // checkpoint holds. `part(p)` is the tensor of optimizer parameter p (a shard or, with
-    // useOrigParams, a segment; undefined: zeros). Every rank calls it (it all-gathers); each
-    // gets every trainable parameter's full tensor, on the host.
+    // useOrigParams, a segment; undefined: zeros). Every rank calls it (it all-gathers, one unit at
+    // a time); the ranks with `keep` get every trainable parameter's full tensor, on the host, the
+    // others an empty list (a checkpoint needs them on rank 0 only).
     using PartOf = std::function<at::Tensor(const at::Tensor& optimizerParameter)>;
-    std::vector<std::pair<std::string, at::Tensor>> gatherByParameter(const PartOf& part);
+    std::vector<std::pair<std::string, at::Tensor>> gatherByParameter(const PartOf& part, bool keep);
     // The reverse: `set(p, value)` receives this rank's part of `full` for each optimizer
     // parameter p. Throws naming a trainable parameter `full` lacks or has misshaped.
     using SetPart = std::function<void(const at::Tensor& optimizerParameter, const at::Tensor& value)>;
@@ -155,12 +157,12 @@ private:
         std::vector<Segment> segments;
         int trainable = 0;       // parameters that require grad
         std::int64_t numel = 0;
-        std::int64_t padded = 0; // numel rounded up to a multiple of the world size
+        std::int64_t padded = 0; // numel rounded up to a multiple of the number of shards
         at::Tensor full;         // [padded] the parameters' storage; freed while resharded
-        at::Tensor shard;        // [padded / world] this rank's part: the optimizer's parameter (on the host when offloaded)
+        at::Tensor shard;        // [padded / shards] this rank's part: the optimizer's parameter (on the host when offloaded)
         at::Tensor shardOnDevice; // offloaded: the shard copied to the device for an all-gather in flight
         at::Tensor fullGrad;     // [padded] reduce-scatter input
-        at::Tensor shardGrad;    // [padded / world]
+        at::Tensor shardGrad;    // [padded / shards]
         c10::intrusive_ptr<c10d::Work> gradWork;
         c10::intrusive_ptr<c10d::Work> gatherWork; // a prefetch in flight
         profiler::SpanRecorder::SpanId gatherSpan = profiler::SpanRecorder::kNoSpan;

@@ -29,7 +29,11 @@ void GradScaler::unscale(const std::vector<at::Tensor>& parameters)
 {
     if (m_unscaled)
         return;
-    c10::Device device = parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().device();
+    // The scale lives where the loss was (scale() made it); gradients may live elsewhere (host
+    // shards when offloaded), so each device's check gets its own flag, summed onto the scale's.
+    c10::Device device = m_scale.defined() ? m_scale.device()
+        : parameters.empty()                ? c10::Device(c10::kCPU)
+                                            : parameters.front().device();
     ensureState(device);
     // GradScaler computes the reciprocal in float64, then casts to float32.
     const at::Tensor invScale = m_scale.to(at::kDouble).reciprocal().to(at::kFloat);
@@ -41,8 +45,16 @@ void GradScaler::unscale(const std::vector<at::Tensor>& parameters)
         if (g.defined())
             groups[{static_cast<int>(g.device().index()), static_cast<int>(g.scalar_type())}].push_back(g);
     }
-    for (auto& [key, grads] : groups)
-        at::_amp_foreach_non_finite_check_and_unscale_(grads, m_foundInf, invScale.to(grads.front().device()));
+    for (auto& [key, grads] : groups) {
+        const c10::Device gradDevice = grads.front().device();
+        if (gradDevice == device) {
+            at::_amp_foreach_non_finite_check_and_unscale_(grads, m_foundInf, invScale);
+            continue;
+        }
+        at::Tensor found = at::zeros({1}, m_foundInf.options().device(gradDevice));
+        at::_amp_foreach_non_finite_check_and_unscale_(grads, found, invScale.to(gradDevice));
+        m_foundInf.add_(found.to(device)).clamp_max_(1.0);
+    }
     if (m_agreeFoundInf)
         m_agreeFoundInf(m_foundInf);
     m_unscaled = true;

@@ -50,8 +50,9 @@ public:
     // Whether prepareModel found low-precision parameters and made them fp32 (a model loaded in
     // bf16, trained in a mode with fp32 master weights).
     bool upcastParameters() const { return m_upcastParameters; }
-    // What the optimizer must be built on, after prepareModel: the model's parameters, or the
-    // flat fp32 shards when sharded (so prepare the model before the optimizer, as in Accelerate).
+    // What the optimizer must be built on, after prepareModel: the model's trainable parameters,
+    // or this rank's shards (flat per unit, or per parameter with use_orig_params) when sharded
+    // (so prepare the model before the optimizer, as in Accelerate).
     // By name: model parameters that require grad, or the shards' parts (see
     // ShardedDataParallel::namedOptimizerParameters), for building parameter groups.
     const std::vector<std::pair<std::string, torch::Tensor>>& namedOptimizerParameters() const

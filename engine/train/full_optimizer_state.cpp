@@ -61,9 +61,9 @@ std::vector<std::pair<std::string, at::Tensor>> fullOptimizerState(Accelerator& 
     for (const std::string& kind : stateKinds(optimizer)) {
         auto part = [&](const at::Tensor& p) { return stateTensor(optimizer, p, kind); };
         if (auto* sharded = acc.sharded()) {
-            for (auto& [name, tensor] : sharded->gatherByParameter(part))
+            for (auto& [name, tensor] : sharded->gatherByParameter(part, /*keep=*/acc.isMainProcess()))
                 out.emplace_back(kind + "/" + name, std::move(tensor));
-        } else {
+        } else if (acc.isMainProcess()) {
             for (const auto& [name, p] : acc.namedOptimizerParameters())
                 if (at::Tensor t = part(p); t.defined())
                     out.emplace_back(kind + "/" + name, t.detach().cpu().clone());
@@ -82,6 +82,9 @@ void loadFullOptimizerState(Accelerator& acc, torch::optim::Optimizer& optimizer
         return;
     at::NoGradGuard noGrad;
     const auto stepIt = state.find("step");
+    if (stepIt == state.end() && dynamic_cast<torch::optim::AdamW*>(&optimizer))
+        throw std::runtime_error("the full optimizer state has AdamW moments but no 'step' (their bias correction "
+                                 "depends on it); the checkpoint's optimizer.safetensors is damaged");
     const std::int64_t step = stepIt == state.end() ? 0 : stepIt->second.item<std::int64_t>();
     for (const std::string& kind : stateKinds(optimizer)) {
         const std::string prefix = kind + "/";

@@ -22,7 +22,8 @@ namespace shardscope::train {
 
 class Accelerator;
 
-// A collective when the model is sharded: every rank calls it; every rank gets the whole state.
+// A collective when the model is sharded: every rank calls it; rank 0 gets the whole state, the
+// others an empty list.
 std::vector<std::pair<std::string, at::Tensor>> fullOptimizerState(Accelerator& acc, torch::optim::Optimizer& optimizer);
 
 // Sets this rank's part of `state` (from fullOptimizerState, possibly at another world size) as

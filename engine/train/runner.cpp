@@ -68,8 +68,6 @@ bool nameContainsAny(const std::string& name, const std::vector<std::string>& pa
 std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const config::OptimizerRecipe& o,
                                                        const std::vector<std::pair<std::string, torch::Tensor>>& named)
 {
-    if (named.empty())
-        throw std::runtime_error("no parameter is left to train: model.frozen freezes all of them");
     std::vector<torch::Tensor> decay, noDecay;
     for (const auto& [name, p] : named)
         (nameContainsAny(name, o.noWeightDecay) ? noDecay : decay).push_back(p);
@@ -114,6 +112,9 @@ void freezeParameters(torch::nn::Module& model, const std::vector<std::string>& 
                                      "names are like: " + names);
         }
     }
+    const auto params = model.parameters();
+    if (std::none_of(params.begin(), params.end(), [](const torch::Tensor& p) { return p.requires_grad(); }))
+        throw std::runtime_error("recipe: model.frozen freezes every parameter; nothing would train");
 }
 
 void setLearningRate(torch::optim::Optimizer& optimizer, double lr)
@@ -190,7 +191,11 @@ std::string strategyName(const RunOptions& options)
         return "ddp";
     if (options.sharding->reshardRootAfterForward)
         return "zero" + std::to_string(options.sharding->zeroStage);
-    return options.sharding->reshardAfterForward ? "FULL_SHARD" : "SHARD_GRAD_OP";
+    // The optimizer's archive differs with use_orig_params (one entry per parameter, not per unit).
+    const std::string layout = options.sharding->useOrigParams ? " (use_orig_params)" : "";
+    if (options.sharding->hybrid)
+        return (options.sharding->reshardAfterForward ? "HYBRID_SHARD" : "HYBRID_SHARD_ZERO2") + layout;
+    return (options.sharding->reshardAfterForward ? "FULL_SHARD" : "SHARD_GRAD_OP") + layout;
 }
 
 // What a checkpoint must agree on with the run that loads it.
@@ -388,6 +393,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                 request.fullOptimizerTensors = std::move(full);
         }
         request.barrier = [&] { acc.waitForEveryone(); };
+        request.allRanksOk = [&](bool ok) { return acc.meanOverRanks(ok ? 1.0 : 0.0) == 1.0; };
         request.keep = recipe.checkpointKeep;
         request.crashWhileWriting = stepsDone == options.crashInCheckpointAtStep;
         auto [path, bytes] = checkpoint::saveCheckpoint(request);

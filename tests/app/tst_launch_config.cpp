@@ -53,8 +53,10 @@ private slots:
         QCOMPARE(plan->distributedType, std::string("FSDP"));
         const std::vector<std::string> expected = {"--fsdp_sharding_strategy", "SHARD_GRAD_OP", "--fsdp_auto_wrap_policy",
                                                    "TRANSFORMER_BASED_WRAP", "--fsdp_transformer_layer_cls_to_wrap", "GPTBlock",
-                                                   "Block2", "--fsdp_state_dict_type", "SHARDED_STATE_DICT",
-                                                   "--mixed_precision", "bf16"};
+                                                   "Block2",
+                                                   // unset in the file: accelerate launch's defaults (true)
+                                                   "--fsdp_cpu_ram_efficient_loading", "--fsdp_use_orig_params",
+                                                   "--fsdp_state_dict_type", "SHARDED_STATE_DICT", "--mixed_precision", "bf16"};
         QCOMPARE(plan->workerArgs, expected);
         QVERIFY(hasEnv(*plan, "ACCELERATE_USE_FSDP=true"));
         QVERIFY(hasEnv(*plan, "ACCELERATE_MIXED_PRECISION=bf16"));
@@ -69,13 +71,13 @@ private slots:
         QCOMPARE(v2->workerArgs[1], std::string("SHARD_GRAD_OP"));
         auto zero = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"), false);
         QVERIFY(zero.ok());
-        QCOMPARE(zero->workerArgs, (std::vector<std::string>{"--zero_stage", "3"}));
+        QCOMPARE(zero->workerArgs, (std::vector<std::string>{"--zero_stage", "3", "--zero3_init"})); // the plugin's stage-3 default
         auto offload = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
                                         "  offload_optimizer_device: cpu\n  offload_param_device: cpu\n"),
                                   false);
         QVERIFY2(offload.ok(), offload.ok() ? "" : offload.error().message.c_str());
         QCOMPARE(offload->workerArgs, (std::vector<std::string>{"--zero_stage", "3", "--offload_optimizer_device", "cpu",
-                                                                "--offload_param_device", "cpu"}));
+                                                                "--offload_param_device", "cpu", "--zero3_init"}));
         auto zeroKnobs = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
                                           "  gradient_accumulation_steps: 4\n  gradient_clipping: 0.5\n"
                                           "  zero3_init_flag: true\n  zero3_save_16bit_model: true\n"),
@@ -123,6 +125,12 @@ private slots:
         QTest::newRow("efficient loading without sync") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
                                                            "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false\n"
                                                         << "set `--fsdp_sync_module_states` to `True`";
+        QTest::newRow("efficient loading by default, without sync") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
+                                                                       "  fsdp_sync_module_states: false\n"
+                                                                    << "set `--fsdp_sync_module_states` to `True`";
+        QTest::newRow("offload with NO_SHARD") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
+                                                  "  fsdp_sharding_strategy: NO_SHARD\n  fsdp_offload_params: true\n"
+                                               << "fsdp_offload_params: true with NO_SHARD is not supported";
         QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n" << "runs one process";
     }
     void unsupportedChoicesAreRefused()
