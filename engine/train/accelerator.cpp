@@ -225,14 +225,30 @@ double Accelerator::meanOverRanks(double value)
     return t.item<double>() / numProcesses();
 }
 
-Accelerator::StepAgreement Accelerator::agreeOnStep(double localLoss, bool stopRequested)
+void Accelerator::startStepAgreement(const torch::Tensor& localLoss, bool stopRequested)
 {
-    if (numProcesses() == 1)
-        return {localLoss, stopRequested};
-    auto t = at::tensor({localLoss, stopRequested ? 1.0 : 0.0}, at::TensorOptions().dtype(at::kDouble)).to(device());
-    m_comm->allreduce(t)->wait();
-    auto values = t.to(at::kCPU);
-    return {values[0].item<double>() / numProcesses(), values[1].item<double>() > 0};
+    at::NoGradGuard noGrad;
+    m_agreementLocalLoss = localLoss.detach().to(at::kDouble).reshape({});
+    m_agreementValues = at::stack({m_agreementLocalLoss, at::full({}, stopRequested ? 1.0 : 0.0, m_agreementLocalLoss.options())})
+                            .to(device());
+    if (numProcesses() > 1)
+        m_agreementWork = m_comm->allreduce(m_agreementValues);
+}
+
+Accelerator::StepAgreement Accelerator::finishStepAgreement()
+{
+    if (!m_agreementValues.defined())
+        throw std::logic_error("finishStepAgreement without startStepAgreement");
+    if (m_agreementWork)
+        m_agreementWork->wait();
+    m_agreementWork.reset();
+    const auto values = m_agreementValues.to(at::kCPU);
+    StepAgreement agreement;
+    agreement.localLoss = m_agreementLocalLoss.item<double>();
+    agreement.meanLoss = values[0].item<double>() / numProcesses();
+    agreement.stop = values[1].item<double>() > 0;
+    m_agreementValues = at::Tensor();
+    return agreement;
 }
 
 torch::Tensor Accelerator::gatherForMetrics(const torch::Tensor& tensor)

@@ -104,12 +104,17 @@ public:
     // Mean of a per-rank scalar over all ranks (what gather_for_metrics + mean gives).
     double meanOverRanks(double value);
     // The end-of-step agreement, in one small all-reduce: the mean loss over ranks, and whether
-    // any rank was asked to stop, so that all ranks stop after the same step.
+    // any rank was asked to stop, so that all ranks stop after the same step. It is started as
+    // soon as the step's last loss exists (before its backward; `localLoss` is a tensor, so no
+    // host sync) and finished after the optimizer step, so that its latency hides behind backward
+    // and the gradient communication instead of adding a round trip to every step.
     struct StepAgreement {
         double meanLoss = 0;
+        double localLoss = 0;
         bool stop = false;
     };
-    StepAgreement agreeOnStep(double localLoss, bool stopRequested);
+    void startStepAgreement(const torch::Tensor& localLoss, bool stopRequested);
+    StepAgreement finishStepAgreement();
     torch::Tensor gatherForMetrics(const torch::Tensor& tensor);
     void waitForEveryone();
 
@@ -137,6 +142,9 @@ private:
     bool m_syncGradients = true;
     bool m_gradientsSynced = false;
     bool m_upcastParameters = false;
+    torch::Tensor m_agreementLocalLoss;           // this rank's loss, as started
+    torch::Tensor m_agreementValues;              // [sum of losses, stop requests], reduced in place
+    c10::intrusive_ptr<c10d::Work> m_agreementWork; // null on one process
     c10::ScalarType m_parameterDtype = c10::ScalarType::Float;
 };
 

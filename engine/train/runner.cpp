@@ -443,7 +443,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         const double lr = recipe.optimizer.lr * scheduleFactor(recipe.schedule, step, recipe.maxSteps);
         setLearningRate(*optimizer, lr);
 
-        double lossSum = 0;
+        torch::Tensor lossSum; // this rank's losses of the step, summed without a host sync
         std::int64_t samples = 0, epoch = 0;
         const bool recordingBefore = recorder.enabled();
         recorder.stepBegan(step + 1);
@@ -467,11 +467,14 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                 auto autocast = acc.autocast();
                 loss = model->loss(model->forward(inputs), targets);
             }
+            lossSum = micro == 0 ? loss.detach().to(at::kDouble) : lossSum + loss.detach().to(at::kDouble);
+            if (micro + 1 == recipe.gradientAccumulationSteps)
+                acc.startStepAgreement(lossSum / static_cast<double>(recipe.gradientAccumulationSteps),
+                                       g_stopRequested.load());
             {
                 auto backwardSpan = recorder.scope(profiler::Lane::Compute, "backward", "backward");
                 acc.backward(loss);
             }
-            lossSum += loss.item<double>();
             samples += batch.inputs.size(0);
         }
         if (step + 1 == options.injectNonfiniteGradAtStep) {
@@ -488,9 +491,10 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
 
         const double gradNorm = acc.clipGradNorm(recipe.maxGradNorm);
         // Non-finite values outside fp16 (where the scaler skips the step): stop or flag.
-        if (!acc.gradScaler() && (!std::isfinite(lossSum) || !std::isfinite(gradNorm))) {
-            const std::string what = std::string(!std::isfinite(lossSum) ? "loss" : "gradient norm") + " is "
-                + std::to_string(!std::isfinite(lossSum) ? lossSum : gradNorm) + " at step " + std::to_string(step + 1);
+        const double lossSumValue = lossSum.item<double>();
+        if (!acc.gradScaler() && (!std::isfinite(lossSumValue) || !std::isfinite(gradNorm))) {
+            const std::string what = std::string(!std::isfinite(lossSumValue) ? "loss" : "gradient norm") + " is "
+                + std::to_string(!std::isfinite(lossSumValue) ? lossSumValue : gradNorm) + " at step " + std::to_string(step + 1);
             if (recipe.stopOnNonfinite) {
                 events.emit(protocol::ErrorEvent{"nonfinite", what + " (training.stop_on_nonfinite)"});
                 throw std::runtime_error(what + "; stopping (training.stop_on_nonfinite is true)");
@@ -516,8 +520,8 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         if (recordingBefore && !recorder.enabled() && profiling)
             finishTrace(); // the window closed with this step
 
-        const double localLoss = lossSum / static_cast<double>(recipe.gradientAccumulationSteps);
-        const auto agreement = acc.agreeOnStep(localLoss, g_stopRequested.load());
+        const auto agreement = acc.finishStepAgreement();
+        const double localLoss = agreement.localLoss;
         const double globalLoss = agreement.meanLoss;
         const double stepTime = std::chrono::duration<double>(Clock::now() - stepStart).count();
 
