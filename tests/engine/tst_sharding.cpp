@@ -365,15 +365,19 @@ private slots:
     void hybridShardingAcrossTwoLaunchers_data()
     {
         QTest::addColumn<QString>("strategy");
-        QTest::newRow("HYBRID_SHARD") << "HYBRID_SHARD";
-        QTest::newRow("HYBRID_SHARD_ZERO2") << "HYBRID_SHARD_ZERO2";
+        QTest::addColumn<int>("perMachine");
+        QTest::newRow("HYBRID_SHARD, 2 x 2 ranks") << "HYBRID_SHARD" << 2;
+        QTest::newRow("HYBRID_SHARD_ZERO2, 2 x 2 ranks") << "HYBRID_SHARD_ZERO2" << 2;
+        QTest::newRow("HYBRID_SHARD, 2 x 1 rank") << "HYBRID_SHARD" << 1; // nothing to shard: replicas only
     }
     void hybridShardingAcrossTwoLaunchers()
     {
         QFETCH(QString, strategy);
-        const Run& reference = ddp(4, 2);
+        QFETCH(int, perMachine);
+        const int ranks = 2 * perMachine;
+        const Run& reference = ddp(ranks, 2);
         QVERIFY2(reference.exitCode == 0, qPrintable(reference.output));
-        const QString name = "hybrid-" + strategy;
+        const QString name = QStringLiteral("hybrid-%1-%2").arg(strategy).arg(ranks);
         const QString recipePath = m_dir.path() + "/" + name + ".yaml";
         QFile file(recipePath);
         QVERIFY(file.open(QIODevice::WriteOnly));
@@ -386,7 +390,7 @@ private slots:
         for (int m = 1; m >= 0; --m) {
             machines[m].setProcessChannelMode(QProcess::MergedChannels);
             machines[m].start(shardscope::testing::shardscopeBinary(),
-                              {"launch", "--num_processes", "4", "--num_machines", "2", "--machine_rank", QString::number(m),
+                              {"launch", "--num_processes", QString::number(ranks), "--num_machines", "2", "--machine_rank", QString::number(m),
                                "--main_process_port", QString::number(port), "--recipe", recipePath, "--runs_dir",
                                m_dir.path() + "/machine" + QString::number(m), "--run_name", name, "--", "--dump-params",
                                run.params, "--fsdp_sharding_strategy", strategy});
@@ -408,9 +412,9 @@ private slots:
             return;
         const auto mem = run.lastStep["mem"].toObject();
         const auto comm = run.lastStep["comm"].toObject();
-        QCOMPARE(mem["optimizer"].toInteger(), 8 * kPsi / 2);        // AdamW's moments of one of 2 shards
-        QCOMPARE(comm["reduce_scatter"].toInteger(), 4 * kPsi);       // inside the machine, on the syncing micro-step
-        QCOMPARE(comm["all_reduce"].toInteger(), 4 * kPsi / 2);       // the shard, once per step, between machines
+        QCOMPARE(mem["optimizer"].toInteger(), 8 * kPsi / perMachine);   // AdamW's moments of one of the machine's shards
+        QCOMPARE(comm["reduce_scatter"].toInteger(), 4 * kPsi);           // inside the machine, on the syncing micro-step
+        QCOMPARE(comm["all_reduce"].toInteger(), 4 * kPsi / perMachine);  // the shard, once per step, between machines
     }
 
     void memoryAndCommunicationFollowTheStage_data()
