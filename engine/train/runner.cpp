@@ -10,10 +10,15 @@
 #include "engine/train/full_optimizer_state.h"
 #include "profiler/analysis.h"
 #include "profiler/chrome_trace.h"
+#include "profiler/cupti/cupti_collector.h"
 #include "profiler/span_recorder.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#ifdef SHARDSCOPE_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
@@ -155,6 +160,20 @@ std::pair<std::int64_t, std::int64_t> residentMemory()
     rusage usage {};
     getrusage(RUSAGE_SELF, &usage);
     return {rss, static_cast<std::int64_t>(usage.ru_maxrss) * 1024};
+}
+
+// CUDA ranks: bytes the caching allocator has handed out now, reserves, and the peak since the
+// previous call (torch.cuda.memory_allocated / memory_reserved / max_memory_allocated).
+void deviceMemory([[maybe_unused]] c10::Device device, [[maybe_unused]] protocol::MemoryStats& mem)
+{
+#ifdef SHARDSCOPE_HAVE_CUDA
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    constexpr auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    mem.allocated = stats.allocated_bytes[all].current;
+    mem.reserved = stats.reserved_bytes[all].current;
+    mem.peakAllocated = stats.allocated_bytes[all].peak;
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
 }
 
 double evaluate(models::TrainableModel& model, const data::Dataset& eval, Accelerator& acc, std::int64_t batchSize)
@@ -401,7 +420,9 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     };
 
     // Profiling window: host spans of each phase and of every collective (Gloo has no device
-    // timeline; on CUDA ranks the CUPTI collector adds kernels, see profiler/cupti).
+    // timeline); on CUDA ranks the CUPTI collector adds the device's kernels, memcpys and memsets
+    // (NCCL's kernels among them) while the window is open. When CUPTI cannot start (another
+    // subscriber, no CUPTI in this build) the run goes on with host spans and says so.
     profiler::SpanRecorder recorder(acc.processIndex());
     const std::int64_t profileStart = options.profileStartStep >= 0 ? options.profileStartStep : recipe.profileStartStep;
     const std::int64_t profileSteps = options.profileStartStep >= 0 ? options.profileSteps : recipe.profileSteps;
@@ -410,8 +431,27 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         recorder.setWindow(profileStart, profileSteps);
         acc.setRecorder(&recorder);
     }
+    std::unique_ptr<profiler::CuptiCollector> cupti;
+    auto startDeviceTrace = [&] {
+        if (!acc.device().is_cuda())
+            return;
+        auto started = profiler::CuptiCollector::start();
+        if (!started) {
+            events.emit(protocol::LogEvent{"warning", "CUPTI trace not started (host spans only): " + started.error().message});
+            return;
+        }
+        cupti = std::move(*started);
+    };
     auto finishTrace = [&] {
         auto trace = recorder.take();
+        if (cupti) {
+            torch::cuda::synchronize(); // the window's kernels have finished and are in CUPTI's buffers
+            if (auto records = cupti->stop(); records)
+                profiler::attachDeviceActivity(trace, *records, cupti->deviceToHostOffsetNs());
+            else
+                events.emit(protocol::LogEvent{"warning", "CUPTI trace lost (host spans only): " + records.error().message});
+            cupti.reset();
+        }
         const std::string path = options.traceDir + "/rank" + std::to_string(acc.processIndex()) + ".json";
         std::error_code ec;
         std::filesystem::create_directories(options.traceDir, ec);
@@ -447,6 +487,8 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         std::int64_t samples = 0, epoch = 0;
         const bool recordingBefore = recorder.enabled();
         recorder.stepBegan(step + 1);
+        if (!recordingBefore && recorder.enabled())
+            startDeviceTrace(); // the window opened with this step
         auto stepSpan = recorder.enabled() ? recorder.scope(profiler::Lane::Host, "step " + std::to_string(step + 1), "step")
                                            : profiler::SpanRecorder::Scope{};
         for (std::int64_t micro = 0; micro < recipe.gradientAccumulationSteps; ++micro) {
@@ -554,6 +596,8 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             if (auto* sharded = acc.sharded())
                 e.mem.optimizer += sharded->stats().masterShards; // ZeRO-1/2's fp32 master shard
             std::tie(e.mem.rss, e.mem.peakAllocated) = residentMemory();
+            if (acc.device().is_cuda())
+                deviceMemory(acc.device(), e.mem); // the caching allocator's view, peak since the last step event
             e.comm.allReduce = allReduced + (acc.sharded() ? acc.sharded()->stats().allReduced : 0);
             e.comm.broadcast = step == 0 && acc.ddp() ? acc.ddp()->broadcastBytes() : 0;
             events.emit(e);
