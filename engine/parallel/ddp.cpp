@@ -1,5 +1,7 @@
 #include "engine/parallel/ddp.h"
 
+#include "engine/parallel/collective_spans.h"
+
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -120,10 +122,11 @@ void DistributedDataParallel::launch(std::size_t index, bool duringBackward)
         offset += p.numel();
     }
     bucket.pending = -1; // launched
-    if (m_recorder)
-        bucket.span = m_recorder->begin(profiler::Lane::Communication, "all_reduce bucket " + std::to_string(index),
-                                        "all_reduce", bucket.numel * static_cast<std::int64_t>(bucket.flat.element_size()));
+    const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication, "all_reduce bucket " + std::to_string(index),
+                                                     "all_reduce", bucket.numel * static_cast<std::int64_t>(bucket.flat.element_size()))
+                                 : profiler::SpanRecorder::kNoSpan;
     bucket.work = m_comm.allreduce(bucket.flat);
+    bucket.span = endSpanAtCompletion(bucket.work, m_recorder, span);
     m_issues.push_back({index, std::chrono::steady_clock::now(), duringBackward});
 }
 
@@ -141,9 +144,7 @@ void DistributedDataParallel::finishGradientSync()
     for (auto& bucket : m_buckets) {
         bucket.work->wait();
         bucket.work.reset();
-        if (m_recorder)
-            m_recorder->end(bucket.span); // Gloo completes on its own threads; we see it here
-        bucket.span = profiler::SpanRecorder::kNoSpan;
+        endSpanAfterWait(m_recorder, bucket.span);
         bucket.flat.mul_(scale);
         std::int64_t offset = 0;
         for (auto k : bucket.params) {

@@ -67,8 +67,8 @@ private:
         std::int64_t numel = 0;
         at::Tensor flat;
         c10::intrusive_ptr<c10d::Work> work;
+        profiler::SpanRecorder::SpanId span = profiler::SpanRecorder::kNoSpan; // to end after the wait, if not at completion
         int pending = 0;
-        profiler::SpanRecorder::SpanId span = profiler::SpanRecorder::kNoSpan;
     };
 
     void onGradientReady(std::size_t param);

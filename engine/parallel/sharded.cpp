@@ -1,6 +1,7 @@
 #include "engine/parallel/sharded.h"
 
 #include "engine/parallel/activation_checkpoint.h"
+#include "engine/parallel/collective_spans.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
@@ -284,9 +285,10 @@ void ShardedDataParallel::startGather(Unit& unit)
     allocateStorage(unit.full, static_cast<std::size_t>(unit.padded) * unit.full.element_size());
     auto input = shardForCollective(unit);
     const std::int64_t bytes = unit.padded * static_cast<std::int64_t>(unit.full.element_size());
-    if (m_recorder)
-        unit.gatherSpan = m_recorder->begin(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes);
+    const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes)
+                                 : profiler::SpanRecorder::kNoSpan;
     unit.gatherWork = shardGroup().allGatherSingle(unit.full, input);
+    unit.gatherSpan = endSpanAtCompletion(unit.gatherWork, m_recorder, span);
     m_stats.allGathered += bytes;
 }
 
@@ -315,10 +317,8 @@ void ShardedDataParallel::gather(Unit& unit)
         unit.gatherWork->wait();
     }
     unit.gatherWork.reset();
+    endSpanAfterWait(m_recorder, unit.gatherSpan);
     unit.shardOnDevice = at::Tensor();
-    if (m_recorder)
-        m_recorder->end(unit.gatherSpan);
-    unit.gatherSpan = profiler::SpanRecorder::kNoSpan;
     unit.gathered = true;
     updatePeaks();
 }
@@ -385,10 +385,11 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
             p.mutable_grad() = at::Tensor(); // the full gradient is not kept (ZeRO-2)
     }
     unit.shardGrad = at::empty({unit.padded / shardGroup().size()}, unit.fullGrad.options());
-    if (m_recorder)
-        unit.gradSpan = m_recorder->begin(profiler::Lane::Communication, "reduce_scatter " + unit.name, "reduce_scatter",
-                                          bytesOf(unit.fullGrad));
+    const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication, "reduce_scatter " + unit.name,
+                                                     "reduce_scatter", bytesOf(unit.fullGrad))
+                                 : profiler::SpanRecorder::kNoSpan;
     unit.gradWork = shardGroup().reduceScatterSingle(unit.shardGrad, unit.fullGrad);
+    unit.gradSpan = endSpanAtCompletion(unit.gradWork, m_recorder, span);
     m_stats.reduceScattered += bytesOf(unit.fullGrad);
     unit.reduced = true;
 }
@@ -410,9 +411,7 @@ void ShardedDataParallel::finishGradientSync()
         }
         unit.gradWork->wait();
         unit.gradWork.reset();
-        if (m_recorder)
-            m_recorder->end(unit.gradSpan);
-        unit.gradSpan = profiler::SpanRecorder::kNoSpan;
+        endSpanAfterWait(m_recorder, unit.gradSpan);
         unit.fullGrad = at::Tensor();
         if (m_replicateGroup) { // HYBRID: sum the shard over the machines holding it
             auto span = m_recorder ? m_recorder->scope(profiler::Lane::Communication, "all_reduce replicas " + unit.name,

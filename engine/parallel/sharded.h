@@ -165,6 +165,7 @@ private:
         at::Tensor shardGrad;    // [padded / shards]
         c10::intrusive_ptr<c10d::Work> gradWork;
         c10::intrusive_ptr<c10d::Work> gatherWork; // a prefetch in flight
+        // Spans to end after the wait, when the work cannot end them at completion.
         profiler::SpanRecorder::SpanId gatherSpan = profiler::SpanRecorder::kNoSpan;
         profiler::SpanRecorder::SpanId gradSpan = profiler::SpanRecorder::kNoSpan;
         bool gathered = true;
