@@ -462,13 +462,13 @@ void ShardedDataParallel::releaseGradients()
     }
 }
 
-std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatheredNamedParameters()
+std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatheredNamedParameters(bool keep)
 {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (auto& unit : m_units) {
         const bool wasGathered = unit.gathered;
         gather(unit);
-        for (std::size_t i = 0; i < unit.params.size(); ++i)
+        for (std::size_t i = 0; keep && i < unit.params.size(); ++i)
             out.emplace_back(unit.paramNames[i], unit.params[i].detach().clone());
         if (!wasGathered)
             reshard(unit);

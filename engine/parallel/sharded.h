@@ -110,8 +110,9 @@ public:
     void afterOptimizerStep();
     // Drops the shards' gradients (with useOrigParams, views of one reduced shard per unit).
     void releaseGradients();
-    // Every parameter in full (gathered), by name: the FULL_STATE_DICT, on every rank.
-    std::vector<std::pair<std::string, at::Tensor>> gatheredNamedParameters();
+    // Every parameter in full (gathered), by name: the FULL_STATE_DICT. Every rank calls it (the
+    // units are gathered one at a time); only a rank with `keep` gets copies, the others none.
+    std::vector<std::pair<std::string, at::Tensor>> gatheredNamedParameters(bool keep);
 
     // Checkpoints: this rank's shards by unit name (SHARDED_STATE_DICT), and loading them back or
     // loading full parameters by name (FULL_STATE_DICT). Loading throws on a missing or misshaped

@@ -86,7 +86,7 @@ void Accelerator::setOptimizerParameters(std::vector<std::pair<std::string, torc
 std::vector<std::pair<std::string, torch::Tensor>> Accelerator::fullNamedParameters(torch::nn::Module& model)
 {
     if (m_sharded)
-        return m_sharded->gatheredNamedParameters();
+        return m_sharded->gatheredNamedParameters(/*keep=*/isMainProcess());
     std::vector<std::pair<std::string, torch::Tensor>> out;
     for (const auto& item : model.named_parameters())
         out.emplace_back(item.key(), item.value());

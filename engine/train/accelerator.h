@@ -60,7 +60,8 @@ public:
         return m_namedOptimizerParameters;
     }
     const std::vector<torch::Tensor>& optimizerParameters() const { return m_optimizerParameters; }
-    // Every parameter in full, by name (gathered from the shards when sharded).
+    // Every parameter in full, by name, on the main process (gathered from the shards when
+    // sharded: then every rank must call it; the others get nothing, as FSDP's rank0_only).
     std::vector<std::pair<std::string, torch::Tensor>> fullNamedParameters(torch::nn::Module& model);
 
     // Accelerate's `with accelerator.accumulate(model):` — one micro-step; `syncGradients()` is
