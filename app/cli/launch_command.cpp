@@ -239,14 +239,9 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
             workerArgs.push_back(args.mixedPrecision);
         }
         if (plan) {
-            // The config's engine options, except mixed precision, handled above (the flag wins).
-            for (std::size_t i = 0; i < plan->workerArgs.size(); ++i) {
-                if (plan->workerArgs[i] == "--mixed_precision") {
-                    ++i;
-                    continue;
-                }
-                workerArgs.push_back(plan->workerArgs[i]);
-            }
+            // The config's engine options (its mixed precision is plan->mixedPrecision, above,
+            // where the flag wins over it).
+            workerArgs.insert(workerArgs.end(), plan->workerArgs.begin(), plan->workerArgs.end());
             options.extraEnvironment = plan->environment;
         }
         workerArgs.insert(workerArgs.end(), args.workerArgs.begin(), args.workerArgs.end());

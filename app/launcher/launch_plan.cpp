@@ -224,8 +224,6 @@ Result<LaunchPlan> planLaunch(const AccelerateConfig& c, bool hasGpu)
     }
     if (nccl)
         plan.workerArgs.insert(plan.workerArgs.begin(), {"--backend", "nccl"});
-    if (plan.mixedPrecision != "no")
-        plan.workerArgs.insert(plan.workerArgs.end(), {"--mixed_precision", plan.mixedPrecision});
 
     for (const auto& [name, value] : config::launchEnvironment(c))
         plan.environment.push_back(name + "=" + value);

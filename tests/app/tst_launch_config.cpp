@@ -56,8 +56,9 @@ private slots:
                                                    "Block2",
                                                    // unset in the file: accelerate launch's defaults (true)
                                                    "--fsdp_cpu_ram_efficient_loading", "--fsdp_use_orig_params",
-                                                   "--fsdp_state_dict_type", "SHARDED_STATE_DICT", "--mixed_precision", "bf16"};
+                                                   "--fsdp_state_dict_type", "SHARDED_STATE_DICT"};
         QCOMPARE(plan->workerArgs, expected);
+        QCOMPARE(plan->mixedPrecision, std::string("bf16")); // the launch passes it (a flag wins over it)
         QVERIFY(hasEnv(*plan, "ACCELERATE_USE_FSDP=true"));
         QVERIFY(hasEnv(*plan, "ACCELERATE_MIXED_PRECISION=bf16"));
     }
