@@ -120,6 +120,19 @@ struct RunWriter::State {
         oldest = std::chrono::steady_clock::now();
         return true;
     }
+    // Buffers one record (a rank, eval, trace or checkpoint), waking the thread as markBuffered says.
+    template <typename Record>
+    void append(std::vector<Record>& list, const Record& record)
+    {
+        bool wasEmpty = false;
+        {
+            std::lock_guard lock(mutex);
+            wasEmpty = markBuffered();
+            list.push_back(record);
+        }
+        if (wasEmpty)
+            wake.notify_one();
+    }
     Result<void> prepareStatements();
     void run();
     // Commits one batch; `warning` gets a problem that did not stop the commit.
@@ -429,50 +442,22 @@ void RunWriter::addMetrics(int rank, std::int64_t step, double time, std::span<c
 
 void RunWriter::addRank(const RankInfo& rank)
 {
-    bool wasEmpty = false;
-    {
-        std::lock_guard lock(m_state->mutex);
-        wasEmpty = m_state->markBuffered();
-        m_state->buffer.ranks.push_back(rank);
-    }
-    if (wasEmpty)
-        m_state->wake.notify_one();
+    m_state->append(m_state->buffer.ranks, rank);
 }
 
 void RunWriter::addEval(const EvalRecord& eval)
 {
-    bool wasEmpty = false;
-    {
-        std::lock_guard lock(m_state->mutex);
-        wasEmpty = m_state->markBuffered();
-        m_state->buffer.evals.push_back(eval);
-    }
-    if (wasEmpty)
-        m_state->wake.notify_one();
+    m_state->append(m_state->buffer.evals, eval);
 }
 
 void RunWriter::addTrace(const TraceRecord& trace)
 {
-    bool wasEmpty = false;
-    {
-        std::lock_guard lock(m_state->mutex);
-        wasEmpty = m_state->markBuffered();
-        m_state->buffer.traces.push_back(trace);
-    }
-    if (wasEmpty)
-        m_state->wake.notify_one();
+    m_state->append(m_state->buffer.traces, trace);
 }
 
 void RunWriter::addCheckpoint(const CheckpointRecord& checkpoint)
 {
-    bool wasEmpty = false;
-    {
-        std::lock_guard lock(m_state->mutex);
-        wasEmpty = m_state->markBuffered();
-        m_state->buffer.checkpoints.push_back(checkpoint);
-    }
-    if (wasEmpty)
-        m_state->wake.notify_one();
+    m_state->append(m_state->buffer.checkpoints, checkpoint);
 }
 
 Result<void> RunWriter::flush()

@@ -145,13 +145,14 @@ int train(const TrainArgs& args)
     options.profileStartStep = args.profileStartStep;
     options.profileSteps = args.profileSteps;
     if (!args.fsdpShardingStrategy.empty() && args.fsdpShardingStrategy != "NO_SHARD") {
-        train::RunOptions::Sharding sharding;
+        parallel::ShardingOptions sharding;
         const std::string& strategy = args.fsdpShardingStrategy;
         sharding.reshardAfterForward = strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD";
-        sharding.hybrid = strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2";
+        if (strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2")
+            sharding.hybridGroupSize = env->localWorldSize; // shard within this machine
         sharding.offloadToHost = args.fsdpOffloadParams;
         sharding.rankZeroLoadsWeights = args.fsdpCpuRamEfficientLoading;
-        sharding.wrapPolicy = args.fsdpAutoWrapPolicy;
+        sharding.wrapPolicy = parallel::wrapPolicyNamed(args.fsdpAutoWrapPolicy);
         sharding.transformerLayerClasses = args.fsdpLayerClasses;
         sharding.minNumParams = args.fsdpMinNumParams;
         sharding.backwardPrefetch = args.fsdpBackwardPrefetch != "NO_PREFETCH";
@@ -160,7 +161,7 @@ int train(const TrainArgs& args)
         sharding.activationCheckpointing = args.fsdpActivationCheckpointing;
         options.sharding = sharding;
     } else if (args.zeroStage > 0) {
-        train::RunOptions::Sharding sharding;
+        parallel::ShardingOptions sharding;
         sharding.zeroStage = args.zeroStage;
         sharding.reshardRootAfterForward = true; // DeepSpeed releases every parameter after use
         sharding.backwardPrefetch = args.fsdpBackwardPrefetch != "NO_PREFETCH";

@@ -501,18 +501,27 @@ void ShardedDataParallel::loadShards(const std::map<std::string, at::Tensor>& sh
     }
 }
 
+at::Tensor ShardedDataParallel::flatten(const Unit& unit, const std::map<std::string, at::Tensor>& byName,
+                                        bool trainableOnly, const std::string& source) const
+{
+    auto flat = at::zeros({unit.padded}, unit.shard.options().requires_grad(false).device(at::kCPU));
+    for (std::size_t i = 0; i < unit.params.size(); ++i) {
+        if (trainableOnly && !unit.params[i].requires_grad())
+            continue;
+        auto it = byName.find(unit.paramNames[i]);
+        if (it == byName.end() || it->second.numel() != unit.params[i].numel())
+            throw std::runtime_error(source + " has no tensor of " + std::to_string(unit.params[i].numel())
+                                     + " elements for parameter '" + unit.paramNames[i] + "'");
+        flat.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(it->second.reshape({-1}));
+    }
+    return flat;
+}
+
 void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Tensor>& parameters)
 {
     at::NoGradGuard noGrad;
     for (auto& unit : m_units) {
-        auto flat = at::zeros({unit.padded}, unit.shard.options().requires_grad(false));
-        for (std::size_t i = 0; i < unit.params.size(); ++i) {
-            auto it = parameters.find(unit.paramNames[i]);
-            if (it == parameters.end() || it->second.numel() != unit.params[i].numel())
-                throw std::runtime_error("the checkpoint has no parameter '" + unit.paramNames[i] + "' of "
-                                         + std::to_string(unit.params[i].numel()) + " elements");
-            flat.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(it->second.reshape({-1}));
-        }
+        const auto flat = flatten(unit, parameters, /*trainableOnly=*/false, "the checkpoint");
         const std::int64_t n = unit.shard.numel();
         unit.shard.detach().copy_(flat.narrow(0, shardGroup().rank() * n, n));
         if (unit.gathered)
@@ -555,16 +564,7 @@ void ShardedDataParallel::scatterByParameter(const std::map<std::string, at::Ten
     for (auto& unit : m_units) {
         if (unit.trainable == 0)
             continue;
-        auto flat = at::zeros({unit.padded}, unit.shard.options().requires_grad(false).device(at::kCPU));
-        for (std::size_t i = 0; i < unit.params.size(); ++i) {
-            if (!unit.params[i].requires_grad())
-                continue;
-            auto it = full.find(unit.paramNames[i]);
-            if (it == full.end() || it->second.numel() != unit.params[i].numel())
-                throw std::runtime_error("the full optimizer state has no tensor of " + std::to_string(unit.params[i].numel())
-                                         + " elements for parameter '" + unit.paramNames[i] + "'");
-            flat.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(it->second.reshape({-1}));
-        }
+        const auto flat = flatten(unit, full, /*trainableOnly=*/true, "the full optimizer state");
         const std::int64_t n = unit.shard.numel();
         auto mine = flat.narrow(0, shardGroup().rank() * n, n).to(unit.shard.device());
         if (!m_options.useOrigParams)

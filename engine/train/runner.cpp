@@ -212,7 +212,7 @@ std::string strategyName(const RunOptions& options)
         return "zero" + std::to_string(options.sharding->zeroStage);
     // The optimizer's archive differs with use_orig_params (one entry per parameter, not per unit).
     const std::string layout = options.sharding->useOrigParams ? " (use_orig_params)" : "";
-    if (options.sharding->hybrid)
+    if (options.sharding->hybridGroupSize > 0)
         return (options.sharding->reshardAfterForward ? "HYBRID_SHARD" : "HYBRID_SHARD_ZERO2") + layout;
     return (options.sharding->reshardAfterForward ? "FULL_SHARD" : "SHARD_GRAD_OP") + layout;
 }
@@ -283,22 +283,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     accOptions.ddp.overlap = recipe.ddp.overlap;
     accOptions.precision = options.precision;
     if (options.sharding) {
-        parallel::ShardingOptions sharding;
-        sharding.zeroStage = options.sharding->zeroStage;
-        sharding.reshardAfterForward = options.sharding->reshardAfterForward;
-        sharding.reshardRootAfterForward = options.sharding->reshardRootAfterForward;
-        sharding.wrapPolicy = options.sharding->wrapPolicy == "SIZE_BASED_WRAP" ? parallel::WrapPolicy::SizeBased
-            : options.sharding->wrapPolicy == "NO_WRAP"                        ? parallel::WrapPolicy::NoWrap
-                                                                               : parallel::WrapPolicy::TransformerBased;
-        sharding.transformerLayerClasses = options.sharding->transformerLayerClasses;
-        sharding.minNumParams = options.sharding->minNumParams;
-        sharding.backwardPrefetch = options.sharding->backwardPrefetch;
-        sharding.forwardPrefetch = options.sharding->forwardPrefetch;
-        sharding.useOrigParams = options.sharding->useOrigParams;
-        sharding.activationCheckpointing = options.sharding->activationCheckpointing;
-        sharding.offloadToHost = options.sharding->offloadToHost;
-        sharding.rankZeroLoadsWeights = options.sharding->rankZeroLoadsWeights;
-        sharding.hybridGroupSize = options.sharding->hybrid ? env.localWorldSize : 0;
+        const parallel::ShardingOptions& sharding = *options.sharding;
         if (!sharding.useOrigParams && !recipe.optimizer.noWeightDecay.empty())
             throw std::runtime_error("recipe: optimizer.no_weight_decay needs per-parameter optimizer groups, and "
                                      "sharded units give the optimizer one flat shard each; set fsdp_use_orig_params: "

@@ -6,6 +6,7 @@
 #include "engine/common/dist_env.h"
 #include "engine/config/recipe.h"
 #include "engine/dist/backend_kind.h"
+#include "engine/parallel/sharding_options.h"
 #include "engine/precision/precision_mode.h"
 
 #include <optional>
@@ -18,23 +19,8 @@ struct RunOptions {
     config::Recipe recipe;
     dist::BackendKind backend = dist::BackendKind::Gloo;
     precision::PrecisionMode precision = precision::PrecisionMode::No;
-    // FSDP / ZeRO instead of DDP (parallel/sharded.h); torch-free mirror of ShardingOptions.
-    struct Sharding {
-        int zeroStage = 3;
-        bool reshardAfterForward = true;
-        bool reshardRootAfterForward = false;
-        std::string wrapPolicy = "TRANSFORMER_BASED_WRAP"; // or SIZE_BASED_WRAP, NO_WRAP
-        std::vector<std::string> transformerLayerClasses = {"GPTBlock"};
-        std::int64_t minNumParams = 100000000;
-        bool backwardPrefetch = false;
-        bool forwardPrefetch = false;
-        bool useOrigParams = false;           // fsdp_use_orig_params; always on for DeepSpeed
-        bool activationCheckpointing = false; // fsdp_activation_checkpointing
-        bool offloadToHost = false;           // fsdp_offload_params; DeepSpeed offload_*_device: cpu
-        bool rankZeroLoadsWeights = false;    // fsdp_cpu_ram_efficient_loading
-        bool hybrid = false;                  // HYBRID_SHARD(_ZERO2): shard per machine, replicate across
-    };
-    std::optional<Sharding> sharding;
+    // FSDP / ZeRO instead of DDP (parallel/sharded.h). reduceInFloat32 is the Accelerator's to set.
+    std::optional<parallel::ShardingOptions> sharding;
     std::string stateDictType = "FULL_STATE_DICT"; // fsdp_state_dict_type: or SHARDED_STATE_DICT
     std::string checkpointDir;   // runs/<id>/checkpoints (checkpoints need recipe training.checkpoint_every)
     std::string resumeFrom;      // a resolved step_<N> folder to continue from

@@ -3,6 +3,7 @@
 // in time, escalation to SIGKILL, and launch errors reported as values.
 
 #include "app/launcher/launcher.h"
+#include "tests/common/fake_launch.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -19,17 +20,8 @@ using namespace shardscope;
 
 namespace {
 
-const std::string kFakeRank = SHARDSCOPE_BINARY_DIR "/tests/helpers/fake_rank";
-
-LaunchOptions fakeLaunch(int n, std::vector<std::string> args)
-{
-    LaunchOptions options;
-    options.workerPath = kFakeRank;
-    options.numProcesses = n;
-    options.workerArgs = std::move(args);
-    options.stopGrace = std::chrono::milliseconds(2000);
-    return options;
-}
+using shardscope::testing::fakeLaunch;
+using shardscope::testing::kFakeRank;
 
 std::map<std::string, std::string> readEnvFile(const QString& path)
 {

@@ -95,6 +95,19 @@ double meanLoss(const QVector<Step>& steps, int from, int count)
     return sum / count;
 }
 
+// The seed finding on rank 0's curve of 400 steps: fp32 master weights keep lowering the loss (to
+// ~55 % of its start here); bf16 weights barely move (lr x |grad| below half a bf16 ulp).
+void expectStall(const Run& bf16, const Run& pure)
+{
+    const auto& a = bf16.steps.at(0);
+    const auto& b = pure.steps.at(0);
+    QCOMPARE(a.size(), 400);
+    const double bf16Gain = meanLoss(a, 380, 20) / meanLoss(a, 0, 20);
+    const double pureGain = meanLoss(b, 380, 20) / meanLoss(b, 0, 20);
+    QVERIFY2(bf16Gain < 0.7, qPrintable(QStringLiteral("bf16: last/first loss %1").arg(bf16Gain)));
+    QVERIFY2(pureGain > 0.85, qPrintable(QStringLiteral("bf16-pure: last/first loss %1").arg(pureGain)));
+}
+
 } // namespace
 
 class TestPrecision : public QObject {
@@ -108,14 +121,7 @@ private slots:
         const Run pure = m_runner->launch("stall-bf16-pure", kStallRecipe, "bf16-pure");
         QVERIFY2(bf16.exitCode == 0, qPrintable(bf16.output));
         QVERIFY2(pure.exitCode == 0, qPrintable(pure.output));
-        const auto& a = bf16.steps.at(0);
-        const auto& b = pure.steps.at(0);
-        QCOMPARE(a.size(), 400);
-        const double bf16Gain = meanLoss(a, 380, 20) / meanLoss(a, 0, 20);
-        const double pureGain = meanLoss(b, 380, 20) / meanLoss(b, 0, 20);
-        // fp32 master weights keep lowering the loss (to ~55 % here); bf16 weights barely move.
-        QVERIFY2(bf16Gain < 0.7, qPrintable(QStringLiteral("bf16: last/first loss %1").arg(bf16Gain)));
-        QVERIFY2(pureGain > 0.85, qPrintable(QStringLiteral("bf16-pure: last/first loss %1").arg(pureGain)));
+        expectStall(bf16, pure);
     }
 
     // The same with sharding, from weights loaded in bf16 (Accelerate 0.30's alignment): bf16
@@ -140,13 +146,9 @@ private slots:
         QVERIFY2(bf16.logs.join('\n').contains("parameters loaded in bfloat16 are trained as fp32 master weights"),
                  qPrintable(bf16.logs.join('\n')));
         QVERIFY(!pure.logs.join('\n').contains("fp32 master weights"));
-        const auto& a = bf16.steps.at(0);
-        const auto& b = pure.steps.at(0);
-        QCOMPARE(a.size(), 400);
-        const double bf16Gain = meanLoss(a, 380, 20) / meanLoss(a, 0, 20);
-        const double pureGain = meanLoss(b, 380, 20) / meanLoss(b, 0, 20);
-        QVERIFY2(bf16Gain < 0.7, qPrintable(QStringLiteral("bf16: last/first loss %1").arg(bf16Gain)));
-        QVERIFY2(pureGain > 0.85, qPrintable(QStringLiteral("bf16-pure: last/first loss %1").arg(pureGain)));
+        expectStall(bf16, pure);
+        if (QTest::currentTestFailed())
+            return;
         // bf16-pure shards are bf16: half the bytes of bf16's fp32 shards.
         QCOMPARE(pure.memory.at(0)[0] * 2, bf16.memory.at(0)[0]);
     }

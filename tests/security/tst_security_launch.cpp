@@ -12,6 +12,7 @@
 
 #include "app/launcher/launch_plan.h"
 #include "app/launcher/launcher.h"
+#include "tests/common/fake_launch.h"
 #include "app/launcher/run_directory.h"
 #include "engine/config/accelerate_config.h"
 #include "source_scan.h"
@@ -36,7 +37,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kFakeRank = SHARDSCOPE_BINARY_DIR "/tests/helpers/fake_rank";
+using shardscope::testing::fakeLaunch;
+using shardscope::testing::kFakeRank;
 
 // Names that a shell would act on. Each would create a file called PWNED* if anything ran it
 // through a shell (or expanded it).
@@ -111,16 +113,6 @@ bool canConnect(in_addr ip, int port)
     const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     close(fd);
     return ok;
-}
-
-LaunchOptions fakeLaunch(int n, std::vector<std::string> args)
-{
-    LaunchOptions options;
-    options.workerPath = kFakeRank;
-    options.numProcesses = n;
-    options.workerArgs = std::move(args);
-    options.stopGrace = std::chrono::milliseconds(2000);
-    return options;
 }
 
 std::set<std::string> entriesOf(const fs::path& dir)

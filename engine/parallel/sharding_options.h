@@ -1,0 +1,68 @@
+#pragma once
+
+// What sharded data parallelism is asked to do (parallel/sharded.h does it): FSDP's and DeepSpeed
+// ZeRO's options, in engine terms. Torch-free, so the worker's command line and the runner's
+// options (train/runner.h) carry it as it is.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardscope::parallel {
+
+enum class WrapPolicy { TransformerBased, SizeBased, NoWrap };
+
+struct ShardingOptions {
+    int zeroStage = 3;               // 1, 2 or 3 (FSDP's FULL_SHARD and SHARD_GRAD_OP are stage 3)
+    bool reshardAfterForward = true; // stage 3: FULL_SHARD (true) or SHARD_GRAD_OP (false)
+    // Stage 3: also free the root unit after forward. DeepSpeed's ZeRO-3 does (every parameter is
+    // gathered twice: 1.5x DDP's communication); FSDP keeps the root gathered until backward.
+    bool reshardRootAfterForward = false;
+    WrapPolicy wrapPolicy = WrapPolicy::TransformerBased;
+    std::vector<std::string> transformerLayerClasses = {"GPTBlock"}; // fsdp_transformer_layer_cls_to_wrap
+    std::int64_t minNumParams = 100000000;                            // fsdp_min_num_params
+    // Stage 3: start the all-gather of the unit that runs next while the current one computes.
+    // backwardPrefetch is FSDP's BACKWARD_PRE (issued when a unit's backward begins; BACKWARD_POST
+    // is treated the same), forwardPrefetch fsdp_forward_prefetch.
+    bool backwardPrefetch = false;
+    bool forwardPrefetch = false;
+    // fsdp_use_orig_params (and DeepSpeed, which partitions per parameter group): the optimizer
+    // sees one view of this rank's shard per original parameter, so per-parameter groups and
+    // frozen parameters work; false: one flat shard per unit, and a unit must not mix frozen and
+    // trainable parameters (FSDP1's rule).
+    bool useOrigParams = false;
+    // fsdp_activation_checkpointing: every wrapped unit (not the root) recomputes its forward in
+    // backward instead of keeping its activations (parallel/activation_checkpoint.h).
+    bool activationCheckpointing = false;
+    // Gradients of low-precision parameters (bf16-pure) are reduced in fp32 and the reduced shard
+    // cast back: Gloo's reductions are fp32-only on CPU, and fp32 sums lose nothing (DDP does the same).
+    bool reduceInFloat32 = true;
+    // fsdp_offload_params / DeepSpeed's offload_optimizer_device and offload_param_device: cpu.
+    // The shards (the fp32 master partition), their gradients and the optimizer step live in host
+    // memory (pinned when the device is a GPU); the device holds parameters only while gathered
+    // (stage 3) or the full parameters (stages 1-2). Each gather copies the shard to the device
+    // and each reduced gradient shard comes back. On a CPU device the copies are no-ops.
+    bool offloadToHost = false;
+    // fsdp_cpu_ram_efficient_loading: rank 0's values are the weights and the other ranks only
+    // receive their shards (a scatter instead of a broadcast of every unit; stage 3 never fills
+    // their full buffers). Without it, rank 0's full buffers are broadcast (sync_module_states).
+    bool rankZeroLoadsWeights = false;
+    // HYBRID_SHARD / HYBRID_SHARD_ZERO2: shard inside groups of this many consecutive ranks (one
+    // machine's ranks, LOCAL_WORLD_SIZE) and replicate across them: gradient shards are
+    // reduce-scattered in the group, then all-reduced between the groups' same-position ranks.
+    // 0: shard over all ranks.
+    int hybridGroupSize = 0;
+};
+
+// fsdp_auto_wrap_policy's names: TRANSFORMER_BASED_WRAP (also the default for anything else),
+// SIZE_BASED_WRAP, NO_WRAP.
+inline WrapPolicy wrapPolicyNamed(const std::string& name)
+{
+    if (name == "SIZE_BASED_WRAP")
+        return WrapPolicy::SizeBased;
+    if (name == "NO_WRAP")
+        return WrapPolicy::NoWrap;
+    return WrapPolicy::TransformerBased;
+}
+
+} // namespace shardscope::parallel
