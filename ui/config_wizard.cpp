@@ -1,6 +1,8 @@
 #include "ui/config_wizard.h"
 
+#include <QApplication>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -71,7 +73,40 @@ ConfigWizard::ConfigWizard(config::Hardware hardware, QWidget* parent)
     // Enter on the list (QAbstractItemView emits activated) or in the line accepts, as in a terminal.
     connect(m_choices, &QListWidget::activated, this, [this] { acceptAnswer(); });
     connect(m_line, &QLineEdit::returnPressed, this, &ConfigWizard::acceptAnswer);
+    m_choices->installEventFilter(this);
     showCurrent();
+}
+
+bool ConfigWizard::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched != m_choices || event->type() != QEvent::KeyPress)
+        return QWidget::eventFilter(watched, event);
+    const auto* key = static_cast<QKeyEvent*>(event);
+    const QString text = key->text();
+    if (text.isEmpty() || !text.at(0).isPrint() || (key->modifiers() & (Qt::ControlModifier | Qt::AltModifier))) {
+        m_typed.clear();
+        return false;
+    }
+    if (!m_sinceTyped.isValid() || m_sinceTyped.elapsed() > QApplication::keyboardInputInterval())
+        m_typed.clear();
+    m_sinceTyped.restart();
+    m_typed += text;
+    // A full label or value selects its row; the list's prefix search still runs for the rest.
+    if (selectTypedChoice(m_typed))
+        return true;
+    return false;
+}
+
+bool ConfigWizard::selectTypedChoice(const QString& typed)
+{
+    const config::Question* q = m_session.current();
+    if (!q || q->kind != config::QuestionKind::Choice)
+        return false;
+    const auto index = config::matchChoice(m_session.choicesFor(*q), typed.toStdString());
+    if (!index)
+        return false;
+    m_choices->setCurrentRow(static_cast<int>(*index));
+    return true;
 }
 
 QString ConfigWizard::currentQuestionId() const
@@ -160,6 +195,7 @@ void ConfigWizard::resetTypeAhead()
     // Letters typed for the previous question must not prefix this one's type-ahead search (an
     // empty search restarts it; it needs rows, and the caller sets the current row afterwards).
     m_choices->keyboardSearch(QString());
+    m_typed.clear();
 }
 
 void ConfigWizard::showCurrent()

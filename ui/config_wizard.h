@@ -2,13 +2,15 @@
 
 // The GUI front end of `accelerate config`: the same question tree and QuestionnaireSession as
 // the terminal front end (engine/config/questionnaire_terminal.h), one question at a time. Menus
-// and yes/no questions are lists (arrows or a typed prefix, Enter accepts); numbers and text are
+// and yes/no questions are lists (arrows, a typed prefix, or a choice's label or value typed in
+// full, Enter accepts); numbers and text are
 // typed and parsed by the session exactly as the terminal parses a line, so the same answers
 // write the same file.
 
 #include "engine/config/accelerate_config.h"
 #include "engine/config/questionnaire.h"
 
+#include <QElapsedTimer>
 #include <QWidget>
 
 #include <string>
@@ -37,6 +39,9 @@ public slots:
     // Accepts the answer in the visible input (the selected list item, or the typed line).
     void acceptAnswer();
 
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
 signals:
     void configFinished(const shardscope::config::AccelerateConfig& config);
     void answered(const QString& questionId);
@@ -51,6 +56,9 @@ private:
     bool apply(const Step& step, QString* error);
     void showCurrent();
     void resetTypeAhead();
+    // Typed text in a menu: the choice whose label or value it spells (as the terminal reads a
+    // typed answer) is selected; otherwise the list's own prefix search goes on.
+    bool selectTypedChoice(const QString& typed);
 
     config::Hardware m_hardware;
     config::QuestionnaireSession m_session;
@@ -65,6 +73,8 @@ private:
     QLabel* m_done = nullptr;
     QPushButton* m_back = nullptr;
     QPushButton* m_next = nullptr;
+    QString m_typed;            // what was typed into the menu since the last pause
+    QElapsedTimer m_sinceTyped; // a pause restarts it, as the list's own type-ahead does
 };
 
 } // namespace shardscope::ui

@@ -97,7 +97,16 @@ std::optional<LaunchPlan> planFromConfig(const LaunchArgs& args, int& exitCode)
         exitCode = 2;
         return std::nullopt;
     }
-    auto plan = planLaunch(merged, validation.machine->gpuCount > 0);
+    config::EnvironmentOptions environment;
+    environment.physicalCores = config::physicalCoreCount();
+    if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+        // Accelerate's get_int_from_env: an integer, else its default.
+        char* end = nullptr;
+        const long threads = std::strtol(omp, &end, 10);
+        if (end && *end == '\0' && threads > 0)
+            environment.inheritedOmpThreads = static_cast<int>(threads);
+    }
+    auto plan = planLaunch(merged, validation.machine->gpuCount > 0, environment);
     if (!plan) {
         std::cerr << "shardscope launch: error: " << plan.error().message << "\n";
         exitCode = 2;

@@ -106,6 +106,9 @@ Result<void> planFsdp(const AccelerateConfig& c, LaunchPlan& plan)
         plan.workerArgs.push_back("--fsdp_use_orig_params");
     if (truthy(key("fsdp_activation_checkpointing")))
         plan.workerArgs.push_back("--fsdp_activation_checkpointing");
+    if (truthy(key("fsdp_activation_checkpointing_offload")))
+        return unsupported("fsdp_config.fsdp_activation_checkpointing_offload", "true",
+                           "the engine recomputes activations but does not offload them; set it to false");
     const std::string stateDict = text(key("fsdp_state_dict_type"), "FULL_STATE_DICT");
     if (stateDict != "FULL_STATE_DICT" && stateDict != "SHARDED_STATE_DICT")
         return unsupported("fsdp_config.fsdp_state_dict_type", stateDict, "use FULL_STATE_DICT or SHARDED_STATE_DICT");
@@ -184,7 +187,7 @@ Result<void> planDeepSpeed(const AccelerateConfig& c, LaunchPlan& plan)
 
 } // namespace
 
-Result<LaunchPlan> planLaunch(const AccelerateConfig& c, bool hasGpu)
+Result<LaunchPlan> planLaunch(const AccelerateConfig& c, bool hasGpu, const config::EnvironmentOptions& environment)
 {
     LaunchPlan plan;
     plan.distributedType = c.distributedType().empty() ? "NO" : c.distributedType();
@@ -225,7 +228,7 @@ Result<LaunchPlan> planLaunch(const AccelerateConfig& c, bool hasGpu)
     if (nccl)
         plan.workerArgs.insert(plan.workerArgs.begin(), {"--backend", "nccl"});
 
-    for (const auto& [name, value] : config::launchEnvironment(c))
+    for (const auto& [name, value] : config::launchEnvironment(c, environment))
         plan.environment.push_back(name + "=" + value);
     if (nccl) {
         if (auto ids = text(c.given().find("gpu_ids")); !ids.empty() && ids != "all")

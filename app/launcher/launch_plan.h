@@ -8,6 +8,7 @@
 
 #include "engine/common/result.h"
 #include "engine/config/accelerate_config.h"
+#include "engine/config/env_export.h"
 
 #include <string>
 #include <utility>
@@ -29,6 +30,9 @@ struct LaunchPlan {
 
 // `hasGpu`: whether this machine can run NCCL ranks; without one, MULTI_GPU is an error and FSDP /
 // DeepSpeed runs use Gloo on the CPU (the engine's CPU path, for trying a config out).
-Result<LaunchPlan> planLaunch(const config::AccelerateConfig& merged, bool hasGpu);
+// `environment`: what Accelerate's environment depends on besides the config (this machine's
+// physical cores, the launching environment's OMP_NUM_THREADS, --cpu).
+Result<LaunchPlan> planLaunch(const config::AccelerateConfig& merged, bool hasGpu,
+                              const config::EnvironmentOptions& environment = {});
 
 } // namespace shardscope

@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <pwd.h>
+#include <unistd.h>
+
 namespace shardscope::config {
 
 namespace {
@@ -114,8 +117,11 @@ std::string AccelerateConfig::distributedType() const
 
 std::string AccelerateConfig::mixedPrecision() const
 {
+    // accelerate launch lower-cases it (BF16 runs as bf16).
     const Value v = field("mixed_precision");
-    return v.isString() ? v.asString() : std::string("no");
+    std::string mode = v.isString() ? v.asString() : std::string("no");
+    std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::tolower(c); });
+    return mode;
 }
 
 std::optional<std::int64_t> AccelerateConfig::intField(std::string_view key) const
@@ -166,7 +172,8 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
                                return all;
                            }()
                          + ").");
-    if (!dict.contains("num_processes") && dt->isString() && dt->asString() == "NO")
+    const bool injectedNumProcesses = !dict.contains("num_processes") && dt->isString() && dt->asString() == "NO";
+    if (injectedNumProcesses)
         dict.set("num_processes", Value(1));
     if (!dict.contains("mixed_precision")) {
         const Value* fp16 = dict.find("fp16");
@@ -185,8 +192,40 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
         if (!dict.contains(k))
             dict.set(k, Value(false));
 
-    // Unknown top-level keys are rejected (nested ones are kept).
+    // The real cause first, where Accelerate's own message names a consequence: a
+    // compute_environment that is LOCAL_MACHINE in another case selects the SageMaker schema.
+    std::string cause;
+    if (const Value* ce = dict.find("compute_environment"); kind == ConfigKind::SageMaker && ce->isString()) {
+        std::string up = ce->asString();
+        std::transform(up.begin(), up.end(), up.begin(), [](unsigned char c) { return std::toupper(c); });
+        if (up == "LOCAL_MACHINE")
+            cause = at(source, *ce) + ": compute_environment is '" + ce->asString() + "', but Accelerate compares it exactly "
+                    "and reads any value other than LOCAL_MACHINE as a SageMaker config. Write `compute_environment: "
+                    "LOCAL_MACHINE`. (Accelerate's own message follows.)\n";
+    }
+    // Required dataclass fields without defaults (only SageMaker can lack them here).
     const std::string_view section = sectionOf(kind);
+    std::vector<std::string> missing;
+    for (const KeySpec* spec : currentKeys(section))
+        if (spec->required && !dict.contains(spec->key))
+            missing.push_back(spec->key);
+    auto missingMessage = [&] {
+        const std::string cls = kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig";
+        std::string names;
+        for (std::size_t i = 0; i < missing.size(); ++i) {
+            if (i > 0)
+                names += (i + 1 == missing.size()) ? (missing.size() > 2 ? ", and " : " and ") : ", ";
+            names += "'" + missing[i] + "'";
+        }
+        return source + ": " + cls + ".__init__() missing " + std::to_string(missing.size()) + " required positional argument"
+            + (missing.size() > 1 ? "s" : "") + ": " + names + ". Add " + (missing.size() > 1 ? "these keys" : "this key")
+            + " to the SageMaker config.";
+    };
+    const std::string computeCause = cause;
+    if (cause.empty() && !missing.empty() && kind == ConfigKind::SageMaker)
+        cause = missingMessage() + " (Accelerate's own message follows.)\n";
+
+    // Unknown top-level keys are rejected (nested ones are kept).
     std::vector<Value> unknown;
     for (const auto& e : dict.asMap()) {
         const KeySpec* spec = e.key.isString() ? findKeySpec(section, e.key.asString()) : nullptr;
@@ -199,12 +238,20 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
         for (std::size_t i = 0; i < unknown.size(); ++i)
             list += (i ? ", " : "") + unknown[i].pyRepr();
         list += "]";
-        std::string message = "The config file at " + source + " had unknown keys (" + list
+        std::string message = cause + "The config file at " + source + " had unknown keys (" + list
             + "), please try upgrading your `accelerate` version or fix (and potentially remove) these keys from "
               "your config file.";
         for (const auto& k : unknown) {
-            message += "\n  " + at(source, k) + ": `" + k.pyStr() + "`: ";
+            if (!computeCause.empty())
+                break; // the keys follow from the schema the misspelt compute_environment chose
             const KeySpec* spec = k.isString() ? findKeySpec(section, k.asString()) : nullptr;
+            if (injectedNumProcesses && k.isString() && k.asString() == "num_processes") {
+                message += "\n  " + source + ": `num_processes` is not in the file: Accelerate's loader adds num_processes: 1 "
+                           "to every distributed_type 'NO' config, and its SageMakerConfig has no such key, so no SageMaker "
+                           "config with distributed_type 'NO' loads; use DATA_PARALLEL or MODEL_PARALLEL";
+                continue;
+            }
+            message += "\n  " + at(source, k) + ": `" + k.pyStr() + "`: ";
             if (spec && !spec->removedIn.empty())
                 message += "removed in Accelerate " + spec->removedIn + "; delete this key";
             else if (std::string near = k.isString() ? nearestKey(section, k.asString()) : std::string(); !near.empty())
@@ -217,23 +264,8 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
         return makeError(message);
     }
 
-    // Required dataclass fields without defaults (only SageMaker can lack them here).
-    std::vector<std::string> missing;
-    for (const KeySpec* spec : currentKeys(section))
-        if (spec->required && !dict.contains(spec->key))
-            missing.push_back(spec->key);
-    if (!missing.empty()) {
-        const std::string cls = kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig";
-        std::string names;
-        for (std::size_t i = 0; i < missing.size(); ++i) {
-            if (i > 0)
-                names += (i + 1 == missing.size()) ? (missing.size() > 2 ? ", and " : " and ") : ", ";
-            names += "'" + missing[i] + "'";
-        }
-        return makeError(source + ": " + cls + ".__init__() missing " + std::to_string(missing.size()) + " required positional argument"
-                         + (missing.size() > 1 ? "s" : "") + ": " + names + ". Add "
-                         + (missing.size() > 1 ? "these keys" : "this key") + " to the SageMaker config.");
-    }
+    if (!missing.empty())
+        return makeError(computeCause + missingMessage());
 
     // __post_init__: enum conversion of strings (non-strings are left alone, as in Accelerate).
     const Value* ce = dict.find("compute_environment");
@@ -286,19 +318,29 @@ Result<void> saveAccelerateConfig(const AccelerateConfig& config, const std::str
     return writeTextFile(path, formatForPath(path) == FileFormat::Json ? toJsonText(config) : toYamlText(config));
 }
 
-namespace {
-
-std::string expandUser(std::string path)
+std::string expandUser(const std::string& path)
 {
-    if (!path.empty() && path[0] == '~' && (path.size() == 1 || path[1] == '/')) {
-        const char* home = std::getenv("HOME");
-        if (home)
-            path = std::string(home) + path.substr(1);
+    // os.path.expanduser: "~" and "~/..." from $HOME (else the password database), "~user/..."
+    // from that user's entry; an unknown user leaves the path as it is.
+    if (path.empty() || path[0] != '~')
+        return path;
+    const auto slash = path.find('/');
+    const std::string user = path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
+    std::string home;
+    if (user.empty()) {
+        if (const char* h = std::getenv("HOME"))
+            home = h;
+        else if (const passwd* pw = getpwuid(getuid()))
+            home = pw->pw_dir;
+    } else if (const passwd* pw = getpwnam(user.c_str())) {
+        home = pw->pw_dir;
     }
-    return path;
+    if (home.empty())
+        return path;
+    if (home.size() > 1 && home.back() == '/')
+        home.pop_back();
+    return home + (slash == std::string::npos ? std::string() : path.substr(slash));
 }
-
-} // namespace
 
 std::string defaultConfigDir()
 {

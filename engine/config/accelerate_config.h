@@ -74,4 +74,7 @@ Result<void> saveAccelerateConfig(const AccelerateConfig& config, const std::str
 std::string defaultConfigDir();
 std::string defaultConfigFile();
 
+// Python's os.path.expanduser ("~", "~/x", "~user/x"), as Accelerate applies it to paths.
+std::string expandUser(const std::string& path);
+
 } // namespace shardscope::config

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
+#include <set>
+#include <thread>
 
 namespace shardscope::config {
 
@@ -102,6 +105,22 @@ void common(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
         env.set("ACCELERATE_CPU_AFFINITY", "1");
 }
 
+// accelerate launch's num_cpu_threads_per_process (_validate_launch_command).
+int cpuThreadsPerProcess(const AccelerateConfig& c, const EnvironmentOptions& o)
+{
+    if (o.inheritedOmpThreads)
+        return *o.inheritedOmpThreads;
+    const auto nproc = c.intField("num_processes").value_or(1);
+    const auto machines = std::max<std::int64_t>(1, c.intField("num_machines").value_or(1));
+    if ((c.boolField("use_cpu") || o.cpuFlag) && nproc >= 1 && o.physicalCores > 0) {
+        const auto local = std::max<std::int64_t>(nproc / machines, 1);
+        const auto threads = o.physicalCores / local;
+        if (threads > 1)
+            return static_cast<int>(threads);
+    }
+    return 1;
+}
+
 void dynamo(const AccelerateConfig& c, Env& env)
 {
     const Value backend = arg(c, "dynamo_config", "dynamo_backend", Value("no"));
@@ -173,6 +192,7 @@ void fsdp(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
     env.set("FSDP_CPU_RAM_EFFICIENT_LOADING", lower(f("fsdp_cpu_ram_efficient_loading", Value("true")).pyStr()));
     env.set("FSDP_SYNC_MODULE_STATES", lower(f("fsdp_sync_module_states", Value("true")).pyStr()));
     env.set("FSDP_ACTIVATION_CHECKPOINTING", lower(f("fsdp_activation_checkpointing", Value("false")).pyStr()));
+    env.set("FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", lower(f("fsdp_activation_checkpointing_offload", Value("false")).pyStr()));
     if (const Value v = f("fsdp_ignored_modules", Value()); !v.isNull())
         env.set("FSDP_IGNORED_MODULES", v.pyStr());
 }
@@ -198,12 +218,34 @@ void megatron(const AccelerateConfig& c, Env& env)
 
 } // namespace
 
-LauncherKind launcherFor(const AccelerateConfig& c)
+int physicalCoreCount()
+{
+    std::ifstream in("/proc/cpuinfo");
+    std::set<std::pair<std::string, std::string>> cores;
+    std::string line, package = "0";
+    while (std::getline(in, line)) {
+        const auto colon = line.find(':');
+        if (colon == std::string::npos)
+            continue;
+        std::string key = line.substr(0, colon);
+        key.erase(key.find_last_not_of(" \t") + 1);
+        const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : std::string();
+        if (key == "physical id")
+            package = value;
+        else if (key == "core id")
+            cores.emplace(package, value);
+    }
+    if (!cores.empty())
+        return static_cast<int>(cores.size());
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+LauncherKind launcherFor(const AccelerateConfig& c, bool cpuFlag)
 {
     if (c.kind() == ConfigKind::SageMaker)
         return LauncherKind::SageMaker;
     const std::string t = c.distributedType();
-    const bool cpu = c.boolField("use_cpu");
+    const bool cpu = cpuFlag;
     if (t == "DEEPSPEED" && !cpu)
         return LauncherKind::DeepSpeed;
     if ((t == "FSDP" || t == "MEGATRON_LM" || (t.rfind("MULTI_", 0) == 0 && t != "MULTI_CPU")) && !cpu)
@@ -216,12 +258,12 @@ LauncherKind launcherFor(const AccelerateConfig& c)
 std::vector<std::pair<std::string, std::string>> launchEnvironment(const AccelerateConfig& c, const EnvironmentOptions& o)
 {
     Env env;
-    const LauncherKind kind = launcherFor(c);
+    const LauncherKind kind = launcherFor(c, o.cpuFlag);
     const std::string t = c.distributedType();
     switch (kind) {
     case LauncherKind::Simple: {
         common(c, env, o);
-        env.set("ACCELERATE_USE_CPU", c.boolField("use_cpu") ? "True" : "False");
+        env.set("ACCELERATE_USE_CPU", c.boolField("use_cpu") || o.cpuFlag ? "True" : "False");
         const auto nproc = c.intField("num_processes").value_or(1);
         const auto machines = c.intField("num_machines").value_or(1);
         if (nproc > 1 || machines > 1) {
@@ -230,12 +272,12 @@ std::vector<std::pair<std::string, std::string>> launchEnvironment(const Acceler
             env.set("MASTER_ADDR", ip.isNull() ? "127.0.0.1" : ip.pyStr());
             env.set("MASTER_PORT", port.isNull() ? "29500" : port.pyStr());
         }
-        if (c.boolField("use_cpu") || t == "MULTI_CPU") {
+        if (c.boolField("use_cpu") || o.cpuFlag) {
             env.set("KMP_AFFINITY", "granularity=fine,compact,1,0");
             env.set("KMP_BLOCKTIME", "1");
         }
         dynamo(c, env);
-        env.set("OMP_NUM_THREADS", std::to_string(o.numCpuThreadsPerProcess));
+        env.set("OMP_NUM_THREADS", std::to_string(cpuThreadsPerProcess(c, o)));
         break;
     }
     case LauncherKind::MultiGpu:
@@ -246,7 +288,7 @@ std::vector<std::pair<std::string, std::string>> launchEnvironment(const Acceler
         if (t == "MEGATRON_LM")
             megatron(c, env);
         parallelism(c, env);
-        env.set("OMP_NUM_THREADS", std::to_string(o.numCpuThreadsPerProcess));
+        env.set("OMP_NUM_THREADS", std::to_string(cpuThreadsPerProcess(c, o)));
         break;
     case LauncherKind::DeepSpeed: {
         common(c, env, o);
@@ -274,6 +316,11 @@ std::vector<std::pair<std::string, std::string>> launchEnvironment(const Acceler
         put("ACCELERATE_DEEPSPEED_CONFIG_FILE", "deepspeed_config_file", false);
         put("ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES", "deepspeed_moe_layer_cls_names", false);
         parallelism(c, env);
+        // One machine: Accelerate hands the ranks to torchrun, which sets OMP_NUM_THREADS=1 for
+        // several local processes when the environment has none.
+        const auto machines = std::max<std::int64_t>(1, c.intField("num_machines").value_or(1));
+        if (!o.inheritedOmpThreads && machines == 1 && c.intField("num_processes").value_or(1) > 1)
+            env.set("OMP_NUM_THREADS", "1");
         break;
     }
     case LauncherKind::Tpu:

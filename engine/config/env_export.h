@@ -7,6 +7,7 @@
 
 #include "engine/config/accelerate_config.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,14 +16,26 @@ namespace shardscope::config {
 
 enum class LauncherKind { Simple, MultiGpu, DeepSpeed, Tpu, SageMaker };
 
-// Which launcher `accelerate launch` would pick for this (merged) config (reference §4.5).
-LauncherKind launcherFor(const AccelerateConfig& config);
+// Which launcher `accelerate launch` would pick for this (merged) config (reference §4.5). The
+// file's use_cpu does not change it (Accelerate reads it into args.use_cpu, while the launcher
+// choice looks at the --cpu flag only): an FSDP file with use_cpu: true still goes through
+// torchrun with the FSDP variables.
+LauncherKind launcherFor(const AccelerateConfig& config, bool cpuFlag = false);
 
 struct EnvironmentOptions {
     bool honourFsdp1Strategy = true; // Shardscope's fix of Accelerate's FSDP1 bug (docs/CONFIG.md)
-    int numCpuThreadsPerProcess = 1; // OMP_NUM_THREADS
-    bool enableCpuAffinity = false;  // --enable_cpu_affinity (the YAML key never reaches Accelerate)
+    bool cpuFlag = false;            // `--cpu` was given: the simple launcher, whatever the file says
+    // OMP_NUM_THREADS, as accelerate launch picks it: the parent's value when it has one; else,
+    // when training on the CPU (use_cpu), physical cores / processes per machine if that is > 1;
+    // else 1. torchrun adds 1 for DeepSpeed's several local processes.
+    int physicalCores = 0;                   // 0: unknown (then 1 thread)
+    std::optional<int> inheritedOmpThreads;  // OMP_NUM_THREADS of the launching environment
+    bool enableCpuAffinity = false;          // --enable_cpu_affinity (the YAML key never reaches Accelerate)
 };
+
+// Physical cores of this machine, counted as psutil.cpu_count(logical=False) counts them on Linux
+// (distinct core ids per package in /proc/cpuinfo); the logical count when that is unreadable.
+int physicalCoreCount();
 
 // The variables added to the parent environment, in a stable order.
 std::vector<std::pair<std::string, std::string>> launchEnvironment(const AccelerateConfig& config,

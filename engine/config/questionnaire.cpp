@@ -174,14 +174,6 @@ std::vector<Choice> labels(std::initializer_list<const char*> names)
     return out;
 }
 
-std::string expandUser(const std::string& path)
-{
-    if (!path.empty() && path[0] == '~' && (path.size() == 1 || path[1] == '/'))
-        if (const char* home = std::getenv("HOME"))
-            return std::string(home) + path.substr(1);
-    return path;
-}
-
 Value splitComma(const Value& v)
 {
     Value::List out;
@@ -720,6 +712,23 @@ void QuestionnaireSession::accept(const Question& q, Value value)
     advanceFrom(m_position + 1);
 }
 
+std::optional<std::size_t> matchChoice(const std::vector<Choice>& choices, const std::string& text)
+{
+    auto fold = [](std::string t) {
+        t.erase(0, t.find_first_not_of(" \t"));
+        t.erase(t.find_last_not_of(" \t") + 1);
+        std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+        return t;
+    };
+    const std::string wanted = fold(text);
+    if (wanted.empty())
+        return std::nullopt;
+    for (std::size_t i = 0; i < choices.size(); ++i)
+        if (fold(choices[i].label) == wanted || fold(choices[i].value.pyStr()) == wanted)
+            return i;
+    return std::nullopt;
+}
+
 QuestionnaireSession::LineOutcome QuestionnaireSession::answerLine(const std::string& rawLine)
 {
     const Question* q = current();
@@ -731,17 +740,29 @@ QuestionnaireSession::LineOutcome QuestionnaireSession::answerLine(const std::st
     const bool useDefault = line.empty() && !q->defaultValue.isNull();
     switch (q->kind) {
     case QuestionKind::Choice: {
-        // Accelerate's line-mode menu: an integer picks that index; anything else the default.
+        // Accelerate's line-mode menu: an integer picks that index, an empty line the default.
+        // Accelerate also takes any other text as the default; we take a choice's label or value
+        // (a user who typed `cpu` meant cpu, not the default) and ask again for anything else.
         const auto choices = choicesFor(*q);
-        auto index = pythonInt(line);
-        if (!index) {
+        if (auto index = pythonInt(line)) {
+            if (*index < 0 || *index >= static_cast<std::int64_t>(choices.size()))
+                return {false, "Please input a choice index (starting from 0), and press enter"};
+            accept(*q, choices[static_cast<std::size_t>(*index)].value);
+            return {true, {}};
+        }
+        if (line.find_first_not_of(" \t") == std::string::npos) {
             accept(*q, choices.at(static_cast<std::size_t>(q->defaultChoice)).value);
             return {true, {}};
         }
-        if (*index < 0 || *index >= static_cast<std::int64_t>(choices.size()))
-            return {false, "Please input a choice index (starting from 0), and press enter"};
-        accept(*q, choices[static_cast<std::size_t>(*index)].value);
-        return {true, {}};
+        if (auto index = matchChoice(choices, line)) {
+            accept(*q, choices[*index].value);
+            return {true, {}};
+        }
+        std::string accepted;
+        for (std::size_t i = 0; i < choices.size(); ++i)
+            accepted += (i ? ", " : "") + choices[i].label;
+        return {false, "'" + line + "' is not one of the choices. Type its index (0 to " + std::to_string(choices.size() - 1)
+                           + ") or its name: " + accepted};
     }
     case QuestionKind::YesNo: {
         if (useDefault) {

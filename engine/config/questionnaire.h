@@ -108,6 +108,10 @@ private:
     std::optional<std::string> m_abort;
 };
 
+// The choice whose label or stored value equals `text` (case-insensitive, surrounding blanks
+// ignored): how a typed menu answer is read, in the terminal and in the wizard.
+std::optional<std::size_t> matchChoice(const std::vector<Choice>& choices, const std::string& text);
+
 // Accelerate's converters, shared by the terminal and tests.
 std::optional<std::int64_t> pythonInt(const std::string& text);
 std::optional<double> pythonFloat(const std::string& text);

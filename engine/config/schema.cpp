@@ -156,6 +156,8 @@ std::vector<KeySpec> buildSchema()
     b.add("fsdp_cpu_ram_efficient_loading", {K::Bool}, Value(true), "0.24", "Only rank 0 loads pretrained weights");
     b.add("fsdp_sync_module_states", {K::Bool}, Value(true), "0.18", "FSDP1: broadcast module states from rank 0");
     b.add("fsdp_activation_checkpointing", {K::Bool}, Value(false), "0.30", "Activation checkpointing");
+    b.add("fsdp_activation_checkpointing_offload", {K::Bool}, Value(false), "1.10",
+          "FSDP2: offload checkpointed activations to the CPU (a launcher flag; not asked by the questionnaire)");
     b.add("fsdp_ignored_modules", {K::String}, Value(), "1.8", "Regex of modules FSDP ignores");
     b.add("fsdp_backward_prefetch_policy", {K::String}, Value(), "0.10", "Legacy name, ignored by the launcher")
         .removedIn = "0.26";

@@ -16,6 +16,43 @@ const std::vector<std::string> kMultiAccelerator = {"MULTI_GPU", "MULTI_NPU",  "
 
 bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
+std::string lowerCase(std::string s)
+{
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    return s;
+}
+std::string upperCase(std::string s)
+{
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+    return s;
+}
+
+bool isDigits(const std::string& s)
+{
+    return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+// Text that YAML 1.1 reads as a string although the user meant a number in exponent form (1e8).
+bool looksLikeExponent(const std::string& s)
+{
+    const auto e = s.find_first_of("eE");
+    return e != std::string::npos && e > 0 && e + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[0]));
+}
+
+// A key under `section` written without the prefix accelerate launch adds (reference §4.2:
+// fsdp_config.x becomes args.fsdp_x, dynamo_config.x becomes args.dynamo_x): the prefixed key.
+std::string prefixedKey(std::string_view section, const std::string& key)
+{
+    std::string prefix;
+    if (section == "fsdp_config" && key.rfind("fsdp", 0) != 0)
+        prefix = "fsdp_";
+    else if (section == "dynamo_config" && key.rfind("dynamo_", 0) != 0)
+        prefix = "dynamo_";
+    if (prefix.empty() || !findKeySpec(section, prefix + key))
+        return {};
+    return prefix + key;
+}
+
 bool kindAccepted(const KeySpec& spec, const Value& v)
 {
     if (v.isNull())
@@ -31,7 +68,9 @@ bool kindAccepted(const KeySpec& spec, const Value& v)
 
 class Checker {
 public:
-    Checker(const AccelerateConfig& c, const ValidationOptions& o) : m_c(c), m_o(o) {}
+    // `raw` is the file as written (its types and spellings are checked); `c` is what accelerate
+    // launch makes of it (normalizeConfig), whose meaning is checked.
+    Checker(const AccelerateConfig& raw, const AccelerateConfig& c, const ValidationOptions& o) : m_raw(raw), m_c(c), m_o(o) {}
 
     void error(std::string key, std::string msg) { m_out.push_back({Severity::Error, std::move(key), std::move(msg)}); }
     void warning(std::string key, std::string msg) { m_out.push_back({Severity::Warning, std::move(key), std::move(msg)}); }
@@ -64,6 +103,7 @@ private:
     void fp8();
     void machineChecks();
 
+    const AccelerateConfig& m_raw;
     const AccelerateConfig& m_c;
     const ValidationOptions& m_o;
     std::vector<Diagnostic> m_out;
@@ -71,8 +111,8 @@ private:
 
 void Checker::types()
 {
-    const std::string section = m_c.kind() == ConfigKind::Cluster ? std::string(kClusterSection) : std::string(kSageMakerSection);
-    for (const auto& e : m_c.given().asMap()) {
+    const std::string section = m_raw.kind() == ConfigKind::Cluster ? std::string(kClusterSection) : std::string(kSageMakerSection);
+    for (const auto& e : m_raw.given().asMap()) {
         if (!e.key.isString())
             continue;
         const std::string key = e.key.asString();
@@ -104,6 +144,17 @@ void Checker::types()
             error(key, key + " must be " + describeKinds(spec->types) + ", not " + v.typeName() + " (" + v.pyRepr() + ")" + fix);
             continue;
         }
+        if (key == "mixed_precision" && v.isString() && v.asString() != lowerCase(v.asString())
+            && contains(spec->allowed, lowerCase(v.asString()))) {
+            warning(key, "mixed_precision is '" + v.asString() + "'; accelerate launch lower-cases it, and so does Shardscope: it runs as '"
+                             + lowerCase(v.asString()) + "'. Write `mixed_precision: " + lowerCase(v.asString()) + "`");
+            continue;
+        }
+        if (key == "main_process_port" && v.isInt() && (v.asInt() < 0 || v.asInt() > 65535)) {
+            error(key, "main_process_port is " + std::to_string(v.asInt()) + ", which is not a TCP port; use 1 to 65535 (e.g. 29500), "
+                       "or 0 to pick a free port on a single machine");
+            continue;
+        }
         if (v.isString() && !spec->allowed.empty() && !contains(spec->allowed, v.asString()))
             error(key, key + " is '" + v.asString() + "', which is not one of: " + [&] {
                 std::string s;
@@ -113,18 +164,33 @@ void Checker::types()
             }());
     }
     for (auto nestedSection : kNestedSections) {
-        const Value* sec = m_c.given().find(nestedSection);
+        const Value* sec = m_raw.given().find(nestedSection);
         if (!sec || sec->isNull())
             continue;
         const std::string s(nestedSection);
         if (!sec->isMap()) {
-            error(s, s + " must be a mapping of keys, not " + sec->typeName());
+            // The top-level check has said it already when the section is a key of the schema.
+            if (!findKeySpec(section, s))
+                error(s, s + " must be a mapping of keys, not " + sec->typeName());
             continue;
         }
         for (const auto& e : sec->asMap()) {
-            const std::string key = e.key.isString() ? e.key.asString() : e.key.pyRepr();
-            const std::string path = s + "." + key;
+            std::string key = e.key.isString() ? e.key.asString() : e.key.pyRepr();
+            std::string path = s + "." + key;
             const KeySpec* spec = e.key.isString() ? findKeySpec(s, key) : nullptr;
+            if (!spec && e.key.isString()) {
+                if (const std::string full = prefixedKey(s, key); !full.empty()) {
+                    if (sec->find(full))
+                        warning(path, path + " is " + s + "." + full + " without its prefix, and the file has " + full
+                                          + " too; accelerate launch takes the later of the two. Delete one of them");
+                    else
+                        warning(path, path + " has no prefix: accelerate launch reads it as " + full + ", and so does Shardscope. "
+                                          "Write `" + full + "` to say so");
+                    key = full;
+                    path = s + "." + key;
+                    spec = findKeySpec(s, key);
+                }
+            }
             if (!spec) {
                 const std::string near = nearestKey(s, key);
                 warning(path, path + " is not a key Accelerate knows; it is kept and passed on as is"
@@ -139,13 +205,26 @@ void Checker::types()
             if (key == "fsdp_reshard_after_forward" || key == "fsdp_sharding_strategy" || key == "fsdp_state_dict_type"
                 || key == "fsdp_auto_wrap_policy" || key == "gradient_accumulation_steps" || key == "gradient_clipping")
                 continue; // checked with their meaning below (names, digits, case, "auto")
+            if (key == "zero_stage" && v.isString() && isDigits(v.asString())) {
+                warning(path, path + " is the string '" + v.asString() + "'; Accelerate passes it on as text and DeepSpeed reads "
+                                  "the number, and so does Shardscope (stage " + v.asString() + "). Write `zero_stage: " + v.asString() + "`");
+                continue;
+            }
+            if (key == "dynamo_backend" && v.isString() && v.asString() != upperCase(v.asString())
+                && contains(spec->allowed, upperCase(v.asString()))) {
+                warning(path, path + " is '" + v.asString() + "'; accelerate launch upper-cases it, and so does Shardscope: it runs as "
+                                  + upperCase(v.asString()) + ". Write `dynamo_backend: " + upperCase(v.asString()) + "`");
+                continue;
+            }
             if (!kindAccepted(*spec, v)) {
                 std::string fix;
                 if (key == "override_linear_precision" && v.isString())
                     fix = "; write a list: `override_linear_precision: [false, false, false]` (a string breaks the "
                           "launcher's FP8 environment)";
+                else if (v.isString() && spec->types.front() == Value::Kind::Int && looksLikeExponent(v.asString()))
+                    fix = "; write a plain number (YAML 1.1 reads " + v.asString() + " as text: write it out in digits, e.g. 1e8 as 100000000)";
                 else if (v.isString() && spec->types.front() == Value::Kind::Int)
-                    fix = "; write a plain number (YAML 1.1 reads 1e8 as text: write 100000000)";
+                    fix = "; write a plain number without quotes";
                 error(path, path + " must be " + describeKinds(spec->types) + ", not " + v.typeName() + " (" + v.pyRepr() + ")" + fix);
                 continue;
             }
@@ -191,6 +270,17 @@ void Checker::launchChecks()
             error("num_processes", "num_processes is " + std::to_string(*nproc) + " (" + std::to_string(*nproc / machines)
                                        + " per machine) but gpu_ids lists only " + std::to_string(ids) + " GPU(s) ('"
                                        + gpu.asString() + "'); lower num_processes or list more ids");
+    }
+    if (const auto port = m_c.intField("main_process_port"); port && *port == 0 && machines > 1)
+        error("main_process_port", "main_process_port is 0, which picks a free port on this machine only; with num_machines "
+                                   + std::to_string(machines) + " every machine must know the port: give one, e.g. 29500");
+    // Sections that only one distributed_type reads: elsewhere both launchers ignore them.
+    for (auto [sectionKey, owner] : {std::pair{"fsdp_config", "FSDP"}, {"deepspeed_config", "DEEPSPEED"},
+                                     {"megatron_lm_config", "MEGATRON_LM"}}) {
+        const Value* sec = m_c.given().find(sectionKey);
+        if (sec && sec->isMap() && !sec->asMap().empty() && type != owner && !type.empty())
+            warning(sectionKey, std::string(sectionKey) + " is set but distributed_type is " + type + ", so it is ignored (by accelerate "
+                                "launch as by Shardscope); set distributed_type: " + owner + " to use it, or delete the section");
     }
     if (machines > 1) {
         if (m_c.field("main_process_ip").isNull())
@@ -307,7 +397,9 @@ void Checker::fsdp()
 void Checker::deepspeed()
 {
     const Value* stageV = nested("deepspeed_config", "zero_stage");
-    const auto stage = stageV && stageV->isInt() ? stageV->asInt() : 2;
+    const auto stage = stageV && stageV->isInt()                                   ? stageV->asInt()
+        : stageV && stageV->isString() && isDigits(stageV->asString()) ? std::stoll(stageV->asString())
+                                                                        : 2;
     if (stage < 0 || stage > 3)
         error("deepspeed_config.zero_stage", "deepspeed_config.zero_stage is " + std::to_string(stage) + "; use 0, 1, 2 or 3");
     const std::string paramDev = nstr("deepspeed_config", "offload_param_device");
@@ -493,12 +585,59 @@ AccelerateConfig applyOverrides(const AccelerateConfig& config, const LaunchOver
         dyn.set("dynamo_backend", Value(up));
         merged.setField("dynamo_config", dyn);
     }
-    return merged;
+    return normalizeConfig(merged);
 }
 
 std::vector<Diagnostic> validateConfig(const AccelerateConfig& config, const ValidationOptions& options)
 {
-    return Checker(config, options).run();
+    const AccelerateConfig normalized = normalizeConfig(config);
+    return Checker(config, normalized, options).run();
+}
+
+AccelerateConfig normalizeConfig(const AccelerateConfig& config)
+{
+    AccelerateConfig out = config;
+    if (const Value mp = out.field("mixed_precision"); mp.isString() && mp.asString() != lowerCase(mp.asString()))
+        out.setField("mixed_precision", Value(lowerCase(mp.asString())));
+    for (const char* sectionKey : {"fsdp_config", "dynamo_config", "deepspeed_config"}) {
+        Value section = out.field(sectionKey);
+        if (!section.isMap())
+            continue;
+        bool changed = false;
+        Value::Map renamed;
+        for (const auto& e : section.asMap()) {
+            Value::Entry entry = e;
+            if (e.key.isString()) {
+                const std::string key = e.key.asString();
+                if (const std::string full = prefixedKey(sectionKey, key); !full.empty() && !findKeySpec(sectionKey, key)) {
+                    entry.key = Value(full);
+                    changed = true;
+                }
+                // The launcher copies keys in file order, so a later duplicate wins.
+                const std::string name = entry.key.asString();
+                if (std::erase_if(renamed, [&](const Value::Entry& r) { return r.key.isString() && r.key.asString() == name; }) > 0)
+                    changed = true;
+                if (entry.key.asString() == "dynamo_backend" && e.value.isString() && e.value.asString() != upperCase(e.value.asString())) {
+                    entry.value = Value(upperCase(e.value.asString()));
+                    changed = true;
+                }
+                if (entry.key.asString() == "zero_stage" && e.value.isString() && isDigits(e.value.asString())) {
+                    entry.value = Value(static_cast<std::int64_t>(std::stoll(e.value.asString())));
+                    changed = true;
+                }
+                entry.value.line = e.value.line;
+                entry.value.column = e.value.column;
+            }
+            renamed.push_back(std::move(entry));
+        }
+        if (changed) {
+            Value replaced(std::move(renamed));
+            replaced.line = section.line;
+            replaced.column = section.column;
+            out.setField(sectionKey, std::move(replaced));
+        }
+    }
+    return out;
 }
 
 bool hasErrors(const std::vector<Diagnostic>& diagnostics)

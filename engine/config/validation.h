@@ -48,7 +48,14 @@ struct ValidationOptions {
     std::string baseDir;                // resolves a relative deepspeed_config_file
 };
 
-// The config as `accelerate launch` sees it after the flags are merged (flags win over the file).
+// What accelerate launch itself makes of the file's spellings before using them: mixed_precision
+// lower-cased, dynamo_backend upper-cased, a digit-string zero_stage as its number, fsdp_config and
+// dynamo_config keys written without their prefix under the prefixed name (a later duplicate
+// wins, as the launcher copies them in order). Validation warns about each of these.
+AccelerateConfig normalizeConfig(const AccelerateConfig& config);
+
+// The config as `accelerate launch` sees it after the flags are merged (flags win over the file),
+// normalised as above.
 AccelerateConfig applyOverrides(const AccelerateConfig& config, const LaunchOverrides& overrides);
 
 std::vector<Diagnostic> validateConfig(const AccelerateConfig& config, const ValidationOptions& options = {});

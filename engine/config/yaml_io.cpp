@@ -562,6 +562,19 @@ Result<Value> parseYaml(const std::string& text, const std::string& source)
         }
         root = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
+        // A tab in a line's indentation is what most often breaks a hand-edited file; yaml-cpp
+        // reports what follows from it, PyYAML names the tab. Name it too.
+        std::istringstream lines(text);
+        int number = 0;
+        for (std::string line; std::getline(lines, line);) {
+            ++number;
+            const auto first = line.find_first_not_of(" \t");
+            const auto tab = line.find('\t');
+            if (number <= e.mark.line + 1 && first != std::string::npos && tab < first && line[first] != '#')
+                return makeError(where(source, number, static_cast<int>(tab) + 1)
+                                 + ": YAML syntax error: this line is indented with a tab (found character '\\t' that cannot "
+                                   "start any token); YAML indents with spaces only: replace the tab with spaces");
+        }
         return makeError(where(source, e.mark.line + 1, e.mark.column + 1) + ": YAML syntax error: " + e.msg
                          + "; fix the indentation, quoting or brackets at this place");
     } catch (const YAML::Exception& e) {

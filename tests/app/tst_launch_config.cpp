@@ -12,6 +12,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
+
 using namespace shardscope;
 
 namespace {
@@ -111,6 +113,26 @@ private slots:
                                            "--fsdp_activation_checkpointing", "--fsdp_state_dict_type", "FULL_STATE_DICT"}));
     }
 
+    void cpuFsdpGetsAccelerateFsdpEnvironment()
+    {
+        // use_cpu: true does not change Accelerate's launcher: the FSDP variables are exported.
+        config::EnvironmentOptions environment;
+        environment.physicalCores = 8;
+        auto plan = planLaunch(parse("distributed_type: FSDP\nnum_processes: 2\nuse_cpu: true\nfsdp_config:\n  fsdp_version: 2\n"),
+                               false, environment);
+        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+        QVERIFY(hasEnv(*plan, "ACCELERATE_USE_FSDP=true"));
+        QVERIFY(hasEnv(*plan, "FSDP_VERSION=2"));
+        QVERIFY(hasEnv(*plan, "FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD=false"));
+        QVERIFY(hasEnv(*plan, "OMP_NUM_THREADS=4")); // 8 physical cores / 2 local ranks
+        QVERIFY(std::none_of(plan->environment.begin(), plan->environment.end(),
+                             [](const std::string& e) { return e.rfind("ACCELERATE_USE_CPU=", 0) == 0 || e.rfind("KMP_", 0) == 0; }));
+        environment.inheritedOmpThreads = 3;
+        plan = planLaunch(parse("distributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n"), false, environment);
+        QVERIFY(plan.ok());
+        QVERIFY(hasEnv(*plan, "OMP_NUM_THREADS=3")); // the launching environment's wins
+    }
+
     void unsupportedChoicesAreRefused_data()
     {
         QTest::addColumn<QString>("yaml");
@@ -132,6 +154,9 @@ private slots:
         QTest::newRow("offload with NO_SHARD") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
                                                   "  fsdp_sharding_strategy: NO_SHARD\n  fsdp_offload_params: true\n"
                                                << "fsdp_offload_params: true with NO_SHARD is not supported";
+        QTest::newRow("activation offload") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
+                                               "  fsdp_activation_checkpointing: true\n  fsdp_activation_checkpointing_offload: true\n"
+                                            << "does not offload them";
         QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n" << "runs one process";
     }
     void unsupportedChoicesAreRefused()
@@ -190,12 +215,23 @@ private slots:
             QVERIFY(std::abs(fsdpLosses[i] - ddpLosses[i]) <= 1e-5 * std::abs(ddpLosses[i]));
     }
 
+    void invalidConfigStopsBeforeAnyRank_data()
+    {
+        QTest::addColumn<QByteArray>("yaml");
+        QTest::addColumn<QString>("named");
+        QTest::newRow("misspelt key") << QByteArray("distributed_type: MULTI_CPU\nnum_procesess: 2\n") << "num_processes";
+        // Used to launch on port 34463 (99999 mod 65536).
+        QTest::newRow("port out of range") << QByteArray("distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: 99999\n")
+                                           << "main_process_port is 99999, which is not a TCP port";
+    }
     void invalidConfigStopsBeforeAnyRank()
     {
+        QFETCH(QByteArray, yaml);
+        QFETCH(QString, named);
         QTemporaryDir dir;
         QFile config(dir.filePath("bad.yaml"));
         config.open(QIODevice::WriteOnly);
-        config.write("distributed_type: MULTI_CPU\nnum_procesess: 2\n");
+        config.write(yaml);
         config.close();
         QProcess p;
         p.setProcessChannelMode(QProcess::MergedChannels);
@@ -204,7 +240,7 @@ private slots:
         p.waitForFinished(60000);
         QCOMPARE(p.exitCode(), 2);
         const QString out = QString::fromUtf8(p.readAll());
-        QVERIFY2(out.contains("num_processes"), qPrintable(out)); // the nearest valid key is named
+        QVERIFY2(out.contains(named), qPrintable(out)); // the key (or the nearest valid one) is named
         QVERIFY(!QFile::exists(dir.filePath("runs")) || QDir(dir.filePath("runs")).isEmpty());
     }
 };

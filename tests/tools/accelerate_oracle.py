@@ -8,6 +8,11 @@ Usage (prints one JSON object on stdout):
   accelerate_oracle.py json-check FILE...      json.load each file (DeepSpeed JSON), report errors
   accelerate_oracle.py questionnaire SCRIPTS   drive `accelerate config` with scripted answers;
                                                SCRIPTS is a JSON file {name: [answer lines...]}
+  accelerate_oracle.py launch-env CONFIG [FLAG...]
+                                               run the real `accelerate launch --config_file CONFIG
+                                               FLAG... dump.py` and report each started process's
+                                               environment (what Accelerate and torchrun added to
+                                               this process's own), plus psutil's physical cores
 
 Values are encoded so that types survive: JSON int/float/bool/str/null/list/object, a dict with
 a non-str key as {"__dict__": [[k, v], ...]}, any other Python object as {"__py__": repr(v)},
@@ -166,6 +171,50 @@ def cmd_questionnaire(script_file):
     return out
 
 
+DUMP_SCRIPT = """
+import json, os, sys
+rank = os.environ.get("RANK", "0")
+with open(os.path.join(sys.argv[1], "env_" + rank + ".json"), "w") as f:
+    json.dump(dict(os.environ), f)
+"""
+
+
+def cmd_launch_env(config, flags):
+    """The environment each process of `accelerate launch` receives. DeepSpeed itself is not
+    installed here: a stub package (name, version, the one constant the launcher imports) lets
+    Accelerate's own DeepSpeed launcher run; it starts the ranks through torchrun as usual."""
+    import subprocess
+
+    import psutil
+
+    config = os.path.abspath(config)
+    with tempfile.TemporaryDirectory() as d:
+        stub = os.path.join(d, "stub")
+        os.makedirs(os.path.join(stub, "deepspeed", "launcher"))
+        os.makedirs(os.path.join(stub, "deepspeed-0.17.0.dist-info"))
+        open(os.path.join(stub, "deepspeed", "__init__.py"), "w").write("__version__ = '0.17.0'\n")
+        open(os.path.join(stub, "deepspeed", "launcher", "__init__.py"), "w").close()
+        open(os.path.join(stub, "deepspeed", "launcher", "runner.py"), "w").write(
+            "DEEPSPEED_ENVIRONMENT_NAME = '.deepspeed_env'\n")
+        open(os.path.join(stub, "deepspeed-0.17.0.dist-info", "METADATA"), "w").write(
+            "Metadata-Version: 2.1\nName: deepspeed\nVersion: 0.17.0\n")
+        script = os.path.join(d, "dump.py")
+        open(script, "w").write(DUMP_SCRIPT)
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        base = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS",)}
+        base["PYTHONPATH"] = stub + (os.pathsep + base["PYTHONPATH"] if base.get("PYTHONPATH") else "")
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", config, *flags, script, out]
+        proc = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=300, cwd=d)
+        result = {"returncode": proc.returncode, "stderr": proc.stderr[-4000:],
+                  "physical_cores": psutil.cpu_count(logical=False), "processes": {}}
+        for name in sorted(os.listdir(out)):
+            env = json.load(open(os.path.join(out, name)))
+            added = {k: v for k, v in env.items() if base.get(k) != v}
+            result["processes"][name[len("env_"):-len(".json")]] = added
+        return result
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -177,6 +226,8 @@ def main():
         result = cmd_json_check(args)
     elif cmd == "questionnaire":
         result = cmd_questionnaire(args[0])
+    elif cmd == "launch-env":
+        result = cmd_launch_env(args[0], args[1:])
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -181,6 +181,31 @@ private slots:
         QVERIFY(yaml.find("num_processes: 2\n") != std::string::npos);
     }
 
+    void wizardTakesAChoiceTypedByName()
+    {
+        // A menu answered with the text of a choice (its label or its value, any case) takes that
+        // choice, as the terminal does; Accelerate's line mode would take the default.
+        ConfigWizard wizard;
+        auto* list = wizard.findChild<QListWidget*>(QStringLiteral("wizardChoices"));
+        typeAnswer(wizard, QStringLiteral("0"));
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("distributed_type"));
+        QTest::keyClicks(list, QStringLiteral("MULTI_GPU")); // the value; the label is multi-GPU
+        QCOMPARE(list->currentItem()->text(), QStringLiteral("multi-GPU"));
+        QTest::keyClick(list, Qt::Key_Return);
+        QCOMPARE(wizard.session().answers().get("distributed_type"), config::Value("MULTI_GPU"));
+        for (const char* line : {"1", "no", "no", "yes"}) // one machine, no debug/dynamo, DeepSpeed
+            typeAnswer(wizard, QString::fromLatin1(line));
+        typeAnswer(wizard, QStringLiteral("no")); // no DeepSpeed JSON file
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("zero_stage"));
+        typeAnswer(wizard, QStringLiteral("2"));
+        QCOMPARE(wizard.currentQuestionId(), QStringLiteral("offload_optimizer_device"));
+        QTest::qWait(QApplication::keyboardInputInterval() + 50); // a new word, as a user pauses
+        QTest::keyClicks(list, QStringLiteral("cpu"));
+        QCOMPARE(list->currentItem()->text(), QStringLiteral("cpu"));
+        QTest::keyClick(list, Qt::Key_Return);
+        QCOMPARE(wizard.session().answers().get("offload_optimizer_device"), config::Value("cpu"));
+    }
+
     void wizardReasksABadNumberWithTheMessage()
     {
         ConfigWizard wizard;

@@ -297,6 +297,45 @@ private slots:
         QVERIFY2(json.error().message.rfind("c.json:3:1:", 0) == 0, json.error().message.c_str());
     }
 
+    // Files Accelerate rejects with a message about a consequence: ours carries Accelerate's
+    // sentence and, before it, the cause.
+    void rejectionsNameTheCause_data()
+    {
+        QTest::addColumn<QString>("yaml");
+        QTest::addColumn<QString>("cause");
+        QTest::newRow("lower-case local_machine") << "compute_environment: local_machine\ndistributed_type: MULTI_GPU\nnum_processes: 2\n"
+                                                  << "Write `compute_environment: LOCAL_MACHINE`";
+        QTest::newRow("sagemaker without its fields") << "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\nmixed_precision: 'no'\n"
+                                                      << "missing 2 required positional arguments: 'ec2_instance_type' and 'iam_role_name'";
+        QTest::newRow("tab indentation") << "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n\tfsdp_version: 2\n"
+                                         << "c.yaml:4:1: YAML syntax error: this line is indented with a tab";
+    }
+    void rejectionsNameTheCause()
+    {
+        QFETCH(QString, yaml);
+        QFETCH(QString, cause);
+        QTemporaryDir dir;
+        const std::string path = dir.path().toStdString() + "/c.yaml";
+        QVERIFY(writeTextFile(path, yaml.toStdString()).ok());
+        auto ours = loadAccelerateConfig(path);
+        QVERIFY(!ours.ok());
+        const std::string mine = ours.error().message;
+        const std::string fullCause = cause.startsWith("c.yaml") ? dir.path().toStdString() + "/" + cause.toStdString() : cause.toStdString();
+        QVERIFY2(mine.find(fullCause) != std::string::npos, mine.c_str());
+        QVERIFY2(mine.find("remove it") == std::string::npos, mine.c_str()); // num_processes is not the cause
+        std::string why;
+        const auto ref = shardscope::testing::runOracle({"load", path}, why);
+        if (!ref)
+            QFAIL(why.c_str());
+        const auto& entry = (*ref)[path];
+        QVERIFY(!entry["ok"].get<bool>());
+        if (entry.contains("raw_error")) // PyYAML names the tab
+            QVERIFY2(entry["raw_error"].get<std::string>().find("'\\t'") != std::string::npos, entry.dump().c_str());
+        else
+            QVERIFY2(mine.find(entry["error"].get<std::string>()) != std::string::npos,
+                     (mine + "\n  does not carry Accelerate's\n" + entry["error"].get<std::string>()).c_str());
+    }
+
     void unknownKeyNamesNearestValidKey()
     {
         auto r = parseAccelerateConfig("distributed_type: MULTI_GPU\nnum_processs: 2\n", "typo.yaml", FileFormat::Yaml);

@@ -58,14 +58,50 @@ const std::map<std::string, Script>& scripts()
         {"22_multi_xpu", {"0", "2", "", "", "no", "no", "no", "4", "", "2"}},
         {"23_multi_neuron", {"0", "9", "", "", "no", "no", "no", "32", "", ""}},
         {"24_bad_answers_reasked", {"0", "4", "x", "1", "maybe", "no", "Y", "no", "no", "no", "no", "no", "two", "2",
-                                    "", "", "abc"}},
+                                    "", "", ""}},
         {"25_multi_gpu_one_process_is_an_error", {"0", "4", "", "", "no", "no", "no", "no", "1"}},
         {"26_deepspeed_on_neuron_is_an_error", {"0", "9", "", "", "no", "yes"}},
         {"27_multi_hpu_fsdp_nvme", {"0", "3", "", "", "no", "no", "yes", "1", "no", "", "2", "", "", "", "", "8", "1"}},
+        {"29_mpirun_hostfile_of_a_user", {"0", "1", "1", "yes", "yes", "~root/hostfile", "no", "2", ""}},
         {"28_deepspeed_nvme_offload", {"0", "4", "", "", "no", "yes", "no", "2", "2", "2", "/mnt/a", "/mnt/b", "", "", "no",
                                        "no", "4", "0"}},
     };
     return s;
+}
+
+// Menus answered with a choice's text (label or value, any case): our lines, and the same answers
+// by index for Accelerate (whose line mode would take the default for text).
+struct TextScript {
+    Script ours;
+    Script accelerate;
+};
+const std::map<std::string, TextScript>& textScripts()
+{
+    static const std::map<std::string, TextScript> s = {
+        {"29_text_multi_cpu", {{"This machine", "MULTI_CPU", "", "", "yes", "", "no", "4", "2"},
+                               {"0", "1", "", "", "yes", "", "no", "4", "2"}}},
+        {"30_text_fp8_te", {{"0", "multi-GPU", "", "", "no", "no", "no", "no", "2", "", "", "fp8", "te", "", "", "2", "e4m3", "",
+                             "most_recent", "yes", "yes", "no", ""},
+                            {"0", "4", "", "", "no", "no", "no", "no", "2", "", "", "3", "1", "", "", "2", "1", "", "1",
+                             "yes", "yes", "no", ""}}},
+        {"31_text_deepspeed_offload", {{"0", "4", "", "", "no", "yes", "no", "3", "CPU", " nvme ", "", "4", "yes", "0.5",
+                                        "yes", "yes", "no", "8", "2"},
+                                       {"0", "4", "", "", "no", "yes", "no", "3", "1", "2", "", "4", "yes", "0.5", "yes",
+                                        "yes", "no", "8", "2"}}},
+        {"32_text_dynamo_onnxrt", {{"0", "0", "no", "yes", "onnxrt", "yes", "reduce-overhead", "yes", "no", "yes", "no", "",
+                                    "", ""},
+                                   {"0", "0", "no", "yes", "8", "yes", "1", "yes", "no", "yes", "no", "", "", ""}}},
+        {"33_text_fp8_msamp", {{"0", "0", "no", "no", "no", "", "", "fp8", "msamp", "0"},
+                               {"0", "0", "no", "no", "no", "", "", "3", "2", "0"}}},
+    };
+    return s;
+}
+
+const Script& ourScript(const std::string& name)
+{
+    if (auto it = textScripts().find(name); it != textScripts().end())
+        return it->second.ours;
+    return scripts().at(name);
 }
 
 struct OurRun {
@@ -120,6 +156,8 @@ private slots:
         nlohmann::json all = nlohmann::json::object();
         for (const auto& [name, lines] : scripts())
             all[name] = lines;
+        for (const auto& [name, text] : textScripts())
+            all[name] = text.accelerate;
         const std::string path = m_tmp.path().toStdString() + "/scripts.json";
         QVERIFY(writeTextFile(path, all.dump()).ok());
         if (auto r = shardscope::testing::runOracle({"questionnaire", path}, m_why)) {
@@ -133,6 +171,8 @@ private slots:
         QTest::addColumn<QString>("name");
         for (const auto& [name, lines] : scripts())
             QTest::newRow(name.c_str()) << QString::fromStdString(name);
+        for (const auto& [name, text] : textScripts())
+            QTest::newRow(name.c_str()) << QString::fromStdString(name);
     }
     void branchMatchesAccelerate()
     {
@@ -140,7 +180,7 @@ private slots:
         if (!m_haveOracle)
             QSKIP(m_why.c_str());
         const auto& ref = m_oracle.at(name.toStdString());
-        const OurRun ours = runOurs(scripts().at(name.toStdString()));
+        const OurRun ours = runOurs(ourScript(name.toStdString()));
 
         std::vector<std::string> theirPrompts = ref["prompts"].get<std::vector<std::string>>();
         for (std::size_t i = 0; i < std::max(theirPrompts.size(), ours.prompts.size()); ++i) {
@@ -179,6 +219,20 @@ private slots:
                                        "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 2\nrdzv_backend: static\n"
                                        "same_network: true\ntpu_env: []\ntpu_use_cluster: false\ntpu_use_sudo: false\n"
                                        "use_cpu: false\n"));
+    }
+
+    void menuTextThatMatchesNoChoiceIsAskedAgain()
+    {
+        // Accelerate's line mode would silently take the default here; we say what is accepted.
+        QuestionnaireSession s;
+        QVERIFY(s.answerLine("0").accepted);
+        const auto outcome = s.answerLine("gpu please");
+        QVERIFY(!outcome.accepted);
+        QCOMPARE(s.current()->id, std::string("distributed_type"));
+        QVERIFY2(outcome.message.find("'gpu please' is not one of the choices") != std::string::npos, outcome.message.c_str());
+        QVERIFY2(outcome.message.find("multi-GPU") != std::string::npos, outcome.message.c_str());
+        QVERIFY(s.answerLine("Multi-gpu").accepted);
+        QCOMPARE(s.answers().get("distributed_type"), Value("MULTI_GPU"));
     }
 
     void promptsNameTheMachine()

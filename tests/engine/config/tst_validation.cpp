@@ -4,9 +4,14 @@
 #include "engine/config/deepspeed_json.h"
 #include "engine/config/env_export.h"
 #include "engine/config/validation.h"
+#include "engine/config/yaml_io.h"
 #include "tests/engine/config/oracle_support.h"
 
+#include <QTemporaryDir>
 #include <QTest>
+
+#include <map>
+#include <set>
 
 using namespace shardscope::config;
 
@@ -94,6 +99,36 @@ private slots:
                                     << "mixed_precision" << true << "CPU";
         QTest::newRow("unknown nested key") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_ofload_params: true\n"
                                             << "fsdp_config.fsdp_ofload_params" << false << "did you mean `fsdp_offload_params`";
+        QTest::newRow("port out of range") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: 99999\n"
+                                           << "main_process_port" << true << "not a TCP port";
+        QTest::newRow("negative port") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: -1\n"
+                                       << "main_process_port" << true << "1 to 65535";
+        QTest::newRow("port 0 on several machines")
+            << "distributed_type: MULTI_CPU\nnum_processes: 4\nnum_machines: 2\nmain_process_ip: 10.0.0.1\nmain_process_port: 0\n"
+            << "main_process_port" << true << "every machine must know the port";
+        QTest::newRow("upper-case precision") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: BF16\n"
+                                              << "mixed_precision" << false << "runs as 'bf16'";
+        QTest::newRow("lower-case dynamo backend")
+            << "distributed_type: MULTI_CPU\nnum_processes: 2\ndynamo_config:\n  dynamo_backend: eager\n"
+            << "dynamo_config.dynamo_backend" << false << "runs as EAGER";
+        QTest::newRow("digit-string zero stage")
+            << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: '2'\n"
+            << "deepspeed_config.zero_stage" << false << "stage 2";
+        QTest::newRow("word zero stage") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: two\n"
+                                         << "deepspeed_config.zero_stage" << true << "without quotes";
+        QTest::newRow("exponent as text") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_min_num_params: 1e8\n"
+                                          << "fsdp_config.fsdp_min_num_params" << true << "1e8 as 100000000";
+        QTest::newRow("unprefixed fsdp key") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  version: 2\n"
+                                             << "fsdp_config.version" << false << "reads it as fsdp_version";
+        QTest::newRow("unprefixed fsdp key with its value checked")
+            << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  offload_params: maybe\n"
+            << "fsdp_config.fsdp_offload_params" << true << "must be";
+        QTest::newRow("fsdp section under MULTI_CPU")
+            << "distributed_type: MULTI_CPU\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n" << "fsdp_config" << false
+            << "distributed_type is MULTI_CPU, so it is ignored";
+        QTest::newRow("deepspeed section under MULTI_GPU")
+            << "distributed_type: MULTI_GPU\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n" << "deepspeed_config" << false
+            << "so it is ignored";
         QTest::newRow("fp8 questionnaire spelling")
             << "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\nfp8_config:\n  backend: TE\n  amax_history_length: 16\n"
             << "fp8_config.amax_history_length" << false << "amax_history_len";
@@ -113,6 +148,36 @@ private slots:
         QVERIFY2(d->message.find(mentions.toStdString()) != std::string::npos, d->message.c_str());
         QVERIFY2(d->message.find(key.toStdString().substr(key.toStdString().find('.') + 1)) != std::string::npos,
                  ("the message does not name the key: " + d->message).c_str());
+    }
+
+    void oneProblemOneDiagnostic()
+    {
+        const auto ds = validateConfig(parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config: FULL_SHARD\n"));
+        int errors = 0;
+        std::string all;
+        for (const auto& d : ds) {
+            errors += d.severity == Severity::Error;
+            all += "\n  " + d.keyPath + ": " + d.message;
+        }
+        QVERIFY2(errors == 1, all.c_str());
+        QVERIFY(find(ds, "fsdp_config", Severity::Error));
+    }
+
+    void normalisedAsAccelerateLaunchReadsIt()
+    {
+        const auto n = applyOverrides(parse("distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: BF16\n"
+                                            "deepspeed_config:\n  zero_stage: '3'\ndynamo_config:\n  backend: eager\n"),
+                                      {});
+        QCOMPARE(n.mixedPrecision(), std::string("bf16"));
+        QCOMPARE(n.nested("deepspeed_config", "zero_stage")->asInt(), std::int64_t{3});
+        QCOMPARE(n.nested("dynamo_config", "dynamo_backend")->asString(), std::string("EAGER"));
+        QVERIFY(!hasErrors(validateConfig(n)));
+        const auto fsdp = applyOverrides(parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  version: 2\n"
+                                               "  fsdp_version: 1\n  reshard_after_forward: false\n"),
+                                         {});
+        QCOMPARE(fsdp.nested("fsdp_config", "fsdp_version")->asInt(), std::int64_t{1}); // the later one wins
+        QVERIFY(fsdp.nested("fsdp_config", "fsdp_reshard_after_forward"));
+        QVERIFY(!fsdp.nested("fsdp_config", "version"));
     }
 
     void validCorpusConfigsHaveNoErrors_data()
@@ -184,7 +249,7 @@ private slots:
         QCOMPARE(env(simple, "ACCELERATE_USE_CPU"), std::string("False"));
         QCOMPARE(env(simple, "MASTER_ADDR"), std::string("127.0.0.1"));
         QCOMPARE(env(simple, "MASTER_PORT"), std::string("29500"));
-        QCOMPARE(env(simple, "KMP_BLOCKTIME"), std::string("1"));
+        QCOMPARE(env(simple, "KMP_BLOCKTIME"), std::string("<unset>")); // only with use_cpu (ACCELERATE_USE_CPU True)
         QCOMPARE(env(simple, "ACCELERATE_DYNAMO_BACKEND"), std::string("NO"));
         QCOMPARE(env(simple, "ACCELERATE_DYNAMO_USE_FULLGRAPH"), std::string("False"));
         QCOMPARE(launcherFor(parse("distributed_type: MULTI_CPU\n")), LauncherKind::Simple);
@@ -218,7 +283,7 @@ private slots:
         QCOMPARE(env(ds, "ACCELERATE_GRADIENT_CLIPPING"), std::string("1.0"));
         QCOMPARE(env(ds, "ACCELERATE_CONFIG_DS_FIELDS"), std::string("zero_stage,zero3_init_flag,gradient_clipping,mixed_precision"));
         QCOMPARE(env(ds, "ACCELERATE_DYNAMO_BACKEND"), std::string("<unset>")); // not for DeepSpeed
-        QCOMPARE(env(ds, "OMP_NUM_THREADS"), std::string("<unset>"));
+        QCOMPARE(env(ds, "OMP_NUM_THREADS"), std::string("1")); // torchrun's, for several local ranks
 
         auto fp8 = launchEnvironment(parse("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"
                                            "fp8_config:\n  backend: TE\n  fp8_format: E4M3\n"));
@@ -228,6 +293,88 @@ private slots:
         QCOMPARE(env(fp8, "ACCELERATE_FP8_AMAX_COMPUTE_ALGO"), std::string("most_recent"));
         QCOMPARE(env(fp8, "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"), std::string("1"));
         QCOMPARE(env(fp8, "ACCELERATE_FP8_OVERRIDE_FPROP"), std::string("False"));
+    }
+
+    // The variables our ranks get against those `accelerate launch` gives its processes for the
+    // same file: captured from the real launcher (tests/tools/accelerate_oracle.py launch-env runs
+    // `accelerate launch --config_file F dump.py` and records each process's environment).
+    void environmentEqualsAccelerateLaunch_data()
+    {
+        QTest::addColumn<QString>("yaml");
+        const std::string base = "compute_environment: LOCAL_MACHINE\nmain_training_function: main\nnum_machines: 1\n";
+        const std::pair<const char*, std::string> cases[] = {
+            {"MULTI_CPU", "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: 'no'\n"},
+            {"FSDP v1", "distributed_type: FSDP\nnum_processes: 2\nmixed_precision: bf16\nfsdp_config:\n  fsdp_version: 1\n"
+                        "  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+                        "  fsdp_transformer_layer_cls_to_wrap: GPTBlock\n  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
+                        "  fsdp_backward_prefetch: BACKWARD_PRE\n  fsdp_activation_checkpointing: true\n"},
+            {"FSDP v2", "distributed_type: FSDP\nnum_processes: 2\nmixed_precision: 'no'\nfsdp_config:\n  fsdp_version: 2\n"
+                        "  fsdp_reshard_after_forward: false\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
+                        "  fsdp_min_num_params: 1000\n  fsdp_offload_params: true\n  fsdp_cpu_ram_efficient_loading: false\n"
+                        "  fsdp_sync_module_states: false\n"},
+            {"FSDP v2 unprefixed", "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  version: 2\n"
+                                   "  reshard_after_forward: true\n  auto_wrap_policy: NO_WRAP\n"},
+            {"ZeRO-2", "distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: fp16\ndeepspeed_config:\n"
+                       "  zero_stage: 2\n  gradient_accumulation_steps: 2\n  gradient_clipping: 1.0\n"
+                       "  offload_optimizer_device: cpu\n"},
+            {"ZeRO-3", "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
+                       "  zero3_init_flag: true\n  zero3_save_16bit_model: true\n  offload_param_device: cpu\n"
+                       "  offload_optimizer_device: cpu\n"},
+            {"single process", "distributed_type: 'NO'\nnum_processes: 1\nmixed_precision: bf16\n"},
+        };
+        for (const auto& [name, yaml] : cases)
+            for (const char* useCpu : {"false", "true"})
+                QTest::newRow((std::string(name) + ", use_cpu: " + useCpu).c_str())
+                    << QString::fromStdString(base + yaml + "use_cpu: " + useCpu + "\n");
+    }
+    void environmentEqualsAccelerateLaunch()
+    {
+        QFETCH(QString, yaml);
+        QTemporaryDir dir;
+        const std::string path = dir.path().toStdString() + "/config.yaml";
+        QVERIFY(writeTextFile(path, yaml.toStdString()).ok());
+        std::string why;
+        const auto captured = shardscope::testing::runOracle({"launch-env", path}, why);
+        if (!captured)
+            QFAIL(why.c_str());
+        QVERIFY2((*captured)["returncode"].get<int>() == 0, (*captured)["stderr"].get<std::string>().c_str());
+        const auto& processes = (*captured)["processes"];
+        QVERIFY(!processes.empty());
+
+        // What torchrun gives each rank (our launcher gives the same rank variables itself) and what
+        // differs on purpose (docs/CONFIG.md): our launcher gives MASTER_ADDR to every rank itself and
+        // binds a free port of its own.
+        auto perRank = [](const std::string& k) {
+            static const std::set<std::string> names = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                                                        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+                                                        "MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                                        "PYTHONPATH"};
+            return names.count(k) > 0 || k.rfind("TORCHELASTIC_", 0) == 0;
+        };
+        std::map<std::string, std::string> theirs;
+        for (const auto& [k, v] : processes.begin().value().items())
+            if (!perRank(k))
+                theirs[k] = v.get<std::string>();
+
+        auto cfg = parseAccelerateConfig(yaml.toStdString(), path, FileFormat::Yaml);
+        QVERIFY(cfg.ok());
+        EnvironmentOptions options;
+        options.physicalCores = (*captured)["physical_cores"].get<int>();
+        std::map<std::string, std::string> ours;
+        for (const auto& [k, v] : launchEnvironment(applyOverrides(*cfg, {}), options))
+            if (!perRank(k))
+                ours[k] = v;
+
+        std::string diff;
+        for (const auto& [k, v] : theirs)
+            if (!ours.count(k))
+                diff += "\n  missing " + k + "=" + v;
+            else if (ours[k] != v)
+                diff += "\n  " + k + ": accelerate " + v + ", ours " + ours[k];
+        for (const auto& [k, v] : ours)
+            if (!theirs.count(k))
+                diff += "\n  extra " + k + "=" + v;
+        QVERIFY2(diff.empty(), diff.c_str());
     }
 
     void deepSpeedAutoValues()
