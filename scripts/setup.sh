@@ -67,14 +67,28 @@ fi
 # Debian sid's libgloo-dev (0.0~git20250912) has the v2 store API that torch 2.1x's GlooStore
 # overrides; bookworm's 2022 snapshot does not compile. We fetch only that one .deb through a
 # private apt configuration (the machine's own apt setup is untouched) and unpack it under .deps/.
+# The archive is the one this machine's own apt sources use (its mirror, and its apt proxy
+# settings, which the private configuration keeps): the repository names no host.
+debian_mirror() {
+  apt-get indextargets --format '$(ORIGIN)|$(LABEL)|$(REPO_URI)' 'Created-By: Packages' 2>/dev/null \
+    | awk -F'|' '$1 == "Debian" && $2 == "Debian" { print $3; exit }'
+}
 gloo_version="0.0~git20250912.d97133a-2"
 gloo_dir="$deps/gloo"
 if [ ! -f "$gloo_dir/usr/include/gloo/algorithm.h" ]; then
   mkdir -p "$cache/apt-sid/lists/partial" "$cache/debs"
   deb_glob=("$cache"/debs/libgloo-dev_*"${gloo_version#0.0~}"*_amd64.deb)
   if [ ! -f "${deb_glob[0]}" ]; then
-    say "fetching libgloo-dev $gloo_version from Debian sid (headers only)"
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main" \
+    mirror=$(debian_mirror)
+    if [ -z "$mirror" ]; then
+      # The package lists may never have been read on this machine.
+      [ "$(id -u)" = 0 ] || sudo=sudo
+      ${sudo:-} apt-get update -qq >/dev/null 2>&1 || true
+      mirror=$(debian_mirror)
+    fi
+    [ -n "$mirror" ] || die "this machine's apt sources list no Debian archive to fetch libgloo-dev $gloo_version from (Debian sid). Add one, or unpack that package by hand into $gloo_dir (dpkg -x FILE.deb $gloo_dir)"
+    say "fetching libgloo-dev $gloo_version from Debian sid at $mirror (headers only)"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror sid main" \
       > "$cache/apt-sid/sources.list"
     aptopts=(-o "Dir::Etc::SourceList=$cache/apt-sid/sources.list" -o Dir::Etc::SourceParts=/dev/null
              -o "Dir::State::Lists=$cache/apt-sid/lists" -o APT::Sandbox::User=root)
