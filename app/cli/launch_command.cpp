@@ -183,6 +183,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
     // With a recipe, this is a training run: it gets a run directory with the files that define
     // it, per-rank logs and the event stream, and a progress line.
     std::optional<RunDirectory> runDir;
+    std::int64_t targetSteps = 0; // the recipe's steps, or --max_steps
     std::unique_ptr<RunMonitor> monitor;
     std::unique_ptr<RunRecorder> recorder;
     if (!args.mixedPrecision.empty()) {
@@ -257,6 +258,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         options.workerArgs = workerArgs;
         options.logDirectory = runDir->logs();
         const std::int64_t total = args.maxSteps > 0 ? args.maxSteps : recipe->maxSteps;
+        targetSteps = total;
         monitor = std::make_unique<RunMonitor>(runDir->eventsFile(), total, stdout, isatty(STDOUT_FILENO) != 0);
         options.onEventLine = [m = monitor.get()](int rank, std::string_view line) { m->onEventLine(rank, line); };
         // The run history: every run, every metric. A store that cannot be used costs the history,
@@ -281,6 +283,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         }
         options.onTick = [m = monitor.get()] { m->tick(); };
         options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
+        options.findStuckRank = [m = monitor.get()](std::chrono::milliseconds timeout) { return m->stuckRank(timeout); };
         std::cout << "shardscope launch: run " << runDir->id << " (" << args.numProcesses << " ranks) in "
                   << runDir->path << std::endl;
     }
@@ -288,6 +291,25 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
     auto outcome = runLaunch(options);
     if (monitor)
         monitor->finish();
+    if (outcome && monitor) {
+        // The root cause is the rank whose own error came first, not the first rank to exit.
+        outcome->blameFirstOwnError(monitor->reportedErrors());
+        // A run succeeded only when every rank finished its steps, whatever the exit codes say.
+        if (outcome->exitCode == 0 && !outcome->cancelled) {
+            const auto completed = monitor->completedRanks();
+            for (const auto& r : outcome->ranks) {
+                if (completed.count(r.rank))
+                    continue;
+                const std::int64_t total = targetSteps;
+                outcome->exitCode = 1;
+                outcome->rootCauseRank = r.rank;
+                outcome->reason = "rank " + std::to_string(r.rank) + " exited with code " + std::to_string(r.status())
+                    + " without reporting that it finished its steps (last step " + std::to_string(monitor->lastStepOf(r.rank))
+                    + (total > 0 ? " of " + std::to_string(total) : std::string()) + "): the run is incomplete";
+                break;
+            }
+        }
+    }
     if (runDir) {
         if (auto merged = mergeRankTraces(runDir->path + "/traces"); !merged)
             std::cerr << "shardscope launch: warning: the ranks' traces could not be merged: " << merged.error().message << "\n";

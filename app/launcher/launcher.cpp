@@ -13,7 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -176,7 +178,7 @@ std::string RankExit::describe() const
     std::ostringstream out;
     out << "rank " << rank << " (pid " << pid << ")";
     if (hung)
-        out << " hung (no event within the heartbeat timeout) and was";
+        out << " hung (" << (hungDetail.empty() ? std::string("no heartbeat within the timeout") : hungDetail) << ") and was";
     if (stoppedByLauncher || hung)
         out << " stopped by the launcher";
     if (signal != 0)
@@ -200,12 +202,45 @@ std::string LaunchOutcome::failureSummary() const
     } else {
         return {};
     }
+    if (!reason.empty())
+        out << "  " << reason << "\n";
     for (const auto& r : ranks) {
         if (rootCauseRank && r.rank == *rootCauseRank)
             continue;
         out << "  " << r.describe() << "\n";
     }
     return out.str();
+}
+
+void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
+{
+    if (!rootCauseRank || cancelled)
+        return;
+    for (const auto& r : ranks)
+        if (r.rank == *rootCauseRank && r.hung)
+            return; // the launcher saw it hang: that is the cause
+    std::optional<int> first;
+    double firstTime = 0;
+    auto consider = [&](int rank, double time) {
+        if (!first || time < firstTime) {
+            first = rank;
+            firstTime = time;
+        }
+    };
+    for (const auto& e : errors)
+        if (e.kind != "peer")
+            consider(e.rank, e.time);
+    for (const auto& r : ranks) {
+        const bool reported = std::any_of(errors.begin(), errors.end(), [&](const ReportedError& e) { return e.rank == r.rank; });
+        if (r.failed() && !r.stoppedByLauncher && !reported)
+            consider(r.rank, r.exitedAt);
+    }
+    if (!first || *first == *rootCauseRank)
+        return;
+    rootCauseRank = first;
+    for (const auto& r : ranks)
+        if (r.rank == *first)
+            exitCode = r.status() != 0 ? r.status() : 1;
 }
 
 Result<ListeningSocket> listenOn(const std::string& address, int port)
@@ -311,6 +346,10 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
         ChildFds fds;
         fds.listenFd = dist.masterListenFd;
         std::vector<std::string> extra = options.extraEnvironment;
+        if (options.hangTimeout.count() > 0 && options.onEventLine) {
+            const auto beat = std::clamp<std::int64_t>(options.hangTimeout.count() / 4, 100, 2000);
+            extra.push_back("SHARDSCOPE_HEARTBEAT_MS=" + std::to_string(beat));
+        }
         int eventsPipe[2] = {-1, -1};
         if (options.onEventLine) {
             if (pipe2(eventsPipe, O_CLOEXEC) != 0) {
@@ -351,7 +390,12 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
             return pid.error();
         }
         children.push_back({rank, *pid, true});
-        outcome.ranks.push_back(RankExit{dist.rank, *pid, 0, 0, false, 0});
+        {
+            RankExit started;
+            started.rank = dist.rank;
+            started.pid = *pid;
+            outcome.ranks.push_back(started);
+        }
     }
     // Rank 0 holds its own copy of the listening socket now.
     if (listener.fd >= 0)
@@ -406,6 +450,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
                 --running;
                 RankExit& exit = outcome.ranks[static_cast<std::size_t>(c.rank)];
                 exit.seconds = elapsed();
+                exit.exitedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
                 if (WIFSIGNALED(status))
                     exit.signal = WTERMSIG(status);
                 else if (WIFEXITED(status))
@@ -428,11 +473,29 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
                     continue;
                 RankExit& exit = outcome.ranks[static_cast<std::size_t>(c.rank)];
                 exit.hung = true;
+                char detail[96];
+                std::snprintf(detail, sizeof detail, "no event, not even a heartbeat, for %.1f s",
+                              static_cast<double>(options.hangTimeout.count()) / 1000.0);
+                exit.hungDetail = detail;
                 outcome.rootCauseRank = exit.rank;
                 stopping = true;
                 killDeadline = Clock::now() + options.stopGrace;
                 stopAll(SIGTERM);
                 break;
+            }
+        }
+        if (!stopping && options.hangTimeout.count() > 0 && options.findStuckRank) {
+            if (auto stuck = options.findStuckRank(options.hangTimeout)) {
+                const auto [globalRank, detail] = *stuck;
+                for (auto& r : outcome.ranks)
+                    if (r.rank == globalRank) {
+                        r.hung = true;
+                        r.hungDetail = detail;
+                        outcome.rootCauseRank = globalRank;
+                        stopping = true;
+                        killDeadline = Clock::now() + options.stopGrace;
+                        stopAll(SIGTERM);
+                    }
             }
         }
         if (stopping && running > 0 && Clock::now() >= killDeadline) {
@@ -479,7 +542,8 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     if (outcome.rootCauseRank) {
         for (const auto& r : outcome.ranks)
             if (r.rank == *outcome.rootCauseRank)
-                outcome.exitCode = r.status();
+                // A hung rank stopped by SIGTERM may cancel cleanly and exit 0: the run still failed.
+                outcome.exitCode = r.hung ? kHungExitCode : r.status();
     } else if (outcome.cancelled)
         outcome.exitCode = 130;
     return outcome;

@@ -41,8 +41,14 @@ struct LaunchOptions {
     // Called about every 50 ms while ranks run (progress display).
     std::function<void()> onTick;
     // With event pipes: a rank that sends no event line for this long is taken as hung (a rank
-    // stuck in a collective whose peer died, a deadlock) and fails the run. 0: never.
+    // stuck in a collective whose peer died, a deadlock) and fails the run. 0: never. Ranks beat
+    // from a thread of their own (SHARDSCOPE_HEARTBEAT_MS is set to a quarter of it, at most 2 s),
+    // so a long eval or checkpoint, or a wait in a collective, is not silence.
     std::chrono::milliseconds hangTimeout{0};
+    // With hangTimeout: asked about every 50 ms whether the ranks' heartbeats show a collective
+    // pending for longer than the timeout; returns the rank to blame (the one that never entered
+    // it) and what it was doing. A rank that is silent is found without it.
+    std::function<std::optional<std::pair<int, std::string>>(std::chrono::milliseconds timeout)> findStuckRank;
 };
 
 struct RankExit {
@@ -52,13 +58,27 @@ struct RankExit {
     int signal = 0;                 // when a signal ended it, else 0
     bool stoppedByLauncher = false; // it was ended by the launcher after another rank failed or on Ctrl-C
     bool hung = false;              // it sent no event for LaunchOptions::hangTimeout and was stopped for it
+    std::string hungDetail;         // why it was taken as hung, when not silence
     double seconds = 0;             // from launch to exit
+    double exitedAt = 0;            // when the launcher saw it exit, seconds since the epoch
 
     bool failed() const { return signal != 0 || exitCode != 0; }
     // The conventional shell status: the exit code, or 128 + signal.
     int status() const { return signal != 0 ? 128 + signal : exitCode; }
     std::string describe() const;
 };
+
+// An error a rank reported in an error event: its own (a corrupt file, a full disk) or, with kind
+// "peer", the consequence of another rank's end.
+struct ReportedError {
+    int rank = 0;
+    double time = 0; // the event's time, seconds since the epoch
+    std::string kind;
+};
+
+// The exit code of a run whose root cause hung (no heartbeat, or a collective it never entered):
+// as timeout(1) exits, whatever the stopped rank exited with.
+inline constexpr int kHungExitCode = 124;
 
 struct LaunchOutcome {
     int exitCode = 0;                 // what the launcher exits with: 0, or the root-cause rank's status
@@ -67,8 +87,14 @@ struct LaunchOutcome {
     int masterPort = 0;
     std::vector<RankExit> ranks; // this machine's ranks, in rank order
 
+    std::string reason;          // a sentence on what went wrong beyond the exits (e.g. steps not finished)
     // A torchrun-style summary, root cause first; empty when every rank succeeded.
     std::string failureSummary() const;
+    // After a failure: the root cause is the rank whose own error came first, by the time of its
+    // error event (peer-loss errors are consequences and never the cause) or, for a rank that
+    // died without one (a signal), the time it exited; not simply the first rank to exit. A hang
+    // the launcher detected keeps its rank. The exit code follows the root cause.
+    void blameFirstOwnError(const std::vector<ReportedError>& errors);
 };
 
 // Blocks the signals the launcher handles itself (SIGINT, SIGTERM, SIGHUP, SIGCHLD) in the calling

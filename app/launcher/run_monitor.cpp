@@ -54,6 +54,17 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
                      m_interactive ? "\n" : "", rank, event.error().message.c_str(), std::string(line).c_str());
         return;
     }
+    if (const auto* beat = std::get_if<protocol::HeartbeatEvent>(&event->body)) {
+        // Liveness only: kept for the hang check, neither written to events.jsonl nor stored.
+        m_beats[event->rank] = Beat{*beat, std::chrono::steady_clock::now()};
+        return;
+    }
+    if (const auto* done = std::get_if<protocol::DoneEvent>(&event->body))
+        m_doneStatus[event->rank] = done->status;
+    if (const auto* step = std::get_if<protocol::StepEvent>(&event->body))
+        m_lastSteps[event->rank] = step->step;
+    if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body))
+        m_reported.push_back({event->rank, event->time, error->kind});
     if (m_events) {
         // Buffered: flushed by tick() (every ~50 ms) and at the end, not per line — the launcher
         // shares the cores with the ranks, and a syscall per event shows in small models' speed.
@@ -68,6 +79,83 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         m_errors.push_back("rank " + std::to_string(event->rank) + ": " + error->kind + ": " + error->message);
     if (onEvent)
         onEvent(*event);
+}
+
+std::set<int> RunMonitor::completedRanks() const
+{
+    std::set<int> out;
+    for (const auto& [rank, status] : m_doneStatus)
+        if (status == "completed")
+            out.insert(rank);
+    return out;
+}
+
+std::int64_t RunMonitor::lastStepOf(int rank) const
+{
+    auto it = m_lastSteps.find(rank);
+    return it == m_lastSteps.end() ? 0 : it->second;
+}
+
+std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::milliseconds timeout) const
+{
+    const auto now = std::chrono::steady_clock::now();
+    const double limit = static_cast<double>(timeout.count()) / 1000.0;
+    // A rank whose heartbeats stopped is the launcher's silence check's to name; its last beat
+    // must not be read as a wait that goes on.
+    for (const auto& [rank, beat] : m_beats)
+        if (std::chrono::duration<double>(now - beat.at).count() > limit / 2)
+            return std::nullopt;
+    // The longest-pending collective over all ranks, as of now.
+    const Beat* waiting = nullptr;
+    double waited = 0;
+    for (const auto& [rank, beat] : m_beats) {
+        if (beat.event.waitingFor.empty())
+            continue;
+        const double w = beat.event.waitingSeconds + std::chrono::duration<double>(now - beat.at).count();
+        if (w > waited) {
+            waited = w;
+            waiting = &beat;
+        }
+    }
+    if (!waiting || waited < limit)
+        return std::nullopt;
+    const auto& stuck = waiting->event;
+    auto describeWait = [&](int rank) {
+        char text[256];
+        std::snprintf(text, sizeof text, "rank %d has waited %.1f s in %s #%lld, which this rank never entered", rank, waited,
+                      stuck.waitingFor.c_str(), static_cast<long long>(stuck.waitingSeq));
+        return std::string(text);
+    };
+    int waiter = -1;
+    for (const auto& [rank, beat] : m_beats)
+        if (&beat == waiting)
+            waiter = rank;
+    // A rank not waiting in any collective is the one the others wait for. One that evaluates,
+    // writes a checkpoint or exports (rank 0 alone saves the model) is busy, not hung, however
+    // long it takes: only a rank stuck inside a training step is blamed.
+    bool busyElsewhere = false;
+    for (const auto& [rank, beat] : m_beats) {
+        if (!beat.event.waitingFor.empty())
+            continue;
+        if (beat.event.phase == "train")
+            return std::pair{rank, describeWait(waiter) + " (it is in step " + std::to_string(beat.event.step + 1) + ")"};
+        busyElsewhere = true;
+    }
+    if (busyElsewhere)
+        return std::nullopt;
+    // Every rank waits: the one on the earliest collective is behind the others.
+    const Beat* behind = nullptr;
+    int behindRank = -1;
+    for (const auto& [rank, beat] : m_beats)
+        if (!behind || beat.event.waitingSeq < behind->event.waitingSeq) {
+            behind = &beat;
+            behindRank = rank;
+        }
+    if (behind && behind->event.waitingSeq < stuck.waitingSeq)
+        return std::pair{behindRank, describeWait(waiter) + " (it waits in " + behind->event.waitingFor + " #"
+                                         + std::to_string(behind->event.waitingSeq) + ")"};
+    return std::pair{waiter, "every rank has waited " + std::to_string(static_cast<long long>(waited)) + " s in "
+                                 + stuck.waitingFor + " #" + std::to_string(stuck.waitingSeq)};
 }
 
 std::string RunMonitor::progressLine() const

@@ -4,11 +4,14 @@
 // runs/<id>/events.jsonl, keeps the latest state of the run, and draws a progress line (step/total,
 // loss, tokens/s, ETA). A malformed or truncated line is reported and skipped, never fatal.
 
+#include "app/launcher/launcher.h"
 #include "engine/protocol/events.h"
 
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +36,16 @@ public:
     std::function<void(const protocol::Event&)> onEvent;
 
     int malformedLines() const { return m_malformed; }
+    // Error events as they came (rank, the event's time, kind), for LaunchOutcome::blameFirstOwnError.
+    const std::vector<ReportedError>& reportedErrors() const { return m_reported; }
+    // The ranks that reported a `done` event with status "completed".
+    std::set<int> completedRanks() const;
+    // The last step each rank reported (0 when none).
+    std::int64_t lastStepOf(int rank) const;
+    // From the ranks' heartbeats: a collective pending on some rank for longer than `timeout`,
+    // and the rank to blame for it (a rank not waiting in it, else the one furthest behind), with
+    // what it was doing. For LaunchOptions::findStuckRank.
+    std::optional<std::pair<int, std::string>> stuckRank(std::chrono::milliseconds timeout) const;
     std::int64_t stepsDone() const { return m_lastStep ? m_lastStep->step : 0; }
     const std::optional<protocol::StepEvent>& lastStep() const { return m_lastStep; }
     const std::vector<std::string>& errorMessages() const { return m_errors; }
@@ -48,6 +61,14 @@ private:
     std::int64_t m_lastPrintedStep = -1;
     std::optional<protocol::StepEvent> m_lastStep;
     std::vector<std::string> m_errors;
+    std::vector<ReportedError> m_reported;
+    struct Beat {
+        protocol::HeartbeatEvent event;
+        std::chrono::steady_clock::time_point at;
+    };
+    std::map<int, Beat> m_beats;
+    std::map<int, std::string> m_doneStatus;
+    std::map<int, std::int64_t> m_lastSteps;
     int m_malformed = 0;
 };
 

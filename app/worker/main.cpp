@@ -1,13 +1,16 @@
 // shardscope-worker: the engine's executable, one process per rank, started only by the launcher.
 //
 // Exit codes: 0 success, 2 bad command line or environment, 3 a self-check found wrong results,
-// 4 a run-ending error inside the rank (rendezvous, backend, torch).
+// 4 a run-ending error inside the rank (rendezvous, backend, torch), 5 a peer rank went away
+// (its connection closed: the cause is that rank's own error).
 
 #include "engine/common/dist_env.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/config/recipe.h"
 #include "engine/dist/collective_check.h"
 #include "engine/train/event_sink.h"
+#include "engine/train/heartbeat.h"
+#include "engine/train/rank_errors.h"
 #include "engine/train/runner.h"
 
 #include <CLI/CLI.hpp>
@@ -19,7 +22,7 @@
 
 namespace {
 
-enum ExitCode { kOk = 0, kUsage = 2, kCheckFailed = 3, kRankError = 4 };
+enum ExitCode { kOk = 0, kUsage = 2, kCheckFailed = 3, kRankError = 4, kPeerLost = shardscope::train::kPeerLostExitCode };
 
 struct CheckCollectivesArgs {
     std::string backend = "gloo";
@@ -191,6 +194,9 @@ int train(const TrainArgs& args)
     options.dumpParamsPath = args.dumpParams;
     options.dumpInitialPath = args.dumpInitial;
     train::EventSink events(env->rank);
+    train::installTerminateHandler(events);
+    // Beats from its own thread while this one trains, evaluates, checkpoints or waits.
+    train::Heartbeat heartbeat(events);
     // SIGTERM / SIGINT from the launcher (Ctrl-C): finish the step, agree with the other ranks,
     // report "cancelled". A second signal is not caught: the launcher escalates to SIGKILL.
     struct sigaction stop {};
@@ -201,8 +207,10 @@ int train(const TrainArgs& args)
     try {
         train::runTraining(*env, options, events);
     } catch (const std::exception& e) {
-        events.emit(protocol::ErrorEvent{"exception", e.what()});
-        throw;
+        const auto error = train::describeError(e);
+        events.emit(protocol::ErrorEvent{error.kind, error.message});
+        std::cerr << "shardscope-worker: error: " << error.message << std::endl;
+        return error.kind == train::kPeerLostKind ? kPeerLost : kRankError;
     }
     return kOk;
 }
@@ -322,8 +330,9 @@ int main(int argc, char** argv)
     } catch (const std::exception& e) {
         // Note [Run-ending errors]: exceptions end a rank; they are caught here once, reported,
         // and turned into a distinct exit code the launcher propagates.
-        std::cerr << "shardscope-worker: error: " << e.what() << std::endl;
-        return kRankError;
+        const auto error = shardscope::train::describeError(e);
+        std::cerr << "shardscope-worker: error: " << error.message << std::endl;
+        return error.kind == shardscope::train::kPeerLostKind ? kPeerLost : kRankError;
     }
     return kUsage;
 }

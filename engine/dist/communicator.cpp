@@ -1,5 +1,7 @@
 #include "engine/dist/communicator.h"
 
+#include "engine/dist/collective_tracker.h"
+
 #include "engine/dist/backends.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -82,13 +84,24 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const Co
 
 Communicator::~Communicator() = default;
 
+namespace {
+
+// Every collective is recorded where the heartbeat can see whether it completed.
+c10::intrusive_ptr<c10d::Work> tracked(const char* kind, c10::intrusive_ptr<c10d::Work> work)
+{
+    CollectiveTracker::instance().issued(kind, work);
+    return work;
+}
+
+} // namespace
+
 c10::intrusive_ptr<c10d::Work> Communicator::allreduce(at::Tensor& tensor, c10d::ReduceOp op)
 {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions opts;
     opts.reduceOp = op;
     opts.timeout = m_timeout;
-    return m_backend->allreduce(tensors, opts);
+    return tracked("all_reduce", m_backend->allreduce(tensors, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::allGatherSingle(at::Tensor& output, at::Tensor& input)
@@ -96,7 +109,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::allGatherSingle(at::Tensor& output,
     c10d::AllgatherOptions opts;
     opts.timeout = m_timeout;
     // `_allgather_base` exists from 2.11 through 2.14 (2.14's canonical name is all_gather_single).
-    return m_backend->_allgather_base(output, input, opts);
+    return tracked("all_gather", m_backend->_allgather_base(output, input, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::reduceScatterSingle(at::Tensor& output, at::Tensor& input,
@@ -105,7 +118,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::reduceScatterSingle(at::Tensor& out
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = op;
     opts.timeout = m_timeout;
-    return m_backend->_reduce_scatter_base(output, input, opts);
+    return tracked("reduce_scatter", m_backend->_reduce_scatter_base(output, input, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::broadcast(at::Tensor& tensor, int rootRank)
@@ -114,7 +127,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::broadcast(at::Tensor& tensor, int r
     c10d::BroadcastOptions opts;
     opts.rootRank = rootRank;
     opts.timeout = m_timeout;
-    return m_backend->broadcast(tensors, opts);
+    return tracked("broadcast", m_backend->broadcast(tensors, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
@@ -127,7 +140,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::scatter(at::Tensor& output, const s
     c10d::ScatterOptions opts;
     opts.rootRank = rootRank;
     opts.timeout = m_timeout;
-    return m_backend->scatter(outputs, inputLists, opts);
+    return tracked("scatter", m_backend->scatter(outputs, inputLists, opts));
 }
 
 std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, const std::vector<int>& members) const
@@ -164,7 +177,7 @@ void Communicator::barrier()
 {
     c10d::BarrierOptions opts;
     opts.timeout = m_timeout;
-    m_backend->barrier(opts)->wait();
+    tracked("barrier", m_backend->barrier(opts))->wait();
 }
 
 } // namespace shardscope::dist

@@ -14,7 +14,8 @@ template <class> inline constexpr bool kAlwaysFalse = false;
 
 const char* typeNameOf(const EventBody& body)
 {
-    static constexpr const char* kNames[] = {"hello", "step", "eval", "memory", "trace", "checkpoint", "log", "error", "done"};
+    static constexpr const char* kNames[] = {"hello", "step", "eval", "memory", "trace", "checkpoint", "log", "error", "done",
+                                             "heartbeat"};
     static_assert(std::size(kNames) == std::variant_size_v<EventBody>);
     return kNames[body.index()];
 }
@@ -63,6 +64,11 @@ json bodyJson(const EventBody& body)
             return {{"kind", e.kind}, {"message", e.message}};
         } else if constexpr (std::is_same_v<T, DoneEvent>) {
             return {{"status", e.status}, {"steps", e.steps}, {"wall", e.wall}};
+        } else if constexpr (std::is_same_v<T, HeartbeatEvent>) {
+            json j = {{"step", e.step}, {"phase", e.phase}};
+            if (!e.waitingFor.empty())
+                j["waiting"] = {{"collective", e.waitingFor}, {"seq", e.waitingSeq}, {"seconds", e.waitingSeconds}};
+            return j;
         } else {
             static_assert(kAlwaysFalse<T>, "every event type needs an encoder");
         }
@@ -264,6 +270,17 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("status", e.status, true);
         r.read("steps", e.steps);
         r.read("wall", e.wall);
+        event.body = e;
+    } else if (type == "heartbeat") {
+        HeartbeatEvent e;
+        r.read("step", e.step);
+        r.read("phase", e.phase);
+        if (j.contains("waiting")) {
+            auto w = r.child("waiting");
+            w.read("collective", e.waitingFor, true);
+            w.read("seq", e.waitingSeq);
+            w.read("seconds", e.waitingSeconds);
+        }
         event.body = e;
     } else {
         return makeError("unknown event type '" + type + "'");

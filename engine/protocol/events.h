@@ -112,8 +112,20 @@ struct DoneEvent {
     double wall = 0; // seconds
 };
 
+// Sent by a thread of its own every few seconds whatever the rank does (a long eval, a checkpoint,
+// a wait in a collective), so the launcher tells a stopped rank (silent) from one that waits for
+// it. Not written to events.jsonl.
+struct HeartbeatEvent {
+    std::int64_t step = 0;  // optimizer steps done
+    std::string phase;      // "setup", "train", "eval", "checkpoint", "finish"
+    // The oldest collective this rank issued that has not completed, if any.
+    std::string waitingFor; // "all_reduce", "all_gather", ... ; empty: none
+    std::int64_t waitingSeq = 0;  // the collective's sequence number on this rank
+    double waitingSeconds = 0;    // since it was issued
+};
+
 using EventBody = std::variant<HelloEvent, StepEvent, EvalEvent, MemoryEvent, TraceEvent, CheckpointEvent, LogEvent,
-                               ErrorEvent, DoneEvent>;
+                               ErrorEvent, DoneEvent, HeartbeatEvent>;
 
 struct Event {
     int version = kProtocolVersion;

@@ -17,8 +17,23 @@ EventSink::EventSink(int rank)
 
 void EventSink::emit(protocol::EventBody body)
 {
+    std::lock_guard lock(m_mutex);
+    write(body);
+}
+
+bool EventSink::tryEmit(protocol::EventBody body)
+{
+    std::unique_lock lock(m_mutex, std::try_to_lock);
+    if (!lock.owns_lock())
+        return false;
+    write(body);
+    return true;
+}
+
+void EventSink::write(const protocol::EventBody& body)
+{
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    std::string line = protocol::encodeEvent({protocol::kProtocolVersion, m_rank, now, std::move(body)});
+    std::string line = protocol::encodeEvent({protocol::kProtocolVersion, m_rank, now, body});
     line.push_back('\n');
     // One write per line: lines up to PIPE_BUF are atomic, and the launcher reassembles longer ones.
     const char* p = line.data();

@@ -8,6 +8,7 @@
 #include "engine/train/accelerator.h"
 #include "engine/train/event_sink.h"
 #include "engine/train/full_optimizer_state.h"
+#include "engine/train/heartbeat.h"
 #include "profiler/analysis.h"
 #include "profiler/chrome_trace.h"
 #include "profiler/cupti/cupti_collector.h"
@@ -188,6 +189,10 @@ double evaluate(models::TrainableModel& model, const data::Dataset& eval, Accele
     for (std::int64_t i = acc.processIndex(); i < n; i += acc.numProcesses())
         mine.push_back(i);
     for (std::size_t start = 0; start < mine.size(); start += static_cast<std::size_t>(batchSize)) {
+        // A stop (Ctrl-C, or the launcher stopping the run after a rank died) ends the eval at
+        // the next batch instead of after all of them; every rank still joins the mean below.
+        if (g_stopRequested.load())
+            break;
         const auto len = std::min<std::size_t>(static_cast<std::size_t>(batchSize), mine.size() - start);
         auto index = at::from_blob(mine.data() + start, {static_cast<std::int64_t>(len)}, at::kLong).clone();
         auto inputs = eval.inputs.index_select(0, index).to(acc.device());
@@ -263,6 +268,35 @@ void writeLogits(const config::Recipe& recipe, const std::string& weightsDir, co
     torch::NoGradGuard noGrad;
     checkpoint::writeSafetensors(outputPath, {{"input_ids", ids}, {"logits", model->forward(ids)}});
 }
+
+namespace {
+
+// Every rank must resume the same step of the same checkpoint: ranks that disagree (an edited
+// state_rank<N>.json, a checkpoint folder mixed from two runs) would wait in different
+// collectives forever. All-gathers each rank's step and checkpoint and fails naming who differs.
+void checkResumeAgreement(Accelerator& acc, std::int64_t step, const std::string& path)
+{
+    if (acc.numProcesses() == 1)
+        return;
+    const auto pathHash = static_cast<std::int64_t>(std::hash<std::string>{}(path) & 0x7fffffffffffffffULL);
+    auto mine = at::tensor(std::vector<std::int64_t>{step, pathHash}, at::kLong).to(acc.device());
+    auto all = acc.gatherForMetrics(mine).to(at::kCPU).view({acc.numProcesses(), 2});
+    std::string differ;
+    for (int r = 0; r < acc.numProcesses(); ++r) {
+        const auto s = all[r][0].item<std::int64_t>();
+        const auto h = all[r][1].item<std::int64_t>();
+        if (s != all[0][0].item<std::int64_t>() || h != all[0][1].item<std::int64_t>())
+            differ += (differ.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " resumes after step "
+                + std::to_string(s) + (h != all[0][1].item<std::int64_t>() ? " of another checkpoint" : "");
+    }
+    if (!differ.empty())
+        throw std::runtime_error("the ranks do not resume the same point: rank 0 resumes after step "
+                                 + std::to_string(all[0][0].item<std::int64_t>()) + " of " + path + ", but " + differ
+                                 + ". Each rank's state_rank<N>.json in the checkpoint must name the same step; resume "
+                                   "from a checkpoint saved by one run, unchanged");
+}
+
+} // namespace
 
 void requestStop()
 {
@@ -362,11 +396,17 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             events.emit(protocol::LogEvent{"info", "resharded the checkpoint from " + std::to_string(*loaded->savedWorldSize)
                                                        + " to " + std::to_string(acc.numProcesses()) + " ranks"});
         } else {
-            torch::load(*optimizer, loaded->optimizerFile);
+            try {
+                torch::load(*optimizer, loaded->optimizerFile);
+            } catch (const c10::Error& e) {
+                throw std::runtime_error("cannot read the optimizer state " + loaded->optimizerFile + " (" + e.what_without_backtrace()
+                                         + "); the file is damaged or truncated: resume from an earlier checkpoint");
+            }
         }
         batches.restore(loaded->loop.dataEpoch, loaded->loop.dataPosition);
         acc.restoreStepCounters(loaded->loop.skippedSteps, loaded->loop.lossScale, loaded->loop.scalerGrowthTracker);
         firstStep = loaded->loop.step;
+        checkResumeAgreement(acc, firstStep, loaded->path);
         events.emit(protocol::LogEvent{"info", "resumed from " + loaded->path + " after step " + std::to_string(firstStep)});
     }
     auto saveState = [&](std::int64_t stepsDone) {
@@ -455,6 +495,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         paramBytes += tensorBytes(p);
 
     for (std::int64_t step = firstStep; step < recipe.maxSteps; ++step) {
+        setProgress(step, Phase::Train);
         const auto stepStart = Clock::now();
         if (step + 1 == options.fillDiskAtStep) {
             std::signal(SIGXFSZ, SIG_IGN); // a write past the limit fails with EFBIG instead of killing
@@ -593,11 +634,16 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                                             std::chrono::duration<double>(Clock::now() - runStart).count()});
             return;
         }
-        if (recipe.evalEvery > 0 && split.eval.size() > 0 && ((step + 1) % recipe.evalEvery == 0 || step + 1 == recipe.maxSteps))
+        if (recipe.evalEvery > 0 && split.eval.size() > 0 && ((step + 1) % recipe.evalEvery == 0 || step + 1 == recipe.maxSteps)) {
+            setProgress(step + 1, Phase::Eval);
             events.emit(protocol::EvalEvent{step + 1, evaluate(*model, split.eval, acc, recipe.perDeviceBatchSize), {}});
-        if (!options.checkpointDir.empty() && recipe.checkpointEvery > 0 && (step + 1) % recipe.checkpointEvery == 0)
+        }
+        if (!options.checkpointDir.empty() && recipe.checkpointEvery > 0 && (step + 1) % recipe.checkpointEvery == 0) {
+            setProgress(step + 1, Phase::Checkpoint);
             saveState(step + 1);
+        }
     }
+    setProgress(recipe.maxSteps, Phase::Finish);
 
     if (profiling && recorder.enabled()) {
         recorder.setEnabled(false);

@@ -1,0 +1,224 @@
+// Faults that used to be reported wrongly, each on a real 2-rank run of shardscope-worker:
+//   - a run cut short (a rank declared hung that then cancels cleanly) must not end "completed";
+//   - a stopped rank (SIGSTOP) is the one named as hung, not the healthy rank waiting for it;
+//   - a rank busy longer than the heartbeat timeout (a long step) is not taken as hung;
+//   - one rank's own error (a truncated optimizer file) is the root cause, and its peer ends
+//     with an ordinary error (exit 5), never std::terminate;
+//   - ranks that disagree on the resumed step fail at once, naming the rank.
+
+#include "storage/run_store.h"
+#include "storage/store_paths.h"
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+using namespace shardscope::storage;
+
+namespace {
+
+const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
+
+const char* kEndless = "name: endless\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                       "training: {per_device_batch_size: 8, max_steps: 1000000}\n";
+
+struct Launch {
+    QTemporaryDir home;
+    QProcess process;
+    QString recipe;
+
+    void start(const QString& name, const QByteArray& recipeText, const QStringList& extra)
+    {
+        recipe = home.filePath(name + ".yaml");
+        QFile f(recipe);
+        f.open(QIODevice::WriteOnly);
+        f.write(recipeText);
+        f.close();
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", home.path());
+        process.setProcessEnvironment(env);
+        process.setProcessChannelMode(QProcess::MergedChannels);
+        process.start(kShardscope, QStringList{"launch", "--num_processes", "2", "--recipe", recipe, "--run_name", name} + extra);
+    }
+    QString runDir(const QString& name) const { return home.filePath("runs/" + name); }
+    QList<QJsonObject> events(const QString& name) const
+    {
+        QList<QJsonObject> out;
+        QFile file(runDir(name) + "/events.jsonl");
+        if (file.open(QIODevice::ReadOnly))
+            while (!file.atEnd())
+                out << QJsonDocument::fromJson(file.readLine()).object();
+        return out;
+    }
+    // Waits until rank `rank` has reported `steps` steps; returns its pid (0 on timeout).
+    qint64 pidAfterSteps(const QString& name, int rank, int steps)
+    {
+        for (int i = 0; i < 600; ++i) {
+            qint64 pid = 0;
+            int seen = 0;
+            for (const auto& e : events(name)) {
+                if (e["type"] == "hello" && e["rank"].toInt() == rank)
+                    pid = e["pid"].toInteger();
+                if (e["type"] == "step" && e["rank"].toInt() == rank)
+                    ++seen;
+            }
+            if (pid && seen >= steps)
+                return pid;
+            QTest::qWait(100);
+        }
+        return 0;
+    }
+    // The history's record of run `name`.
+    RunDetails details(const QString& name)
+    {
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        if (!store)
+            qFatal("%s", store.error().message.c_str());
+        auto runs = store->listRuns();
+        if (!runs)
+            qFatal("%s", runs.error().message.c_str());
+        for (const auto& r : *runs)
+            if (r.name == name.toStdString()) {
+                auto d = store->run(r.id);
+                if (!d)
+                    qFatal("%s", d.error().message.c_str());
+                return *d;
+            }
+        qFatal("run %s is not in the history", qPrintable(name));
+    }
+};
+
+// A finished run to resume from: 2 ranks, checkpoints every 5 steps.
+QString checkpointedRun(Launch& l)
+{
+    l.start("first", "name: first\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                     "training: {per_device_batch_size: 8, max_steps: 10, checkpoint_every: 5}\n",
+            {});
+    l.process.waitForFinished(120000);
+    return l.runDir("first") + "/checkpoints/step_10";
+}
+
+} // namespace
+
+class TestReliability : public QObject {
+    Q_OBJECT
+private slots:
+    // Point 1: a rank declared hung that then cancels cleanly exits 0 — the run still failed.
+    void runCutShortIsNotASuccess()
+    {
+        Launch l;
+        l.start("cut", kEndless, {"--heartbeat_timeout", "1"});
+        const qint64 rank1 = l.pidAfterSteps("cut", 1, 4);
+        QVERIFY(rank1 > 0);
+        kill(static_cast<pid_t>(rank1), SIGSTOP);
+        QTest::qWait(2500); // past the timeout: the launcher takes rank 1 as hung and sends SIGTERM
+        kill(static_cast<pid_t>(rank1), SIGCONT); // it wakes, sees SIGTERM, finishes the step and cancels
+        QVERIFY(l.process.waitForFinished(60000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QCOMPARE(l.process.exitCode(), 124);
+        QVERIFY2(out.contains("rank 1 failed first (root cause)") && out.contains("hung"), qPrintable(out));
+        QVERIFY2(!out.contains("finished successfully"), qPrintable(out));
+        const auto run = l.details("cut");
+        QCOMPARE(run.summary.status, RunStatus::Failed);
+        QCOMPARE(run.rootCauseRank.value_or(-1), 1);
+        QCOMPARE(run.exitCode.value_or(0), 124);
+    }
+
+    // Point 2: the stopped rank is named, not rank 0, which waits for it in an all-reduce.
+    void stoppedRankIsTheOneNamed()
+    {
+        Launch l;
+        l.start("stop", kEndless, {"--heartbeat_timeout", "2"});
+        const qint64 rank1 = l.pidAfterSteps("stop", 1, 4);
+        QVERIFY(rank1 > 0);
+        kill(static_cast<pid_t>(rank1), SIGSTOP);
+        QVERIFY(l.process.waitForFinished(60000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QCOMPARE(l.process.exitCode(), 124);
+        QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
+        QVERIFY2(out.contains("rank 1 (pid " + QString::number(rank1) + ") hung"), qPrintable(out));
+        QCOMPARE(l.details("stop").rootCauseRank.value_or(-1), 1);
+    }
+
+    // A step longer than the heartbeat timeout is work, not a hang: the heartbeat thread beats on.
+    void longStepIsNotAHang()
+    {
+        Launch l;
+        // About 1 s a step on 2 cores, against a 0.5 s timeout.
+        l.start("slow", "name: slow\nmodel: {type: gpt, n_layer: 4, n_embd: 256, n_head: 4, block_size: 256}\n"
+                        "training: {per_device_batch_size: 16, max_steps: 3}\n",
+                {"--heartbeat_timeout", "0.5"});
+        QVERIFY(l.process.waitForFinished(170000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QVERIFY2(l.process.exitCode() == 0, qPrintable(out));
+        double longest = 0;
+        for (const auto& e : l.events("slow"))
+            if (e["type"] == "step")
+                longest = std::max(longest, e["step_time"].toDouble());
+        QVERIFY2(longest > 0.5, qPrintable(QString("the steps took %1 s: not longer than the timeout").arg(longest)));
+        QCOMPARE(l.details("slow").summary.status, RunStatus::Completed);
+        // Heartbeats keep the launcher informed but stay out of the run's event file.
+        for (const auto& e : l.events("slow"))
+            QVERIFY(e["type"] != "heartbeat");
+    }
+
+    // Point 3: rank 1 cannot read its optimizer file; rank 0 loses its peer. Rank 1 is the cause.
+    void ownErrorIsTheRootCauseAndPeersEndCleanly()
+    {
+        Launch l;
+        const QString checkpoint = checkpointedRun(l);
+        QVERIFY(QFile::exists(checkpoint + "/optimizer_rank1.bin"));
+        std::filesystem::resize_file((checkpoint + "/optimizer_rank1.bin").toStdString(), 10);
+        QProcess& p = l.process;
+        l.start("resume", "name: resume\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                          "training: {per_device_batch_size: 8, max_steps: 20}\n",
+                {"--resume_from_checkpoint", checkpoint});
+        QVERIFY(p.waitForFinished(60000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
+        QCOMPARE(p.exitCode(), 4);
+        QVERIFY2(out.contains("optimizer_rank1.bin"), qPrintable(out)); // the message names the file
+        QVERIFY2(!out.contains("frame #"), qPrintable(out));           // no C++ backtrace
+        QFile log0(l.runDir("resume") + "/logs/rank0.log");
+        QVERIFY(log0.open(QIODevice::ReadOnly));
+        const QString rank0 = QString::fromUtf8(log0.readAll());
+        QVERIFY2(!rank0.contains("terminate called"), qPrintable(rank0));
+        QVERIFY2(out.contains("rank 0 (pid") && out.contains("exited with code 5"), qPrintable(out));
+        QCOMPARE(l.details("resume").rootCauseRank.value_or(-1), 1);
+    }
+
+    // Point 6: rank 1's state says another step: the ranks fail at once, naming rank 1.
+    void ranksThatDisagreeOnTheResumedStepFail()
+    {
+        Launch l;
+        const QString checkpoint = checkpointedRun(l);
+        QFile state(checkpoint + "/state_rank1.json");
+        QVERIFY(state.open(QIODevice::ReadOnly));
+        auto json = QJsonDocument::fromJson(state.readAll()).object();
+        state.close();
+        json["step"] = 7;
+        QVERIFY(state.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        state.write(QJsonDocument(json).toJson());
+        state.close();
+        l.start("resume", "name: resume\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                          "training: {per_device_batch_size: 8, max_steps: 20}\n",
+                {"--resume_from_checkpoint", checkpoint, "--heartbeat_timeout", "30"});
+        QVERIFY(l.process.waitForFinished(60000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QVERIFY2(l.process.exitCode() != 0, qPrintable(out));
+        QVERIFY2(out.contains("rank 1 resumes after step 7"), qPrintable(out));
+        QVERIFY2(!out.contains("hung"), qPrintable(out)); // found by the check, not by a timeout
+    }
+};
+
+QTEST_GUILESS_MAIN(TestReliability)
+#include "tst_reliability.moc"
