@@ -26,7 +26,10 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -533,12 +536,15 @@ QString ConfigurePage::launch()
     request.numProcesses = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
     request.runName = QStringLiteral("%1-%2").arg(m_recipe ? qs(m_recipe->name) : QStringLiteral("run"),
                                                  QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
+    request.outputFile = launcherOutputFile(QString::fromStdString(m_databaseFile.parent_path().string()), request.runName);
     const auto result = launchDetached(request);
     if (!result.started) {
         showMessage(result.error, true);
         return result.error;
     }
     m_pendingRun = request.runName;
+    m_pendingPid = result.pid;
+    m_pendingOutput = request.outputFile;
     m_pollsLeft = 120; // 60 s for the launcher to record the run
     m_pollTimer->start();
     showMessage(tr("Launched %1 (pid %2)").arg(request.runName).arg(result.pid), false);
@@ -561,8 +567,18 @@ void ConfigurePage::pollLaunchedRun()
     if (!store)
         return;
     auto id = store->resolveRun(m_pendingRun.toStdString());
-    if (!id)
+    if (!id) {
+        // A launcher that has exited without recording the run refused it: say what it said.
+        if (m_pendingPid > 0 && ::kill(static_cast<pid_t>(m_pendingPid), 0) != 0 && errno == ESRCH) {
+            const QString said = launcherErrorText(m_pendingOutput);
+            showMessage(tr("The launch of %1 stopped before the run started: %2")
+                            .arg(m_pendingRun, said.isEmpty() ? tr("the launcher said nothing (%1)").arg(m_pendingOutput) : said),
+                        true);
+            m_pendingRun.clear();
+            m_pollTimer->stop();
+        }
         return;
+    }
     m_pendingRun.clear();
     m_pollTimer->stop();
     emit runOpened(*id);

@@ -2,6 +2,7 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QProcess>
 
@@ -43,13 +44,38 @@ LaunchResult launchDetached(const LaunchRequest& request)
     QProcess process;
     process.setProgram(program);
     process.setArguments(launchArguments(request));
-    // The launcher's own output goes to the run directory's logs; nothing to read here.
-    process.setStandardOutputFile(QProcess::nullDevice());
-    process.setStandardErrorFile(QProcess::nullDevice());
+    // The ranks' output goes to the run directory's logs; the launcher's own to outputFile, read
+    // back when it stops before the run appears in the history.
+    if (request.outputFile.isEmpty()) {
+        process.setStandardOutputFile(QProcess::nullDevice());
+        process.setStandardErrorFile(QProcess::nullDevice());
+    } else {
+        QDir().mkpath(QFileInfo(request.outputFile).absolutePath());
+        process.setStandardOutputFile(request.outputFile, QIODevice::Truncate);
+        process.setStandardErrorFile(request.outputFile, QIODevice::Append);
+    }
     result.started = process.startDetached(&result.pid);
     if (!result.started)
         result.error = process.errorString();
     return result;
+}
+
+QString launcherOutputFile(const QString& homeDir, const QString& runName)
+{
+    return QDir(homeDir).filePath(QStringLiteral("launches/%1.log").arg(runName));
+}
+
+QString launcherErrorText(const QString& outputFile)
+{
+    QFile file(outputFile);
+    if (!file.open(QIODevice::ReadOnly))
+        return {};
+    const QString text = QString::fromUtf8(file.read(64 * 1024)).trimmed();
+    QStringList errors;
+    for (const QString& line : text.split(QLatin1Char('\n')))
+        if (line.contains(QLatin1String("error")))
+            errors << line.trimmed();
+    return errors.isEmpty() ? text : errors.join(QLatin1Char('\n'));
 }
 
 QStringList sweepPrecisionModes(bool includeFp8)

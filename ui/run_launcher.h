@@ -19,6 +19,9 @@ struct LaunchRequest {
     std::optional<int> maxSteps;
     QString mixedPrecision; // empty: the config's
     QStringList workerArgs; // after "--"
+    // Where the launcher's own output (stdout and stderr) goes, so that a launch refused before
+    // any rank started can show its message; empty: discarded.
+    QString outputFile;
 };
 
 struct LaunchResult {
@@ -26,6 +29,12 @@ struct LaunchResult {
     qint64 pid = 0;
     QString error;
 };
+
+// The launcher's output file for a run started from the GUI (see LaunchRequest::outputFile).
+QString launcherOutputFile(const QString& homeDir, const QString& runName);
+// What a launcher that exited early said: the lines of its output that name an error (all of it
+// when none does), for the window.
+QString launcherErrorText(const QString& outputFile);
 
 // The `shardscope` executable: $SHARDSCOPE_LAUNCHER when set, else the one next to this program.
 QString launcherProgram();

@@ -8,6 +8,7 @@
 #include "app/launcher/run_monitor.h"
 #include "app/launcher/run_recorder.h"
 #include "app/launcher/trace_merge.h"
+#include "engine/checkpoint/checkpoint_paths.h"
 #include "engine/config/accelerate_config.h"
 #include "engine/config/recipe.h"
 #include "engine/config/validation.h"
@@ -49,6 +50,7 @@ struct LaunchArgs {
     bool profile = false;
     bool noHistory = false;
     double heartbeatTimeout = 600; // seconds
+    double rendezvousTimeout = 300; // seconds a machine other than 0 waits for machine 0
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
     bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false,
          givenPort = false;
@@ -166,6 +168,14 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
                 args.mixedPrecision = plan->mixedPrecision == "no" ? std::string() : plan->mixedPrecision;
         }
     }
+    // Refused before anything is created (runLaunch refuses it too, for every other caller).
+    const bool loopback = args.mainProcessIp == "localhost" || args.mainProcessIp.rfind("127.", 0) == 0;
+    if (args.numMachines == 1 && !loopback) {
+        std::cerr << "shardscope launch: error: --main_process_ip " << args.mainProcessIp
+                  << " would open the rendezvous store, which has no authentication, to the network for a run on this "
+                     "machine alone; leave it unset (127.0.0.1), or give --num_machines N for a job over several machines\n";
+        return 2;
+    }
     if (args.numProcesses % args.numMachines != 0) {
         std::cerr << "shardscope launch: error: --num_processes " << args.numProcesses << " is not a multiple of --num_machines "
                   << args.numMachines << "; num_processes counts the ranks of all machines together\n";
@@ -177,6 +187,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
     options.machineRank = args.machineRank;
     options.masterAddr = args.mainProcessIp;
     options.masterPort = args.mainProcessPort;
+    options.rendezvousTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.rendezvousTimeout * 1000));
     options.workerPath = args.worker.empty() ? defaultWorkerPath(programPath) : args.worker;
     options.workerArgs = args.workerArgs;
 
@@ -196,6 +207,22 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         auto recipe = config::loadRecipe(args.recipe);
         if (!recipe) {
             std::cerr << "shardscope launch: error: " << recipe.error().message << "\n";
+            return 2;
+        }
+        // What a rank would refuse is refused here, before any rank starts: the recipe as it will
+        // run (with --max_steps), its data, and the checkpoint to resume.
+        if (args.maxSteps > 0) {
+            config::Recipe effective = *recipe;
+            effective.maxSteps = args.maxSteps;
+            if (auto checked = config::parseRecipe(config::recipeToYaml(effective), args.recipe + " with --max_steps "
+                                                                                         + std::to_string(args.maxSteps));
+                !checked) {
+                std::cerr << "shardscope launch: error: " << checked.error().message << "\n";
+                return 2;
+            }
+        }
+        if (auto inputs = config::checkRecipeInputs(*recipe); !inputs) {
+            std::cerr << "shardscope launch: error: " << args.recipe << ": " << inputs.error().message << "\n";
             return 2;
         }
         const std::string id = args.runName.empty() ? timestampedRunId(recipe->name) : args.runName;
@@ -241,6 +268,12 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
                                                  std::to_string(std::min<std::int64_t>(5, total - start + 1))});
         }
         if (!args.resumeFrom.empty()) {
+            if (auto resolved = checkpoint::resolveCheckpoint(args.resumeFrom, runsDir, recipe->name); !resolved) {
+                std::cerr << "shardscope launch: error: " << resolved.error().message << "\n";
+                std::error_code ec;
+                std::filesystem::remove_all(runDir->path, ec); // nothing ran: no empty run left behind
+                return 2;
+            }
             workerArgs.push_back("--resume_from");
             workerArgs.push_back(args.resumeFrom);
         }
@@ -340,6 +373,20 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         if (monitor)
             for (const auto& message : monitor->errorMessages())
                 std::cerr << "  reported by " << message << "\n";
+        // A rank that ended without an error event (a bad option, a crash) said why in its log.
+        if (monitor && runDir && outcome->rootCauseRank) {
+            const auto& reported = monitor->reportedErrors();
+            const int cause = *outcome->rootCauseRank;
+            if (std::none_of(reported.begin(), reported.end(), [&](const ReportedError& e) { return e.rank == cause; })) {
+                const std::string tail = tailOfFile(runDir->logs() + "/rank" + std::to_string(cause) + ".log", 5);
+                if (!tail.empty()) {
+                    std::cerr << "  last lines of rank " << cause << "'s log:\n";
+                    std::istringstream lines(tail);
+                    for (std::string line; std::getline(lines, line);)
+                        std::cerr << "    " << line << "\n";
+                }
+            }
+        }
         if (runDir)
             std::cerr << "  logs: " << runDir->logs() << "/rank<N>.log\n";
         return outcome->exitCode;
@@ -384,6 +431,10 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
                     "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
     cmd->add_flag("--profile", args->profile, "Trace steps 3-7 (or the recipe's profile window) into the run's traces/");
+    cmd->add_option("--rendezvous_timeout", args->rendezvousTimeout,
+                    "Seconds a machine other than 0 waits for machine 0's launcher to answer before giving up")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     cmd->add_option("--heartbeat_timeout", args->heartbeatTimeout,
                     "Seconds without any event from a rank before it is taken as hung (0: never)")
         ->capture_default_str();

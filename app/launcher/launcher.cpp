@@ -275,6 +275,51 @@ Result<ListeningSocket> listenOn(const std::string& address, int port)
     return ListeningSocket{fd, ntohs(addr.sin_port)};
 }
 
+namespace {
+
+// Machines 1..N-1: machine 0's launcher must be listening before our ranks try the rendezvous
+// (they would wait in silence). Probes the port, says it waits every 5 s, honours Ctrl-C.
+Result<void> waitForMachineZero(const LaunchOptions& options)
+{
+    sockaddr_in addr {};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(options.masterPort));
+    const std::string numeric = options.masterAddr == "localhost" ? "127.0.0.1" : options.masterAddr;
+    if (inet_pton(AF_INET, numeric.c_str(), &addr.sin_addr) != 1)
+        return makeError("main_process_ip '" + options.masterAddr + "' is not an IPv4 address; give machine 0's numeric address");
+    const std::string where = options.masterAddr + ":" + std::to_string(options.masterPort);
+    const auto start = Clock::now();
+    auto lastSaid = start - std::chrono::seconds(4); // the first word after a second, then every 5 s
+    const sigset_t supervised = supervisedSignals();
+    while (true) {
+        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return makeError("socket failed: " + errnoText(errno));
+        const bool answered = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+        close(fd);
+        if (answered)
+            return {};
+        const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
+        if (Clock::now() - start >= options.rendezvousTimeout)
+            return makeError("machine 0 did not answer at " + where + " within " + std::to_string(waited.count())
+                             + " s; start its launcher (--machine_rank 0) with the same --main_process_ip and "
+                               "--main_process_port, check the address and any firewall, or raise --rendezvous_timeout");
+        if (Clock::now() - lastSaid >= std::chrono::seconds(5)) {
+            std::fprintf(stderr, "shardscope launch: waiting for machine 0 at %s (%lld s)\n", where.c_str(),
+                         static_cast<long long>(waited.count()));
+            lastSaid = Clock::now();
+        }
+        // Sleep 200 ms, or less if Ctrl-C / SIGTERM arrives (the launcher blocks those signals).
+        timespec pause {0, 200'000'000};
+        siginfo_t info {};
+        const int sig = sigtimedwait(&supervised, &info, &pause);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+            return makeError("cancelled while waiting for machine 0 at " + where);
+    }
+}
+
+} // namespace
+
 Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
 {
     if (options.numProcesses < 1)
@@ -287,6 +332,18 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     if (options.numMachines > 1 && options.masterPort == 0)
         return makeError("a job over " + std::to_string(options.numMachines)
                          + " machines needs --main_process_port: every machine's launcher must know where machine 0 listens");
+
+    // The rendezvous store has no authentication: it listens beyond loopback only for a job over
+    // several machines, which the user asked for with num_machines.
+    const bool loopback = options.masterAddr == "localhost" || options.masterAddr.rfind("127.", 0) == 0;
+    if (options.numMachines == 1 && !loopback)
+        return makeError("main_process_ip " + options.masterAddr + " would open the rendezvous store, which has no "
+                         "authentication, to the network for a run on this machine alone; leave main_process_ip unset "
+                         "(127.0.0.1), or give --num_machines N (and the same address on every machine) for a job over "
+                         "several machines");
+    if (options.machineRank > 0)
+        if (auto reached = waitForMachineZero(options); !reached)
+            return reached.error();
 
     // Machine 0's launcher binds the rendezvous port itself and hands the socket to rank 0's
     // TCPStore: a taken port is reported here, before any rank starts, and nothing can steal a

@@ -27,6 +27,9 @@ struct LaunchOptions {
     int machineRank = 0;
     std::string masterAddr = "127.0.0.1";
     int masterPort = 0; // 0: pick a free port (single machine only)
+    // Machines other than 0 wait this long for machine 0's rendezvous to answer before any rank
+    // starts, saying so every few seconds (on stderr), then give up with an error.
+    std::chrono::milliseconds rendezvousTimeout = std::chrono::minutes(5);
     // How long ranks get to exit after SIGTERM before they are killed.
     std::chrono::milliseconds stopGrace = std::chrono::seconds(3);
     // NAME=VALUE pairs added to every rank's environment (after the inherited ones).

@@ -1,5 +1,7 @@
 #include "engine/checkpoint/checkpoint.h"
 
+#include "engine/checkpoint/checkpoint_paths.h"
+
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/recipe.h"
 
@@ -71,33 +73,6 @@ json compatibilityJson(const Compatibility& c)
 {
     return {{"world_size", c.worldSize}, {"strategy", c.strategy}, {"state_dict_type", c.stateDictType},
             {"precision", c.precision}, {"model", c.modelFingerprint}};
-}
-
-std::optional<std::int64_t> stepOf(const fs::path& dir)
-{
-    static const std::regex pattern("step_([0-9]+)");
-    std::smatch match;
-    const std::string name = dir.filename().string();
-    if (std::regex_match(name, match, pattern))
-        return std::stoll(match[1]);
-    return std::nullopt;
-}
-
-bool isComplete(const fs::path& dir)
-{
-    return stepOf(dir) && fs::exists(dir / "manifest.json");
-}
-
-// The complete step_<N> folders directly inside `dir`, newest (highest N) first.
-std::vector<fs::path> completeCheckpoints(const fs::path& dir)
-{
-    std::vector<fs::path> found;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec))
-        if (entry.is_directory() && isComplete(entry.path()))
-            found.push_back(entry.path());
-    std::sort(found.begin(), found.end(), [](const fs::path& a, const fs::path& b) { return *stepOf(a) > *stepOf(b); });
-    return found;
 }
 
 // This rank's files of one checkpoint, into `tmp`; returns the bytes written. Throws on a write error.
@@ -273,42 +248,6 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
         return makeError("checkpoint " + path + " could not be read: " + e.what());
     }
     return loaded;
-}
-
-Result<std::string> resolveCheckpoint(const std::string& reference, const std::string& runsDir, const std::string& recipeName)
-{
-    if (reference == "latest") {
-        std::optional<fs::path> best;
-        std::error_code ec;
-        for (const auto& run : fs::directory_iterator(runsDir, ec)) {
-            auto recipe = config::loadRecipe((run.path() / "recipe.yaml").string());
-            if (!recipe || recipe->name != recipeName)
-                continue;
-            auto found = completeCheckpoints(run.path() / "checkpoints");
-            if (found.empty())
-                continue;
-            const auto candidate = found.front();
-            if (!best || fs::last_write_time(candidate, ec) > fs::last_write_time(*best, ec))
-                best = candidate;
-        }
-        if (!best)
-            return makeError("no complete checkpoint of a run of recipe '" + recipeName + "' under " + runsDir);
-        return best->string();
-    }
-    const fs::path path(reference);
-    if (!fs::exists(path))
-        return makeError("checkpoint " + reference + " does not exist");
-    if (stepOf(path)) {
-        if (!isComplete(path))
-            return makeError("checkpoint " + reference + " is incomplete (no manifest.json: its writing was interrupted)");
-        return path.string();
-    }
-    for (const auto& dir : {path, path / "checkpoints"}) {
-        auto found = completeCheckpoints(dir);
-        if (!found.empty())
-            return found.front().string();
-    }
-    return makeError("no complete checkpoint (step_<N>/ with a manifest.json) in " + reference);
 }
 
 } // namespace shardscope::checkpoint

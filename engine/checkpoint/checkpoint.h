@@ -15,6 +15,7 @@
 // Writing goes to step_<N>.tmp/ and is renamed into place once every rank is done, so a crash
 // leaves the previous checkpoint as it was and never a half-written one under a final name.
 
+#include "engine/checkpoint/checkpoint_paths.h"
 #include "engine/common/result.h"
 
 #include <ATen/core/Tensor.h>
@@ -88,11 +89,5 @@ struct LoadedCheckpoint {
 // Checks the manifest (complete, compatible) and reads this rank's part. Errors say what does not
 // match and how to proceed.
 Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const Compatibility& expected);
-
-// `reference` is a step_<N> folder, a folder holding step_<N> folders (a run's checkpoints/ or the
-// run directory), or "latest" (the newest complete checkpoint of any run under `runsDir` whose
-// recipe has the name `recipeName`). Incomplete folders are skipped.
-Result<std::string> resolveCheckpoint(const std::string& reference, const std::string& runsDir,
-                                      const std::string& recipeName);
 
 } // namespace shardscope::checkpoint

@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -222,7 +224,8 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
 
     SectionReader optimizer(source, "optimizer");
     optimizer.add("type", choice(r.optimizer.type, {"adamw", "sgd"}));
-    optimizer.add("lr", number(r.optimizer.lr, 0, big));
+    // Above 1e3 no optimizer trains, and past float's range (3.4e38) torch refuses the value.
+    optimizer.add("lr", number(r.optimizer.lr, 0, 1e3));
     optimizer.add("weight_decay", number(r.optimizer.weightDecay, 0, big));
     optimizer.add("beta1", number(r.optimizer.beta1, 0, 1));
     optimizer.add("beta2", number(r.optimizer.beta2, 0, 1));
@@ -313,6 +316,66 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
         return makeError(source + ": 'schedule.warmup_steps' (" + std::to_string(r.schedule.warmupSteps)
                          + ") exceeds 'training.max_steps' (" + std::to_string(r.maxSteps) + ")");
     return r;
+}
+
+std::string defaultTextPath()
+{
+    if (const char* dir = std::getenv("SHARDSCOPE_RESOURCES"); dir && *dir)
+        return std::string(dir) + "/data/demo.txt";
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    // The build tree records where the sources are (resources/ is not copied).
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+        if (fs::exists(dir / "resources/data/demo.txt"))
+            return (dir / "resources/data/demo.txt").string();
+        if (fs::exists(dir / "CMakeCache.txt")) {
+            std::ifstream cache(dir / "CMakeCache.txt");
+            std::string line;
+            const std::string key = "CMAKE_HOME_DIRECTORY:INTERNAL=";
+            while (std::getline(cache, line))
+                if (line.rfind(key, 0) == 0)
+                    return line.substr(key.size()) + "/resources/data/demo.txt";
+        }
+    }
+    return "resources/data/demo.txt";
+}
+
+Result<void> checkTextFitsVocabulary(const std::string& bytes, const Recipe& recipe, const std::string& path)
+{
+    int highest = -1;
+    std::int64_t where = -1;
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        const int b = static_cast<unsigned char>(bytes[i]);
+        if (b > highest) {
+            highest = b;
+            where = static_cast<std::int64_t>(i);
+        }
+    }
+    if (highest >= recipe.model.vocabSize)
+        return makeError("model.vocab_size is " + std::to_string(recipe.model.vocabSize) + " but the text " + path
+                         + " holds the byte value " + std::to_string(highest) + " (first at offset " + std::to_string(where)
+                         + "); the byte-level GPT embeds every byte value, so set model.vocab_size: "
+                         + std::to_string(highest < 128 ? 128 : 256) + " or more (256 takes any text)");
+    return {};
+}
+
+Result<void> checkRecipeInputs(const Recipe& recipe)
+{
+    if (recipe.data.type != "text")
+        return {};
+    const std::string path = recipe.data.path.empty() ? defaultTextPath() : recipe.data.path;
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return makeError("cannot read the text file '" + path + "' (data.path in the recipe); check the path");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    const std::string bytes = buffer.str();
+    const std::int64_t need = 2 * recipe.model.blockSize + 1;
+    if (static_cast<std::int64_t>(bytes.size()) < need)
+        return makeError("the text file '" + path + "' has " + std::to_string(bytes.size()) + " bytes; it needs at least "
+                         + std::to_string(need) + " for model.block_size " + std::to_string(recipe.model.blockSize));
+    return checkTextFitsVocabulary(bytes, recipe, path);
 }
 
 Result<Recipe> loadRecipe(const std::string& path)

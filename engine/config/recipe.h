@@ -115,6 +115,15 @@ struct Recipe {
 // Parses a recipe from YAML text; `source` names the file in messages (file:line:column).
 // Unknown keys are errors naming the nearest valid key; values are range-checked.
 Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& source);
+
+// The demo text shipped in resources/data (SHARDSCOPE_RESOURCES overrides where resources are).
+std::string defaultTextPath();
+
+// What can be checked of a recipe before any rank starts, beyond its own keys: the byte-level
+// GPT's text (data.path, or the demo text) exists, is long enough for two blocks, and has no byte
+// the model's vocab_size cannot embed. Ranks check the same when they read the text.
+Result<void> checkRecipeInputs(const Recipe& recipe);
+Result<void> checkTextFitsVocabulary(const std::string& bytes, const Recipe& recipe, const std::string& path);
 Result<Recipe> loadRecipe(const std::string& path);
 std::string recipeToYaml(const Recipe& recipe);
 

@@ -50,6 +50,8 @@ Split makeByteText(const config::Recipe& recipe, const std::string& path)
     std::stringstream buffer;
     buffer << in.rdbuf();
     const std::string bytes = buffer.str();
+    if (auto fits = config::checkTextFitsVocabulary(bytes, recipe, path); !fits)
+        throw std::runtime_error(fits.error().message);
     const std::int64_t T = recipe.model.blockSize;
     const std::int64_t n = (static_cast<std::int64_t>(bytes.size()) - 1) / T;
     if (n < 2)
@@ -63,29 +65,6 @@ Split makeByteText(const config::Recipe& recipe, const std::string& path)
     auto samples = all.index({windows}); // [n, T + 1]
     return splitOff({samples.narrow(1, 0, T).contiguous(), samples.narrow(1, 1, T).contiguous(), T},
                     recipe.data.evalFraction);
-}
-
-std::string defaultTextPath()
-{
-    if (const char* dir = std::getenv("SHARDSCOPE_RESOURCES"); dir && *dir)
-        return std::string(dir) + "/data/demo.txt";
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    // The build tree records where the sources are (resources/ is not copied).
-    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-        if (fs::exists(dir / "resources/data/demo.txt"))
-            return (dir / "resources/data/demo.txt").string();
-        if (fs::exists(dir / "CMakeCache.txt")) {
-            std::ifstream cache(dir / "CMakeCache.txt");
-            std::string line;
-            const std::string key = "CMAKE_HOME_DIRECTORY:INTERNAL=";
-            while (std::getline(cache, line))
-                if (line.rfind(key, 0) == 0)
-                    return line.substr(key.size()) + "/resources/data/demo.txt";
-        }
-    }
-    return "resources/data/demo.txt";
 }
 
 DistributedSampler::DistributedSampler(std::int64_t datasetSize, int rank, int worldSize, bool shuffle,

@@ -37,9 +37,8 @@ Split makeSyntheticRegression(const config::Recipe& recipe);
 // or shorter than two windows.
 Split makeByteText(const config::Recipe& recipe, const std::string& path);
 
-// The default demo text, resources/data/demo.txt, found next to the executable's build tree or
-// under SHARDSCOPE_RESOURCES.
-std::string defaultTextPath();
+// The default demo text: config::defaultTextPath() (torch-free, the launcher checks it too).
+using config::defaultTextPath;
 
 class DistributedSampler {
 public:

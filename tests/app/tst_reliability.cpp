@@ -218,6 +218,76 @@ private slots:
         QVERIFY2(out.contains("rank 1 resumes after step 7"), qPrintable(out));
         QVERIFY2(!out.contains("hung"), qPrintable(out)); // found by the check, not by a timeout
     }
+
+    // Point 7: what a rank would refuse is refused before any rank starts, with the key named.
+    void rankErrorsAreCaughtBeforeLaunch_data()
+    {
+        QTest::addColumn<QByteArray>("recipe");
+        QTest::addColumn<QStringList>("extra");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("max_steps below warm-up")
+            << QByteArray("name: w\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\nschedule: {warmup_steps: 50}\n"
+                          "training: {per_device_batch_size: 8, max_steps: 100}\n")
+            << QStringList{"--max_steps", "10"} << "'schedule.warmup_steps' (50) exceeds 'training.max_steps' (10)";
+        QTest::newRow("absurd lr") << QByteArray("name: lr\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                                                 "optimizer: {lr: 1e300}\ntraining: {per_device_batch_size: 8, max_steps: 10}\n")
+                                   << QStringList{} << "'optimizer.lr' is 1e300";
+        QTest::newRow("vocabulary smaller than the bytes")
+            << QByteArray("name: v\nmodel: {type: gpt, vocab_size: 64, n_layer: 1, n_embd: 16, n_head: 2, block_size: 16}\n"
+                          "data: {type: text}\ntraining: {per_device_batch_size: 2, max_steps: 2}\n")
+            << QStringList{} << "model.vocab_size is 64 but the text";
+        QTest::newRow("missing checkpoint")
+            << QByteArray(kEndless) << QStringList{"--resume_from_checkpoint", "/nonexistent/step_5"} << "does not exist";
+        QTest::newRow("store on every address")
+            << QByteArray(kEndless) << QStringList{"--main_process_ip", "0.0.0.0"} << "has no authentication";
+    }
+    void rankErrorsAreCaughtBeforeLaunch()
+    {
+        QFETCH(QByteArray, recipe);
+        QFETCH(QStringList, extra);
+        QFETCH(QString, message);
+        Launch l;
+        l.start("refused", recipe, extra);
+        QVERIFY(l.process.waitForFinished(30000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QCOMPARE(l.process.exitCode(), 2);
+        QVERIFY2(out.contains(message), qPrintable(out));
+        QVERIFY2(!out.contains("rank 0 (pid"), qPrintable(out)); // no rank ran
+        QVERIFY2(!out.contains("frame #") && !out.contains("json.exception"), qPrintable(out));
+    }
+
+    // Point 7: a machine other than 0 says it waits for machine 0, and gives up with a reason.
+    void machineOneSaysItWaitsForMachineZero()
+    {
+        Launch l;
+        const int port = 1 + (static_cast<int>(QCoreApplication::applicationPid()) % 20000) + 40000;
+        l.start("m1", kEndless, {"--num_machines", "2", "--machine_rank", "1", "--main_process_port", QString::number(port),
+                                 "--rendezvous_timeout", "3"});
+        QVERIFY(l.process.waitForFinished(30000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QVERIFY(l.process.exitCode() != 0);
+        QVERIFY2(out.contains("waiting for machine 0 at 127.0.0.1:" + QString::number(port)), qPrintable(out));
+        QVERIFY2(out.contains("machine 0 did not answer"), qPrintable(out));
+    }
+
+    // Point 7: a stop during a long eval ends it at the next batch, not after the whole eval.
+    void stopDuringEvalIsPrompt()
+    {
+        Launch l;
+        // Each rank evaluates 150,000 samples one at a time (tens of seconds) after step 2.
+        l.start("eval", "name: eval\nmodel: {type: mlp}\ndata: {type: synthetic_regression, num_samples: 400000, "
+                        "eval_fraction: 0.75}\ntraining: {per_device_batch_size: 1, max_steps: 4, eval_every: 2}\n",
+                {});
+        QVERIFY(l.pidAfterSteps("eval", 0, 2) > 0);
+        QTest::qWait(500); // inside the eval
+        const auto stopAsked = std::chrono::steady_clock::now();
+        kill(static_cast<pid_t>(l.process.processId()), SIGTERM);
+        QVERIFY(l.process.waitForFinished(60000));
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopAsked).count();
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QCOMPARE(l.process.exitCode(), 130);
+        QVERIFY2(seconds < 3, qPrintable(QString("stopping took %1 s\n%2").arg(seconds).arg(out)));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestReliability)

@@ -451,6 +451,30 @@ private slots:
         QVERIFY(QFile::exists(recipeFile));
     }
 
+    void launcherThatStopsEarlyHasItsMessageShown()
+    {
+        // A launcher that refuses the run before any rank starts: its own message reaches the
+        // page (it used to go to /dev/null, and the page said only that the run did not appear).
+        const QString fake = m_tmp.filePath(QStringLiteral("refusing-shardscope"));
+        QFile script(fake);
+        QVERIFY(script.open(QIODevice::WriteOnly));
+        script.write("#!/bin/sh\necho 'shardscope launch: run starting'\n"
+                     "echo 'shardscope launch: error: config: distributed_type FSDP needs GPUs here' >&2\nexit 2\n");
+        script.close();
+        script.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+        qputenv("SHARDSCOPE_LAUNCHER", fake.toUtf8());
+        ConfigurePage page(db());
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
+        retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
+        QCOMPARE(page.launch(), QString());
+        qunsetenv("SHARDSCOPE_LAUNCHER");
+        auto* message = page.findChild<QLabel*>(QStringLiteral("configureMessage"));
+        QVERIFY(message);
+        QTRY_VERIFY_WITH_TIMEOUT(message->text().contains(QStringLiteral("distributed_type FSDP needs GPUs here")), 10000);
+        QVERIFY(message->text().contains(QStringLiteral("stopped before the run started")));
+        QVERIFY(!message->text().contains(QStringLiteral("run starting"))); // only the error lines
+    }
+
     void mainWindowShowsTheConfigurePage()
     {
         ui::MainWindow window(nullptr, db());
