@@ -1,5 +1,7 @@
 #include "storage/run_store.h"
 
+#include "storage/run_outcome.h"
+
 #include "storage/event_rows.h"
 #include "storage/run_writer.h"
 
@@ -183,10 +185,28 @@ RunSummary readSummary(const Statement& s)
 
 Result<RunStore> RunStore::open(const std::filesystem::path& databaseFile, StoreOptions options)
 {
+    auto opened = openAs(databaseFile, options, OpenMode::ReadWriteCreate);
+    if (opened || options.readOnly || !options.fallBackToReadOnly)
+        return opened;
+    // Reading needs no write: a read-only home or a full disk still shows the history, as recorded.
+    StoreOptions reading = options;
+    reading.readOnly = true;
+    auto readOnly = openAs(databaseFile, reading, OpenMode::ReadOnly);
+    if (!readOnly) // a WAL file in a folder we cannot write, without its -shm: read the file as it is
+        readOnly = openAs(databaseFile, reading, OpenMode::Immutable);
+    if (!readOnly)
+        return opened.error();
+    readOnly->m_warnings.push_back("the run history " + databaseFile.string() + " cannot be written (" + opened.error().message
+                                   + "); it is shown read-only, and runs whose launcher stopped are shown as last recorded");
+    return readOnly;
+}
+
+Result<RunStore> RunStore::openAs(const std::filesystem::path& databaseFile, const StoreOptions& options, OpenMode mode)
+{
     std::error_code ec;
     if (!options.readOnly && databaseFile.has_parent_path())
         std::filesystem::create_directories(databaseFile.parent_path(), ec);
-    auto db = Database::open(databaseFile.string(), options.readOnly ? OpenMode::ReadOnly : OpenMode::ReadWriteCreate,
+    auto db = Database::open(databaseFile.string(), options.readOnly && mode == OpenMode::ReadWriteCreate ? OpenMode::ReadOnly : mode,
                              options.busyTimeout);
     if (!db)
         return db.error();
@@ -207,8 +227,10 @@ Result<RunStore> RunStore::open(const std::filesystem::path& databaseFile, Store
     auto runsRoot = options.runsRoot.empty() ? databaseFile.parent_path() / "runs" : options.runsRoot;
     RunStore store(std::move(*db), std::move(runsRoot));
     if (!options.readOnly && options.markInterrupted) {
+        // A failure here (a full disk) costs the recovery of dead runs, not the history: it is
+        // tried again at the next open.
         if (auto marked = store.markInterruptedRuns(); !marked)
-            return marked.error();
+            store.m_warnings.push_back("runs whose launcher stopped could not be recorded as ended yet: " + marked.error().message);
     }
     return store;
 }
@@ -375,20 +397,38 @@ Result<int> RunStore::markInterruptedRuns()
 {
     // Decide outside any transaction, and take the write lock only when there is something to
     // mark: a reader that opens the store while a launcher writes must not wait for it.
-    auto select = m_db.prepare("SELECT id, launcher_pid, launcher_host, launcher_boot_id, launcher_start_ticks "
+    auto select = m_db.prepare("SELECT id, launcher_pid, launcher_host, launcher_boot_id, launcher_start_ticks, run_dir "
                                "FROM runs WHERE status IN ('pending', 'running')");
     if (!select)
         return select.error();
     std::vector<std::pair<std::int64_t, LauncherIdentity>> gone;
+    std::vector<std::pair<std::int64_t, RunEnd>> decided; // the launcher kept its outcome in the run directory
     auto rc = forEachRow(*select, [&](const Statement& s) {
         LauncherIdentity launcher{s.int64(1), s.text(2), s.text(3), s.int64(4)};
-        if (checkLiveness(launcher) == Liveness::Gone)
+        if (checkLiveness(launcher) != Liveness::Gone)
+            return;
+        std::filesystem::path runDir = s.text(5);
+        if (runDir.is_relative())
+            runDir = m_runsRoot.parent_path() / runDir;
+        if (auto end = readOutcomeFile(runDir))
+            decided.emplace_back(s.int64(0), std::move(*end));
+        else
             gone.emplace_back(s.int64(0), std::move(launcher));
     });
     if (!rc)
         return rc.error();
+    // A launcher that could not write the history as its run ended (a full disk) left the outcome
+    // in outcome.json: record it as it was, with the rows events.jsonl still has.
+    for (auto& [id, end] : decided) {
+        end.error += (end.error.empty() ? "" : "\n") + std::string("(recorded from the run directory's outcome.json: the "
+                                                                    "history could not be written when the run ended)");
+        if (auto recovered = recoverFromEventLog(id); !recovered)
+            return recovered.error();
+        if (auto finished = finishRun(id, end); !finished)
+            return finished.error();
+    }
     if (gone.empty())
-        return 0;
+        return static_cast<int>(decided.size());
 
     auto tx = Transaction::begin(m_db);
     if (!tx)
@@ -414,7 +454,7 @@ Result<int> RunStore::markInterruptedRuns()
     for (const auto& [id, launcher] : gone)
         if (auto recovered = recoverFromEventLog(id); !recovered)
             return recovered.error();
-    return marked;
+    return marked + static_cast<int>(decided.size());
 }
 
 Result<std::int64_t> RunStore::recoverFromEventLog(std::int64_t runId)

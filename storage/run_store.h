@@ -24,6 +24,9 @@ struct StoreOptions {
     bool readOnly = false;
     // On open, mark runs whose launcher is gone as interrupted (see markInterruptedRuns).
     bool markInterrupted = true;
+    // When the file cannot be opened for writing (a read-only home, a full disk), open it
+    // read-only instead, with a warning (warnings()): for the commands and pages that only read.
+    bool fallBackToReadOnly = false;
     // Where run directories live; deleteRun never removes anything outside it.
     // Default: the "runs" folder next to the database file.
     std::filesystem::path runsRoot;
@@ -86,13 +89,18 @@ public:
     const Database& database() const { return m_db; }
     const std::filesystem::path& runsRoot() const { return m_runsRoot; }
 
+    // What the open could not do (write access, recovery of dead runs), for the caller to show.
+    const std::vector<std::string>& warnings() const { return m_warnings; }
+
 private:
     RunStore(Database db, std::filesystem::path runsRoot) : m_db(std::move(db)), m_runsRoot(std::move(runsRoot)) {}
+    static Result<RunStore> openAs(const std::filesystem::path& databaseFile, const StoreOptions& options, OpenMode mode);
     Result<RunStatus> statusOf(std::int64_t runId) const;
     Result<std::int64_t> keyId(const std::string& key) const; // 0 when unknown
 
     Database m_db;
     std::filesystem::path m_runsRoot;
+    std::vector<std::string> m_warnings;
 };
 
 } // namespace shardscope::storage

@@ -100,6 +100,8 @@ struct RunWriter::State {
     std::optional<Error> attemptError; // of the latest attempt
     std::optional<Error> lastError;
     std::optional<RunEnd> finishRequest;
+    // After a failed commit (a full disk), no new attempt before this, unless a caller asks.
+    std::chrono::steady_clock::time_point retryAt;
     bool finished = false;
     bool stopping = false;
     std::atomic<std::int64_t> committedRows{0};
@@ -311,12 +313,18 @@ void RunWriter::State::run()
     std::unique_lock lock(mutex);
     while (true) {
         auto due = [&] {
-            return requested != attempted || finishRequest ||
+            if (requested != attempted)
+                return true;
+            if (std::chrono::steady_clock::now() < retryAt)
+                return false;
+            return finishRequest ||
                    (!buffer.empty() && (buffer.metrics.size() >= options.maxBufferedRows ||
                                         std::chrono::steady_clock::now() >= oldest + options.flushInterval));
         };
         while (!stopping && !due()) {
-            if (buffer.empty())
+            if (std::chrono::steady_clock::now() < retryAt)
+                wake.wait_until(lock, retryAt);
+            else if (buffer.empty() && !finishRequest)
                 wake.wait(lock);
             else
                 wake.wait_until(lock, oldest + options.flushInterval);
@@ -350,6 +358,7 @@ void RunWriter::State::run()
             lastError = failed;
             buffer.prepend(std::move(batch));
             oldest = std::chrono::steady_clock::now(); // retry after one interval
+            retryAt = oldest + options.flushInterval;
         } else {
             attemptError = warning;
             if (warning)
@@ -485,6 +494,12 @@ Result<void> RunWriter::finish(const RunEnd& end)
     if (m_state->attemptError)
         return *m_state->attemptError;
     return {};
+}
+
+bool RunWriter::finishedRun() const
+{
+    std::lock_guard lock(m_state->mutex);
+    return m_state->finished;
 }
 
 std::optional<Error> RunWriter::lastError() const

@@ -53,6 +53,8 @@ public:
     // afterwards the writer accepts nothing more.
     Result<void> finish(const RunEnd& end);
 
+    // Whether the run's end has been committed (finish may fail once and land on a later attempt).
+    bool finishedRun() const;
     std::optional<Error> lastError() const;
     std::int64_t committedRows() const; // metric rows committed by this writer
     std::int64_t runId() const;

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -200,9 +201,24 @@ Result<Database> Database::open(const std::string& path, OpenMode mode, std::chr
     case OpenMode::ReadWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
     case OpenMode::ReadWrite: flags |= SQLITE_OPEN_READWRITE; break;
     case OpenMode::ReadOnly: flags |= SQLITE_OPEN_READONLY; break;
+    case OpenMode::Immutable: flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI; break;
+    }
+    std::string name = path;
+    if (mode == OpenMode::Immutable) {
+        name = "file:";
+        for (char c : std::filesystem::absolute(path).string()) {
+            if (c == '%' || c == '?' || c == '#') {
+                char hex[4];
+                std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+                name += hex;
+            } else {
+                name += c;
+            }
+        }
+        name += "?immutable=1";
     }
     sqlite3* handle = nullptr;
-    const int rc = sqlite3_open_v2(path.c_str(), &handle, flags, nullptr);
+    const int rc = sqlite3_open_v2(name.c_str(), &handle, flags, nullptr);
     Database db;
     db.m_db = handle;
     db.m_path = path;

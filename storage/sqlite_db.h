@@ -63,7 +63,9 @@ private:
     sqlite3_stmt* m_stmt = nullptr;
 };
 
-enum class OpenMode { ReadWriteCreate, ReadWrite, ReadOnly };
+// Immutable: read-only without locks or the -shm file (SQLite's immutable=1), for a file in a
+// folder that cannot be written; nothing may be writing it then.
+enum class OpenMode { ReadWriteCreate, ReadWrite, ReadOnly, Immutable };
 
 class Database {
 public:

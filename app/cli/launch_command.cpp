@@ -13,6 +13,7 @@
 #include "engine/config/recipe.h"
 #include "engine/config/validation.h"
 #include "engine/precision/precision_mode.h"
+#include "storage/run_outcome.h"
 #include "storage/store_paths.h"
 
 #include <CLI/CLI.hpp>
@@ -237,6 +238,8 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
             return 2;
         }
         runDir = *created;
+        if (auto reserved = storage::reserveOutcomeFile(runDir->path); !reserved)
+            std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
         std::string error;
         // The run keeps the recipe it really ran: the file as written, or, with --max_steps, the
         // recipe with that step count (so the history and the workbench know the target).
@@ -324,6 +327,11 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
     auto outcome = runLaunch(options);
     if (monitor)
         monitor->finish();
+    if (outcome && monitor && !monitor->eventFileTrouble().empty()) {
+        const std::string trouble = monitor->eventFileTrouble();
+        std::cerr << "shardscope launch: warning: " << trouble << "\n";
+        outcome->reason += (outcome->reason.empty() ? "" : "; ") + ("warning: " + trouble);
+    }
     if (outcome && monitor) {
         // The root cause is the rank whose own error came first, not the first rank to exit.
         outcome->blameFirstOwnError(monitor->reportedErrors());
@@ -336,7 +344,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
                 const std::int64_t total = targetSteps;
                 outcome->exitCode = 1;
                 outcome->rootCauseRank = r.rank;
-                outcome->reason = "rank " + std::to_string(r.rank) + " exited with code " + std::to_string(r.status())
+                outcome->reason += std::string(outcome->reason.empty() ? "" : "; ") + "rank " + std::to_string(r.rank) + " exited with code " + std::to_string(r.status())
                     + " without reporting that it finished its steps (last step " + std::to_string(monitor->lastStepOf(r.rank))
                     + (total > 0 ? " of " + std::to_string(total) : std::string()) + "): the run is incomplete";
                 break;
@@ -359,8 +367,18 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         std::string log;
         if (ended.rootCauseRank)
             log = tailOfFile(runDir->logs() + "/rank" + std::to_string(*ended.rootCauseRank) + ".log", 10);
-        if (auto finished = recorder->finish(ended, log); !finished)
-            std::cerr << "shardscope launch: warning: recording the end of the run failed: " << finished.error().message << "\n";
+        const storage::RunEnd end = recorder->endOf(ended, log);
+        // First into the run directory (its space reserved at the start), then the history.
+        const auto kept = storage::writeOutcomeFile(runDir->path, end);
+        if (auto finished = recorder->finish(end); !finished) {
+            std::cerr << "shardscope launch: warning: recording the end of the run in the history failed: "
+                      << finished.error().message << "\n";
+            if (kept)
+                std::cerr << "  the outcome is kept in " << runDir->path << "/" << storage::kOutcomeFileName
+                          << "; the history records it the next time it is opened with space to write\n";
+            else
+                std::cerr << "  and it could not be kept in the run directory either: " << kept.error().message << "\n";
+        }
     }
     if (!outcome) {
         std::cerr << "shardscope launch: error: " << outcome.error().message << "\n";

@@ -36,6 +36,7 @@ struct RunsArgs {
     std::string output;
     bool yes = false;
     bool keepFiles = false;
+    bool readsOnly = true; // every subcommand but delete
 };
 
 // A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
@@ -152,7 +153,14 @@ Result<RunStore> openStore(const RunsArgs& args)
     }
     StoreOptions options;
     options.runsRoot = runsFolder(home);
-    return RunStore::open(historyFile(home), options);
+    // Listing, showing, comparing and exporting only read: a full disk or a read-only home still
+    // shows the history (with a warning); what changes it needs write access.
+    options.fallBackToReadOnly = args.readsOnly;
+    auto store = RunStore::open(historyFile(home), options);
+    if (store)
+        for (const auto& warning : store->warnings())
+            std::cerr << "shardscope runs: warning: " << warning << "\n";
+    return store;
 }
 
 Result<std::vector<std::int64_t>> resolveAll(const RunStore& store, const std::vector<std::string>& references)
@@ -389,8 +397,10 @@ int runExport(const RunsArgs& args)
     return 0;
 }
 
-int runDelete(const RunsArgs& args)
+int runDelete(const RunsArgs& givenArgs)
 {
+    RunsArgs args = givenArgs;
+    args.readsOnly = false;
     auto store = openStore(args);
     if (!store)
         return fail("delete", store.error());

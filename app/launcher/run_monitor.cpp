@@ -1,10 +1,22 @@
 #include "app/launcher/run_monitor.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <thread>
 
 namespace shardscope {
 
 namespace {
+
+double wallClock()
+{
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 std::string humanRate(double perSecond)
 {
@@ -35,14 +47,18 @@ RunMonitor::RunMonitor(const std::string& eventsFile, std::int64_t totalSteps, s
     : m_totalSteps(totalSteps), m_progress(progress), m_interactive(interactive),
       m_start(std::chrono::steady_clock::now()), m_lastPrint(m_start)
 {
-    if (!eventsFile.empty())
-        m_events = std::fopen(eventsFile.c_str(), "a");
+    if (!eventsFile.empty()) {
+        m_eventsPath = eventsFile;
+        m_eventsFd = ::open(eventsFile.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (m_eventsFd < 0)
+            noteWriteFailure(errno);
+    }
 }
 
 RunMonitor::~RunMonitor()
 {
-    if (m_events)
-        std::fclose(m_events);
+    if (m_eventsFd >= 0)
+        ::close(m_eventsFd);
 }
 
 void RunMonitor::onEventLine(int rank, std::string_view line)
@@ -65,11 +81,17 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         m_lastSteps[event->rank] = step->step;
     if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body))
         m_reported.push_back({event->rank, event->time, error->kind});
-    if (m_events) {
-        // Buffered: flushed by tick() (every ~50 ms) and at the end, not per line — the launcher
+    if (!m_eventsPath.empty()) {
+        // Buffered: written by tick() (every ~50 ms) and at the end, not per line — the launcher
         // shares the cores with the ranks, and a syscall per event shows in small models' speed.
-        std::fwrite(line.data(), 1, line.size(), m_events);
-        std::fputc('\n', m_events);
+        // What cannot be written (a full disk) stays here and is written when space returns.
+        if (m_unwritten.size() + line.size() + 1 > kMaxUnwrittenBytes) {
+            ++m_droppedLines; // beyond the backlog's bound: lost from the file (the history has them)
+        } else {
+            m_unwritten.append(line.data(), line.size());
+            m_unwritten.push_back('\n');
+            ++m_unwrittenLines;
+        }
     }
     if (event->rank == 0) {
         if (const auto* step = std::get_if<protocol::StepEvent>(&event->body))
@@ -174,10 +196,84 @@ std::string RunMonitor::progressLine() const
     return text;
 }
 
+void RunMonitor::noteWriteFailure(int error)
+{
+    if (!m_writeFailingSince) {
+        m_writeFailingSince = std::chrono::steady_clock::now();
+        std::fprintf(stderr, "%sshardscope launch: warning: cannot write %s (%s); the events are kept in memory and "
+                             "written when it works again\n",
+                     m_interactive ? "\n" : "", m_eventsPath.c_str(), std::strerror(error));
+        if (onEvent)
+            onEvent(protocol::Event{protocol::kProtocolVersion, 0, wallClock(),
+                                    protocol::LogEvent{"warning", "the launcher cannot write " + m_eventsPath + ": "
+                                                                      + std::strerror(error)}});
+    }
+    m_lastWriteError = error;
+}
+
+void RunMonitor::writeEvents()
+{
+    if (m_eventsPath.empty() || m_unwritten.empty())
+        return;
+    if (m_eventsFd < 0) {
+        m_eventsFd = ::open(m_eventsPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (m_eventsFd < 0) {
+            noteWriteFailure(errno);
+            return;
+        }
+    }
+    // Whole lines only: a partial write is cut back to the last complete line, so the file never
+    // holds half an event (the store's recovery reads it line by line).
+    std::size_t written = 0;
+    while (written < m_unwritten.size()) {
+        const ssize_t n = ::write(m_eventsFd, m_unwritten.data() + written, m_unwritten.size() - written);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            const int error = n < 0 ? errno : ENOSPC;
+            const auto end = m_unwritten.rfind('\n', written == 0 ? 0 : written - 1);
+            if (written > 0 && (end == std::string::npos || end + 1 != written)) {
+                // Take back the tail of a line cut in two, then keep that line whole in memory.
+                const std::size_t keep = end == std::string::npos ? 0 : end + 1;
+                if (::ftruncate(m_eventsFd, ::lseek(m_eventsFd, 0, SEEK_END) - static_cast<off_t>(written - keep)) == 0)
+                    written = keep;
+            }
+            noteWriteFailure(error);
+            break;
+        }
+        written += static_cast<std::size_t>(n);
+    }
+    const std::size_t lines = static_cast<std::size_t>(std::count(m_unwritten.begin(), m_unwritten.begin() + static_cast<std::ptrdiff_t>(written), '\n'));
+    m_unwritten.erase(0, written);
+    m_unwrittenLines -= static_cast<std::int64_t>(lines);
+    if (m_writeFailingSince && m_unwritten.empty()) {
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - *m_writeFailingSince).count();
+        char text[512];
+        std::snprintf(text, sizeof text, "%s could not be written for %.1f s (%s); every event was written once it could be%s",
+                      m_eventsPath.c_str(), seconds, std::strerror(m_lastWriteError),
+                      m_droppedLines > 0 ? ", except those beyond the launcher's memory bound" : "");
+        m_eventFileTrouble = text;
+        std::fprintf(stderr, "%sshardscope launch: %s\n", m_interactive ? "\n" : "", text);
+        m_writeFailingSince.reset();
+    }
+}
+
+std::string RunMonitor::eventFileTrouble() const
+{
+    if (m_unwrittenLines > 0 || m_droppedLines > 0)
+        return std::to_string(m_unwrittenLines + m_droppedLines) + " event lines could not be written to " + m_eventsPath + " ("
+            + std::strerror(m_lastWriteError) + ") before the launcher ended; the history has what it could record";
+    return m_eventFileTrouble;
+}
+
 void RunMonitor::tick()
 {
-    if (m_events)
-        std::fflush(m_events);
+    const auto now0 = std::chrono::steady_clock::now();
+    // While writing fails, try again every half second, not on every tick.
+    if (!m_writeFailingSince || now0 - m_lastWriteAttempt >= std::chrono::milliseconds(500)) {
+        m_lastWriteAttempt = now0;
+        writeEvents();
+    }
     if (!m_progress)
         return;
     const auto now = std::chrono::steady_clock::now();
@@ -198,10 +294,15 @@ void RunMonitor::tick()
     std::fflush(m_progress);
 }
 
-void RunMonitor::finish()
+void RunMonitor::finish(std::chrono::milliseconds patience)
 {
-    if (m_events)
-        std::fflush(m_events);
+    // The ranks are gone; what the file still lacks gets a last chance while the disk is full.
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    writeEvents();
+    while (!m_unwritten.empty() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        writeEvents();
+    }
     if (!m_progress)
         return;
     std::fprintf(m_progress, m_interactive ? "\r\033[K%s\n" : "%s\n", progressLine().c_str());

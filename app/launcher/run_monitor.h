@@ -30,7 +30,10 @@ public:
 
     void onEventLine(int rank, std::string_view line);
     void tick();
-    void finish();
+    // Writes what events.jsonl still lacks, trying for up to `patience` while it cannot.
+    void finish(std::chrono::milliseconds patience = std::chrono::seconds(10));
+    // Empty when events.jsonl got every line in time; else what went wrong, for the run's record.
+    std::string eventFileTrouble() const;
 
     // Every decoded event, for further consumers (the run store).
     std::function<void(const protocol::Event&)> onEvent;
@@ -52,7 +55,19 @@ public:
     std::string progressLine() const;
 
 private:
-    std::FILE* m_events = nullptr;
+    void writeEvents();
+    void noteWriteFailure(int error);
+    static constexpr std::size_t kMaxUnwrittenBytes = 256u << 20;
+
+    std::string m_eventsPath;
+    int m_eventsFd = -1;
+    std::string m_unwritten; // complete lines not yet in events.jsonl
+    std::int64_t m_unwrittenLines = 0;
+    std::int64_t m_droppedLines = 0;
+    std::optional<std::chrono::steady_clock::time_point> m_writeFailingSince;
+    std::chrono::steady_clock::time_point m_lastWriteAttempt;
+    int m_lastWriteError = 0;
+    std::string m_eventFileTrouble;
     std::int64_t m_totalSteps;
     std::FILE* m_progress;
     bool m_interactive;

@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <fstream>
+#include <thread>
 
 namespace shardscope {
 
@@ -41,7 +42,7 @@ void RunRecorder::record(const protocol::Event& event)
         m_errors.emplace_back(event.rank, error->kind + ": " + error->message);
 }
 
-Result<void> RunRecorder::finish(const LaunchOutcome& outcome, const std::string& rootCauseLog)
+storage::RunEnd RunRecorder::endOf(const LaunchOutcome& outcome, const std::string& rootCauseLog) const
 {
     storage::RunEnd end;
     end.status = outcome.cancelled ? storage::RunStatus::Cancelled
@@ -61,7 +62,23 @@ Result<void> RunRecorder::finish(const LaunchOutcome& outcome, const std::string
         if (!rootCauseLog.empty())
             end.error += "last log lines:\n" + rootCauseLog;
     }
-    return m_writer->finish(end);
+    if (!outcome.reason.empty())
+        end.error += outcome.reason + "\n";
+    return end;
+}
+
+Result<void> RunRecorder::finish(const storage::RunEnd& end, std::chrono::milliseconds patience)
+{
+    auto finished = m_writer->finish(end);
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    // The writer keeps the end and retries it on its own; wait for one of its attempts to land.
+    while (!finished && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        finished = m_writer->flush();
+        if (finished && !m_writer->finishedRun())
+            finished = makeError("the end of the run is not recorded yet");
+    }
+    return finished;
 }
 
 std::string tailOfFile(const std::string& path, int lines)

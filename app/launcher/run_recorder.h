@@ -10,6 +10,7 @@
 #include "storage/run_types.h"
 
 #include <filesystem>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +29,10 @@ public:
 
     void record(const protocol::Event& event);
     // The run's end from the launch outcome; `rootCauseLog` is the failing rank's log tail.
-    Result<void> finish(const LaunchOutcome& outcome, const std::string& rootCauseLog);
+    storage::RunEnd endOf(const LaunchOutcome& outcome, const std::string& rootCauseLog) const;
+    // Records the end. A history that cannot be written (a full disk) is retried for up to
+    // `patience`; the error says what failed when it still cannot.
+    Result<void> finish(const storage::RunEnd& end, std::chrono::milliseconds patience = std::chrono::seconds(10));
 
     std::int64_t runId() const { return m_runId; }
 

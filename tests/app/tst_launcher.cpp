@@ -161,10 +161,49 @@ private slots:
         QVERIFY(!outcome->ranks[0].hung);
         QVERIFY(lines > 3);
         QVERIFY2(seconds < 3.0, qPrintable(QString::number(seconds)));
-        QVERIFY(outcome->exitCode != 0);
-        QVERIFY(outcome->failureSummary().find("hung (no event within the heartbeat timeout)") != std::string::npos);
+        QCOMPARE(outcome->exitCode, kHungExitCode); // whatever the stopped rank exited with
+        QVERIFY2(outcome->failureSummary().find("hung (no event, not even a heartbeat, for 0.6 s)") != std::string::npos,
+                 outcome->failureSummary().c_str());
         for (const auto& r : outcome->ranks)
             QVERIFY(processGone(r.pid));
+    }
+
+    // The root cause is the rank whose own error came first, not the first rank to exit; a
+    // lost peer is never the cause; a signal with no error event counts from its exit.
+    void rootCauseIsTheFirstOwnError()
+    {
+        LaunchOutcome outcome;
+        outcome.ranks = {RankExit{}, RankExit{}};
+        outcome.ranks[0].rank = 0;
+        outcome.ranks[0].exitCode = 5; // lost its peer, exited first
+        outcome.ranks[0].exitedAt = 100.0;
+        outcome.ranks[1].rank = 1;
+        outcome.ranks[1].exitCode = 4;
+        outcome.ranks[1].stoppedByLauncher = true;
+        outcome.ranks[1].exitedAt = 100.2;
+        outcome.rootCauseRank = 0;
+        outcome.exitCode = 5;
+        outcome.blameFirstOwnError({{0, 100.05, "peer"}, {1, 99.9, "exception"}});
+        QCOMPARE(outcome.rootCauseRank.value_or(-1), 1);
+        QCOMPARE(outcome.exitCode, 4);
+
+        LaunchOutcome killed = outcome; // rank 1 SIGKILLed with no event; rank 0 reports the peer loss
+        killed.ranks[1] = RankExit{};
+        killed.ranks[1].rank = 1;
+        killed.ranks[1].signal = SIGKILL;
+        killed.ranks[1].exitedAt = 99.0;
+        killed.rootCauseRank = 0;
+        killed.exitCode = 5;
+        killed.blameFirstOwnError({{0, 100.05, "peer"}});
+        QCOMPARE(killed.rootCauseRank.value_or(-1), 1);
+        QCOMPARE(killed.exitCode, 128 + SIGKILL);
+
+        LaunchOutcome hung = outcome; // a hang the launcher saw keeps its rank
+        hung.ranks[0].hung = true;
+        hung.rootCauseRank = 0;
+        hung.exitCode = kHungExitCode;
+        hung.blameFirstOwnError({{1, 99.9, "exception"}});
+        QCOMPARE(hung.rootCauseRank.value_or(-1), 0);
     }
 
     void missingWorkerIsAnError()

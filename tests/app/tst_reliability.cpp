@@ -17,6 +17,8 @@
 #include <QtTest>
 
 #include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -31,7 +33,51 @@ const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscop
 const char* kEndless = "name: endless\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
                        "training: {per_device_batch_size: 8, max_steps: 1000000}\n";
 
+// A small tmpfs for the history and the runs (the store's own filesystem, not a file-size
+// limit on the ranks): it can be filled, emptied again and made read-only.
+class SmallDisk {
+public:
+    SmallDisk()
+    {
+        if (geteuid() != 0 || !m_dir.isValid())
+            return;
+        m_mounted = ::mount("tmpfs", m_dir.path().toUtf8().constData(), "tmpfs", 0, "size=24m") == 0;
+    }
+    ~SmallDisk()
+    {
+        if (m_mounted)
+            ::umount2(m_dir.path().toUtf8().constData(), MNT_DETACH);
+    }
+    bool mounted() const { return m_mounted; }
+    QString path() const { return m_dir.path(); }
+    // Writes a file until the disk is full.
+    void fill()
+    {
+        QFile filler(m_dir.filePath("filler"));
+        filler.open(QIODevice::WriteOnly);
+        const QByteArray block(64 * 1024, 'x');
+        while (filler.write(block) == block.size() && filler.flush()) {
+        }
+        const QByteArray small(512, 'x'); // the last pages too
+        while (filler.write(small) == small.size() && filler.flush()) {
+        }
+    }
+    void unfill() { QFile::remove(m_dir.filePath("filler")); }
+    bool remountReadOnly()
+    {
+        return ::mount(nullptr, m_dir.path().toUtf8().constData(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0;
+    }
+    bool remountReadWrite() { return ::mount(nullptr, m_dir.path().toUtf8().constData(), nullptr, MS_REMOUNT, nullptr) == 0; }
+
+private:
+    QTemporaryDir m_dir;
+    bool m_mounted = false;
+};
+
 struct Launch {
+    Launch() = default;
+    // The history and the runs in `homeParent`/home (a SmallDisk).
+    explicit Launch(const QString& homeParent) : home(homeParent + "/home-XXXXXX") {}
     QTemporaryDir home;
     QProcess process;
     QString recipe;
@@ -287,6 +333,124 @@ private slots:
         const QString out = QString::fromUtf8(l.process.readAll());
         QCOMPARE(l.process.exitCode(), 130);
         QVERIFY2(seconds < 3, qPrintable(QString("stopping took %1 s\n%2").arg(seconds).arg(out)));
+    }
+
+    // Points 4 and 5: the store's own filesystem fills while the run goes on, and frees again.
+    void fullDiskLosesNothing()
+    {
+        SmallDisk disk;
+        if (!disk.mounted())
+            QSKIP("mounting a small filesystem for the history needs root (CI runs as root)");
+        Launch l(disk.path());
+        l.start("full", "name: full\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                        "training: {per_device_batch_size: 8, max_steps: 4000}\nexport: {enabled: false}\n",
+                {});
+        QVERIFY(l.pidAfterSteps("full", 0, 4) > 0);
+        disk.fill();
+        QTest::qWait(2500);
+        disk.unfill();
+        QVERIFY(l.process.waitForFinished(170000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QVERIFY2(l.process.exitCode() == 0, qPrintable(out));
+        QVERIFY2(out.contains("could not be written for"), qPrintable(out)); // the outage is reported
+        int stepLines = 0;
+        for (const auto& e : l.events("full"))
+            stepLines += e["type"] == "step";
+        QCOMPARE(stepLines, 2 * 4000); // events.jsonl lost no line
+        const auto run = l.details("full");
+        QCOMPARE(run.summary.status, RunStatus::Completed);
+        QCOMPARE(run.summary.lastStep.value_or(0), std::int64_t(4000));
+        auto store = RunStore::open(historyFile(l.home.path().toStdString()));
+        QVERIFY(store.ok());
+        for (int rank : {0, 1})
+            QCOMPARE(store->series(run.summary.id, rank, "loss")->size(), size_t(4000)); // nor the history a row
+        QVERIFY2(run.error.find("could not be written") != std::string::npos, run.error.c_str());
+    }
+
+    // Point 4: the disk is still full when the run ends: the outcome waits in the run directory,
+    // the history can be read meanwhile, and records the real end once there is space.
+    void outcomeOutlivesAFullDisk()
+    {
+        SmallDisk disk;
+        if (!disk.mounted())
+            QSKIP("mounting a small filesystem for the history needs root (CI runs as root)");
+        Launch l(disk.path());
+        l.start("late", "name: late\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                        "training: {per_device_batch_size: 8, max_steps: 1500}\nexport: {enabled: false}\n",
+                {});
+        QVERIFY(l.pidAfterSteps("late", 0, 4) > 0);
+        disk.fill();
+        QVERIFY(l.process.waitForFinished(170000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QVERIFY2(l.process.exitCode() == 0, qPrintable(out)); // the run itself completed
+        QVERIFY2(out.contains("outcome.json"), qPrintable(out));
+        // Still full: reading the history works.
+        QProcess list;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", l.home.path());
+        list.setProcessEnvironment(env);
+        list.setProcessChannelMode(QProcess::MergedChannels);
+        list.start(kShardscope, {"runs", "list"});
+        QVERIFY(list.waitForFinished(30000));
+        const QString listed = QString::fromUtf8(list.readAll());
+        QVERIFY2(list.exitCode() == 0 && listed.contains("late"), qPrintable(listed));
+        disk.unfill();
+        const auto run = l.details("late"); // an open with space: the outcome is recorded
+        QCOMPARE(run.summary.status, RunStatus::Completed);
+        QCOMPARE(run.exitCode.value_or(-1), 0);
+    }
+
+    // Point 4: a read-only home whose history was closed cleanly (no -wal/-shm beside it).
+    void readOnlyHomeAfterACleanRunIsListed()
+    {
+        SmallDisk disk;
+        if (!disk.mounted())
+            QSKIP("mounting a small filesystem for the history needs root (CI runs as root)");
+        Launch l(disk.path());
+        l.start("done", "name: done\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                        "training: {per_device_batch_size: 8, max_steps: 5}\n",
+                {});
+        QVERIFY(l.process.waitForFinished(60000));
+        QCOMPARE(l.process.exitCode(), 0);
+        QVERIFY(disk.remountReadOnly());
+        QProcess list;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", l.home.path());
+        list.setProcessEnvironment(env);
+        list.setProcessChannelMode(QProcess::MergedChannels);
+        list.start(kShardscope, {"runs", "list"});
+        QVERIFY(list.waitForFinished(30000));
+        const QString listed = QString::fromUtf8(list.readAll());
+        QVERIFY(disk.remountReadWrite());
+        QVERIFY2(list.exitCode() == 0 && listed.contains("done") && listed.contains("completed"), qPrintable(listed));
+    }
+
+    // Point 4: a read-only home holding a run whose launcher died is listed, not refused.
+    void readOnlyHomeIsListed()
+    {
+        SmallDisk disk;
+        if (!disk.mounted())
+            QSKIP("mounting a small filesystem for the history needs root (CI runs as root)");
+        Launch l(disk.path());
+        l.start("orphan", kEndless, {});
+        QVERIFY(l.pidAfterSteps("orphan", 0, 4) > 0);
+        kill(static_cast<pid_t>(l.process.processId()), SIGKILL); // its ranks follow (parent-death signal)
+        QVERIFY(l.process.waitForFinished(30000));
+        QTest::qWait(500);
+        QVERIFY(disk.remountReadOnly());
+        QProcess list;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", l.home.path());
+        list.setProcessEnvironment(env);
+        list.setProcessChannelMode(QProcess::MergedChannels);
+        list.start(kShardscope, {"runs", "list"});
+        QVERIFY(list.waitForFinished(30000));
+        const QString listed = QString::fromUtf8(list.readAll());
+        QVERIFY2(list.exitCode() == 0, qPrintable(listed));
+        QVERIFY2(listed.contains("orphan") && listed.contains("running"), qPrintable(listed));
+        QVERIFY2(listed.contains("not writable") || listed.contains("read-only"), qPrintable(listed)); // and says why
+        QVERIFY(disk.remountReadWrite());
+        QCOMPARE(l.details("orphan").summary.status, RunStatus::Interrupted); // recorded once it can be
     }
 };
 

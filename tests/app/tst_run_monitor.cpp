@@ -13,6 +13,43 @@ using namespace shardscope;
 class TestRunMonitor : public QObject {
     Q_OBJECT
 private slots:
+    // Heartbeats: a collective pending past the timeout blames the rank stuck in a training step
+    // that never entered it; a rank busy in an eval or a checkpoint is not blamed; heartbeats
+    // are not written to events.jsonl.
+    void heartbeatsNameTheRankThatNeverEnteredTheCollective()
+    {
+        QTemporaryDir dir;
+        const QString events = dir.filePath("events.jsonl");
+        RunMonitor monitor(events.toStdString(), 100, nullptr, false);
+        auto beat = [&](int rank, const char* phase, const char* waiting, std::int64_t seq, double seconds) {
+            protocol::HeartbeatEvent h;
+            h.step = 4;
+            h.phase = phase;
+            h.waitingFor = waiting;
+            h.waitingSeq = seq;
+            h.waitingSeconds = seconds;
+            monitor.onEventLine(rank, protocol::encodeEvent({1, rank, 1.0, h}));
+        };
+        beat(0, "train", "all_reduce", 42, 0.1);
+        beat(1, "train", "", 0, 0);
+        QVERIFY(!monitor.stuckRank(std::chrono::seconds(1))); // not long yet
+        beat(0, "train", "all_reduce", 42, 5.0);
+        auto stuck = monitor.stuckRank(std::chrono::seconds(1));
+        QVERIFY(stuck);
+        QCOMPARE(stuck->first, 1);
+        QVERIFY2(stuck->second.find("all_reduce #42") != std::string::npos, stuck->second.c_str());
+        beat(1, "checkpoint", "", 0, 0); // rank 1 writes a checkpoint: busy, not hung
+        QVERIFY(!monitor.stuckRank(std::chrono::seconds(1)));
+        beat(1, "train", "all_reduce", 41, 6.0); // both wait; rank 1 on an earlier collective
+        stuck = monitor.stuckRank(std::chrono::seconds(1));
+        QVERIFY(stuck);
+        QCOMPARE(stuck->first, 1);
+        monitor.finish();
+        QFile file(events);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(!file.readAll().contains("heartbeat"));
+    }
+
     void skipsMalformedLinesAndKeepsTheRest()
     {
         QTemporaryDir dir;
