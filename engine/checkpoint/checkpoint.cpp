@@ -244,6 +244,13 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
         auto generator = at::detail::getDefaultCPUGenerator();
         std::lock_guard<std::mutex> lock(generator.mutex());
         generator.set_state(rng.at("cpu"));
+    } catch (const json::exception& e) {
+        // nlohmann's text starts with its own "[json.exception.type_error.302] ": say which file.
+        std::string what = e.what();
+        if (const auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+            what = what.substr(close + 2);
+        return makeError("checkpoint " + path + ": " + state.filename().string() + " is not as Shardscope wrote it (" + what
+                         + "); the checkpoint was edited or damaged: resume from another one");
     } catch (const std::exception& e) {
         return makeError("checkpoint " + path + " could not be read: " + e.what());
     }

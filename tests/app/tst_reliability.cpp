@@ -265,6 +265,30 @@ private slots:
         QVERIFY2(!out.contains("hung"), qPrintable(out)); // found by the check, not by a timeout
     }
 
+    // Point 7: an edited state file is named, without nlohmann's raw exception text.
+    void editedStateFileIsNamed()
+    {
+        Launch l;
+        const QString checkpoint = checkpointedRun(l);
+        QFile state(checkpoint + "/state_rank1.json");
+        QVERIFY(state.open(QIODevice::ReadOnly));
+        auto json = QJsonDocument::fromJson(state.readAll()).object();
+        state.close();
+        json["step"] = "ten";
+        QVERIFY(state.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        state.write(QJsonDocument(json).toJson());
+        state.close();
+        l.start("resume", "name: resume\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                          "training: {per_device_batch_size: 8, max_steps: 20}\n",
+                {"--resume_from_checkpoint", checkpoint});
+        QVERIFY(l.process.waitForFinished(60000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QCOMPARE(l.process.exitCode(), 4);
+        QVERIFY2(out.contains("state_rank1.json is not as Shardscope wrote it"), qPrintable(out));
+        QVERIFY2(!out.contains("[json.exception"), qPrintable(out));
+        QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
+    }
+
     // Point 7: what a rank would refuse is refused before any rank starts, with the key named.
     void rankErrorsAreCaughtBeforeLaunch_data()
     {
