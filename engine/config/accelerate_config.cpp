@@ -1,5 +1,6 @@
 #include "engine/config/accelerate_config.h"
 
+#include "engine/config/ascii_case.h"
 #include "engine/config/schema.h"
 #include "engine/config/yaml_io.h"
 
@@ -119,9 +120,7 @@ std::string AccelerateConfig::mixedPrecision() const
 {
     // accelerate launch lower-cases it (BF16 runs as bf16).
     const Value v = field("mixed_precision");
-    std::string mode = v.isString() ? v.asString() : std::string("no");
-    std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::tolower(c); });
-    return mode;
+    return v.isString() ? asciiLower(v.asString()) : std::string("no");
 }
 
 std::optional<std::int64_t> AccelerateConfig::intField(std::string_view key) const
@@ -196,9 +195,7 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
     // compute_environment that is LOCAL_MACHINE in another case selects the SageMaker schema.
     std::string cause;
     if (const Value* ce = dict.find("compute_environment"); kind == ConfigKind::SageMaker && ce->isString()) {
-        std::string up = ce->asString();
-        std::transform(up.begin(), up.end(), up.begin(), [](unsigned char c) { return std::toupper(c); });
-        if (up == "LOCAL_MACHINE")
+        if (asciiUpper(ce->asString()) == "LOCAL_MACHINE")
             cause = at(source, *ce) + ": compute_environment is '" + ce->asString() + "', but Accelerate compares it exactly "
                     "and reads any value other than LOCAL_MACHINE as a SageMaker config. Write `compute_environment: "
                     "LOCAL_MACHINE`. (Accelerate's own message follows.)\n";

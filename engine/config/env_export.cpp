@@ -1,5 +1,7 @@
 #include "engine/config/env_export.h"
 
+#include "engine/config/ascii_case.h"
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -10,16 +12,8 @@ namespace shardscope::config {
 
 namespace {
 
-std::string lower(std::string s)
-{
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
-std::string upper(std::string s)
-{
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-    return s;
-}
+std::string lower(std::string s) { return asciiLower(std::move(s)); }
+std::string upper(std::string s) { return asciiUpper(std::move(s)); }
 
 class Env {
 public:

@@ -1,5 +1,6 @@
 #include "engine/config/validation.h"
 
+#include "engine/config/ascii_case.h"
 #include "engine/config/deepspeed_json.h"
 #include "engine/config/schema.h"
 
@@ -16,16 +17,6 @@ const std::vector<std::string> kMultiAccelerator = {"MULTI_GPU", "MULTI_NPU",  "
 
 bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
-std::string lowerCase(std::string s)
-{
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-    return s;
-}
-std::string upperCase(std::string s)
-{
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-    return s;
-}
 
 bool isDigits(const std::string& s)
 {
@@ -144,10 +135,10 @@ void Checker::types()
             error(key, key + " must be " + describeKinds(spec->types) + ", not " + v.typeName() + " (" + v.pyRepr() + ")" + fix);
             continue;
         }
-        if (key == "mixed_precision" && v.isString() && v.asString() != lowerCase(v.asString())
-            && contains(spec->allowed, lowerCase(v.asString()))) {
+        if (key == "mixed_precision" && v.isString() && v.asString() != asciiLower(v.asString())
+            && contains(spec->allowed, asciiLower(v.asString()))) {
             warning(key, "mixed_precision is '" + v.asString() + "'; accelerate launch lower-cases it, and so does Shardscope: it runs as '"
-                             + lowerCase(v.asString()) + "'. Write `mixed_precision: " + lowerCase(v.asString()) + "`");
+                             + asciiLower(v.asString()) + "'. Write `mixed_precision: " + asciiLower(v.asString()) + "`");
             continue;
         }
         if (key == "main_process_port" && v.isInt() && (v.asInt() < 0 || v.asInt() > 65535)) {
@@ -210,10 +201,10 @@ void Checker::types()
                                   "the number, and so does Shardscope (stage " + v.asString() + "). Write `zero_stage: " + v.asString() + "`");
                 continue;
             }
-            if (key == "dynamo_backend" && v.isString() && v.asString() != upperCase(v.asString())
-                && contains(spec->allowed, upperCase(v.asString()))) {
+            if (key == "dynamo_backend" && v.isString() && v.asString() != asciiUpper(v.asString())
+                && contains(spec->allowed, asciiUpper(v.asString()))) {
                 warning(path, path + " is '" + v.asString() + "'; accelerate launch upper-cases it, and so does Shardscope: it runs as "
-                                  + upperCase(v.asString()) + ". Write `dynamo_backend: " + upperCase(v.asString()) + "`");
+                                  + asciiUpper(v.asString()) + ". Write `dynamo_backend: " + asciiUpper(v.asString()) + "`");
                 continue;
             }
             if (!kindAccepted(*spec, v)) {
@@ -297,8 +288,7 @@ void Checker::launchChecks()
                                    "multiple of num_machines (" + std::to_string(machines) + "); each machine runs num_processes / num_machines");
     }
     if (const Value* b = m_c.nested("dynamo_config", "dynamo_backend"); b && b->isString()) {
-        std::string up = b->asString();
-        std::transform(up.begin(), up.end(), up.begin(), [](unsigned char c) { return std::toupper(c); });
+        const std::string up = asciiUpper(b->asString());
         if (!contains(dynamoBackends(), up))
             error("dynamo_config.dynamo_backend", "dynamo_config.dynamo_backend '" + b->asString()
                                                       + "' is not a torch.compile backend Accelerate knows; use e.g. INDUCTOR");
@@ -324,10 +314,7 @@ void Checker::fsdp()
     const Value* raf = nested("fsdp_config", "fsdp_reshard_after_forward");
     const Value* legacy = nested("fsdp_config", "fsdp_sharding_strategy");
     const auto& strategies = fsdpShardingStrategies();
-    auto upper = [](std::string s) {
-        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-        return s;
-    };
+    auto upper = [](const std::string& s) { return asciiUpper(s); };
     if (legacy && !legacy->isNull()) {
         const bool okName = legacy->isString() && (contains(strategies, upper(legacy->asString()))
                                                    || (legacy->asString().size() == 1 && legacy->asString()[0] >= '1' && legacy->asString()[0] <= '5'));
@@ -597,8 +584,8 @@ std::vector<Diagnostic> validateConfig(const AccelerateConfig& config, const Val
 AccelerateConfig normalizeConfig(const AccelerateConfig& config)
 {
     AccelerateConfig out = config;
-    if (const Value mp = out.field("mixed_precision"); mp.isString() && mp.asString() != lowerCase(mp.asString()))
-        out.setField("mixed_precision", Value(lowerCase(mp.asString())));
+    if (const Value mp = out.field("mixed_precision"); mp.isString() && mp.asString() != asciiLower(mp.asString()))
+        out.setField("mixed_precision", Value(asciiLower(mp.asString())));
     for (const char* sectionKey : {"fsdp_config", "dynamo_config", "deepspeed_config"}) {
         Value section = out.field(sectionKey);
         if (!section.isMap())
@@ -617,8 +604,8 @@ AccelerateConfig normalizeConfig(const AccelerateConfig& config)
                 const std::string name = entry.key.asString();
                 if (std::erase_if(renamed, [&](const Value::Entry& r) { return r.key.isString() && r.key.asString() == name; }) > 0)
                     changed = true;
-                if (entry.key.asString() == "dynamo_backend" && e.value.isString() && e.value.asString() != upperCase(e.value.asString())) {
-                    entry.value = Value(upperCase(e.value.asString()));
+                if (entry.key.asString() == "dynamo_backend" && e.value.isString() && e.value.asString() != asciiUpper(e.value.asString())) {
+                    entry.value = Value(asciiUpper(e.value.asString()));
                     changed = true;
                 }
                 if (entry.key.asString() == "zero_stage" && e.value.isString() && isDigits(e.value.asString())) {

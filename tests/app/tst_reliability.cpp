@@ -143,6 +143,35 @@ struct Launch {
     }
 };
 
+// `shardscope runs list` on `home`: its exit code and output.
+std::pair<int, QString> runsList(const QString& home)
+{
+    QProcess list;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SHARDSCOPE_HOME", home);
+    list.setProcessEnvironment(env);
+    list.setProcessChannelMode(QProcess::MergedChannels);
+    list.start(kShardscope, {"runs", "list"});
+    list.waitForFinished(30000);
+    return {list.exitStatus() == QProcess::NormalExit ? list.exitCode() : -1, QString::fromUtf8(list.readAll())};
+}
+
+// Sets `key` of a checkpoint's state_rank<N>.json, as a user editing it would.
+void editState(const QString& checkpoint, int rank, const QString& key, const QJsonValue& value)
+{
+    QFile state(checkpoint + "/state_rank" + QString::number(rank) + ".json");
+    if (!state.open(QIODevice::ReadOnly))
+        qFatal("no state file in %s", qPrintable(checkpoint));
+    auto json = QJsonDocument::fromJson(state.readAll()).object();
+    state.close();
+    json[key] = value;
+    state.open(QIODevice::WriteOnly | QIODevice::Truncate);
+    state.write(QJsonDocument(json).toJson());
+}
+
+const char* kResume = "name: resume\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                      "training: {per_device_batch_size: 8, max_steps: 20}\n";
+
 // A finished run to resume from: 2 ranks, checkpoints every 5 steps.
 QString checkpointedRun(Launch& l)
 {
@@ -225,9 +254,7 @@ private slots:
         QVERIFY(QFile::exists(checkpoint + "/optimizer_rank1.bin"));
         std::filesystem::resize_file((checkpoint + "/optimizer_rank1.bin").toStdString(), 10);
         QProcess& p = l.process;
-        l.start("resume", "name: resume\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
-                          "training: {per_device_batch_size: 8, max_steps: 20}\n",
-                {"--resume_from_checkpoint", checkpoint});
+        l.start("resume", kResume, {"--resume_from_checkpoint", checkpoint});
         QVERIFY(p.waitForFinished(60000));
         const QString out = QString::fromUtf8(p.readAll());
         QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
@@ -247,17 +274,8 @@ private slots:
     {
         Launch l;
         const QString checkpoint = checkpointedRun(l);
-        QFile state(checkpoint + "/state_rank1.json");
-        QVERIFY(state.open(QIODevice::ReadOnly));
-        auto json = QJsonDocument::fromJson(state.readAll()).object();
-        state.close();
-        json["step"] = 7;
-        QVERIFY(state.open(QIODevice::WriteOnly | QIODevice::Truncate));
-        state.write(QJsonDocument(json).toJson());
-        state.close();
-        l.start("resume", "name: resume\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
-                          "training: {per_device_batch_size: 8, max_steps: 20}\n",
-                {"--resume_from_checkpoint", checkpoint, "--heartbeat_timeout", "30"});
+        editState(checkpoint, 1, "step", 7);
+        l.start("resume", kResume, {"--resume_from_checkpoint", checkpoint, "--heartbeat_timeout", "30"});
         QVERIFY(l.process.waitForFinished(60000));
         const QString out = QString::fromUtf8(l.process.readAll());
         QVERIFY2(l.process.exitCode() != 0, qPrintable(out));
@@ -270,17 +288,8 @@ private slots:
     {
         Launch l;
         const QString checkpoint = checkpointedRun(l);
-        QFile state(checkpoint + "/state_rank1.json");
-        QVERIFY(state.open(QIODevice::ReadOnly));
-        auto json = QJsonDocument::fromJson(state.readAll()).object();
-        state.close();
-        json["step"] = "ten";
-        QVERIFY(state.open(QIODevice::WriteOnly | QIODevice::Truncate));
-        state.write(QJsonDocument(json).toJson());
-        state.close();
-        l.start("resume", "name: resume\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
-                          "training: {per_device_batch_size: 8, max_steps: 20}\n",
-                {"--resume_from_checkpoint", checkpoint});
+        editState(checkpoint, 1, "step", "ten");
+        l.start("resume", kResume, {"--resume_from_checkpoint", checkpoint});
         QVERIFY(l.process.waitForFinished(60000));
         const QString out = QString::fromUtf8(l.process.readAll());
         QCOMPARE(l.process.exitCode(), 4);
@@ -409,15 +418,8 @@ private slots:
         QVERIFY2(l.process.exitCode() == 0, qPrintable(out)); // the run itself completed
         QVERIFY2(out.contains("outcome.json"), qPrintable(out));
         // Still full: reading the history works.
-        QProcess list;
-        auto env = QProcessEnvironment::systemEnvironment();
-        env.insert("SHARDSCOPE_HOME", l.home.path());
-        list.setProcessEnvironment(env);
-        list.setProcessChannelMode(QProcess::MergedChannels);
-        list.start(kShardscope, {"runs", "list"});
-        QVERIFY(list.waitForFinished(30000));
-        const QString listed = QString::fromUtf8(list.readAll());
-        QVERIFY2(list.exitCode() == 0 && listed.contains("late"), qPrintable(listed));
+        const auto [listedCode, listed] = runsList(l.home.path());
+        QVERIFY2(listedCode == 0 && listed.contains("late"), qPrintable(listed));
         disk.unfill();
         const auto run = l.details("late"); // an open with space: the outcome is recorded
         QCOMPARE(run.summary.status, RunStatus::Completed);
@@ -437,16 +439,9 @@ private slots:
         QVERIFY(l.process.waitForFinished(60000));
         QCOMPARE(l.process.exitCode(), 0);
         QVERIFY(disk.remountReadOnly());
-        QProcess list;
-        auto env = QProcessEnvironment::systemEnvironment();
-        env.insert("SHARDSCOPE_HOME", l.home.path());
-        list.setProcessEnvironment(env);
-        list.setProcessChannelMode(QProcess::MergedChannels);
-        list.start(kShardscope, {"runs", "list"});
-        QVERIFY(list.waitForFinished(30000));
-        const QString listed = QString::fromUtf8(list.readAll());
+        const auto [listedCode, listed] = runsList(l.home.path());
         QVERIFY(disk.remountReadWrite());
-        QVERIFY2(list.exitCode() == 0 && listed.contains("done") && listed.contains("completed"), qPrintable(listed));
+        QVERIFY2(listedCode == 0 && listed.contains("done") && listed.contains("completed"), qPrintable(listed));
     }
 
     // Point 4: a read-only home holding a run whose launcher died is listed, not refused.
@@ -462,15 +457,8 @@ private slots:
         QVERIFY(l.process.waitForFinished(30000));
         QTest::qWait(500);
         QVERIFY(disk.remountReadOnly());
-        QProcess list;
-        auto env = QProcessEnvironment::systemEnvironment();
-        env.insert("SHARDSCOPE_HOME", l.home.path());
-        list.setProcessEnvironment(env);
-        list.setProcessChannelMode(QProcess::MergedChannels);
-        list.start(kShardscope, {"runs", "list"});
-        QVERIFY(list.waitForFinished(30000));
-        const QString listed = QString::fromUtf8(list.readAll());
-        QVERIFY2(list.exitCode() == 0, qPrintable(listed));
+        const auto [listedCode, listed] = runsList(l.home.path());
+        QVERIFY2(listedCode == 0, qPrintable(listed));
         QVERIFY2(listed.contains("orphan") && listed.contains("running"), qPrintable(listed));
         QVERIFY2(listed.contains("not writable") || listed.contains("read-only"), qPrintable(listed)); // and says why
         QVERIFY(disk.remountReadWrite());
