@@ -1,5 +1,6 @@
 #include "ui/configure_page.h"
 
+#include "engine/config/machine_probe.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 #include "ui/config_form.h"
@@ -78,7 +79,7 @@ int errorLine(const QString& message)
 } // namespace
 
 ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent)
-    : QWidget(parent), m_databaseFile(std::move(databaseFile))
+    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_machine(config::probeMachine())
 {
     auto* layout = new QVBoxLayout(this);
     auto* bar = new QWidget(this);
@@ -274,6 +275,12 @@ QString ConfigurePage::previewText() const
     return m_preview->toPlainText();
 }
 
+void ConfigurePage::setMachine(const config::MachineInfo& machine)
+{
+    m_machine = machine;
+    refresh();
+}
+
 bool ConfigurePage::canLaunch() const
 {
     return m_launch->isEnabled();
@@ -391,8 +398,13 @@ void ConfigurePage::refresh()
     if (m_preview->toPlainText() != text)
         m_preview->setPlainText(text);
 
+    // Checked as `shardscope launch` will check it on this machine: what the launcher would refuse
+    // (FSDP without GPUs and without use_cpu, fp8 without an fp8 GPU, ...) is an error here, and
+    // Launch stays disabled, instead of a launch that reports success and never starts.
     config::ValidationOptions options;
     options.baseDir = m_configPath.isEmpty() ? std::string() : QFileInfo(m_configPath).absolutePath().toStdString();
+    options.forLaunch = true;
+    options.machine = m_machine;
     auto diagnostics = config::validateConfig(cfg, options);
     QStringList texts;
     for (const auto& d : diagnostics)

@@ -48,6 +48,8 @@ public:
     bool canLaunch() const;
     QString configPath() const { return m_configPath; }
     QString recipePath() const { return m_recipePath; }
+    // The machine the config is checked against (probed when the page is made); tests set it.
+    void setMachine(const config::MachineInfo& machine);
 
 public slots:
     bool openConfigFile(const QString& path);
@@ -76,6 +78,7 @@ private:
     QString scratchFile(const QString& stem, const QString& suffix) const;
 
     std::filesystem::path m_databaseFile;
+    config::MachineInfo m_machine; // probed once: GPUs and what they support
     QString m_configPath;
     QString m_recipePath;
     bool m_configModified = false;

@@ -2,7 +2,7 @@
 // without questions (`config default`), and checking a file (`config validate F`).
 
 #include "app/cli/commands.h"
-#include "app/cli/machine_probe.h"
+#include "engine/config/machine_probe.h"
 #include "engine/config/accelerate_config.h"
 #include "engine/config/questionnaire_terminal.h"
 #include "engine/config/validation.h"

@@ -1,7 +1,7 @@
 // `shardscope env`: the fields of `accelerate env` that apply to Shardscope, for bug reports.
 
 #include "app/cli/commands.h"
-#include "app/cli/machine_probe.h"
+#include "engine/config/machine_probe.h"
 #include "engine/config/accelerate_config.h"
 
 #include <CLI/CLI.hpp>

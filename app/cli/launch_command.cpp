@@ -1,7 +1,7 @@
 // `shardscope launch`: start N local ranks of shardscope-worker and supervise them.
 
 #include "app/cli/commands.h"
-#include "app/cli/machine_probe.h"
+#include "engine/config/machine_probe.h"
 #include "app/launcher/launch_plan.h"
 #include "app/launcher/launcher.h"
 #include "app/launcher/run_directory.h"
@@ -90,7 +90,7 @@ std::optional<LaunchPlan> planFromConfig(const LaunchArgs& args, int& exitCode)
     const auto merged = config::applyOverrides(*loaded, overrides);
     config::ValidationOptions validation;
     validation.forLaunch = true;
-    validation.machine = cli::probeMachine();
+    validation.machine = config::probeMachine();
     validation.baseDir = std::filesystem::path(path).parent_path().string();
     const auto diagnostics = config::validateConfig(merged, validation);
     for (const auto& d : diagnostics)

@@ -458,12 +458,15 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     if (listener.fd >= 0)
         close(listener.fd);
 
-    // Heartbeat: the last time each rank sent anything on its events pipe.
+    // Heartbeat: the last time each rank sent anything on its events pipe, and whether it has yet.
     std::vector<Clock::time_point> lastHeard(static_cast<std::size_t>(options.numProcesses), Clock::now());
+    std::vector<bool> heardFrom(static_cast<std::size_t>(options.numProcesses), false);
+    const auto startingTimeout = std::max(options.hangTimeout, options.startupGrace);
 
     // Reads what a rank's events pipe holds and hands over complete lines; at EOF, the rest.
     auto drainEvents = [&](int rank) -> bool {
         lastHeard[static_cast<std::size_t>(rank)] = Clock::now();
+        heardFrom[static_cast<std::size_t>(rank)] = true;
         int& fd = eventReadFds[static_cast<std::size_t>(rank)];
         std::string& partial = partialLines[static_cast<std::size_t>(rank)];
         char buffer[65536];
@@ -526,13 +529,15 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
             break;
         if (!stopping && options.hangTimeout.count() > 0 && options.onEventLine) {
             for (auto& c : children) {
-                if (!c.running || Clock::now() - lastHeard[static_cast<std::size_t>(c.rank)] < options.hangTimeout)
+                const auto limit = heardFrom[static_cast<std::size_t>(c.rank)] ? options.hangTimeout : startingTimeout;
+                if (!c.running || Clock::now() - lastHeard[static_cast<std::size_t>(c.rank)] < limit)
                     continue;
                 RankExit& exit = outcome.ranks[static_cast<std::size_t>(c.rank)];
                 exit.hung = true;
                 char detail[96];
-                std::snprintf(detail, sizeof detail, "no event, not even a heartbeat, for %.1f s",
-                              static_cast<double>(options.hangTimeout.count()) / 1000.0);
+                std::snprintf(detail, sizeof detail, "no event, not even a heartbeat, for %.1f s%s",
+                              static_cast<double>(limit.count()) / 1000.0,
+                              heardFrom[static_cast<std::size_t>(c.rank)] ? "" : " since it started");
                 exit.hungDetail = detail;
                 outcome.rootCauseRank = exit.rank;
                 stopping = true;

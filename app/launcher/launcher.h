@@ -48,6 +48,9 @@ struct LaunchOptions {
     // from a thread of their own (SHARDSCOPE_HEARTBEAT_MS is set to a quarter of it, at most 2 s),
     // so a long eval or checkpoint, or a wait in a collective, is not silence.
     std::chrono::milliseconds hangTimeout{0};
+    // Before its first event a rank is still starting (loading libtorch, joining the rendezvous,
+    // which has its own timeout): it is taken as hung only after max(hangTimeout, startupGrace).
+    std::chrono::milliseconds startupGrace = std::chrono::seconds(60);
     // With hangTimeout: asked about every 50 ms whether the ranks' heartbeats show a collective
     // pending for longer than the timeout; returns the rank to blame (the one that never entered
     // it) and what it was doing. A rank that is silent is found without it.

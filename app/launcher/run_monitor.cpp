@@ -122,62 +122,35 @@ std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::mi
 {
     const auto now = std::chrono::steady_clock::now();
     const double limit = static_cast<double>(timeout.count()) / 1000.0;
-    // A rank whose heartbeats stopped is the launcher's silence check's to name; its last beat
-    // must not be read as a wait that goes on.
-    for (const auto& [rank, beat] : m_beats)
-        if (std::chrono::duration<double>(now - beat.at).count() > limit / 2)
-            return std::nullopt;
-    // The longest-pending collective over all ranks, as of now.
-    const Beat* waiting = nullptr;
-    double waited = 0;
-    for (const auto& [rank, beat] : m_beats) {
-        if (beat.event.waitingFor.empty())
-            continue;
-        const double w = beat.event.waitingSeconds + std::chrono::duration<double>(now - beat.at).count();
-        if (w > waited) {
-            waited = w;
-            waiting = &beat;
-        }
-    }
-    if (!waiting || waited < limit)
+    if (m_beats.empty())
         return std::nullopt;
-    const auto& stuck = waiting->event;
-    auto describeWait = [&](int rank) {
-        char text[256];
-        std::snprintf(text, sizeof text, "rank %d has waited %.1f s in %s #%lld, which this rank never entered", rank, waited,
-                      stuck.waitingFor.c_str(), static_cast<long long>(stuck.waitingSeq));
-        return std::string(text);
-    };
-    int waiter = -1;
-    for (const auto& [rank, beat] : m_beats)
-        if (&beat == waiting)
-            waiter = rank;
-    // A rank not waiting in any collective is the one the others wait for. One that evaluates,
-    // writes a checkpoint or exports (rank 0 alone saves the model) is busy, not hung, however
-    // long it takes: only a rank stuck inside a training step is blamed.
-    bool busyElsewhere = false;
-    for (const auto& [rank, beat] : m_beats) {
-        if (!beat.event.waitingFor.empty())
-            continue;
-        if (beat.event.phase == "train")
-            return std::pair{rank, describeWait(waiter) + " (it is in step " + std::to_string(beat.event.step + 1) + ")"};
-        busyElsewhere = true;
-    }
-    if (busyElsewhere)
-        return std::nullopt;
-    // Every rank waits: the one on the earliest collective is behind the others.
+    // Only a deadlock: every rank waits in a collective, and has for longer than the timeout. A
+    // rank that computes (however long its step, however slower than the others) or evaluates,
+    // checkpoints or exports is alive and beating, and not blamed; a rank whose heartbeats
+    // stopped is the silence check's to name.
     const Beat* behind = nullptr;
     int behindRank = -1;
-    for (const auto& [rank, beat] : m_beats)
+    double shortest = 0;
+    for (const auto& [rank, beat] : m_beats) {
+        const double since = std::chrono::duration<double>(now - beat.at).count();
+        if (since > limit / 2 || beat.event.waitingFor.empty())
+            return std::nullopt;
+        const double waited = beat.event.waitingSeconds + since;
+        if (waited < limit)
+            return std::nullopt;
+        shortest = behind ? std::min(shortest, waited) : waited;
         if (!behind || beat.event.waitingSeq < behind->event.waitingSeq) {
             behind = &beat;
             behindRank = rank;
         }
-    if (behind && behind->event.waitingSeq < stuck.waitingSeq)
-        return std::pair{behindRank, describeWait(waiter) + " (it waits in " + behind->event.waitingFor + " #"
-                                         + std::to_string(behind->event.waitingSeq) + ")"};
-    return std::pair{waiter, "every rank has waited " + std::to_string(static_cast<long long>(waited)) + " s in "
-                                 + stuck.waitingFor + " #" + std::to_string(stuck.waitingSeq)};
+    }
+    // The rank on the earliest collective is behind the others (they wait in later ones).
+    char text[256];
+    std::snprintf(text, sizeof text, "every rank has waited %.1f s or more in a collective; this rank waits in %s #%lld, "
+                                     "the earliest (it was in %s after step %lld)",
+                  shortest, behind->event.waitingFor.c_str(), static_cast<long long>(behind->event.waitingSeq),
+                  behind->event.phase.c_str(), static_cast<long long>(behind->event.step));
+    return std::pair{behindRank, std::string(text)};
 }
 
 std::string RunMonitor::progressLine() const

@@ -45,9 +45,10 @@ public:
     std::set<int> completedRanks() const;
     // The last step each rank reported (0 when none).
     std::int64_t lastStepOf(int rank) const;
-    // From the ranks' heartbeats: a collective pending on some rank for longer than `timeout`,
-    // and the rank to blame for it (a rank not waiting in it, else the one furthest behind), with
-    // what it was doing. For LaunchOptions::findStuckRank.
+    // From the ranks' heartbeats: a deadlock (every rank has waited in a collective for longer
+    // than `timeout`) and the rank to blame (the one on the earliest collective), with what it
+    // was doing. A rank that computes, evaluates or checkpoints is never blamed: it beats. For
+    // LaunchOptions::findStuckRank.
     std::optional<std::pair<int, std::string>> stuckRank(std::chrono::milliseconds timeout) const;
     std::int64_t stepsDone() const { return m_lastStep ? m_lastStep->step : 0; }
     const std::optional<protocol::StepEvent>& lastStep() const { return m_lastStep; }

@@ -242,8 +242,11 @@ void Checker::launchChecks()
                                 "config yaml; add `num_processes: N` or pass --num_processes N";
         m_o.forLaunch ? error("num_processes", msg) : warning("num_processes", msg);
     }
+    if (nproc && *nproc != -1 && *nproc < 1)
+        error("num_processes", "num_processes is " + std::to_string(*nproc) + "; a run needs at least 1 process (-1 means "
+                               "\"give --num_processes at launch\"): set num_processes: 1 or more");
     const bool multiGpu = contains(kMultiAccelerator, type);
-    if (multiGpu && nproc && *nproc >= 0 && *nproc < 2)
+    if (multiGpu && nproc && *nproc >= 1 && *nproc < 2)
         error("num_processes", "num_processes is " + std::to_string(*nproc) + " with distributed_type " + type
                                    + ": You need to use at least 2 processes to use `--multi_gpu`; set num_processes: 2 or "
                                      "more, or distributed_type: 'NO'");

@@ -148,6 +148,7 @@ private slots:
     {
         auto options = fakeLaunch(3, {"--hang", "--beat", "0:50"});
         options.hangTimeout = std::chrono::milliseconds(600);
+        options.startupGrace = std::chrono::milliseconds(0); // silent from the start
         options.stopGrace = std::chrono::milliseconds(500);
         int lines = 0;
         options.onEventLine = [&](int, std::string_view) { ++lines; };
@@ -162,7 +163,7 @@ private slots:
         QVERIFY(lines > 3);
         QVERIFY2(seconds < 3.0, qPrintable(QString::number(seconds)));
         QCOMPARE(outcome->exitCode, kHungExitCode); // whatever the stopped rank exited with
-        QVERIFY2(outcome->failureSummary().find("hung (no event, not even a heartbeat, for 0.6 s)") != std::string::npos,
+        QVERIFY2(outcome->failureSummary().find("hung (no event, not even a heartbeat, for 0.6 s since it started)") != std::string::npos,
                  outcome->failureSummary().c_str());
         for (const auto& r : outcome->ranks)
             QVERIFY(processGone(r.pid));

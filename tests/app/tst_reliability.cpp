@@ -228,9 +228,9 @@ private slots:
     void longStepIsNotAHang()
     {
         Launch l;
-        // About 1 s a step on 2 cores, against a 0.5 s timeout.
-        l.start("slow", "name: slow\nmodel: {type: gpt, n_layer: 4, n_embd: 256, n_head: 4, block_size: 256}\n"
-                        "training: {per_device_batch_size: 16, max_steps: 3}\n",
+        // Seconds a step on 2 cores, against a 0.5 s timeout.
+        l.start("slow", "name: slow\nmodel: {type: gpt, n_layer: 6, n_embd: 384, n_head: 6, block_size: 256}\n"
+                        "training: {per_device_batch_size: 16, max_steps: 2}\n",
                 {"--heartbeat_timeout", "0.5"});
         QVERIFY(l.process.waitForFinished(170000));
         const QString out = QString::fromUtf8(l.process.readAll());

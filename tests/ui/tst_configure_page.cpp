@@ -6,12 +6,14 @@
 #include "engine/config/questionnaire.h"
 #include "engine/config/questionnaire_terminal.h"
 #include "ui/config_form.h"
+#include "engine/config/machine_probe.h"
 #include "ui/config_wizard.h"
 #include "ui/configure_page.h"
 #include "ui/diagnostic_model.h"
 #include "ui/main_window.h"
 
 #include <QAbstractItemModelTester>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
@@ -19,6 +21,7 @@
 #include <QListView>
 #include <QListWidget>
 #include <QPlainTextEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QStackedWidget>
@@ -449,6 +452,45 @@ private slots:
         QVERIFY(c.open(QIODevice::ReadOnly));
         QCOMPARE(QString::fromUtf8(c.readAll()), page.previewText());
         QVERIFY(QFile::exists(recipeFile));
+    }
+
+    // A config the launcher refuses on this machine (FSDP, use_cpu: false, no GPU) is an error on
+    // the page, with the launcher's own message, and Launch stays disabled until it is fixed.
+    void configTheLauncherRefusesCannotBeLaunched()
+    {
+        ConfigurePage page(db());
+        page.setMachine(config::MachineInfo{0, false, false}); // no GPU, whatever this machine has
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("fsdp.yaml"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 2\nuse_cpu: false\n"
+                   "fsdp_config:\n  fsdp_version: 2\n");
+        file.close();
+        QVERIFY(page.openConfigFile(path));
+        QVERIFY(!page.canLaunch());
+        QString shown;
+        for (const auto& d : page.diagnosticModel()->diagnostics())
+            if (d.severity == config::Severity::Error)
+                shown += QString::fromStdString(d.message) + "\n";
+        QVERIFY2(shown.contains(QStringLiteral("needs GPUs but this machine has none")), qPrintable(shown));
+        QCOMPARE(page.launch(), tr("Fix the errors first."));
+        // The launcher itself says the same, on a machine without GPUs.
+        if (config::probeMachine().gpuCount == 0) {
+            QProcess launcher;
+            launcher.setProcessChannelMode(QProcess::MergedChannels);
+            launcher.start(QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope"),
+                           {"launch", "--config_file", path, "--recipe", SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-mlp.yaml",
+                            "--runs_dir", dir.filePath(QStringLiteral("runs"))});
+            QVERIFY(launcher.waitForFinished(30000));
+            QCOMPARE(launcher.exitCode(), 2);
+            const QString said = QString::fromUtf8(launcher.readAll());
+            QVERIFY2(said.contains(shown.trimmed()), qPrintable(said + "\n---\n" + shown));
+        }
+        auto* useCpu = qobject_cast<QCheckBox*>(page.form()->fieldEditor(QStringLiteral("use_cpu")));
+        QVERIFY(useCpu);
+        useCpu->setChecked(true); // the fix the message names
+        QVERIFY(page.canLaunch());
     }
 
     void launcherThatStopsEarlyHasItsMessageShown()

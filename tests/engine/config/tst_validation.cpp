@@ -99,6 +99,10 @@ private slots:
                                     << "mixed_precision" << true << "CPU";
         QTest::newRow("unknown nested key") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_ofload_params: true\n"
                                             << "fsdp_config.fsdp_ofload_params" << false << "did you mean `fsdp_offload_params`";
+        QTest::newRow("no processes") << "distributed_type: MULTI_CPU\nnum_processes: 0\n" << "num_processes" << true
+                                      << "at least 1 process";
+        QTest::newRow("negative processes") << "distributed_type: MULTI_CPU\nnum_processes: -5\n" << "num_processes" << true
+                                            << "at least 1 process";
         QTest::newRow("port out of range") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: 99999\n"
                                            << "main_process_port" << true << "not a TCP port";
         QTest::newRow("negative port") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: -1\n"

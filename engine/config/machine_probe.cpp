@@ -1,9 +1,9 @@
-#include "app/cli/machine_probe.h"
+#include "engine/config/machine_probe.h"
 
 #include <filesystem>
 #include <fstream>
 
-namespace shardscope::cli {
+namespace shardscope::config {
 
 std::vector<std::string> probeGpuNames()
 {
@@ -22,9 +22,9 @@ std::vector<std::string> probeGpuNames()
     return names;
 }
 
-config::MachineInfo probeMachine()
+MachineInfo probeMachine()
 {
-    config::MachineInfo m;
+    MachineInfo m;
     const auto names = probeGpuNames();
     m.gpuCount = static_cast<int>(names.size());
     // Without the CUDA runtime the compute capability is inferred from the model name.
@@ -41,9 +41,9 @@ config::MachineInfo probeMachine()
     return m;
 }
 
-config::Hardware probeHardware()
+Hardware probeHardware()
 {
-    return config::Hardware{};
+    return Hardware{};
 }
 
-} // namespace shardscope::cli
+} // namespace shardscope::config

@@ -1,0 +1,19 @@
+#pragma once
+
+// What can be learnt about this machine without torch: NVIDIA GPUs from the driver's /proc
+// entries (count and model names). Used by `config default`, `config validate`, `env` and
+// `launch`, and by the Configure page, which checks a config as the launcher will.
+
+#include "engine/config/questionnaire.h"
+#include "engine/config/validation.h"
+
+#include <string>
+#include <vector>
+
+namespace shardscope::config {
+
+std::vector<std::string> probeGpuNames();
+MachineInfo probeMachine();
+Hardware probeHardware();
+
+} // namespace shardscope::config
