@@ -1,5 +1,6 @@
 #include "storage/run_outcome.h"
 
+#include "engine/common/run_layout.h"
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -16,7 +17,7 @@ namespace {
 
 constexpr std::size_t kReservedBytes = 4096;
 
-std::string pathOf(const std::filesystem::path& runDir) { return (runDir / kOutcomeFileName).string(); }
+std::string pathOf(const std::filesystem::path& runDir) { return RunLayout(runDir).outcomeFile().string(); }
 
 Result<void> writeAll(int fd, const std::string& bytes, const std::string& path)
 {

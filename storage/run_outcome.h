@@ -14,8 +14,6 @@
 
 namespace shardscope::storage {
 
-inline constexpr const char* kOutcomeFileName = "outcome.json";
-
 // Creates <runDir>/outcome.json as 4 KiB of blanks.
 Result<void> reserveOutcomeFile(const std::filesystem::path& runDir);
 // Writes `end` into the reserved file in place (no truncation: blanks pad it) and syncs it. A

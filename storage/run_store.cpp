@@ -1,5 +1,6 @@
 #include "storage/run_store.h"
 
+#include "engine/common/run_layout.h"
 #include "storage/run_outcome.h"
 
 #include "storage/event_rows.h"
@@ -471,7 +472,7 @@ Result<std::int64_t> RunStore::recoverFromEventLog(std::int64_t runId)
     std::filesystem::path runDir = dirStmt->text(0);
     if (runDir.is_relative())
         runDir = m_runsRoot.parent_path() / runDir;
-    std::ifstream log(runDir / "events.jsonl");
+    std::ifstream log(RunLayout(runDir).eventsFile());
     if (!log)
         return std::int64_t{0};
 

@@ -1,5 +1,6 @@
 #include "ui/run_data_source.h"
 
+#include "engine/common/run_layout.h"
 #include "engine/protocol/events.h"
 #include "storage/config_diff.h"
 #include "storage/metric_keys.h"
@@ -103,7 +104,7 @@ std::string EventFileRunSource::describe() const
 Result<RunUpdate> EventFileRunSource::poll()
 {
     if (!m_infoRead) {
-        std::ifstream recipe(m_runDir / "recipe.yaml");
+        std::ifstream recipe(RunLayout(m_runDir).recipeFile());
         if (recipe) {
             const std::string text((std::istreambuf_iterator<char>(recipe)), std::istreambuf_iterator<char>());
             m_info.maxSteps = recipeMaxSteps(text);
@@ -111,7 +112,7 @@ Result<RunUpdate> EventFileRunSource::poll()
         m_infoRead = true;
     }
     RunUpdate update;
-    std::ifstream in(m_runDir / "events.jsonl", std::ios::binary);
+    std::ifstream in(RunLayout(m_runDir).eventsFile(), std::ios::binary);
     if (!in) {
         update.info = m_info; // not started yet: the launcher creates the file with the run
         return update;

@@ -1,5 +1,6 @@
 #include "ui/trace_page.h"
 
+#include "engine/common/run_layout.h"
 #include "profiler/chrome_trace.h"
 #include "ui/format.h"
 #include "ui/trace_timeline.h"
@@ -132,7 +133,7 @@ std::vector<fs::path> findRunTraceFiles(const fs::path& runDir, const std::vecto
         std::sort(files.begin(), files.end());
         return files;
     }
-    const fs::path dir = runDir / "traces";
+    const fs::path dir = RunLayout(runDir).tracesDir();
     std::vector<fs::path> perRank, others;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const fs::path& p = it->path();

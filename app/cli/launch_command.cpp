@@ -247,22 +247,23 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         if (args.maxSteps > 0) {
             config::Recipe effective = *recipe;
             effective.maxSteps = args.maxSteps;
-            std::ofstream out(runDir->path + "/recipe.yaml");
+            std::ofstream out(runDir->layout().recipeFile());
             out << config::recipeToYaml(effective);
             recipeSaved = static_cast<bool>(out);
             if (!recipeSaved)
-                error = "cannot write " + runDir->path + "/recipe.yaml";
+                error = "cannot write " + runDir->layout().recipeFile().string();
         } else {
-            recipeSaved = copyFile(args.recipe, runDir->path + "/recipe.yaml", error);
+            recipeSaved = copyFile(args.recipe, runDir->layout().recipeFile().string(), error);
         }
-        if (!recipeSaved || (!args.configFile.empty() && !copyFile(args.configFile, runDir->path + "/config.yaml", error))) {
+        if (!recipeSaved || (!args.configFile.empty() && !copyFile(args.configFile, runDir->layout().configFile().string(), error))) {
             std::cerr << "shardscope launch: error: " << error << "\n";
             return 2;
         }
         const std::string runsDir = std::filesystem::path(runDir->path).parent_path().string();
-        std::vector<std::string> workerArgs{"train", "--recipe", runDir->path + "/recipe.yaml", "--checkpoint_dir",
-                                            runDir->path + "/checkpoints", "--export_dir", runDir->path + "/export",
-                                            "--runs_dir", runsDir, "--trace_dir", runDir->path + "/traces"};
+        const RunLayout layout = runDir->layout();
+        std::vector<std::string> workerArgs{"train", "--recipe", layout.recipeFile().string(), "--checkpoint_dir",
+                                            layout.checkpointsDir().string(), "--export_dir", layout.exportDir().string(),
+                                            "--runs_dir", runsDir, "--trace_dir", layout.tracesDir().string()};
         if (args.profile) {
             // --profile: a window after warm-up (steps 3 to 7, or the whole run when shorter).
             const std::int64_t total = args.maxSteps > 0 ? args.maxSteps : recipe->maxSteps;
@@ -302,8 +303,8 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         if (!args.noHistory && home) {
             storage::NewRun newRun;
             newRun.name = runDir->id;
-            newRun.recipeText = readText(runDir->path + "/recipe.yaml");
-            newRun.configText = args.configFile.empty() ? std::string() : readText(runDir->path + "/config.yaml");
+            newRun.recipeText = readText(runDir->layout().recipeFile().string());
+            newRun.configText = args.configFile.empty() ? std::string() : readText(runDir->layout().configFile().string());
             newRun.runDir = runDir->path;
             newRun.distributedType = plan ? plan->distributedType : args.numProcesses > 1 ? "MULTI_CPU" : "NO";
             newRun.mixedPrecision = args.mixedPrecision.empty() ? "no" : args.mixedPrecision;
@@ -320,6 +321,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         options.onTick = [m = monitor.get()] { m->tick(); };
         options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
         options.findStuckRank = [m = monitor.get()](std::chrono::milliseconds timeout) { return m->stuckRank(timeout); };
+        options.rankIsEnding = [m = monitor.get()](int rank) { return m->isEnding(rank); };
         std::cout << "shardscope launch: run " << runDir->id << " (" << args.numProcesses << " ranks) in "
                   << runDir->path << std::endl;
     }
@@ -352,7 +354,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         }
     }
     if (runDir) {
-        if (auto merged = mergeRankTraces(runDir->path + "/traces"); !merged)
+        if (auto merged = mergeRankTraces(runDir->layout().tracesDir().string()); !merged)
             std::cerr << "shardscope launch: warning: the ranks' traces could not be merged: " << merged.error().message << "\n";
         else if (!merged->empty())
             std::cout << "shardscope launch: trace of the run: " << *merged << " (open it in Perfetto or chrome://tracing)\n";
@@ -366,7 +368,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         }
         std::string log;
         if (ended.rootCauseRank)
-            log = tailOfFile(runDir->logs() + "/rank" + std::to_string(*ended.rootCauseRank) + ".log", 10);
+            log = tailOfFile(runDir->layout().rankLog(*ended.rootCauseRank).string(), 10);
         const storage::RunEnd end = recorder->endOf(ended, log);
         // First into the run directory (its space reserved at the start), then the history.
         const auto kept = storage::writeOutcomeFile(runDir->path, end);
@@ -374,7 +376,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
             std::cerr << "shardscope launch: warning: recording the end of the run in the history failed: "
                       << finished.error().message << "\n";
             if (kept)
-                std::cerr << "  the outcome is kept in " << runDir->path << "/" << storage::kOutcomeFileName
+                std::cerr << "  the outcome is kept in " << runDir->layout().outcomeFile().string()
                           << "; the history records it the next time it is opened with space to write\n";
             else
                 std::cerr << "  and it could not be kept in the run directory either: " << kept.error().message << "\n";
@@ -396,7 +398,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
             const auto& reported = monitor->reportedErrors();
             const int cause = *outcome->rootCauseRank;
             if (std::none_of(reported.begin(), reported.end(), [&](const ReportedError& e) { return e.rank == cause; })) {
-                const std::string tail = tailOfFile(runDir->logs() + "/rank" + std::to_string(cause) + ".log", 5);
+                const std::string tail = tailOfFile(runDir->layout().rankLog(cause).string(), 5);
                 if (!tail.empty()) {
                     std::cerr << "  last lines of rank " << cause << "'s log:\n";
                     std::istringstream lines(tail);

@@ -1,6 +1,7 @@
 #include "app/launcher/launcher.h"
 
 #include "engine/common/dist_env.h"
+#include "engine/common/run_layout.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -418,7 +420,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
             extra.push_back("SHARDSCOPE_EVENTS_FD=" + std::to_string(eventsPipe[1]));
         }
         if (!options.logDirectory.empty()) {
-            const std::string logPath = options.logDirectory + "/rank" + std::to_string(rank) + ".log";
+            const std::string logPath = (std::filesystem::path(options.logDirectory) / RunLayout::rankLogName(rank)).string();
             fds.logFd = open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
             if (fds.logFd < 0) {
                 const int error = errno;
@@ -529,7 +531,10 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
             break;
         if (!stopping && options.hangTimeout.count() > 0 && options.onEventLine) {
             for (auto& c : children) {
-                const auto limit = heardFrom[static_cast<std::size_t>(c.rank)] ? options.hangTimeout : startingTimeout;
+                // A rank that said it is done (or failed) is tearing down, its heartbeat stopped on
+                // purpose: it gets as long as a starting rank.
+                const bool ending = options.rankIsEnding && options.rankIsEnding(outcome.ranks[static_cast<std::size_t>(c.rank)].rank);
+                const auto limit = heardFrom[static_cast<std::size_t>(c.rank)] && !ending ? options.hangTimeout : startingTimeout;
                 if (!c.running || Clock::now() - lastHeard[static_cast<std::size_t>(c.rank)] < limit)
                     continue;
                 RankExit& exit = outcome.ranks[static_cast<std::size_t>(c.rank)];

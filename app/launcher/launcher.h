@@ -55,6 +55,10 @@ struct LaunchOptions {
     // pending for longer than the timeout; returns the rank to blame (the one that never entered
     // it) and what it was doing. A rank that is silent is found without it.
     std::function<std::optional<std::pair<int, std::string>>(std::chrono::milliseconds timeout)> findStuckRank;
+    // With hangTimeout: whether a rank (global rank) has said it is ending (its `done` or `error`
+    // event): its heartbeat has stopped on purpose while the process tears down, so it gets
+    // max(hangTimeout, startupGrace) like a starting rank.
+    std::function<bool(int rank)> rankIsEnding;
 };
 
 struct RankExit {

@@ -47,9 +47,9 @@ Result<RunDirectory> createRunDirectory(const std::string& runsDir, const std::s
         return makeError("the run directory " + path.string()
                          + " already exists; choose another --run_name, or delete that run first");
     }
-    fs::create_directory(path / "logs", ec);
+    fs::create_directory(RunLayout(path).logsDir(), ec);
     if (ec)
-        return makeError("cannot create " + (path / "logs").string() + ": " + ec.message());
+        return makeError("cannot create " + RunLayout(path).logsDir().string() + ": " + ec.message());
     return RunDirectory{*id, path.string()};
 }
 

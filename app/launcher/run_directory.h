@@ -1,10 +1,10 @@
 #pragma once
 
-// A run's directory, runs/<id>/: config.yaml, recipe.yaml, events.jsonl, logs/rank<N>.log, and
-// later traces/, checkpoints/, export/. Ids come from user-chosen names, so they are checked to
-// stay inside the runs directory.
+// A run's directory, runs/<id>/ (its files: engine/common/run_layout.h). Ids come from
+// user-chosen names, so they are checked to stay inside the runs directory.
 
 #include "engine/common/result.h"
+#include "engine/common/run_layout.h"
 
 #include <string>
 
@@ -13,8 +13,9 @@ namespace shardscope {
 struct RunDirectory {
     std::string id;
     std::string path; // <runs dir>/<id>
-    std::string logs() const { return path + "/logs"; }
-    std::string eventsFile() const { return path + "/events.jsonl"; }
+    RunLayout layout() const { return RunLayout(path); }
+    std::string logs() const { return layout().logsDir().string(); }
+    std::string eventsFile() const { return layout().eventsFile().string(); }
 };
 
 // A run id from a name: letters, digits, '-', '_' and '.' kept, anything else replaced by '-'; an

@@ -103,6 +103,12 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         onEvent(*event);
 }
 
+bool RunMonitor::isEnding(int rank) const
+{
+    return m_doneStatus.count(rank) > 0
+        || std::any_of(m_reported.begin(), m_reported.end(), [&](const ReportedError& e) { return e.rank == rank; });
+}
+
 std::set<int> RunMonitor::completedRanks() const
 {
     std::set<int> out;

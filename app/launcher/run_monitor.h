@@ -41,6 +41,8 @@ public:
     int malformedLines() const { return m_malformed; }
     // Error events as they came (rank, the event's time, kind), for LaunchOutcome::blameFirstOwnError.
     const std::vector<ReportedError>& reportedErrors() const { return m_reported; }
+    // Whether rank reported its `done` or an `error` event (it is on its way out).
+    bool isEnding(int rank) const;
     // The ranks that reported a `done` event with status "completed".
     std::set<int> completedRanks() const;
     // The last step each rank reported (0 when none).

@@ -1,5 +1,6 @@
 #include "engine/checkpoint/checkpoint_paths.h"
 
+#include "engine/common/run_layout.h"
 #include "engine/config/recipe.h"
 
 #include <algorithm>
@@ -63,10 +64,11 @@ Result<std::string> resolveCheckpoint(const std::string& reference, const std::s
             // the runs folder: `latest` means a run of this history, never a file elsewhere.
             if (run.is_symlink() || !inside(run.path(), runsDir))
                 continue;
-            auto recipe = config::loadRecipe((run.path() / "recipe.yaml").string());
+            const RunLayout layout(run.path());
+            auto recipe = config::loadRecipe(layout.recipeFile().string());
             if (!recipe || recipe->name != recipeName)
                 continue;
-            auto found = completeCheckpoints(run.path() / "checkpoints");
+            auto found = completeCheckpoints(layout.checkpointsDir());
             std::erase_if(found, [&](const fs::path& p) { return !inside(p, runsDir); });
             if (found.empty())
                 continue;
@@ -88,7 +90,7 @@ Result<std::string> resolveCheckpoint(const std::string& reference, const std::s
             return makeError("checkpoint " + reference + " is incomplete (no manifest.json: its writing was interrupted)");
         return path.string();
     }
-    for (const auto& dir : {path, path / "checkpoints"}) {
+    for (const auto& dir : {path, RunLayout(path).checkpointsDir()}) {
         auto found = completeCheckpoints(dir);
         if (!found.empty())
             return found.front().string();

@@ -1,4 +1,5 @@
 #include "engine/train/runner.h"
+#include "engine/common/run_layout.h"
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/hf_export.h"
@@ -477,7 +478,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                 events.emit(protocol::LogEvent{"warning", "CUPTI trace lost (host spans only): " + records.error().message});
             cupti.reset();
         }
-        const std::string path = options.traceDir + "/rank" + std::to_string(acc.processIndex()) + ".json";
+        const std::string path = (std::filesystem::path(options.traceDir) / RunLayout::rankTraceName(acc.processIndex())).string();
         std::error_code ec;
         std::filesystem::create_directories(options.traceDir, ec);
         if (auto written = profiler::writeRankTrace(path, trace); !written) {

@@ -1,0 +1,39 @@
+#pragma once
+
+// A run's directory, runs/<id>/, as every part sees it: the launcher writes it, the ranks write
+// their checkpoints, traces and export into it, storage recovers from its events and outcome, the
+// workbench reads it. The one place that spells the names:
+//
+//   config.yaml  recipe.yaml  events.jsonl  outcome.json
+//   logs/rank<N>.log  traces/rank<N>.json  checkpoints/step_<N>/  export/
+
+#include <filesystem>
+#include <string>
+
+namespace shardscope {
+
+class RunLayout {
+public:
+    explicit RunLayout(std::filesystem::path dir) : m_dir(std::move(dir)) {}
+
+    const std::filesystem::path& dir() const { return m_dir; }
+    std::filesystem::path configFile() const { return m_dir / "config.yaml"; }   // the Accelerate config, as launched
+    std::filesystem::path recipeFile() const { return m_dir / "recipe.yaml"; }   // the recipe, as run
+    std::filesystem::path eventsFile() const { return m_dir / "events.jsonl"; }  // every rank's events
+    std::filesystem::path outcomeFile() const { return m_dir / "outcome.json"; } // the launcher's verdict
+    std::filesystem::path logsDir() const { return m_dir / "logs"; }
+    std::filesystem::path rankLog(int rank) const { return logsDir() / rankLogName(rank); }
+    std::filesystem::path tracesDir() const { return m_dir / "traces"; }
+    std::filesystem::path rankTrace(int rank) const { return tracesDir() / rankTraceName(rank); }
+    std::filesystem::path checkpointsDir() const { return m_dir / "checkpoints"; }
+    std::filesystem::path exportDir() const { return m_dir / "export"; }
+
+    // The file names inside logs/ and traces/, for code that is handed only those folders.
+    static std::string rankLogName(int rank) { return "rank" + std::to_string(rank) + ".log"; }
+    static std::string rankTraceName(int rank) { return "rank" + std::to_string(rank) + ".json"; }
+
+private:
+    std::filesystem::path m_dir;
+};
+
+} // namespace shardscope
