@@ -129,7 +129,9 @@ void Checker::types()
         if (!kindAccepted(*spec, v)) {
             std::string fix;
             if (v.isString() && spec->types.front() == Value::Kind::Int)
-                fix = "; remove the quotes: `" + key + ": " + v.asString() + "`";
+                fix = isDigits(v.asString()) || (v.asString().size() > 1 && v.asString()[0] == '-' && isDigits(v.asString().substr(1)))
+                    ? "; remove the quotes: `" + key + ": " + v.asString() + "`"
+                    : "; write a whole number, e.g. `" + key + ": 2`";
             if (key == "gpu_ids" && v.isInt())
                 fix = "; quote it: `gpu_ids: '" + std::to_string(v.asInt()) + "'` (accelerate launch calls .split(\",\") on it)";
             error(key, key + " must be " + describeKinds(spec->types) + ", not " + v.typeName() + " (" + v.pyRepr() + ")" + fix);

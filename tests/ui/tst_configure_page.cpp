@@ -493,6 +493,23 @@ private slots:
         QVERIFY(page.canLaunch());
     }
 
+    // #21 problem 6: num_processes 0 and -5 used to be valid (0 quietly ran 1 rank).
+    void noProcessesIsAnErrorOnThePage()
+    {
+        ConfigurePage page(db());
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
+        for (const char* n : {"0", "-5"}) {
+            retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QString::fromLatin1(n));
+            QVERIFY2(!page.canLaunch(), n);
+            bool named = false;
+            for (const auto& d : page.diagnosticModel()->diagnostics())
+                named = named || (d.keyPath == "num_processes" && d.message.find("at least 1 process") != std::string::npos);
+            QVERIFY2(named, n);
+        }
+        retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
+        QVERIFY(page.canLaunch());
+    }
+
     void launcherThatStopsEarlyHasItsMessageShown()
     {
         // A launcher that refuses the run before any rank starts: its own message reaches the

@@ -99,6 +99,8 @@ private slots:
                                     << "mixed_precision" << true << "CPU";
         QTest::newRow("unknown nested key") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_ofload_params: true\n"
                                             << "fsdp_config.fsdp_ofload_params" << false << "did you mean `fsdp_offload_params`";
+        QTest::newRow("word for a number") << "distributed_type: MULTI_CPU\nnum_processes: abc\n" << "num_processes" << true
+                                           << "write a whole number, e.g. `num_processes: 2`";
         QTest::newRow("no processes") << "distributed_type: MULTI_CPU\nnum_processes: 0\n" << "num_processes" << true
                                       << "at least 1 process";
         QTest::newRow("negative processes") << "distributed_type: MULTI_CPU\nnum_processes: -5\n" << "num_processes" << true
