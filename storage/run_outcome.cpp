@@ -19,7 +19,7 @@ constexpr std::size_t kReservedBytes = 4096;
 
 std::string pathOf(const std::filesystem::path& runDir) { return RunLayout(runDir).outcomeFile().string(); }
 
-Result<void> writeAll(int fd, const std::string& bytes, const std::string& path)
+Result<void> writeAt(int fd, const std::string& bytes, const std::string& path)
 {
     std::size_t done = 0;
     while (done < bytes.size()) {
@@ -33,19 +33,24 @@ Result<void> writeAll(int fd, const std::string& bytes, const std::string& path)
     return {};
 }
 
-} // namespace
-
-Result<void> reserveOutcomeFile(const std::filesystem::path& runDir)
+// Writes `bytes` at the start of the file, without truncating it, and syncs it.
+Result<void> writeInPlace(const std::string& path, const std::string& bytes)
 {
-    const std::string path = pathOf(runDir);
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return makeError("cannot create " + path + ": " + std::strerror(errno));
-    auto written = writeAll(fd, std::string(kReservedBytes, ' '), path);
+        return makeError("cannot open " + path + ": " + std::strerror(errno));
+    auto written = writeAt(fd, bytes, path);
     if (written && ::fsync(fd) != 0)
         written = makeError("cannot sync " + path + ": " + std::strerror(errno));
     ::close(fd);
     return written;
+}
+
+} // namespace
+
+Result<void> reserveOutcomeFile(const std::filesystem::path& runDir)
+{
+    return writeInPlace(pathOf(runDir), std::string(kReservedBytes, ' '));
 }
 
 Result<void> writeOutcomeFile(const std::filesystem::path& runDir, const RunEnd& end)
@@ -65,15 +70,7 @@ Result<void> writeOutcomeFile(const std::filesystem::path& runDir, const RunEnd&
     text += '\n';
     if (text.size() < kReservedBytes)
         text.append(kReservedBytes - text.size(), ' ');
-    const std::string path = pathOf(runDir);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return makeError("cannot open " + path + ": " + std::strerror(errno));
-    auto written = writeAll(fd, text, path);
-    if (written && ::fdatasync(fd) != 0)
-        written = makeError("cannot sync " + path + ": " + std::strerror(errno));
-    ::close(fd);
-    return written;
+    return writeInPlace(pathOf(runDir), text);
 }
 
 std::optional<RunEnd> readOutcomeFile(const std::filesystem::path& runDir)

@@ -9,7 +9,9 @@
 #include "app/launcher/run_recorder.h"
 #include "app/launcher/trace_merge.h"
 #include "engine/checkpoint/checkpoint_paths.h"
+#include "engine/common/dist_env.h"
 #include "engine/config/accelerate_config.h"
+#include "engine/config/questionnaire.h"
 #include "engine/config/recipe.h"
 #include "engine/config/validation.h"
 #include "engine/precision/precision_mode.h"
@@ -102,13 +104,10 @@ std::optional<LaunchPlan> planFromConfig(const LaunchArgs& args, int& exitCode)
     }
     config::EnvironmentOptions environment;
     environment.physicalCores = config::physicalCoreCount();
-    if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
-        // Accelerate's get_int_from_env: an integer, else its default.
-        char* end = nullptr;
-        const long threads = std::strtol(omp, &end, 10);
-        if (end && *end == '\0' && threads > 0)
-            environment.inheritedOmpThreads = static_cast<int>(threads);
-    }
+    if (const char* omp = std::getenv("OMP_NUM_THREADS"))
+        // Accelerate's get_int_from_env: int() of the value, else its default.
+        if (auto threads = config::pythonInt(omp); threads && *threads > 0)
+            environment.inheritedOmpThreads = static_cast<int>(*threads);
     auto plan = planLaunch(merged, validation.machine->gpuCount > 0, environment);
     if (!plan) {
         std::cerr << "shardscope launch: error: " << plan.error().message << "\n";
@@ -170,8 +169,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         }
     }
     // Refused before anything is created (runLaunch refuses it too, for every other caller).
-    const bool loopback = args.mainProcessIp == "localhost" || args.mainProcessIp.rfind("127.", 0) == 0;
-    if (args.numMachines == 1 && !loopback) {
+    if (args.numMachines == 1 && !isLoopbackHost(args.mainProcessIp)) {
         std::cerr << "shardscope launch: error: --main_process_ip " << args.mainProcessIp
                   << " would open the rendezvous store, which has no authentication, to the network for a run on this "
                      "machine alone; leave it unset (127.0.0.1), or give --num_machines N for a job over several machines\n";

@@ -2,6 +2,7 @@
 
 #include "engine/common/dist_env.h"
 #include "engine/common/run_layout.h"
+#include "engine/protocol/events.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -214,6 +215,22 @@ std::string LaunchOutcome::failureSummary() const
     return out.str();
 }
 
+namespace {
+
+// main_process_ip and a port as a socket address; "localhost" is 127.0.0.1.
+Result<sockaddr_in> ipv4Address(const std::string& address, int port)
+{
+    sockaddr_in addr {};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    const std::string numeric = address == "localhost" ? "127.0.0.1" : address;
+    if (inet_pton(AF_INET, numeric.c_str(), &addr.sin_addr) != 1)
+        return makeError("main_process_ip '" + address + "' is not an IPv4 address; give a numeric address such as 127.0.0.1");
+    return addr;
+}
+
+} // namespace
+
 void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
 {
     if (!rootCauseRank || cancelled)
@@ -230,7 +247,7 @@ void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
         }
     };
     for (const auto& e : errors)
-        if (e.kind != "peer")
+        if (e.kind != protocol::kPeerLostKind)
             consider(e.rank, e.time);
     for (const auto& r : ranks) {
         const bool reported = std::any_of(errors.begin(), errors.end(), [&](const ReportedError& e) { return e.rank == r.rank; });
@@ -247,12 +264,10 @@ void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
 
 Result<ListeningSocket> listenOn(const std::string& address, int port)
 {
-    sockaddr_in addr {};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    const std::string numeric = address == "localhost" ? "127.0.0.1" : address;
-    if (inet_pton(AF_INET, numeric.c_str(), &addr.sin_addr) != 1)
-        return makeError("main_process_ip '" + address + "' is not an IPv4 address; give a numeric address such as 127.0.0.1");
+    auto parsed = ipv4Address(address, port);
+    if (!parsed)
+        return parsed.error();
+    sockaddr_in addr = *parsed;
 
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -283,12 +298,10 @@ namespace {
 // (they would wait in silence). Probes the port, says it waits every 5 s, honours Ctrl-C.
 Result<void> waitForMachineZero(const LaunchOptions& options)
 {
-    sockaddr_in addr {};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(options.masterPort));
-    const std::string numeric = options.masterAddr == "localhost" ? "127.0.0.1" : options.masterAddr;
-    if (inet_pton(AF_INET, numeric.c_str(), &addr.sin_addr) != 1)
-        return makeError("main_process_ip '" + options.masterAddr + "' is not an IPv4 address; give machine 0's numeric address");
+    auto parsed = ipv4Address(options.masterAddr, options.masterPort);
+    if (!parsed)
+        return parsed.error();
+    sockaddr_in addr = *parsed;
     const std::string where = options.masterAddr + ":" + std::to_string(options.masterPort);
     const auto start = Clock::now();
     auto lastSaid = start - std::chrono::seconds(4); // the first word after a second, then every 5 s
@@ -337,8 +350,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
 
     // The rendezvous store has no authentication: it listens beyond loopback only for a job over
     // several machines, which the user asked for with num_machines.
-    const bool loopback = options.masterAddr == "localhost" || options.masterAddr.rfind("127.", 0) == 0;
-    if (options.numMachines == 1 && !loopback)
+    if (options.numMachines == 1 && !isLoopbackHost(options.masterAddr))
         return makeError("main_process_ip " + options.masterAddr + " would open the rendezvous store, which has no "
                          "authentication, to the network for a run on this machine alone; leave main_process_ip unset "
                          "(127.0.0.1), or give --num_machines N (and the same address on every machine) for a job over "

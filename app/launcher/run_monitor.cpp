@@ -90,7 +90,6 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         } else {
             m_unwritten.append(line.data(), line.size());
             m_unwritten.push_back('\n');
-            ++m_unwrittenLines;
         }
     }
     if (event->rank == 0) {
@@ -222,9 +221,7 @@ void RunMonitor::writeEvents()
         }
         written += static_cast<std::size_t>(n);
     }
-    const std::size_t lines = static_cast<std::size_t>(std::count(m_unwritten.begin(), m_unwritten.begin() + static_cast<std::ptrdiff_t>(written), '\n'));
     m_unwritten.erase(0, written);
-    m_unwrittenLines -= static_cast<std::int64_t>(lines);
     if (m_writeFailingSince && m_unwritten.empty()) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - *m_writeFailingSince).count();
         char text[512];
@@ -239,8 +236,9 @@ void RunMonitor::writeEvents()
 
 std::string RunMonitor::eventFileTrouble() const
 {
-    if (m_unwrittenLines > 0 || m_droppedLines > 0)
-        return std::to_string(m_unwrittenLines + m_droppedLines) + " event lines could not be written to " + m_eventsPath + " ("
+    const auto unwritten = std::count(m_unwritten.begin(), m_unwritten.end(), '\n');
+    if (unwritten > 0 || m_droppedLines > 0)
+        return std::to_string(unwritten + m_droppedLines) + " event lines could not be written to " + m_eventsPath + " ("
             + std::strerror(m_lastWriteError) + ") before the launcher ended; the history has what it could record";
     return m_eventFileTrouble;
 }

@@ -65,7 +65,6 @@ private:
     std::string m_eventsPath;
     int m_eventsFd = -1;
     std::string m_unwritten; // complete lines not yet in events.jsonl
-    std::int64_t m_unwrittenLines = 0;
     std::int64_t m_droppedLines = 0;
     std::optional<std::chrono::steady_clock::time_point> m_writeFailingSince;
     std::chrono::steady_clock::time_point m_lastWriteAttempt;

@@ -30,6 +30,13 @@ struct DistEnv {
     std::vector<std::string> toEnvironment() const;
 };
 
+// Whether a rendezvous address stays on this machine (localhost, 127.x.y.z, ::1): the store has
+// no authentication, so anything else is for jobs over several machines only.
+inline bool isLoopbackHost(const std::string& host)
+{
+    return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
 namespace env_names {
 inline constexpr const char* kRank = "RANK";
 inline constexpr const char* kLocalRank = "LOCAL_RANK";

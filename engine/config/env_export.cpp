@@ -4,16 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <set>
-#include <thread>
 
 namespace shardscope::config {
 
 namespace {
 
-std::string lower(std::string s) { return asciiLower(std::move(s)); }
-std::string upper(std::string s) { return asciiUpper(std::move(s)); }
 
 class Env {
 public:
@@ -92,7 +87,7 @@ void common(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
                 }
                 continue;
             }
-            env.set("ACCELERATE_" + upper(k), v.pyStr());
+            env.set("ACCELERATE_" + asciiUpper(k), v.pyStr());
         }
     }
     if (o.enableCpuAffinity)
@@ -118,7 +113,7 @@ int cpuThreadsPerProcess(const AccelerateConfig& c, const EnvironmentOptions& o)
 void dynamo(const AccelerateConfig& c, Env& env)
 {
     const Value backend = arg(c, "dynamo_config", "dynamo_backend", Value("no"));
-    env.set("ACCELERATE_DYNAMO_BACKEND", upper(backend.pyStr()));
+    env.set("ACCELERATE_DYNAMO_BACKEND", asciiUpper(backend.pyStr()));
     env.set("ACCELERATE_DYNAMO_MODE", arg(c, "dynamo_config", "dynamo_mode", Value("default")).pyStr());
     env.set("ACCELERATE_DYNAMO_USE_FULLGRAPH", arg(c, "dynamo_config", "dynamo_use_fullgraph", Value(false)).pyStr());
     env.set("ACCELERATE_DYNAMO_USE_DYNAMIC", arg(c, "dynamo_config", "dynamo_use_dynamic", Value(false)).pyStr());
@@ -167,11 +162,11 @@ void fsdp(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
     // Accelerate exports the CLI default FULL_SHARD when the file has only the v1 strategy in
     // fsdp_reshard_after_forward; Shardscope exports what the user chose (docs/CONFIG.md).
     if (o.honourFsdp1Strategy && !c.nested("fsdp_config", "fsdp_sharding_strategy") && raf.isString()
-        && f("fsdp_version", Value(1)).pyStr() == "1" && upper(raf.asString()) != "TRUE" && upper(raf.asString()) != "FALSE")
-        strategy = Value(upper(raf.asString()));
+        && f("fsdp_version", Value(1)).pyStr() == "1" && asciiUpper(raf.asString()) != "TRUE" && asciiUpper(raf.asString()) != "FALSE")
+        strategy = Value(asciiUpper(raf.asString()));
     env.set("FSDP_SHARDING_STRATEGY", strategy.pyStr());
-    env.set("FSDP_RESHARD_AFTER_FORWARD", lower(raf.pyStr()));
-    env.set("FSDP_OFFLOAD_PARAMS", lower(f("fsdp_offload_params", Value("false")).pyStr()));
+    env.set("FSDP_RESHARD_AFTER_FORWARD", asciiLower(raf.pyStr()));
+    env.set("FSDP_OFFLOAD_PARAMS", asciiLower(f("fsdp_offload_params", Value("false")).pyStr()));
     env.set("FSDP_MIN_NUM_PARAMS", f("fsdp_min_num_params", Value(100000000)).pyStr());
     for (auto [k, var] : {std::pair{"fsdp_auto_wrap_policy", "FSDP_AUTO_WRAP_POLICY"},
                           {"fsdp_transformer_layer_cls_to_wrap", "FSDP_TRANSFORMER_CLS_TO_WRAP"},
@@ -181,12 +176,12 @@ void fsdp(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
         if (!v.isNull())
             env.set(var, v.pyStr());
     }
-    env.set("FSDP_FORWARD_PREFETCH", lower(f("fsdp_forward_prefetch", Value("false")).pyStr()));
-    env.set("FSDP_USE_ORIG_PARAMS", lower(f("fsdp_use_orig_params", Value("true")).pyStr()));
-    env.set("FSDP_CPU_RAM_EFFICIENT_LOADING", lower(f("fsdp_cpu_ram_efficient_loading", Value("true")).pyStr()));
-    env.set("FSDP_SYNC_MODULE_STATES", lower(f("fsdp_sync_module_states", Value("true")).pyStr()));
-    env.set("FSDP_ACTIVATION_CHECKPOINTING", lower(f("fsdp_activation_checkpointing", Value("false")).pyStr()));
-    env.set("FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", lower(f("fsdp_activation_checkpointing_offload", Value("false")).pyStr()));
+    env.set("FSDP_FORWARD_PREFETCH", asciiLower(f("fsdp_forward_prefetch", Value("false")).pyStr()));
+    env.set("FSDP_USE_ORIG_PARAMS", asciiLower(f("fsdp_use_orig_params", Value("true")).pyStr()));
+    env.set("FSDP_CPU_RAM_EFFICIENT_LOADING", asciiLower(f("fsdp_cpu_ram_efficient_loading", Value("true")).pyStr()));
+    env.set("FSDP_SYNC_MODULE_STATES", asciiLower(f("fsdp_sync_module_states", Value("true")).pyStr()));
+    env.set("FSDP_ACTIVATION_CHECKPOINTING", asciiLower(f("fsdp_activation_checkpointing", Value("false")).pyStr()));
+    env.set("FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", asciiLower(f("fsdp_activation_checkpointing_offload", Value("false")).pyStr()));
     if (const Value v = f("fsdp_ignored_modules", Value()); !v.isNull())
         env.set("FSDP_IGNORED_MODULES", v.pyStr());
 }
@@ -203,7 +198,7 @@ void megatron(const AccelerateConfig& c, Env& env)
         for (const auto& e : sec->asMap()) {
             if (!e.key.isString() || e.value.isNull())
                 continue;
-            const std::string name = upper(e.key.asString());
+            const std::string name = asciiUpper(e.key.asString());
             if (name != "MEGATRON_LM_TP_DEGREE" && name != "MEGATRON_LM_PP_DEGREE" && name != "MEGATRON_LM_GRADIENT_CLIPPING"
                 && name != "MEGATRON_LM_USE_CUSTOM_FSDP")
                 env.set(name, e.value.pyStr());
@@ -211,28 +206,6 @@ void megatron(const AccelerateConfig& c, Env& env)
 }
 
 } // namespace
-
-int physicalCoreCount()
-{
-    std::ifstream in("/proc/cpuinfo");
-    std::set<std::pair<std::string, std::string>> cores;
-    std::string line, package = "0";
-    while (std::getline(in, line)) {
-        const auto colon = line.find(':');
-        if (colon == std::string::npos)
-            continue;
-        std::string key = line.substr(0, colon);
-        key.erase(key.find_last_not_of(" \t") + 1);
-        const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : std::string();
-        if (key == "physical id")
-            package = value;
-        else if (key == "core id")
-            cores.emplace(package, value);
-    }
-    if (!cores.empty())
-        return static_cast<int>(cores.size());
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 LauncherKind launcherFor(const AccelerateConfig& c, bool cpuFlag)
 {
@@ -290,7 +263,7 @@ std::vector<std::pair<std::string, std::string>> launchEnvironment(const Acceler
         if (const Value* ds = c.given().find("deepspeed_config"); ds && ds->isMap())
             for (const auto& e : ds->asMap())
                 if (e.key.isString())
-                    fields += (fields.empty() ? "" : ",") + lower(e.key.asString());
+                    fields += (fields.empty() ? "" : ",") + asciiLower(e.key.asString());
         if (!c.field("mixed_precision").isNull())
             fields += (fields.empty() ? "" : ",") + std::string("mixed_precision");
         env.set("ACCELERATE_CONFIG_DS_FIELDS", fields);
@@ -298,7 +271,7 @@ std::vector<std::pair<std::string, std::string>> launchEnvironment(const Acceler
         auto d = [&](const char* k) { return c.nested("deepspeed_config", k); };
         auto put = [&](const char* var, const char* k, bool lowerCase) {
             if (const Value* v = d(k); v && !v->isNull())
-                env.set(var, lowerCase ? lower(v->pyStr()) : v->pyStr());
+                env.set(var, lowerCase ? asciiLower(v->pyStr()) : v->pyStr());
         };
         put("ACCELERATE_DEEPSPEED_ZERO_STAGE", "zero_stage", false);
         put("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "gradient_accumulation_steps", false);

@@ -28,14 +28,11 @@ struct EnvironmentOptions {
     // OMP_NUM_THREADS, as accelerate launch picks it: the parent's value when it has one; else,
     // when training on the CPU (use_cpu), physical cores / processes per machine if that is > 1;
     // else 1. torchrun adds 1 for DeepSpeed's several local processes.
-    int physicalCores = 0;                   // 0: unknown (then 1 thread)
+    int physicalCores = 0;                   // 0: unknown (then 1 thread); see physicalCoreCount()
     std::optional<int> inheritedOmpThreads;  // OMP_NUM_THREADS of the launching environment
     bool enableCpuAffinity = false;          // --enable_cpu_affinity (the YAML key never reaches Accelerate)
 };
 
-// Physical cores of this machine, counted as psutil.cpu_count(logical=False) counts them on Linux
-// (distinct core ids per package in /proc/cpuinfo); the logical count when that is unreadable.
-int physicalCoreCount();
 
 // The variables added to the parent environment, in a stable order.
 std::vector<std::pair<std::string, std::string>> launchEnvironment(const AccelerateConfig& config,

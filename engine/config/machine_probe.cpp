@@ -2,6 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
+#include <thread>
 
 namespace shardscope::config {
 
@@ -44,6 +47,28 @@ MachineInfo probeMachine()
 Hardware probeHardware()
 {
     return Hardware{};
+}
+
+int physicalCoreCount()
+{
+    std::ifstream in("/proc/cpuinfo");
+    std::set<std::pair<std::string, std::string>> cores;
+    std::string line, package = "0";
+    while (std::getline(in, line)) {
+        const auto colon = line.find(':');
+        if (colon == std::string::npos)
+            continue;
+        std::string key = line.substr(0, colon);
+        key.erase(key.find_last_not_of(" \t") + 1);
+        const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : std::string();
+        if (key == "physical id")
+            package = value;
+        else if (key == "core id")
+            cores.emplace(package, value);
+    }
+    if (!cores.empty())
+        return static_cast<int>(cores.size());
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 } // namespace shardscope::config

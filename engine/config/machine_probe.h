@@ -15,5 +15,8 @@ namespace shardscope::config {
 std::vector<std::string> probeGpuNames();
 MachineInfo probeMachine();
 Hardware probeHardware();
+// Physical cores of this machine, counted as psutil.cpu_count(logical=False) counts them on Linux
+// (distinct core ids per package in /proc/cpuinfo); the logical count when that is unreadable.
+int physicalCoreCount();
 
 } // namespace shardscope::config

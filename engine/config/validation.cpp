@@ -2,6 +2,7 @@
 
 #include "engine/config/ascii_case.h"
 #include "engine/config/deepspeed_json.h"
+#include "engine/config/questionnaire.h"
 #include "engine/config/schema.h"
 
 #include <algorithm>
@@ -129,8 +130,7 @@ void Checker::types()
         if (!kindAccepted(*spec, v)) {
             std::string fix;
             if (v.isString() && spec->types.front() == Value::Kind::Int)
-                fix = isDigits(v.asString()) || (v.asString().size() > 1 && v.asString()[0] == '-' && isDigits(v.asString().substr(1)))
-                    ? "; remove the quotes: `" + key + ": " + v.asString() + "`"
+                fix = pythonInt(v.asString()) ? "; remove the quotes: `" + key + ": " + v.asString() + "`"
                     : "; write a whole number, e.g. `" + key + ": 2`";
             if (key == "gpu_ids" && v.isInt())
                 fix = "; quote it: `gpu_ids: '" + std::to_string(v.asInt()) + "'` (accelerate launch calls .split(\",\") on it)";

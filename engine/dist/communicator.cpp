@@ -14,11 +14,6 @@ namespace shardscope::dist {
 
 namespace {
 
-bool isLoopback(const std::string& host)
-{
-    return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
-
 } // namespace
 
 std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const CommunicatorOptions& options)
@@ -54,7 +49,7 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const Co
     try {
         switch (options.backend) {
         case BackendKind::Gloo: {
-            const std::string bindAddress = isLoopback(env.masterAddr) ? "127.0.0.1" : std::string();
+            const std::string bindAddress = isLoopbackHost(env.masterAddr) ? "127.0.0.1" : std::string();
             if (bindAddress.empty())
                 throw std::runtime_error("multi-machine Gloo is not supported yet (MASTER_ADDR=" + env.masterAddr + ")");
             comm->m_backend = detail::makeGlooBackend(comm->m_store, env.rank, env.worldSize, options.timeout,

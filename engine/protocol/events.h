@@ -102,9 +102,12 @@ struct LogEvent {
 };
 
 struct ErrorEvent {
-    std::string kind;
+    std::string kind; // kPeerLostKind, or "exception" for the rank's own error
     std::string message;
 };
+// The kind of an error that follows from another rank's end (its connection closed): a
+// consequence, never a run's root cause.
+inline constexpr const char* kPeerLostKind = "peer";
 
 struct DoneEvent {
     std::string status; // "completed", "failed", "cancelled"

@@ -13,7 +13,7 @@
 
 namespace shardscope::train {
 
-inline constexpr const char* kPeerLostKind = "peer"; // the error event kind for a lost peer
+using protocol::kPeerLostKind; // the error event kind for a lost peer
 
 struct RankError {
     std::string kind;    // "peer", or "exception" for the rank's own error

@@ -83,6 +83,18 @@ void typeAnswer(ConfigWizard& wizard, const QString& line)
     }
 }
 
+// A shell script standing in for `shardscope` (its body after "#!/bin/sh"), made the launcher
+// the page starts (SHARDSCOPE_LAUNCHER; the test unsets it).
+void useFakeLauncher(const QString& path, const QByteArray& body)
+{
+    QFile script(path);
+    QVERIFY(script.open(QIODevice::WriteOnly));
+    script.write("#!/bin/sh\n" + body);
+    script.close();
+    script.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    qputenv("SHARDSCOPE_LAUNCHER", path.toUtf8());
+}
+
 void setCombo(QWidget* editor, const QString& value)
 {
     auto* combo = qobject_cast<QComboBox*>(editor);
@@ -420,13 +432,8 @@ private slots:
     {
         // A stand-in launcher that records its arguments: Launch must save both files first.
         const QString argsFile = m_tmp.filePath(QStringLiteral("launcher-args.txt"));
-        const QString fake = m_tmp.filePath(QStringLiteral("fake-shardscope"));
-        QFile script(fake);
-        QVERIFY(script.open(QIODevice::WriteOnly));
-        script.write(QStringLiteral("#!/bin/sh\nprintf '%s\\n' \"$@\" > '%1'\n").arg(argsFile).toUtf8());
-        script.close();
-        script.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-        qputenv("SHARDSCOPE_LAUNCHER", fake.toUtf8());
+        useFakeLauncher(m_tmp.filePath(QStringLiteral("fake-shardscope")),
+                        QStringLiteral("printf '%s\\n' \"$@\" > '%1'\n").arg(argsFile).toUtf8());
 
         ConfigurePage page(db());
         setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
@@ -514,14 +521,9 @@ private slots:
     {
         // A launcher that refuses the run before any rank starts: its own message reaches the
         // page (it used to go to /dev/null, and the page said only that the run did not appear).
-        const QString fake = m_tmp.filePath(QStringLiteral("refusing-shardscope"));
-        QFile script(fake);
-        QVERIFY(script.open(QIODevice::WriteOnly));
-        script.write("#!/bin/sh\necho 'shardscope launch: run starting'\n"
-                     "echo 'shardscope launch: error: config: distributed_type FSDP needs GPUs here' >&2\nexit 2\n");
-        script.close();
-        script.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
-        qputenv("SHARDSCOPE_LAUNCHER", fake.toUtf8());
+        useFakeLauncher(m_tmp.filePath(QStringLiteral("refusing-shardscope")),
+                        "echo 'shardscope launch: run starting'\n"
+                        "echo 'shardscope launch: error: config: distributed_type FSDP needs GPUs here' >&2\nexit 2\n");
         ConfigurePage page(db());
         setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
         retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
