@@ -1,6 +1,7 @@
 #include "ui/configure_page.h"
 
 #include "engine/config/machine_probe.h"
+#include "engine/config/run_plan.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 #include "ui/config_form.h"
@@ -79,7 +80,7 @@ int errorLine(const QString& message)
 } // namespace
 
 ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent)
-    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_machine(config::probeMachine())
+    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_machine(config::probeMachine()), m_physicalCores(config::physicalCoreCount())
 {
     auto* layout = new QVBoxLayout(this);
     auto* bar = new QWidget(this);
@@ -401,11 +402,14 @@ void ConfigurePage::refresh()
     // Checked as `shardscope launch` will check it on this machine: what the launcher would refuse
     // (FSDP without GPUs and without use_cpu, fp8 without an fp8 GPU, ...) is an error here, and
     // Launch stays disabled, instead of a launch that reports success and never starts.
-    config::ValidationOptions options;
-    options.baseDir = m_configPath.isEmpty() ? std::string() : QFileInfo(m_configPath).absolutePath().toStdString();
-    options.forLaunch = true;
-    options.machine = m_machine;
-    auto diagnostics = config::validateConfig(cfg, options);
+    // The recipe's own errors are the recipe editor's (checking its text file here would read
+    // the disk on every edit); the launcher checks the data again.
+    config::PlanInputs inputs;
+    inputs.config = cfg;
+    inputs.configBaseDir = m_configPath.isEmpty() ? std::string() : QFileInfo(m_configPath).absolutePath().toStdString();
+    inputs.machine = m_machine;
+    inputs.environment.physicalCores = m_physicalCores;
+    auto diagnostics = config::buildRunPlan(inputs).problems;
     QStringList texts;
     for (const auto& d : diagnostics)
         texts << qs(config::formatDiagnostic(cfg, d));

@@ -79,6 +79,7 @@ private:
 
     std::filesystem::path m_databaseFile;
     config::MachineInfo m_machine; // probed once: GPUs and what they support
+    int m_physicalCores = 0;
     QString m_configPath;
     QString m_recipePath;
     bool m_configModified = false;

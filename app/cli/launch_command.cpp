@@ -2,7 +2,6 @@
 
 #include "app/cli/commands.h"
 #include "engine/config/machine_probe.h"
-#include "app/launcher/launch_plan.h"
 #include "app/launcher/launcher.h"
 #include "app/launcher/run_directory.h"
 #include "app/launcher/run_monitor.h"
@@ -13,8 +12,9 @@
 #include "engine/config/accelerate_config.h"
 #include "engine/config/questionnaire.h"
 #include "engine/config/recipe.h"
+#include "engine/config/run_plan.h"
 #include "engine/config/validation.h"
-#include "engine/precision/precision_mode.h"
+#include "engine/config/precision_mode.h"
 #include "storage/run_outcome.h"
 #include "storage/store_paths.h"
 
@@ -60,62 +60,81 @@ struct LaunchArgs {
 };
 
 // Accelerate's config file for this launch: --config_file, else the default file if it exists
-// (as `accelerate launch` does). Merges the flags in (they win), validates for launch on this
-// machine and turns the result into a plan. Prints every diagnostic; nullopt when it must stop.
-std::optional<LaunchPlan> planFromConfig(const LaunchArgs& args, int& exitCode)
+// (as `accelerate launch` does); empty: none.
+std::string configFileOf(const LaunchArgs& args)
 {
-    std::string path = args.configFile;
-    if (path.empty()) {
-        if (!std::filesystem::exists(config::defaultConfigFile()))
+    if (!args.configFile.empty())
+        return args.configFile;
+    return std::filesystem::exists(config::defaultConfigFile()) ? config::defaultConfigFile() : std::string();
+}
+
+// The run plan of a training launch: the config (the flags merged in, they win), the recipe, the
+// launch options, the engine flags after -- and this machine, checked together. Prints every
+// problem; nullopt (with exitCode 2) when one is an error.
+std::optional<config::RunPlan> planRun(const LaunchArgs& args, const config::Recipe& recipe, const std::string& runDir,
+                                       int& exitCode)
+{
+    config::PlanInputs inputs;
+    const std::string path = configFileOf(args);
+    if (!path.empty()) {
+        auto loaded = config::loadAccelerateConfig(path);
+        if (!loaded) {
+            std::cerr << "shardscope launch: error: " << loaded.error().message << "\n";
+            exitCode = 2;
             return std::nullopt;
-        path = config::defaultConfigFile();
+        }
+        config::LaunchOverrides overrides;
+        if (args.givenNumProcesses)
+            overrides.numProcesses = args.numProcesses;
+        if (args.givenNumMachines)
+            overrides.numMachines = args.numMachines;
+        if (args.givenMachineRank)
+            overrides.machineRank = args.machineRank;
+        if (args.givenIp)
+            overrides.mainProcessIp = args.mainProcessIp;
+        if (args.givenPort)
+            overrides.mainProcessPort = args.mainProcessPort;
+        if (!args.mixedPrecision.empty() && args.mixedPrecision != "bf16-pure")
+            overrides.mixedPrecision = args.mixedPrecision;
+        inputs.config = config::applyOverrides(*loaded, overrides);
+        inputs.configBaseDir = std::filesystem::path(path).parent_path().string();
     }
-    auto loaded = config::loadAccelerateConfig(path);
-    if (!loaded) {
-        std::cerr << "shardscope launch: error: " << loaded.error().message << "\n";
-        exitCode = 2;
-        return std::nullopt;
-    }
-    config::LaunchOverrides overrides;
-    if (args.givenNumProcesses)
-        overrides.numProcesses = args.numProcesses;
-    if (args.givenNumMachines)
-        overrides.numMachines = args.numMachines;
-    if (args.givenMachineRank)
-        overrides.machineRank = args.machineRank;
-    if (args.givenIp)
-        overrides.mainProcessIp = args.mainProcessIp;
-    if (args.givenPort)
-        overrides.mainProcessPort = args.mainProcessPort;
-    if (!args.mixedPrecision.empty() && args.mixedPrecision != "bf16-pure")
-        overrides.mixedPrecision = args.mixedPrecision;
-    const auto merged = config::applyOverrides(*loaded, overrides);
-    config::ValidationOptions validation;
-    validation.forLaunch = true;
-    validation.machine = config::probeMachine();
-    validation.baseDir = std::filesystem::path(path).parent_path().string();
-    const auto diagnostics = config::validateConfig(merged, validation);
-    for (const auto& d : diagnostics)
-        std::cerr << config::formatDiagnostic(merged, d) << "\n";
-    if (config::hasErrors(diagnostics)) {
-        std::cerr << "shardscope launch: the config has errors; fix them (shardscope config validate " << path << ")\n";
-        exitCode = 2;
-        return std::nullopt;
-    }
-    config::EnvironmentOptions environment;
-    environment.physicalCores = config::physicalCoreCount();
+    inputs.numProcesses = args.numProcesses;
+    inputs.numMachines = args.numMachines;
+    inputs.machineRank = args.machineRank;
+    inputs.mainProcessIp = args.mainProcessIp;
+    inputs.mainProcessPort = args.mainProcessPort;
+    inputs.recipe = recipe;
+    inputs.recipeSource = args.recipe;
+    inputs.maxSteps = args.maxSteps;
+    inputs.mixedPrecision = args.mixedPrecision;
+    inputs.profile = args.profile;
+    inputs.engineFlags = args.workerArgs;
+    inputs.runDir = runDir;
+    inputs.machine = config::probeMachine();
+    inputs.environment.physicalCores = config::physicalCoreCount();
     if (const char* omp = std::getenv("OMP_NUM_THREADS"))
         // Accelerate's get_int_from_env: int() of the value, else its default.
         if (auto threads = config::pythonInt(omp); threads && *threads > 0)
-            environment.inheritedOmpThreads = static_cast<int>(*threads);
-    auto plan = planLaunch(merged, validation.machine->gpuCount > 0, environment);
-    if (!plan) {
-        std::cerr << "shardscope launch: error: " << plan.error().message << "\n";
+            inputs.environment.inheritedOmpThreads = static_cast<int>(*threads);
+    auto planned = config::buildRunPlan(inputs);
+    for (const auto& d : planned.problems) {
+        if (inputs.config && d.keyPath != "recipe" && d.keyPath.rfind("--", 0) != 0)
+            std::cerr << config::formatDiagnostic(*inputs.config, d) << "\n";
+        else
+            std::cerr << "shardscope launch: " << (d.severity == config::Severity::Error ? "error: " : "warning: ")
+                      << d.message << "\n";
+    }
+    if (!planned.ok()) {
+        if (inputs.config)
+            std::cerr << "shardscope launch: fix the errors above (shardscope config validate " << path
+                      << " checks the config alone)\n";
         exitCode = 2;
         return std::nullopt;
     }
-    std::cout << "shardscope launch: config " << path << " (" << plan->distributedType << ")" << std::endl;
-    return *plan;
+    if (inputs.config)
+        std::cout << "shardscope launch: config " << path << " (" << planned.plan->distributedType << ")" << std::endl;
+    return planned.plan;
 }
 
 std::string readText(const std::string& path)
@@ -147,35 +166,28 @@ bool copyFile(const std::string& from, const std::string& to, std::string& error
     return !ec;
 }
 
-int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath)
+bool writePlanFile(const config::RunPlan& plan, const std::string& path, std::string& error)
+{
+    std::ofstream out(path);
+    out << config::planToJson(plan);
+    out.flush();
+    if (!out)
+        error = "cannot write the run plan " + path;
+    return static_cast<bool>(out);
+}
+
+int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
 {
     blockLauncherSignals(); // before the run store's writer thread starts
-    LaunchArgs args = givenArgs;
-    // The Accelerate config decides the shape of the run; the flags given on the command line win.
-    std::optional<LaunchPlan> plan;
-    if (!args.recipe.empty()) {
-        int exitCode = 0;
-        plan = planFromConfig(args, exitCode);
-        if (exitCode != 0)
-            return exitCode;
-        if (plan) {
-            args.numProcesses = plan->numProcesses;
-            args.numMachines = plan->numMachines;
-            args.machineRank = plan->machineRank;
-            args.mainProcessIp = plan->mainProcessIp;
-            args.mainProcessPort = plan->mainProcessPort;
-            if (args.mixedPrecision.empty())
-                args.mixedPrecision = plan->mixedPrecision == "no" ? std::string() : plan->mixedPrecision;
-        }
-    }
-    // Refused before anything is created (runLaunch refuses it too, for every other caller).
-    if (args.numMachines == 1 && !isLoopbackHost(args.mainProcessIp)) {
+    // Refused before anything starts (runLaunch refuses these too, for every other caller; a
+    // training launch's plan checks them with the config's values).
+    if (args.recipe.empty() && args.numMachines == 1 && !isLoopbackHost(args.mainProcessIp)) {
         std::cerr << "shardscope launch: error: --main_process_ip " << args.mainProcessIp
                   << " would open the rendezvous store, which has no authentication, to the network for a run on this "
                      "machine alone; leave it unset (127.0.0.1), or give --num_machines N for a job over several machines\n";
         return 2;
     }
-    if (args.numProcesses % args.numMachines != 0) {
+    if (args.recipe.empty() && args.numProcesses % args.numMachines != 0) {
         std::cerr << "shardscope launch: error: --num_processes " << args.numProcesses << " is not a multiple of --num_machines "
                   << args.numMachines << "; num_processes counts the ranks of all machines together\n";
         return 2;
@@ -190,123 +202,94 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
     options.workerPath = args.worker.empty() ? defaultWorkerPath(programPath) : args.worker;
     options.workerArgs = args.workerArgs;
 
-    // With a recipe, this is a training run: it gets a run directory with the files that define
-    // it, per-rank logs and the event stream, and a progress line.
+    // With a recipe, this is a training run: a plan checked before anything is created, a run
+    // directory with the files that define it (plan.json among them), per-rank logs, the event
+    // stream and a progress line. Without one, the arguments after -- are the worker's command.
     std::optional<RunDirectory> runDir;
-    std::int64_t targetSteps = 0; // the recipe's steps, or --max_steps
+    std::optional<config::RunPlan> plan;
     std::unique_ptr<RunMonitor> monitor;
     std::unique_ptr<RunRecorder> recorder;
-    if (!args.mixedPrecision.empty()) {
-        if (auto mode = precision::parseMode(args.mixedPrecision); !mode) {
-            std::cerr << "shardscope launch: error: " << mode.error().message << "\n";
-            return 2;
-        }
-    }
     if (!args.recipe.empty()) {
         auto recipe = config::loadRecipe(args.recipe);
         if (!recipe) {
             std::cerr << "shardscope launch: error: " << recipe.error().message << "\n";
             return 2;
         }
-        // What a rank would refuse is refused here, before any rank starts: the recipe as it will
-        // run (with --max_steps), its data, and the checkpoint to resume.
-        if (args.maxSteps > 0) {
-            config::Recipe effective = *recipe;
-            effective.maxSteps = args.maxSteps;
-            if (auto checked = config::parseRecipe(config::recipeToYaml(effective), args.recipe + " with --max_steps "
-                                                                                         + std::to_string(args.maxSteps));
-                !checked) {
-                std::cerr << "shardscope launch: error: " << checked.error().message << "\n";
-                return 2;
-            }
-        }
-        if (auto inputs = config::checkRecipeInputs(*recipe); !inputs) {
-            std::cerr << "shardscope launch: error: " << args.recipe << ": " << inputs.error().message << "\n";
-            return 2;
-        }
+        int exitCode = 0;
+        plan = planRun(args, *recipe, std::string(), exitCode);
+        if (!plan)
+            return exitCode;
         const std::string id = args.runName.empty() ? timestampedRunId(recipe->name) : args.runName;
         auto home = storage::shardscopeHome();
         if (!home && args.runsDir.empty()) {
             std::cerr << "shardscope launch: error: " << home.error().message << "\n";
             return 2;
         }
-        auto created = createRunDirectory(args.runsDir.empty() ? storage::runsFolder(*home).string() : args.runsDir, id);
+        const std::string runsDir = args.runsDir.empty() ? storage::runsFolder(*home).string() : args.runsDir;
+        std::string resumeFrom;
+        if (!args.resumeFrom.empty()) {
+            auto resolved = checkpoint::resolveCheckpoint(args.resumeFrom, runsDir, recipe->name);
+            if (!resolved) {
+                std::cerr << "shardscope launch: error: " << resolved.error().message << "\n";
+                return 2;
+            }
+            resumeFrom = *resolved;
+        }
+        auto created = createRunDirectory(runsDir, id);
         if (!created) {
             std::cerr << "shardscope launch: error: " << created.error().message << "\n";
             return 2;
         }
         runDir = *created;
+        plan->runDir = runDir->path;
+        plan->resumeFrom = resumeFrom;
+        const RunLayout layout = runDir->layout();
         if (auto reserved = storage::reserveOutcomeFile(runDir->path); !reserved)
             std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
         std::string error;
         // The run keeps the recipe it really ran: the file as written, or, with --max_steps, the
-        // recipe with that step count (so the history and the workbench know the target).
-        bool recipeSaved = true;
+        // recipe with that step count (so the history and the workbench know the target); and
+        // the plan every rank reads.
+        bool saved = true;
         if (args.maxSteps > 0) {
             config::Recipe effective = *recipe;
             effective.maxSteps = args.maxSteps;
-            std::ofstream out(runDir->layout().recipeFile());
+            std::ofstream out(layout.recipeFile());
             out << config::recipeToYaml(effective);
-            recipeSaved = static_cast<bool>(out);
-            if (!recipeSaved)
-                error = "cannot write " + runDir->layout().recipeFile().string();
+            saved = static_cast<bool>(out);
+            if (!saved)
+                error = "cannot write " + layout.recipeFile().string();
         } else {
-            recipeSaved = copyFile(args.recipe, runDir->layout().recipeFile().string(), error);
+            saved = copyFile(args.recipe, layout.recipeFile().string(), error);
         }
-        if (!recipeSaved || (!args.configFile.empty() && !copyFile(args.configFile, runDir->layout().configFile().string(), error))) {
+        const std::string configFile = configFileOf(args);
+        saved = saved && (configFile.empty() || copyFile(configFile, layout.configFile().string(), error))
+                && writePlanFile(*plan, layout.planFile().string(), error);
+        if (!saved) {
             std::cerr << "shardscope launch: error: " << error << "\n";
             return 2;
         }
-        const std::string runsDir = std::filesystem::path(runDir->path).parent_path().string();
-        const RunLayout layout = runDir->layout();
-        std::vector<std::string> workerArgs{"train", "--recipe", layout.recipeFile().string(), "--checkpoint_dir",
-                                            layout.checkpointsDir().string(), "--export_dir", layout.exportDir().string(),
-                                            "--runs_dir", runsDir, "--trace_dir", layout.tracesDir().string()};
-        if (args.profile) {
-            // --profile: a window after warm-up (steps 3 to 7, or the whole run when shorter).
-            const std::int64_t total = args.maxSteps > 0 ? args.maxSteps : recipe->maxSteps;
-            const std::int64_t start = std::min<std::int64_t>(3, total);
-            workerArgs.insert(workerArgs.end(), {"--profile_start_step", std::to_string(start), "--profile_steps",
-                                                 std::to_string(std::min<std::int64_t>(5, total - start + 1))});
-        }
-        if (!args.resumeFrom.empty()) {
-            if (auto resolved = checkpoint::resolveCheckpoint(args.resumeFrom, runsDir, recipe->name); !resolved) {
-                std::cerr << "shardscope launch: error: " << resolved.error().message << "\n";
-                std::error_code ec;
-                std::filesystem::remove_all(runDir->path, ec); // nothing ran: no empty run left behind
-                return 2;
-            }
-            workerArgs.push_back("--resume_from");
-            workerArgs.push_back(args.resumeFrom);
-        }
-        if (!args.mixedPrecision.empty()) {
-            workerArgs.push_back("--mixed_precision");
-            workerArgs.push_back(args.mixedPrecision);
-        }
-        if (plan) {
-            // The config's engine options (its mixed precision is plan->mixedPrecision, above,
-            // where the flag wins over it).
-            workerArgs.insert(workerArgs.end(), plan->workerArgs.begin(), plan->workerArgs.end());
-            options.extraEnvironment = plan->environment;
-        }
-        workerArgs.insert(workerArgs.end(), args.workerArgs.begin(), args.workerArgs.end());
-        options.workerArgs = workerArgs;
+        options.numProcesses = plan->localProcesses();
+        options.numMachines = plan->numMachines;
+        options.machineRank = plan->machineRank;
+        options.masterAddr = plan->mainProcessIp;
+        options.masterPort = plan->mainProcessPort;
+        options.workerArgs = {"train", "--plan", layout.planFile().string()};
+        options.extraEnvironment = plan->environment;
         options.logDirectory = runDir->logs();
-        const std::int64_t total = args.maxSteps > 0 ? args.maxSteps : recipe->maxSteps;
-        targetSteps = total;
-        monitor = std::make_unique<RunMonitor>(runDir->eventsFile(), total, stdout, isatty(STDOUT_FILENO) != 0);
+        monitor = std::make_unique<RunMonitor>(runDir->eventsFile(), plan->recipe.maxSteps, stdout, isatty(STDOUT_FILENO) != 0);
         options.onEventLine = [m = monitor.get()](int rank, std::string_view line) { m->onEventLine(rank, line); };
         // The run history: every run, every metric. A store that cannot be used costs the history,
         // never the run.
         if (!args.noHistory && home) {
             storage::NewRun newRun;
             newRun.name = runDir->id;
-            newRun.recipeText = readText(runDir->layout().recipeFile().string());
-            newRun.configText = args.configFile.empty() ? std::string() : readText(runDir->layout().configFile().string());
+            newRun.recipeText = readText(layout.recipeFile().string());
+            newRun.configText = configFile.empty() ? std::string() : readText(layout.configFile().string());
             newRun.runDir = runDir->path;
-            newRun.distributedType = plan ? plan->distributedType : args.numProcesses > 1 ? "MULTI_CPU" : "NO";
-            newRun.mixedPrecision = args.mixedPrecision.empty() ? "no" : args.mixedPrecision;
-            newRun.worldSize = args.numProcesses;
+            newRun.distributedType = plan->distributedType;
+            newRun.mixedPrecision = std::string(precision::modeName(plan->precision));
+            newRun.worldSize = plan->numProcesses;
             auto started = RunRecorder::start(*home, newRun);
             if (started) {
                 recorder = std::move(*started);
@@ -320,7 +303,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
         options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
         options.findStuckRank = [m = monitor.get()](std::chrono::milliseconds timeout) { return m->stuckRank(timeout); };
         options.rankIsEnding = [m = monitor.get()](int rank) { return m->isEnding(rank); };
-        std::cout << "shardscope launch: run " << runDir->id << " (" << args.numProcesses << " ranks) in "
+        std::cout << "shardscope launch: run " << runDir->id << " (" << plan->numProcesses << " ranks) in "
                   << runDir->path << std::endl;
     }
 
@@ -341,7 +324,7 @@ int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath
             for (const auto& r : outcome->ranks) {
                 if (completed.count(r.rank))
                     continue;
-                const std::int64_t total = targetSteps;
+                const std::int64_t total = plan ? plan->recipe.maxSteps : 0;
                 outcome->exitCode = 1;
                 outcome->rootCauseRank = r.rank;
                 outcome->reason += std::string(outcome->reason.empty() ? "" : "; ") + "rank " + std::to_string(r.rank) + " exited with code " + std::to_string(r.status())
@@ -457,7 +440,9 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
                     "Seconds without any event from a rank before it is taken as hung (0: never)")
         ->capture_default_str();
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
-    cmd->add_option("worker_args", args->workerArgs, "Arguments for each rank, after --");
+    cmd->add_option("worker_args", args->workerArgs,
+                    "After --: with --recipe, engine flags (below); without, the worker's own command line");
+    cmd->footer("Engine flags (after --, with --recipe; they win over the config):\n" + config::engineFlagHelp());
     cmd->callback([=, &context] {
         args->givenNumProcesses = numProcesses->count() > 0;
         args->givenNumMachines = numMachines->count() > 0;

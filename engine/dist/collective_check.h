@@ -6,7 +6,7 @@
 // and scripts/gpu-check.sh (NCCL) use that.
 
 #include "engine/common/dist_env.h"
-#include "engine/dist/backend_kind.h"
+#include "engine/common/backend_kind.h"
 
 #include <cstdint>
 #include <string>

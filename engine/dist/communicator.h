@@ -6,7 +6,7 @@
 // c10d names exist in which torch version.
 
 #include "engine/common/dist_env.h"
-#include "engine/dist/backend_kind.h"
+#include "engine/common/backend_kind.h"
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>

@@ -19,7 +19,7 @@
 // their outputs' gradients (pre-backward) and the parameters' gradient accumulators.
 
 #include "engine/dist/communicator.h"
-#include "engine/parallel/sharding_options.h"
+#include "engine/config/sharding_options.h"
 #include "engine/models/models.h"
 #include "profiler/span_recorder.h"
 

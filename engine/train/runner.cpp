@@ -210,29 +210,29 @@ double evaluate(models::TrainableModel& model, const data::Dataset& eval, Accele
     return acc.meanOverRanks(count > 0 ? sum / static_cast<double>(count) : 0.0);
 }
 
-std::string strategyName(const RunOptions& options)
+std::string strategyName(const config::RunPlan& plan)
 {
-    if (!options.sharding)
+    if (!plan.sharding)
         return "ddp";
-    if (options.sharding->reshardRootAfterForward)
-        return "zero" + std::to_string(options.sharding->zeroStage);
+    if (plan.sharding->reshardRootAfterForward)
+        return "zero" + std::to_string(plan.sharding->zeroStage);
     // The optimizer's archive differs with use_orig_params (one entry per parameter, not per unit).
-    const std::string layout = options.sharding->useOrigParams ? " (use_orig_params)" : "";
-    if (options.sharding->hybridGroupSize > 0)
-        return (options.sharding->reshardAfterForward ? "HYBRID_SHARD" : "HYBRID_SHARD_ZERO2") + layout;
-    return (options.sharding->reshardAfterForward ? "FULL_SHARD" : "SHARD_GRAD_OP") + layout;
+    const std::string layout = plan.sharding->useOrigParams ? " (use_orig_params)" : "";
+    if (plan.sharding->hybridGroupSize > 0)
+        return (plan.sharding->reshardAfterForward ? "HYBRID_SHARD" : "HYBRID_SHARD_ZERO2") + layout;
+    return (plan.sharding->reshardAfterForward ? "FULL_SHARD" : "SHARD_GRAD_OP") + layout;
 }
 
 // What a checkpoint must agree on with the run that loads it.
-checkpoint::Compatibility compatibilityOf(const RunOptions& options, int worldSize)
+checkpoint::Compatibility compatibilityOf(const config::RunPlan& plan, int worldSize)
 {
     config::Recipe modelOnly;
-    modelOnly.model = options.recipe.model;
+    modelOnly.model = plan.recipe.model;
     modelOnly.model.pretrained.clear(); // where the weights first came from does not matter
     const std::string yaml = config::recipeToYaml(modelOnly);
     const auto begin = yaml.find("model:"), end = yaml.find("\ndata:");
-    return {worldSize, strategyName(options), options.sharding ? options.stateDictType : "FULL_STATE_DICT",
-            std::string(precision::modeName(options.precision)), yaml.substr(begin, end - begin)};
+    return {worldSize, strategyName(plan), config::stateDictTypeName(plan.sharding ? plan.stateDictType : config::StateDictType::Full),
+            std::string(precision::modeName(plan.precision)), yaml.substr(begin, end - begin)};
 }
 
 void copyByName(torch::nn::Module& model, const std::map<std::string, at::Tensor>& tensors, const std::string& source)
@@ -304,21 +304,22 @@ void requestStop()
     g_stopRequested.store(true);
 }
 
-void runTraining(const DistEnv& env, const RunOptions& options, EventSink& events)
+void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& events)
 {
-    const config::Recipe& recipe = options.recipe;
+    const config::Recipe& recipe = plan.recipe;
+    const RunLayout layout(plan.runDir);
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    at::set_num_threads(options.threads > 0 ? options.threads : std::max(1, cores / env.localWorldSize));
+    at::set_num_threads(plan.threads > 0 ? plan.threads : std::max(1, cores / env.localWorldSize));
 
     AcceleratorOptions accOptions;
-    accOptions.backend = options.backend;
+    accOptions.backend = plan.backend;
     accOptions.gradientAccumulationSteps = recipe.gradientAccumulationSteps;
     accOptions.ddp.bucketCapBytes = static_cast<std::int64_t>(recipe.ddp.bucketCapMb * 1024 * 1024);
     accOptions.ddp.firstBucketCapBytes = static_cast<std::int64_t>(recipe.ddp.firstBucketCapMb * 1024 * 1024);
     accOptions.ddp.overlap = recipe.ddp.overlap;
-    accOptions.precision = options.precision;
-    if (options.sharding) {
-        const parallel::ShardingOptions& sharding = *options.sharding;
+    accOptions.precision = plan.precision;
+    if (plan.sharding) {
+        const parallel::ShardingOptions& sharding = *plan.sharding;
         if (!sharding.useOrigParams && !recipe.optimizer.noWeightDecay.empty())
             throw std::runtime_error("recipe: optimizer.no_weight_decay needs per-parameter optimizer groups, and "
                                      "sharded units give the optimizer one flat shard each; set fsdp_use_orig_params: "
@@ -341,7 +342,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     auto model = models::buildModel(recipe.model);
     // fsdp_cpu_ram_efficient_loading: only rank 0 reads the pretrained weights; the others get
     // their shards from it when the model is sharded.
-    const bool weightsFromRankZero = options.sharding && options.sharding->rankZeroLoadsWeights && acc.processIndex() != 0;
+    const bool weightsFromRankZero = plan.sharding && plan.sharding->rankZeroLoadsWeights && acc.processIndex() != 0;
     if (weightsFromRankZero && !recipe.model.pretrained.empty())
         events.emit(protocol::LogEvent{"info", "rank " + std::to_string(acc.processIndex()) + " does not read "
                                                    + recipe.model.pretrained
@@ -359,14 +360,14 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     if (acc.upcastParameters())
         events.emit(protocol::LogEvent{"info", "parameters loaded in " + recipe.model.loadDtype
                                                    + " are trained as fp32 master weights (bf16-pure keeps them in bf16)"});
-    else if (recipe.model.loadDtype != "float32" && options.precision == precision::PrecisionMode::No)
+    else if (recipe.model.loadDtype != "float32" && plan.precision == precision::PrecisionMode::No)
         events.emit(protocol::LogEvent{"info", "parameters loaded in " + recipe.model.loadDtype + " train in "
                                                    + recipe.model.loadDtype
                                                    + ": mixed_precision no does not upcast (as in Accelerate)"});
-    if (!options.dumpInitialPath.empty()) {
+    if (!plan.faults.dumpInitialPath.empty()) {
         auto initial = acc.fullNamedParameters(*model); // a collective when sharded: every rank
         if (acc.isMainProcess())
-            checkpoint::writeSafetensors(options.dumpInitialPath, initial);
+            checkpoint::writeSafetensors(plan.faults.dumpInitialPath, initial);
     }
 
     const auto split = recipe.data.type == "text"
@@ -382,13 +383,13 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
 
     // Resume: parameters, optimizer, data position, RNG and scaler exactly as they were.
     std::int64_t firstStep = 0;
-    const auto compatibility = compatibilityOf(options, acc.numProcesses());
-    if (!options.resumeFrom.empty()) {
-        auto loaded = checkpoint::loadCheckpoint(options.resumeFrom, acc.processIndex(), compatibility);
+    const auto compatibility = compatibilityOf(plan, acc.numProcesses());
+    if (!plan.resumeFrom.empty()) {
+        auto loaded = checkpoint::loadCheckpoint(plan.resumeFrom, acc.processIndex(), compatibility);
         if (!loaded)
             throw std::runtime_error(loaded.error().message);
         if (auto* sharded = acc.sharded())
-            options.stateDictType == "SHARDED_STATE_DICT" ? sharded->loadShards(loaded->modelTensors)
+            plan.stateDictType == config::StateDictType::Sharded ? sharded->loadShards(loaded->modelTensors)
                                                           : sharded->loadFullParameters(loaded->modelTensors);
         else
             copyByName(*model, loaded->modelTensors, loaded->path);
@@ -412,7 +413,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     }
     auto saveState = [&](std::int64_t stepsDone) {
         checkpoint::SaveRequest request;
-        request.checkpointsDir = options.checkpointDir;
+        request.checkpointsDir = layout.checkpointsDir().string();
         request.rank = acc.processIndex();
         request.compatibility = compatibility;
         request.loop = {stepsDone, batches.epoch(), batches.position(), acc.skippedSteps(), std::nullopt, 0};
@@ -420,7 +421,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             request.loop.lossScale = scaler->currentScale();
             request.loop.scalerGrowthTracker = scaler->growthTracker();
         }
-        if (acc.sharded() && options.stateDictType == "SHARDED_STATE_DICT") {
+        if (acc.sharded() && plan.stateDictType == config::StateDictType::Sharded) {
             request.modelTensors = acc.sharded()->namedShards();
         } else {
             auto full = acc.fullNamedParameters(*model); // a collective when sharded
@@ -432,7 +433,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             torch::save(*optimizer, bytes);
             return bytes.str();
         };
-        if (options.stateDictType != "SHARDED_STATE_DICT" || !acc.sharded()) {
+        if (plan.stateDictType != config::StateDictType::Sharded || !acc.sharded()) {
             auto full = fullOptimizerState(acc, *optimizer); // a collective when sharded
             if (acc.isMainProcess())
                 request.fullOptimizerTensors = std::move(full);
@@ -440,7 +441,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         request.barrier = [&] { acc.waitForEveryone(); };
         request.allRanksOk = [&](bool ok) { return acc.meanOverRanks(ok ? 1.0 : 0.0) == 1.0; };
         request.keep = recipe.checkpointKeep;
-        request.crashWhileWriting = stepsDone == options.crashInCheckpointAtStep;
+        request.crashWhileWriting = stepsDone == plan.faults.crashInCheckpointAtStep;
         auto [path, bytes] = checkpoint::saveCheckpoint(request);
         events.emit(protocol::CheckpointEvent{stepsDone, path, "state", bytes});
     };
@@ -450,9 +451,9 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     // (NCCL's kernels among them) while the window is open. When CUPTI cannot start (another
     // subscriber, no CUPTI in this build) the run goes on with host spans and says so.
     profiler::SpanRecorder recorder(acc.processIndex());
-    const std::int64_t profileStart = options.profileStartStep >= 0 ? options.profileStartStep : recipe.profileStartStep;
-    const std::int64_t profileSteps = options.profileStartStep >= 0 ? options.profileSteps : recipe.profileSteps;
-    const bool profiling = profileStart >= 0 && profileSteps > 0 && !options.traceDir.empty();
+    const std::int64_t profileStart = plan.profileStartStep;
+    const std::int64_t profileSteps = plan.profileSteps;
+    const bool profiling = profileStart >= 0 && profileSteps > 0 && !plan.runDir.empty();
     if (profiling) {
         recorder.setWindow(profileStart, profileSteps);
         acc.setRecorder(&recorder);
@@ -478,9 +479,9 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                 events.emit(protocol::LogEvent{"warning", "CUPTI trace lost (host spans only): " + records.error().message});
             cupti.reset();
         }
-        const std::string path = (std::filesystem::path(options.traceDir) / RunLayout::rankTraceName(acc.processIndex())).string();
+        const std::string path = (std::filesystem::path(layout.tracesDir()) / RunLayout::rankTraceName(acc.processIndex())).string();
         std::error_code ec;
-        std::filesystem::create_directories(options.traceDir, ec);
+        std::filesystem::create_directories(layout.tracesDir(), ec);
         if (auto written = profiler::writeRankTrace(path, trace); !written) {
             events.emit(protocol::LogEvent{"warning", "trace not written: " + written.error().message});
             return;
@@ -498,7 +499,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
     for (std::int64_t step = firstStep; step < recipe.maxSteps; ++step) {
         setProgress(step, Phase::Train);
         const auto stepStart = Clock::now();
-        if (step + 1 == options.fillDiskAtStep) {
+        if (step + 1 == plan.faults.fillDiskAtStep) {
             std::signal(SIGXFSZ, SIG_IGN); // a write past the limit fails with EFBIG instead of killing
             const rlimit limit{64 * 1024, 64 * 1024};
             setrlimit(RLIMIT_FSIZE, &limit);
@@ -546,7 +547,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             }
             samples += batch.inputs.size(0);
         }
-        if (step + 1 == options.injectNonfiniteGradAtStep) {
+        if (step + 1 == plan.faults.injectNonfiniteGradAtStep) {
             // Fault injection (tests): a NaN in the first synchronised gradient, on every rank
             // alike, as an overflow in the reduced gradients would be.
             acc.synchronizeGradients();
@@ -639,7 +640,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
             setProgress(step + 1, Phase::Eval);
             events.emit(protocol::EvalEvent{step + 1, evaluate(*model, split.eval, acc, recipe.perDeviceBatchSize), {}});
         }
-        if (!options.checkpointDir.empty() && recipe.checkpointEvery > 0 && (step + 1) % recipe.checkpointEvery == 0) {
+        if (!plan.runDir.empty() && recipe.checkpointEvery > 0 && (step + 1) % recipe.checkpointEvery == 0) {
             setProgress(step + 1, Phase::Checkpoint);
             saveState(step + 1);
         }
@@ -651,7 +652,7 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
         finishTrace(); // the run ended inside the window
     }
 
-    if (!options.exportDir.empty() && recipe.exportModel.enabled) {
+    if (!plan.runDir.empty() && recipe.exportModel.enabled) {
         auto full = acc.fullNamedParameters(*model);
         if (acc.isMainProcess()) {
             checkpoint::ExportOptions exportOptions;
@@ -659,15 +660,15 @@ void runTraining(const DistEnv& env, const RunOptions& options, EventSink& event
                 : recipe.exportModel.dtype == "float16"                  ? at::kHalf
                                                                          : at::kFloat;
             exportOptions.maxShardBytes = static_cast<std::int64_t>(recipe.exportModel.maxShardMb * 1e6);
-            const auto bytes = checkpoint::exportModel(options.exportDir, full, recipe.model, exportOptions);
-            events.emit(protocol::CheckpointEvent{recipe.maxSteps, options.exportDir, "model", bytes});
+            const auto bytes = checkpoint::exportModel(layout.exportDir().string(), full, recipe.model, exportOptions);
+            events.emit(protocol::CheckpointEvent{recipe.maxSteps, layout.exportDir().string(), "model", bytes});
         }
     }
 
-    if (!options.dumpParamsPath.empty()) {
+    if (!plan.faults.dumpParamsPath.empty()) {
         auto final = acc.fullNamedParameters(*model);
         if (acc.isMainProcess())
-            checkpoint::writeSafetensors(options.dumpParamsPath, final);
+            checkpoint::writeSafetensors(plan.faults.dumpParamsPath, final);
     }
     acc.waitForEveryone();
     events.emit(protocol::DoneEvent{"completed", recipe.maxSteps,

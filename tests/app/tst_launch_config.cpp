@@ -2,8 +2,8 @@
 // FSDP strategy and wrap policy, ZeRO stage, mixed precision, Accelerate's environment), the
 // launch flags win over it, and what the engine cannot do is refused before any rank starts.
 
-#include "app/launcher/launch_plan.h"
 #include "engine/config/accelerate_config.h"
+#include "engine/config/run_plan.h"
 
 #include <QFile>
 #include <QJsonDocument>
@@ -15,6 +15,7 @@
 #include <algorithm>
 
 using namespace shardscope;
+using config::PlanResult;
 
 namespace {
 
@@ -28,67 +29,109 @@ config::AccelerateConfig parse(const char* yaml)
     return *c;
 }
 
-bool hasEnv(const LaunchPlan& plan, const std::string& entry)
+// A recipe with nothing to read from disk (the planner checks a text recipe's file).
+config::Recipe mlpRecipe()
+{
+    config::Recipe r;
+    r.model.type = "mlp";
+    r.data.type = "synthetic_regression";
+    return r;
+}
+
+// The plan on a machine without GPUs; FSDP and DeepSpeed run there on the CPU engine, which a
+// config asks for with use_cpu: true (added when the text does not say).
+PlanResult planOf(const char* yaml, const std::vector<std::string>& engineFlags = {},
+                  const config::EnvironmentOptions& environment = {}, int gpus = 0)
+{
+    const std::string text = std::string(yaml).find("use_cpu") == std::string::npos && std::string(yaml).find("MULTI_GPU") == std::string::npos
+                                 ? "use_cpu: true\n" + std::string(yaml)
+                                 : std::string(yaml);
+    config::PlanInputs in;
+    in.config = config::applyOverrides(parse(text.c_str()), {});
+    in.recipe = mlpRecipe();
+    in.recipeSource = "r.yaml";
+    in.engineFlags = engineFlags;
+    in.machine.gpuCount = gpus;
+    in.environment = environment;
+    return config::buildRunPlan(in);
+}
+
+std::string problemsOf(const PlanResult& r)
+{
+    std::string text;
+    for (const auto& d : r.problems)
+        text += d.keyPath + ": " + d.message + "\n";
+    return text;
+}
+
+bool hasEnv(const config::RunPlan& plan, const std::string& entry)
 {
     return std::find(plan.environment.begin(), plan.environment.end(), entry) != plan.environment.end();
 }
 
 } // namespace
 
+#define VERIFY_PLAN(r) QVERIFY2((r).ok(), problemsOf(r).c_str())
+
 class TestLaunchConfig : public QObject {
     Q_OBJECT
 private slots:
     void fsdpConfigBecomesEngineOptions()
     {
-        auto plan = planLaunch(parse("compute_environment: LOCAL_MACHINE\n"
-                                     "distributed_type: FSDP\n"
-                                     "mixed_precision: bf16\n"
-                                     "num_processes: 4\n"
-                                     "fsdp_config:\n"
-                                     "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
-                                     "  fsdp_transformer_layer_cls_to_wrap: GPTBlock, Block2\n"
-                                     "  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
-                                     "  fsdp_state_dict_type: SHARDED_STATE_DICT\n"),
-                               /*hasGpu=*/false);
-        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
-        QCOMPARE(plan->numProcesses, 4);
-        QCOMPARE(plan->distributedType, std::string("FSDP"));
-        const std::vector<std::string> expected = {"--fsdp_sharding_strategy", "SHARD_GRAD_OP", "--fsdp_auto_wrap_policy",
-                                                   "TRANSFORMER_BASED_WRAP", "--fsdp_transformer_layer_cls_to_wrap", "GPTBlock",
-                                                   "Block2",
-                                                   // unset in the file: accelerate launch's defaults (true)
-                                                   "--fsdp_cpu_ram_efficient_loading", "--fsdp_use_orig_params",
-                                                   "--fsdp_state_dict_type", "SHARDED_STATE_DICT"};
-        QCOMPARE(plan->workerArgs, expected);
-        QCOMPARE(plan->mixedPrecision, std::string("bf16")); // the launch passes it (a flag wins over it)
-        QVERIFY(hasEnv(*plan, "ACCELERATE_USE_FSDP=true"));
-        QVERIFY(hasEnv(*plan, "ACCELERATE_MIXED_PRECISION=bf16"));
+        auto r = planOf("compute_environment: LOCAL_MACHINE\n"
+                        "distributed_type: FSDP\n"
+                        "mixed_precision: bf16\n"
+                        "num_processes: 4\n"
+                        "fsdp_config:\n"
+                        "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+                        "  fsdp_transformer_layer_cls_to_wrap: GPTBlock, Block2\n"
+                        "  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
+                        "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+        VERIFY_PLAN(r);
+        const auto& plan = *r.plan;
+        QCOMPARE(plan.numProcesses, 4);
+        QCOMPARE(plan.distributedType, std::string("FSDP"));
+        QVERIFY(plan.backend == dist::BackendKind::Gloo); // no GPU here
+        QVERIFY(plan.precision == precision::PrecisionMode::Bf16);
+        QVERIFY(plan.sharding);
+        QCOMPARE(plan.sharding->zeroStage, 3);
+        QCOMPARE(plan.sharding->reshardAfterForward, false); // SHARD_GRAD_OP
+        QVERIFY(plan.sharding->wrapPolicy == parallel::WrapPolicy::TransformerBased);
+        QCOMPARE(plan.sharding->transformerLayerClasses, (std::vector<std::string>{"GPTBlock", "Block2"}));
+        // unset in the file: accelerate launch's defaults (true)
+        QCOMPARE(plan.sharding->rankZeroLoadsWeights, true);
+        QCOMPARE(plan.sharding->useOrigParams, true);
+        QCOMPARE(plan.sharding->offloadToHost, false);
+        QVERIFY(plan.stateDictType == config::StateDictType::Sharded);
+        QVERIFY(hasEnv(plan, "ACCELERATE_USE_FSDP=true"));
+        QVERIFY(hasEnv(plan, "ACCELERATE_MIXED_PRECISION=bf16"));
     }
 
     void fsdp2AndDeepSpeed()
     {
-        auto v2 = planLaunch(parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
-                                   "  fsdp_reshard_after_forward: false\n"),
-                             false);
-        QVERIFY(v2.ok());
-        QCOMPARE(v2->workerArgs[1], std::string("SHARD_GRAD_OP"));
-        auto zero = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"), false);
-        QVERIFY(zero.ok());
-        QCOMPARE(zero->workerArgs, (std::vector<std::string>{"--zero_stage", "3", "--zero3_init"})); // the plugin's stage-3 default
-        auto offload = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
-                                        "  offload_optimizer_device: cpu\n  offload_param_device: cpu\n"),
-                                  false);
-        QVERIFY2(offload.ok(), offload.ok() ? "" : offload.error().message.c_str());
-        QCOMPARE(offload->workerArgs, (std::vector<std::string>{"--zero_stage", "3", "--offload_optimizer_device", "cpu",
-                                                                "--offload_param_device", "cpu", "--zero3_init"}));
-        auto zeroKnobs = planLaunch(parse("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
-                                          "  gradient_accumulation_steps: 4\n  gradient_clipping: 0.5\n"
-                                          "  zero3_init_flag: true\n  zero3_save_16bit_model: true\n"),
-                                    false);
-        QVERIFY(zeroKnobs.ok());
-        QCOMPARE(zeroKnobs->workerArgs,
-                 (std::vector<std::string>{"--zero_stage", "3", "--gradient_accumulation_steps", "4", "--max_grad_norm", "0.5",
-                                           "--zero3_init", "--zero3_save_16bit_model"}));
+        auto v2 = planOf("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
+                         "  fsdp_reshard_after_forward: false\n");
+        VERIFY_PLAN(v2);
+        QCOMPARE(v2.plan->sharding->reshardAfterForward, false);
+        QVERIFY(v2.plan->sharding->wrapPolicy == parallel::WrapPolicy::NoWrap); // the file names none
+        auto zero = planOf("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n");
+        VERIFY_PLAN(zero);
+        QCOMPARE(zero.plan->sharding->zeroStage, 3);
+        QCOMPARE(zero.plan->sharding->reshardRootAfterForward, true);
+        QCOMPARE(zero.plan->sharding->rankZeroLoadsWeights, true); // zero3_init: the plugin's stage-3 default
+        QCOMPARE(zero.plan->sharding->offloadToHost, false);
+        auto offload = planOf("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
+                              "  offload_optimizer_device: cpu\n  offload_param_device: cpu\n");
+        VERIFY_PLAN(offload);
+        QCOMPARE(offload.plan->sharding->offloadToHost, true);
+        auto knobs = planOf("distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: fp16\ndeepspeed_config:\n"
+                            "  zero_stage: 3\n  gradient_accumulation_steps: 4\n  gradient_clipping: 0.5\n"
+                            "  zero3_init_flag: false\n  zero3_save_16bit_model: true\n");
+        VERIFY_PLAN(knobs);
+        QCOMPARE(knobs.plan->recipe.gradientAccumulationSteps, std::int64_t{4});
+        QCOMPARE(knobs.plan->recipe.maxGradNorm, 0.5);
+        QCOMPARE(knobs.plan->sharding->rankZeroLoadsWeights, false);
+        QCOMPARE(knobs.plan->recipe.exportModel.dtype, std::string("float16")); // 16-bit weights of an fp16 run
         // From the JSON file: numbers win over the recipe, "auto" leaves the recipe's value.
         QTemporaryDir dir;
         QFile json(dir.filePath("ds.json"));
@@ -98,19 +141,111 @@ private slots:
         json.close();
         const QByteArray withFile = "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: "
             + json.fileName().toUtf8() + "\n";
-        auto fromFile = planLaunch(parse(withFile.constData()), false);
-        QVERIFY2(fromFile.ok(), fromFile.ok() ? "" : fromFile.error().message.c_str());
-        QCOMPARE(fromFile->workerArgs, (std::vector<std::string>{"--zero_stage", "2", "--gradient_accumulation_steps", "2"}));
-        auto hybrid = planLaunch(parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
-                                       "  fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\n  fsdp_offload_params: true\n"
-                                       "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true\n"
-                                       "  fsdp_use_orig_params: true\n  fsdp_activation_checkpointing: true\n"),
-                                 false);
-        QVERIFY2(hybrid.ok(), hybrid.ok() ? "" : hybrid.error().message.c_str());
-        QCOMPARE(hybrid->workerArgs,
-                 (std::vector<std::string>{"--fsdp_sharding_strategy", "HYBRID_SHARD_ZERO2", "--fsdp_auto_wrap_policy", "NO_WRAP",
-                                           "--fsdp_offload_params", "--fsdp_cpu_ram_efficient_loading", "--fsdp_use_orig_params",
-                                           "--fsdp_activation_checkpointing", "--fsdp_state_dict_type", "FULL_STATE_DICT"}));
+        auto fromFile = planOf(withFile.constData());
+        VERIFY_PLAN(fromFile);
+        QCOMPARE(fromFile.plan->sharding->zeroStage, 2);
+        QCOMPARE(fromFile.plan->recipe.gradientAccumulationSteps, std::int64_t{2});
+        QCOMPARE(fromFile.plan->recipe.maxGradNorm, mlpRecipe().maxGradNorm);
+        auto hybrid = planOf("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
+                             "  fsdp_sharding_strategy: HYBRID_SHARD_ZERO2\n  fsdp_offload_params: true\n"
+                             "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true\n"
+                             "  fsdp_use_orig_params: true\n  fsdp_activation_checkpointing: true\n");
+        VERIFY_PLAN(hybrid);
+        const auto& h = *hybrid.plan->sharding;
+        QCOMPARE(h.reshardAfterForward, false);
+        QCOMPARE(h.hybridGroupSize, 2); // one machine's ranks
+        QCOMPARE(h.offloadToHost, true);
+        QCOMPARE(h.rankZeroLoadsWeights, true);
+        QCOMPARE(h.useOrigParams, true);
+        QCOMPARE(h.activationCheckpointing, true);
+        QVERIFY(hybrid.plan->stateDictType == config::StateDictType::Full);
+    }
+
+    // The engine flags after -- win over the config; a wrong one is an error naming it.
+    void engineFlagsWinAndAreChecked()
+    {
+        auto r = planOf("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n",
+                        {"--fsdp_state_dict_type", "SHARDED_STATE_DICT", "--fsdp_transformer_layer_cls_to_wrap", "A", "B",
+                         "--fsdp_auto_wrap_policy=TRANSFORMER_BASED_WRAP", "--max_steps", "7", "--crash-in-checkpoint", "3"});
+        VERIFY_PLAN(r);
+        QVERIFY(r.plan->stateDictType == config::StateDictType::Sharded);
+        QCOMPARE(r.plan->sharding->transformerLayerClasses, (std::vector<std::string>{"A", "B"}));
+        QCOMPARE(r.plan->recipe.maxSteps, std::int64_t{7});
+        QCOMPARE(r.plan->faults.crashInCheckpointAtStep, std::int64_t{3});
+        auto wrong = planOf("distributed_type: MULTI_CPU\nnum_processes: 2\n",
+                            {"--zero_stag", "2", "--fsdp_sharding_strategy", "HALF_SHARD", "--max_steps"});
+        QVERIFY(!wrong.ok());
+        const std::string text = problemsOf(wrong);
+        QVERIFY2(text.find("--zero_stag: engine flag --zero_stag: unknown; did you mean --zero_stage?") != std::string::npos,
+                 text.c_str());
+        QVERIFY2(text.find("'HALF_SHARD' is not one of FULL_SHARD") != std::string::npos, text.c_str());
+        QVERIFY2(text.find("--max_steps: needs a value") != std::string::npos, text.c_str());
+    }
+
+    // Every problem at once, not the first: the config's, the engine's and the recipe's.
+    void allProblemsAreReportedTogether()
+    {
+        config::PlanInputs in;
+        in.config = config::applyOverrides(parse("distributed_type: DEEPSPEED\nnum_processes: 2\nmain_process_port: 99999\n"
+                                                 "deepspeed_config:\n  zero_stage: 2\n  offload_optimizer_device: nvme\n"),
+                                           {});
+        config::Recipe recipe; // a text recipe whose file does not exist
+        recipe.data.path = "/nonexistent/text.txt";
+        in.recipe = recipe;
+        in.recipeSource = "r.yaml";
+        in.maxSteps = 5;
+        const auto r = config::buildRunPlan(in);
+        QVERIFY(!r.ok());
+        auto has = [&](const std::string& key) {
+            return std::any_of(r.problems.begin(), r.problems.end(),
+                               [&](const config::Diagnostic& d) { return d.keyPath == key && d.severity == config::Severity::Error; });
+        };
+        QVERIFY2(has("main_process_port"), problemsOf(r).c_str());
+        QVERIFY2(has("deepspeed_config.offload_optimizer_device"), problemsOf(r).c_str());
+        QVERIFY2(has("recipe"), problemsOf(r).c_str());
+    }
+
+    // plan.json holds the whole plan: what is written is what a rank reads.
+    void planJsonRoundTrips()
+    {
+        auto r = planOf("distributed_type: FSDP\nnum_processes: 4\nmixed_precision: fp16\nfsdp_config:\n"
+                        "  fsdp_sharding_strategy: HYBRID_SHARD\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
+                        "  fsdp_min_num_params: 1234\n  fsdp_backward_prefetch: BACKWARD_PRE\n",
+                        {"--threads", "3", "--inject-nonfinite-grad", "4", "--dump-params", "/tmp/p.safetensors"});
+        VERIFY_PLAN(r);
+        config::RunPlan plan = *r.plan;
+        plan.runDir = "/runs/x";
+        plan.resumeFrom = "/runs/y/checkpoints/step_2";
+        plan.recipe.name = "round-trip";
+        plan.recipe.optimizer.lr = 0.000123456789;
+        const std::string json = config::planToJson(plan);
+        auto back = config::planFromJson(json, "plan.json");
+        QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
+        QCOMPARE(config::planToJson(*back), json);
+        QCOMPARE(back->recipe.optimizer.lr, 0.000123456789);
+        QCOMPARE(back->sharding->minNumParams, std::int64_t{1234});
+        QCOMPARE(back->sharding->hybridGroupSize, 4);
+        QCOMPARE(back->faults.injectNonfiniteGradAtStep, std::int64_t{4});
+        QCOMPARE(back->threads, 3);
+        QVERIFY(back->precision == precision::PrecisionMode::Fp16);
+
+        // A damaged plan names what is wrong.
+        auto damaged = [&](const std::string& from, const std::string& to) {
+            std::string text = json;
+            const auto at = text.find(from);
+            if (at == std::string::npos)
+                qFatal("%s not in the plan", from.c_str());
+            text.replace(at, from.size(), to);
+            auto read = config::planFromJson(text, "plan.json");
+            return read.ok() ? std::string("(read fine)") : read.error().message;
+        };
+        QCOMPARE(damaged("\"format\": 1", "\"format\": 9"),
+                 std::string("plan.json: run plan format 9, but this worker reads format 1; launch it with the shardscope of "
+                             "this worker"));
+        QCOMPARE(damaged("\"threads\": 3", "\"threads\": \"3\""), std::string("plan.json: threads has the wrong type (string)"));
+        QCOMPARE(damaged("\"backend\": \"gloo\"", "\"backend\": \"mpi\""), std::string("plan.json: backend 'mpi' is not gloo or nccl"));
+        QVERIFY(damaged("\"zero_stage\": 3", "\"zero_stage\": 7").find("sharding.zero_stage 7") != std::string::npos);
+        QVERIFY(config::planFromJson("[1]", "p.json").error().message.find("not a JSON object") != std::string::npos);
     }
 
     void cpuFsdpGetsAccelerateFsdpEnvironment()
@@ -118,55 +253,68 @@ private slots:
         // use_cpu: true does not change Accelerate's launcher: the FSDP variables are exported.
         config::EnvironmentOptions environment;
         environment.physicalCores = 8;
-        auto plan = planLaunch(parse("distributed_type: FSDP\nnum_processes: 2\nuse_cpu: true\nfsdp_config:\n  fsdp_version: 2\n"),
-                               false, environment);
-        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
-        QVERIFY(hasEnv(*plan, "ACCELERATE_USE_FSDP=true"));
-        QVERIFY(hasEnv(*plan, "FSDP_VERSION=2"));
-        QVERIFY(hasEnv(*plan, "FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD=false"));
-        QVERIFY(hasEnv(*plan, "OMP_NUM_THREADS=4")); // 8 physical cores / 2 local ranks
-        QVERIFY(std::none_of(plan->environment.begin(), plan->environment.end(),
+        auto r = planOf("distributed_type: FSDP\nnum_processes: 2\nuse_cpu: true\nfsdp_config:\n  fsdp_version: 2\n", {},
+                        environment);
+        VERIFY_PLAN(r);
+        const auto& plan = *r.plan;
+        QVERIFY(hasEnv(plan, "ACCELERATE_USE_FSDP=true"));
+        QVERIFY(hasEnv(plan, "FSDP_VERSION=2"));
+        QVERIFY(hasEnv(plan, "FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD=false"));
+        QVERIFY(hasEnv(plan, "OMP_NUM_THREADS=4")); // 8 physical cores / 2 local ranks
+        QVERIFY(std::none_of(plan.environment.begin(), plan.environment.end(),
                              [](const std::string& e) { return e.rfind("ACCELERATE_USE_CPU=", 0) == 0 || e.rfind("KMP_", 0) == 0; }));
         environment.inheritedOmpThreads = 3;
-        plan = planLaunch(parse("distributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n"), false, environment);
-        QVERIFY(plan.ok());
-        QVERIFY(hasEnv(*plan, "OMP_NUM_THREADS=3")); // the launching environment's wins
+        r = planOf("distributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n", {}, environment);
+        VERIFY_PLAN(r);
+        QVERIFY(hasEnv(*r.plan, "OMP_NUM_THREADS=3")); // the launching environment's wins
     }
 
     void unsupportedChoicesAreRefused_data()
     {
         QTest::addColumn<QString>("yaml");
+        QTest::addColumn<QString>("key");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("MULTI_GPU without a GPU") << "distributed_type: MULTI_GPU\nnum_processes: 2\n"
-                                                 << "needs NVIDIA GPUs and this machine has none";
+        QTest::newRow("MULTI_GPU without a GPU") << "distributed_type: MULTI_GPU\nnum_processes: 2\n" << "distributed_type"
+                                                 << "needs GPUs but this machine has none";
         QTest::newRow("optimizer offload to nvme") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
                                                       "  zero_stage: 2\n  offload_optimizer_device: nvme\n"
+                                                   << "deepspeed_config.offload_optimizer_device"
                                                    << "deepspeed_config.offload_optimizer_device: nvme is not supported";
         QTest::newRow("parameter offload below stage 3") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
                                                             "  zero_stage: 2\n  offload_param_device: cpu\n"
-                                                         << "offload_param_device: cpu needs zero_stage 3";
+                                                         << "deepspeed_config.offload_param_device"
+                                                         << "parameters are offloaded only with ZeRO stage 3";
         QTest::newRow("efficient loading without sync") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
                                                            "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false\n"
+                                                        << "fsdp_config.fsdp_sync_module_states"
                                                         << "set `--fsdp_sync_module_states` to `True`";
         QTest::newRow("efficient loading by default, without sync") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
                                                                        "  fsdp_sync_module_states: false\n"
+                                                                    << "fsdp_config.fsdp_sync_module_states"
                                                                     << "set `--fsdp_sync_module_states` to `True`";
         QTest::newRow("offload with NO_SHARD") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
                                                   "  fsdp_sharding_strategy: NO_SHARD\n  fsdp_offload_params: true\n"
+                                               << "fsdp_config.fsdp_offload_params"
                                                << "fsdp_offload_params: true with NO_SHARD is not supported";
         QTest::newRow("activation offload") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
                                                "  fsdp_activation_checkpointing: true\n  fsdp_activation_checkpointing_offload: true\n"
-                                            << "does not offload them";
-        QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n" << "runs one process";
+                                            << "fsdp_config.fsdp_activation_checkpointing_offload" << "does not offload them";
+        QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n" << "num_processes" << "runs one process";
+        QTest::newRow("network address, one machine") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_ip: 10.1.2.3\n"
+                                                      << "main_process_ip" << "no authentication";
     }
     void unsupportedChoicesAreRefused()
     {
         QFETCH(QString, yaml);
+        QFETCH(QString, key);
         QFETCH(QString, expected);
         const QByteArray text = yaml.toUtf8();
-        auto plan = planLaunch(parse(text.constData()), false);
-        QVERIFY(!plan.ok());
-        QVERIFY2(plan.error().message.find(expected.toStdString()) != std::string::npos, plan.error().message.c_str());
+        auto r = planOf(text.constData());
+        QVERIFY(!r.ok());
+        const auto found = std::find_if(r.problems.begin(), r.problems.end(), [&](const config::Diagnostic& d) {
+            return d.keyPath == key.toStdString() && d.message.find(expected.toStdString()) != std::string::npos;
+        });
+        QVERIFY2(found != r.problems.end(), problemsOf(r).c_str());
     }
 
     // A real launch: the config's FSDP strategy trains (as its loss equals DDP's), the flag's
@@ -208,11 +356,49 @@ private slots:
         QVERIFY2(fsdpCode == 0, qPrintable(fsdpOut));
         QVERIFY(fsdpOut.contains("(FSDP)"));
         QCOMPARE(fsdpRanks, 2); // the flag's 2, not the file's 4
+        // Every rank ran the plan the launcher wrote, and nothing else described the run.
+        auto plan = config::loadPlan(dir.filePath("runs/fsdp/plan.json").toStdString());
+        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+        QCOMPARE(plan->numProcesses, 2);
+        QVERIFY(plan->sharding && plan->sharding->reshardAfterForward);
+        QCOMPARE(plan->runDir, dir.filePath("runs/fsdp").toStdString());
         auto [ddpCode, ddpOut, ddpLosses, ddpRanks] = launch("ddp", {});
         QVERIFY(ddpCode == 0);
         QCOMPARE(fsdpLosses.size(), 6);
         for (int i = 0; i < 6; ++i)
             QVERIFY(std::abs(fsdpLosses[i] - ddpLosses[i]) <= 1e-5 * std::abs(ddpLosses[i]));
+    }
+
+    // A rank given a damaged plan stops before the rendezvous and says which field is wrong.
+    void workerRefusesADamagedPlan()
+    {
+        const QString worker = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker");
+        if (!QFile::exists(worker))
+            QSKIP("the engine is not built (SHARDSCOPE_BUILD_ENGINE=OFF)");
+        QTemporaryDir dir;
+        auto r = planOf("distributed_type: MULTI_CPU\nnum_processes: 1\n");
+        VERIFY_PLAN(r);
+        std::string json = config::planToJson(*r.plan);
+        json.replace(json.find("\"mixed_precision\": \"no\""), 23, "\"mixed_precision\": \"fp12\"");
+        QFile file(dir.filePath("plan.json"));
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(json.c_str());
+        file.close();
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        for (const char* name : {"RANK", "LOCAL_RANK", "GROUP_RANK"})
+            env.insert(name, "0");
+        env.insert("WORLD_SIZE", "1");
+        env.insert("LOCAL_WORLD_SIZE", "1");
+        env.insert("MASTER_ADDR", "127.0.0.1");
+        env.insert("MASTER_PORT", "1");
+        p.setProcessEnvironment(env);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(worker, {"train", "--plan", file.fileName()});
+        QVERIFY(p.waitForFinished(60000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QCOMPARE(p.exitCode(), 2);
+        QVERIFY2(out.contains("plan.json: mixed_precision 'fp12' is not a precision mode"), qPrintable(out));
     }
 
     void invalidConfigStopsBeforeAnyRank_data()

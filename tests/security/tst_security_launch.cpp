@@ -10,7 +10,7 @@
 //    separators, control characters and symlinks planted in the runs directory are refused or
 //    confined, and nothing appears outside the runs directory.
 
-#include "app/launcher/launch_plan.h"
+#include "engine/config/run_plan.h"
 #include "app/launcher/launcher.h"
 #include "tests/common/fake_launch.h"
 #include "app/launcher/run_directory.h"
@@ -138,12 +138,14 @@ std::vector<std::string> pwnedFiles(const fs::path& root)
     return found;
 }
 
-config::AccelerateConfig configFrom(const std::string& yaml)
+config::PlanResult planFrom(const std::string& yaml)
 {
     auto cfg = config::parseAccelerateConfig(yaml, "security.yaml", config::FileFormat::Yaml);
     if (!cfg)
         qFatal("%s", cfg.error().message.c_str());
-    return *cfg;
+    config::PlanInputs inputs;
+    inputs.config = config::applyOverrides(*cfg, {});
+    return config::buildRunPlan(inputs);
 }
 
 } // namespace
@@ -156,21 +158,26 @@ private slots:
     void rendezvousDefaultsToLoopback()
     {
         QCOMPARE(LaunchOptions{}.masterAddr, std::string("127.0.0.1"));
-        QCOMPARE(LaunchPlan{}.mainProcessIp, std::string("127.0.0.1"));
-        auto plan = planLaunch(configFrom("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\n"
-                                          "num_processes: 2\nnum_machines: 1\n"),
-                               false);
-        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
-        QCOMPARE(plan->mainProcessIp, std::string("127.0.0.1"));
+        QCOMPARE(config::RunPlan{}.mainProcessIp, std::string("127.0.0.1"));
+        auto r = planFrom("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\nnum_machines: 1\n");
+        QVERIFY(r.ok());
+        QCOMPARE(r.plan->mainProcessIp, std::string("127.0.0.1"));
     }
 
     void configNamesAnotherAddress()
     {
-        auto plan = planLaunch(configFrom("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\n"
-                                          "num_processes: 2\nnum_machines: 1\nmain_process_ip: 10.11.12.13\n"),
-                               false);
-        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
-        QCOMPARE(plan->mainProcessIp, std::string("10.11.12.13"));
+        // A job over several machines listens where the config says ...
+        auto r = planFrom("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\n"
+                          "num_processes: 4\nnum_machines: 2\nmachine_rank: 0\nmain_process_ip: 10.11.12.13\n"
+                          "main_process_port: 29500\n");
+        QVERIFY2(r.ok(), r.problems.empty() ? "" : r.problems.front().message.c_str());
+        QCOMPARE(r.plan->mainProcessIp, std::string("10.11.12.13"));
+        // ... a run on this machine alone never opens the store to the network.
+        r = planFrom("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\n"
+                     "num_processes: 2\nnum_machines: 1\nmain_process_ip: 10.11.12.13\n");
+        QVERIFY(!r.ok());
+        QVERIFY(std::any_of(r.problems.begin(), r.problems.end(),
+                            [](const config::Diagnostic& d) { return d.keyPath == "main_process_ip"; }));
     }
 
     void listenOnBindsExactlyTheAddress_data()

@@ -1,4 +1,4 @@
-#include "engine/precision/precision_mode.h"
+#include "engine/config/precision_mode.h"
 
 namespace shardscope::precision {
 

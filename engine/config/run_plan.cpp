@@ -1,0 +1,795 @@
+#include "engine/config/run_plan.h"
+
+#include "engine/common/dist_env.h"
+#include "engine/config/deepspeed_json.h"
+#include "engine/config/yaml_io.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+namespace shardscope::config {
+
+namespace {
+
+// The engine's options in the flat shape of Accelerate's keys (and of the engine flags): what the
+// config asks, then what the flags say over it. finishPlan turns them into the typed plan.
+struct EngineChoices {
+    std::string backend; // empty: from the distributed type and the machine
+    std::string mixedPrecision;
+    int zeroStage = 0;
+    std::string fsdpShardingStrategy; // empty or NO_SHARD: not FSDP
+    std::string fsdpAutoWrapPolicy = "TRANSFORMER_BASED_WRAP";
+    std::vector<std::string> fsdpLayerClasses = {"GPTBlock"};
+    std::int64_t fsdpMinNumParams = 100000000;
+    std::string fsdpStateDictType = "FULL_STATE_DICT";
+    std::string fsdpBackwardPrefetch = "NO_PREFETCH";
+    bool fsdpForwardPrefetch = false;
+    bool fsdpUseOrigParams = false;
+    bool fsdpActivationCheckpointing = false;
+    bool fsdpOffloadParams = false;
+    bool fsdpCpuRamEfficientLoading = false;
+    std::string offloadOptimizerDevice = "none";
+    std::string offloadParamDevice = "none";
+    bool zero3Init = false;
+    bool zero3Save16BitModel = false;
+    std::int64_t gradientAccumulationSteps = 0; // 0: the recipe's
+    double maxGradNorm = -1;                    // below 0: the recipe's
+    std::int64_t maxSteps = 0;
+    std::int64_t profileStartStep = -1;
+    std::int64_t profileSteps = 0;
+    int threads = 0;
+    FaultInjection faults;
+};
+
+// One engine flag: its name, what it takes, where it goes. Declarative, so that --help, the
+// parser and the error for an unknown flag all read the same list.
+struct EngineFlag {
+    const char* name;
+    const char* help;
+    std::function<std::string(EngineChoices&, const std::vector<std::string>&)> set; // "" or what is wrong
+    bool takesValue = true;
+    bool takesList = false;
+};
+
+std::string oneOf(const std::string& value, const std::vector<const char*>& allowed, std::string& out)
+{
+    std::string names;
+    for (const char* a : allowed) {
+        if (value == a) {
+            out = value;
+            return {};
+        }
+        names += (names.empty() ? "" : ", ") + std::string(a);
+    }
+    return "'" + value + "' is not one of " + names;
+}
+
+template <typename T>
+std::string number(const std::string& text, T& out, T minimum, T maximum)
+{
+    std::istringstream in(text);
+    T value{};
+    in >> value;
+    if (!in || !in.eof())
+        return "'" + text + "' is not a number";
+    if (value < minimum || value > maximum) {
+        std::ostringstream range;
+        range << "'" << text << "' is outside " << minimum << " .. " << maximum;
+        return range.str();
+    }
+    out = value;
+    return {};
+}
+
+constexpr std::int64_t kSteps = std::int64_t{1} << 40;
+
+const std::vector<EngineFlag>& engineFlags()
+{
+    using V = const std::vector<std::string>&;
+    // The choices are copied into the setter (an initializer_list would not outlive this call).
+    auto choice = [](std::string EngineChoices::*field, std::initializer_list<const char*> names) {
+        return [field, allowed = std::vector<const char*>(names)](EngineChoices& c, V v) { return oneOf(v[0], allowed, c.*field); };
+    };
+    auto flag = [](bool EngineChoices::*field) {
+        return [field](EngineChoices& c, V) { return (c.*field = true, std::string()); };
+    };
+    auto step = [](std::int64_t& (*field)(EngineChoices&), std::int64_t minimum) {
+        return [field, minimum](EngineChoices& c, V v) { return number<std::int64_t>(v[0], field(c), minimum, kSteps); };
+    };
+    static const std::vector<EngineFlag> kFlags = {
+        {"backend", "c10d backend: gloo (CPU) or nccl (CUDA)", choice(&EngineChoices::backend, {"gloo", "nccl"})},
+        {"mixed_precision", "no, fp16, bf16, bf16-pure or fp8",
+         choice(&EngineChoices::mixedPrecision, {"no", "fp16", "bf16", "bf16-pure", "fp8"})},
+        {"max_steps", "the recipe's training.max_steps", step([](EngineChoices& c) -> std::int64_t& { return c.maxSteps; }, 1)},
+        {"zero_stage", "DeepSpeed ZeRO stage 1, 2 or 3 (0: DDP)",
+         [](EngineChoices& c, V v) { return number<int>(v[0], c.zeroStage, 0, 3); }},
+        {"fsdp_sharding_strategy", "FSDP: FULL_SHARD, SHARD_GRAD_OP, HYBRID_SHARD, HYBRID_SHARD_ZERO2 or NO_SHARD (DDP)",
+         choice(&EngineChoices::fsdpShardingStrategy,
+                {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2", "NO_SHARD"})},
+        {"fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP",
+         choice(&EngineChoices::fsdpAutoWrapPolicy, {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"})},
+        {"fsdp_transformer_layer_cls_to_wrap", "classes that become units",
+         [](EngineChoices& c, V v) { return (c.fsdpLayerClasses = v, std::string()); }, true, true},
+        {"fsdp_min_num_params", "SIZE_BASED_WRAP threshold",
+         [](EngineChoices& c, V v) { return number<std::int64_t>(v[0], c.fsdpMinNumParams, 0, kSteps); }},
+        {"fsdp_backward_prefetch", "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH",
+         choice(&EngineChoices::fsdpBackwardPrefetch, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"})},
+        {"fsdp_forward_prefetch", "prefetch the next unit in forward", flag(&EngineChoices::fsdpForwardPrefetch), false},
+        {"fsdp_use_orig_params", "the optimizer sees each original parameter", flag(&EngineChoices::fsdpUseOrigParams), false},
+        {"fsdp_activation_checkpointing", "recompute each wrapped unit's forward in backward",
+         flag(&EngineChoices::fsdpActivationCheckpointing), false},
+        {"fsdp_offload_params", "shards, their gradients and the optimizer step in host memory",
+         flag(&EngineChoices::fsdpOffloadParams), false},
+        {"fsdp_cpu_ram_efficient_loading", "only rank 0 loads the weights; the others receive their shards",
+         flag(&EngineChoices::fsdpCpuRamEfficientLoading), false},
+        {"fsdp_state_dict_type", "FULL_STATE_DICT or SHARDED_STATE_DICT",
+         choice(&EngineChoices::fsdpStateDictType, {"FULL_STATE_DICT", "SHARDED_STATE_DICT"})},
+        {"offload_optimizer_device", "DeepSpeed: none or cpu", choice(&EngineChoices::offloadOptimizerDevice, {"none", "cpu"})},
+        {"offload_param_device", "DeepSpeed ZeRO-3: none or cpu", choice(&EngineChoices::offloadParamDevice, {"none", "cpu"})},
+        {"zero3_init", "DeepSpeed zero3_init_flag: ranks receive their partitions", flag(&EngineChoices::zero3Init), false},
+        {"zero3_save_16bit_model", "DeepSpeed: save_model writes 16-bit weights", flag(&EngineChoices::zero3Save16BitModel), false},
+        {"gradient_accumulation_steps", "the recipe's training.gradient_accumulation_steps",
+         step([](EngineChoices& c) -> std::int64_t& { return c.gradientAccumulationSteps; }, 1)},
+        {"max_grad_norm", "the recipe's training.max_grad_norm (0: none)",
+         [](EngineChoices& c, V v) { return number<double>(v[0], c.maxGradNorm, 0.0, 1e30); }},
+        {"threads", "intra-op threads per rank (default: cores / local ranks)",
+         [](EngineChoices& c, V v) { return number<int>(v[0], c.threads, 1, 4096); }},
+        {"profile_start_step", "first profiled step (wins over the recipe)",
+         step([](EngineChoices& c) -> std::int64_t& { return c.profileStartStep; }, 0)},
+        {"profile_steps", "profiled steps", step([](EngineChoices& c) -> std::int64_t& { return c.profileSteps; }, 0)},
+        {"dump-params", "rank 0 writes the final parameters here (safetensors)",
+         [](EngineChoices& c, V v) { return (c.faults.dumpParamsPath = v[0], std::string()); }},
+        {"dump-initial", "rank 0 writes the initial parameters here (safetensors)",
+         [](EngineChoices& c, V v) { return (c.faults.dumpInitialPath = v[0], std::string()); }},
+        {"inject-nonfinite-grad", "fault injection: a NaN in a synchronised gradient at this step",
+         step([](EngineChoices& c) -> std::int64_t& { return c.faults.injectNonfiniteGradAtStep; }, 1)},
+        {"fill-disk-at-step", "fault injection: from this step, files beyond 64 KiB cannot be written",
+         step([](EngineChoices& c) -> std::int64_t& { return c.faults.fillDiskAtStep; }, 1)},
+        {"crash-in-checkpoint", "fault injection: rank 0 dies while writing the checkpoint of this step",
+         step([](EngineChoices& c) -> std::int64_t& { return c.faults.crashInCheckpointAtStep; }, 1)},
+    };
+    return kFlags;
+}
+
+std::size_t editDistance(const std::string& a, const std::string& b)
+{
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j)
+        row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
+void parseEngineFlags(const std::vector<std::string>& args, EngineChoices& choices, std::vector<Diagnostic>& problems)
+{
+    auto problem = [&](const std::string& flag, const std::string& message) {
+        problems.push_back({Severity::Error, flag, "engine flag " + flag + ": " + message});
+    };
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string arg = args[i];
+        if (arg.rfind("--", 0) != 0) {
+            problem(arg, "expected a flag such as --zero_stage (the arguments after -- are the engine's flags)");
+            continue;
+        }
+        std::vector<std::string> values;
+        bool inlineValue = false;
+        if (const auto eq = arg.find('='); eq != std::string::npos) {
+            values.push_back(arg.substr(eq + 1));
+            arg.resize(eq);
+            inlineValue = true;
+        }
+        const std::string name = arg.substr(2);
+        const auto& flags = engineFlags();
+        const auto found = std::find_if(flags.begin(), flags.end(), [&](const EngineFlag& f) { return name == f.name; });
+        if (found == flags.end()) {
+            const auto nearest = std::min_element(flags.begin(), flags.end(), [&](const EngineFlag& a, const EngineFlag& b) {
+                return editDistance(name, a.name) < editDistance(name, b.name);
+            });
+            problem(arg, "unknown; did you mean --" + std::string(nearest->name) + "? (shardscope launch --help lists them)");
+            continue;
+        }
+        if (!found->takesValue) {
+            if (inlineValue)
+                problem(arg, "takes no value");
+            else
+                found->set(choices, {});
+            continue;
+        }
+        while (!inlineValue && i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+            values.push_back(args[++i]);
+            if (!found->takesList)
+                break;
+        }
+        if (values.empty()) {
+            problem(arg, "needs a value");
+            continue;
+        }
+        if (const std::string wrong = found->set(choices, values); !wrong.empty())
+            problem(arg, wrong);
+    }
+}
+
+std::string text(const Value* v, const std::string& fallback = {})
+{
+    if (!v || v->isNull())
+        return fallback;
+    if (v->kind() == Value::Kind::String)
+        return v->asString();
+    if (v->kind() == Value::Kind::Int)
+        return std::to_string(v->asInt());
+    if (v->kind() == Value::Kind::Bool)
+        return v->asBool() ? "true" : "false";
+    return fallback;
+}
+
+bool truthy(const Value* v)
+{
+    if (!v || v->isNull())
+        return false;
+    if (v->kind() == Value::Kind::Bool)
+        return v->asBool();
+    const std::string s = text(v);
+    return s == "true" || s == "True" || s == "1";
+}
+
+Diagnostic unsupported(const std::string& key, const std::string& value, const std::string& fix)
+{
+    return {Severity::Error, key, key + ": " + value + " is not supported by Shardscope's engine yet; " + fix};
+}
+
+// FSDP: Accelerate's fsdp_config keys to the engine's choices.
+void planFsdp(const AccelerateConfig& c, EngineChoices& e, std::vector<Diagnostic>& problems)
+{
+    auto key = [&](const char* k) { return c.nested("fsdp_config", k); };
+    std::string strategy = text(key("fsdp_sharding_strategy"), "FULL_SHARD");
+    // Legacy numeric values (Accelerate < 0.22): 1 FULL_SHARD, 2 SHARD_GRAD_OP, 3 NO_SHARD, ...
+    static const char* kByNumber[] = {"", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
+    if (strategy.size() == 1 && strategy[0] >= '1' && strategy[0] <= '5')
+        strategy = kByNumber[strategy[0] - '0'];
+    if (text(key("fsdp_version"), "1") == "2") {
+        // FSDP2 has no strategy names: reshard_after_forward true is FULL_SHARD, false SHARD_GRAD_OP.
+        const Value* reshard = key("fsdp_reshard_after_forward");
+        strategy = !reshard || truthy(reshard) || text(reshard) == "FULL_SHARD" ? "FULL_SHARD" : "SHARD_GRAD_OP";
+    }
+    // A key the file does not set takes `accelerate launch`'s CLI default (reference §2.4):
+    // use_orig_params, cpu_ram_efficient_loading and sync_module_states default to true there.
+    auto flag = [&](const char* k, bool absent) {
+        const Value* v = key(k);
+        return v && !v->isNull() ? truthy(v) : absent;
+    };
+    const bool efficient = flag("fsdp_cpu_ram_efficient_loading", true);
+    // Accelerate's launch check (accelerate-config-reference.md §4.4).
+    if (efficient && !flag("fsdp_sync_module_states", true))
+        problems.push_back({Severity::Error, "fsdp_config.fsdp_sync_module_states",
+                            "fsdp_config: When using `--fsdp_cpu_ram_efficient_loading` set `--fsdp_sync_module_states` to `True`"});
+    if (strategy == "NO_SHARD") { // DDP-equivalent: the engine's DDP, which neither offloads nor recomputes
+        for (const char* k : {"fsdp_offload_params", "fsdp_activation_checkpointing"})
+            if (truthy(key(k)))
+                problems.push_back(unsupported(std::string("fsdp_config.") + k, "true with NO_SHARD",
+                                               "use FULL_SHARD or SHARD_GRAD_OP, or set it to false"));
+        return;
+    }
+    e.fsdpShardingStrategy = strategy;
+    e.fsdpAutoWrapPolicy = text(key("fsdp_auto_wrap_policy"), "NO_WRAP");
+    if (e.fsdpAutoWrapPolicy == "TRANSFORMER_BASED_WRAP") {
+        const std::string classes = text(key("fsdp_transformer_layer_cls_to_wrap"), "GPTBlock");
+        e.fsdpLayerClasses.clear();
+        std::istringstream names(classes);
+        for (std::string name; std::getline(names, name, ',');) {
+            name.erase(0, name.find_first_not_of(' '));
+            name.erase(name.find_last_not_of(' ') + 1);
+            if (!name.empty())
+                e.fsdpLayerClasses.push_back(name);
+        }
+    } else if (e.fsdpAutoWrapPolicy == "SIZE_BASED_WRAP") {
+        const Value* minimum = key("fsdp_min_num_params");
+        e.fsdpMinNumParams = minimum && minimum->kind() == Value::Kind::Int ? minimum->asInt() : 100000000;
+    }
+    const std::string prefetch = text(key("fsdp_backward_prefetch"), "NO_PREFETCH");
+    if (prefetch == "BACKWARD_PRE" || prefetch == "BACKWARD_POST")
+        e.fsdpBackwardPrefetch = prefetch;
+    e.fsdpForwardPrefetch = truthy(key("fsdp_forward_prefetch"));
+    e.fsdpOffloadParams = truthy(key("fsdp_offload_params"));
+    e.fsdpCpuRamEfficientLoading = efficient;
+    e.fsdpUseOrigParams = flag("fsdp_use_orig_params", true);
+    e.fsdpActivationCheckpointing = truthy(key("fsdp_activation_checkpointing"));
+    if (truthy(key("fsdp_activation_checkpointing_offload")))
+        problems.push_back(unsupported("fsdp_config.fsdp_activation_checkpointing_offload", "true",
+                                       "the engine recomputes activations but does not offload them; set it to false"));
+    const std::string stateDict = text(key("fsdp_state_dict_type"), "FULL_STATE_DICT");
+    if (stateDict != "FULL_STATE_DICT" && stateDict != "SHARDED_STATE_DICT")
+        problems.push_back(unsupported("fsdp_config.fsdp_state_dict_type", stateDict,
+                                       "use FULL_STATE_DICT or SHARDED_STATE_DICT"));
+    else
+        e.fsdpStateDictType = stateDict;
+}
+
+// DeepSpeed: the ZeRO stage and its options from deepspeed_config (or its JSON file).
+void planDeepSpeed(const AccelerateConfig& c, const std::string& baseDir, EngineChoices& e, std::vector<Diagnostic>& problems)
+{
+    auto key = [&](const char* k) { return c.nested("deepspeed_config", k); };
+    std::string stage = text(key("zero_stage"), "2");
+    std::string offloadOptimizer = text(key("offload_optimizer_device"), "none");
+    std::string offloadParam = text(key("offload_param_device"), "none");
+    const std::string file = text(key("deepspeed_config_file"), "none");
+    // Numbers, not "auto": what DeepSpeed itself will use, over the recipe's values.
+    std::optional<std::int64_t> accumulation;
+    std::optional<double> clipping;
+    auto read = [&](const Value* accumulationValue, const Value* clippingValue) {
+        if (accumulationValue && accumulationValue->kind() == Value::Kind::Int)
+            accumulation = accumulationValue->asInt();
+        if (clippingValue && clippingValue->kind() == Value::Kind::Int)
+            clipping = static_cast<double>(clippingValue->asInt());
+        else if (clippingValue && clippingValue->kind() == Value::Kind::Float)
+            clipping = clippingValue->asFloat();
+    };
+    read(key("gradient_accumulation_steps"), key("gradient_clipping"));
+    if (file != "none" && !file.empty()) {
+        std::filesystem::path path(file);
+        if (path.is_relative() && !baseDir.empty())
+            path = std::filesystem::path(baseDir) / path;
+        else if (path.is_relative() && !c.source().empty())
+            path = std::filesystem::path(c.source()).parent_path() / path;
+        auto json = loadDeepSpeedJson(path.string());
+        if (!json) {
+            problems.push_back({Severity::Error, "deepspeed_config.deepspeed_config_file", json.error().message});
+            return;
+        }
+        read(json->find("gradient_accumulation_steps"), json->find("gradient_clipping"));
+        if (const Value* zero = json->find("zero_optimization")) {
+            if (const Value* s = zero->find("stage"))
+                stage = text(s, stage);
+            if (const Value* o = zero->find("offload_optimizer"); o && o->find("device"))
+                offloadOptimizer = text(o->find("device"), "none");
+            if (const Value* o = zero->find("offload_param"); o && o->find("device"))
+                offloadParam = text(o->find("device"), "none");
+        }
+    }
+    const std::size_t before = problems.size();
+    if (offloadOptimizer != "none" && offloadOptimizer != "cpu")
+        problems.push_back(unsupported("deepspeed_config.offload_optimizer_device", offloadOptimizer, "use cpu or none"));
+    if (offloadParam != "none" && offloadParam != "cpu")
+        problems.push_back(unsupported("deepspeed_config.offload_param_device", offloadParam, "use cpu or none"));
+    if (stage != "0" && stage != "1" && stage != "2" && stage != "3")
+        problems.push_back({Severity::Error, "deepspeed_config.zero_stage",
+                            "deepspeed_config.zero_stage: " + stage + " is not a ZeRO stage; use 0, 1, 2 or 3"});
+    else if (offloadParam == "cpu" && stage != "3")
+        problems.push_back({Severity::Error, "deepspeed_config.offload_param_device",
+                            "deepspeed_config.offload_param_device: cpu needs zero_stage 3 (parameters are partitioned only "
+                            "there); set zero_stage: 3 or offload_param_device: none"});
+    if (problems.size() != before || stage == "0")
+        return; // ZeRO-0 is plain data parallelism
+    e.zeroStage = stage[0] - '0';
+    e.offloadOptimizerDevice = offloadOptimizer;
+    e.offloadParamDevice = offloadParam;
+    if (accumulation)
+        e.gradientAccumulationSteps = *accumulation;
+    if (clipping)
+        e.maxGradNorm = *clipping;
+    // zero3_init_flag: DeepSpeed's plugin turns it on for stage 3 when the file does not say.
+    const Value* init = key("zero3_init_flag");
+    e.zero3Init = stage == "3" && (init && !init->isNull() ? truthy(init) : true);
+    e.zero3Save16BitModel = stage == "3" && truthy(key("zero3_save_16bit_model"));
+}
+
+// The launch's shape and Accelerate's environment from the config.
+void planShape(const PlanInputs& in, RunPlan& plan, EngineChoices& engine, std::vector<Diagnostic>& problems)
+{
+    if (!in.config) {
+        plan.numProcesses = in.numProcesses;
+        plan.numMachines = std::max(1, in.numMachines);
+        plan.machineRank = in.machineRank;
+        plan.mainProcessIp = in.mainProcessIp;
+        plan.mainProcessPort = in.mainProcessPort;
+        plan.distributedType = in.numProcesses > 1 ? "MULTI_CPU" : "NO";
+        return;
+    }
+    // As accelerate launch reads the file's spellings (validation warns about them).
+    const AccelerateConfig c = normalizeConfig(*in.config);
+    plan.distributedType = c.distributedType().empty() ? "NO" : c.distributedType();
+    plan.numProcesses = static_cast<int>(c.intField("num_processes").value_or(1));
+    if (plan.numProcesses < 1)
+        problems.push_back({Severity::Error, "num_processes",
+                            "num_processes is " + std::to_string(plan.numProcesses)
+                                + "; give --num_processes or set num_processes in the config file"});
+    plan.numMachines = std::max(1, static_cast<int>(c.intField("num_machines").value_or(1)));
+    plan.machineRank = static_cast<int>(c.intField("machine_rank").value_or(0));
+    if (auto ip = text(c.given().find("main_process_ip")); !ip.empty())
+        plan.mainProcessIp = ip;
+    plan.mainProcessPort = static_cast<int>(c.intField("main_process_port").value_or(0));
+    engine.mixedPrecision = c.mixedPrecision();
+
+    const std::string& type = plan.distributedType;
+    const bool hasGpu = in.machine.gpuCount > 0;
+    if (type == "NO") {
+        if (plan.numProcesses > 1)
+            problems.push_back({Severity::Error, "num_processes",
+                                "distributed_type NO runs one process, but num_processes is " + std::to_string(plan.numProcesses)
+                                    + "; choose MULTI_CPU or MULTI_GPU, or one process"});
+    } else if (type == "MULTI_CPU") {
+    } else if (type == "MULTI_GPU") {
+        if (!hasGpu)
+            problems.push_back({Severity::Error, "distributed_type",
+                                "distributed_type MULTI_GPU needs NVIDIA GPUs and this machine has none; use MULTI_CPU to run "
+                                "on the CPU"});
+        engine.backend = "nccl";
+    } else if (type == "FSDP") {
+        planFsdp(c, engine, problems);
+        engine.backend = hasGpu ? "nccl" : "";
+    } else if (type == "DEEPSPEED") {
+        planDeepSpeed(c, in.configBaseDir, engine, problems);
+        engine.backend = hasGpu ? "nccl" : "";
+    } else {
+        problems.push_back(unsupported("distributed_type", type, "use NO, MULTI_CPU, MULTI_GPU, FSDP or DEEPSPEED"));
+    }
+    for (const auto& [name, value] : launchEnvironment(c, in.environment))
+        plan.environment.push_back(name + "=" + value);
+    if (engine.backend == "nccl")
+        if (auto ids = text(c.given().find("gpu_ids")); !ids.empty() && ids != "all")
+            plan.environment.push_back("CUDA_VISIBLE_DEVICES=" + ids);
+}
+
+// FSDP's or ZeRO's choices as the sharded wrapper's options (parallel/sharded.h).
+std::optional<parallel::ShardingOptions> shardingOf(const EngineChoices& e, int localProcesses)
+{
+    parallel::ShardingOptions sharding;
+    sharding.backwardPrefetch = e.fsdpBackwardPrefetch != "NO_PREFETCH";
+    sharding.forwardPrefetch = e.fsdpForwardPrefetch;
+    sharding.activationCheckpointing = e.fsdpActivationCheckpointing;
+    if (!e.fsdpShardingStrategy.empty() && e.fsdpShardingStrategy != "NO_SHARD") {
+        const std::string& strategy = e.fsdpShardingStrategy;
+        sharding.reshardAfterForward = strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD";
+        if (strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2")
+            sharding.hybridGroupSize = localProcesses; // shard within this machine
+        sharding.offloadToHost = e.fsdpOffloadParams;
+        sharding.rankZeroLoadsWeights = e.fsdpCpuRamEfficientLoading;
+        sharding.wrapPolicy = parallel::wrapPolicyNamed(e.fsdpAutoWrapPolicy);
+        sharding.transformerLayerClasses = e.fsdpLayerClasses;
+        sharding.minNumParams = e.fsdpMinNumParams;
+        sharding.useOrigParams = e.fsdpUseOrigParams;
+        return sharding;
+    }
+    if (e.zeroStage == 0)
+        return std::nullopt;
+    sharding.zeroStage = e.zeroStage;
+    sharding.reshardRootAfterForward = true; // DeepSpeed releases every parameter after use
+    sharding.useOrigParams = true;           // DeepSpeed partitions per parameter group
+    sharding.offloadToHost = e.offloadOptimizerDevice == "cpu" || e.offloadParamDevice == "cpu";
+    // zero.Init: no rank builds the whole model for itself; the nearest here is rank 0's weights,
+    // each other rank receiving only its partition.
+    sharding.rankZeroLoadsWeights = e.zero3Init;
+    return sharding;
+}
+
+// The recipe as it will run, checked as a rank would check it.
+void planRecipe(const PlanInputs& in, const EngineChoices& e, RunPlan& plan, std::vector<Diagnostic>& problems)
+{
+    Recipe& r = plan.recipe;
+    r = *in.recipe;
+    std::string changed;
+    auto note = [&](const std::string& what) { changed += (changed.empty() ? " with " : ", ") + what; };
+    if (in.maxSteps > 0) {
+        r.maxSteps = in.maxSteps;
+        note("--max_steps " + std::to_string(in.maxSteps));
+    }
+    if (e.maxSteps > 0) {
+        r.maxSteps = e.maxSteps;
+        note("engine flag --max_steps " + std::to_string(e.maxSteps));
+    }
+    if (e.gradientAccumulationSteps > 0) {
+        r.gradientAccumulationSteps = e.gradientAccumulationSteps;
+        note("gradient_accumulation_steps " + std::to_string(e.gradientAccumulationSteps));
+    }
+    if (e.maxGradNorm >= 0) {
+        r.maxGradNorm = e.maxGradNorm;
+        note("max_grad_norm " + pythonFloatRepr(e.maxGradNorm));
+    }
+    // stage3_gather_16bit_weights_on_model_save: the 16-bit weights of a 16-bit run (an fp32 run
+    // saves fp32, as DeepSpeed saves the module's own dtype).
+    if (e.zero3Save16BitModel && plan.precision == precision::PrecisionMode::Fp16)
+        r.exportModel.dtype = "float16";
+    else if (e.zero3Save16BitModel && plan.precision != precision::PrecisionMode::No)
+        r.exportModel.dtype = "bfloat16";
+    if (!changed.empty())
+        if (auto checked = parseRecipe(recipeToYaml(r), in.recipeSource + changed); !checked)
+            problems.push_back({Severity::Error, "recipe", checked.error().message});
+    if (auto inputs = checkRecipeInputs(r); !inputs)
+        problems.push_back({Severity::Error, "recipe", in.recipeSource + ": " + inputs.error().message});
+    // Profiling: --profile's window after warm-up (steps 3 to 7, or the whole run when shorter),
+    // or the recipe's; the engine flags win over both.
+    plan.profileStartStep = r.profileStartStep;
+    plan.profileSteps = r.profileSteps;
+    if (in.profile) {
+        plan.profileStartStep = std::min<std::int64_t>(3, r.maxSteps);
+        plan.profileSteps = std::min<std::int64_t>(5, r.maxSteps - plan.profileStartStep + 1);
+    }
+    if (e.profileStartStep >= 0) {
+        plan.profileStartStep = e.profileStartStep;
+        plan.profileSteps = e.profileSteps;
+    }
+}
+
+} // namespace
+
+std::string stateDictTypeName(StateDictType type)
+{
+    return type == StateDictType::Sharded ? "SHARDED_STATE_DICT" : "FULL_STATE_DICT";
+}
+
+std::string engineFlagHelp()
+{
+    std::string help;
+    for (const auto& f : engineFlags())
+        help += "  --" + std::string(f.name) + (f.takesValue ? (f.takesList ? " NAME..." : " VALUE") : "") + "  " + f.help + "\n";
+    return help;
+}
+
+PlanResult buildRunPlan(const PlanInputs& in)
+{
+    PlanResult result;
+    auto& problems = result.problems;
+    RunPlan plan;
+    plan.runDir = in.runDir;
+    EngineChoices engine;
+    if (in.config) {
+        ValidationOptions validation;
+        validation.forLaunch = true;
+        validation.machine = in.machine;
+        validation.baseDir = in.configBaseDir;
+        problems = validateConfig(*in.config, validation);
+    }
+    planShape(in, plan, engine, problems);
+    if (!in.mixedPrecision.empty())
+        engine.mixedPrecision = in.mixedPrecision;
+    parseEngineFlags(in.engineFlags, engine, problems);
+
+    if (plan.numMachines == 1 && !isLoopbackHost(plan.mainProcessIp))
+        problems.push_back({Severity::Error, "main_process_ip",
+                            "main_process_ip " + plan.mainProcessIp
+                                + " would open the rendezvous store, which has no authentication, to the network for a run "
+                                  "on this machine alone; leave it unset (127.0.0.1), or set num_machines for a job over "
+                                  "several machines"});
+    if (plan.numProcesses >= 1 && plan.numProcesses % plan.numMachines != 0)
+        problems.push_back({Severity::Error, "num_processes",
+                            "num_processes " + std::to_string(plan.numProcesses) + " is not a multiple of num_machines "
+                                + std::to_string(plan.numMachines)
+                                + "; num_processes counts the ranks of all machines together"});
+    if (auto mode = precision::parseMode(engine.mixedPrecision.empty() ? "no" : engine.mixedPrecision); mode)
+        plan.precision = *mode;
+    else
+        problems.push_back({Severity::Error, "mixed_precision", mode.error().message});
+    plan.backend = engine.backend == "nccl" ? dist::BackendKind::Nccl : dist::BackendKind::Gloo;
+    if (plan.backend == dist::BackendKind::Nccl && in.machine.gpuCount == 0 && plan.distributedType != "MULTI_GPU")
+        problems.push_back({Severity::Error, "--backend",
+                            "the nccl backend needs NVIDIA GPUs and this machine has none; use --backend gloo"});
+    plan.sharding = shardingOf(engine, plan.localProcesses());
+    plan.stateDictType = engine.fsdpStateDictType == "SHARDED_STATE_DICT" && plan.sharding ? StateDictType::Sharded
+                                                                                            : StateDictType::Full;
+    plan.threads = engine.threads;
+    plan.faults = engine.faults;
+    if (in.recipe)
+        planRecipe(in, engine, plan, problems);
+    // Accelerate's checks (validateConfig) and the planner's can name the same key; one error per
+    // key is enough, the first being the more specific.
+    std::vector<Diagnostic> unique;
+    for (auto& d : problems) {
+        const bool repeated = d.severity == Severity::Error && std::any_of(unique.begin(), unique.end(), [&](const Diagnostic& u) {
+            return u.severity == Severity::Error && u.keyPath == d.keyPath;
+        });
+        if (!repeated)
+            unique.push_back(std::move(d));
+    }
+    problems = std::move(unique);
+    if (!hasErrors(problems))
+        result.plan = std::move(plan);
+    return result;
+}
+
+// --- plan.json -------------------------------------------------------------------------------
+
+namespace {
+
+using nlohmann::json;
+
+json shardingToJson(const parallel::ShardingOptions& s)
+{
+    const char* policy = s.wrapPolicy == parallel::WrapPolicy::SizeBased ? "SIZE_BASED_WRAP"
+                         : s.wrapPolicy == parallel::WrapPolicy::NoWrap  ? "NO_WRAP"
+                                                                         : "TRANSFORMER_BASED_WRAP";
+    return {{"zero_stage", s.zeroStage},
+            {"reshard_after_forward", s.reshardAfterForward},
+            {"reshard_root_after_forward", s.reshardRootAfterForward},
+            {"wrap_policy", policy},
+            {"transformer_layer_classes", s.transformerLayerClasses},
+            {"min_num_params", s.minNumParams},
+            {"backward_prefetch", s.backwardPrefetch},
+            {"forward_prefetch", s.forwardPrefetch},
+            {"use_orig_params", s.useOrigParams},
+            {"activation_checkpointing", s.activationCheckpointing},
+            {"offload_to_host", s.offloadToHost},
+            {"rank_zero_loads_weights", s.rankZeroLoadsWeights},
+            {"hybrid_group_size", s.hybridGroupSize}};
+}
+
+// Reads fields with their types checked; the first wrong one is the error, naming it.
+class FieldReader {
+public:
+    FieldReader(const json& object, std::string where) : m_object(object), m_where(std::move(where)) {}
+
+    template <typename T>
+    void read(const char* name, T& out)
+    {
+        if (!m_error.empty())
+            return;
+        const auto it = m_object.find(name);
+        if (it == m_object.end()) {
+            m_error = m_where + name + " is missing";
+            return;
+        }
+        try {
+            out = it->template get<T>();
+        } catch (const json::exception&) {
+            m_error = m_where + name + " has the wrong type (" + it->type_name() + ")";
+        }
+    }
+    const json* object(const char* name)
+    {
+        const auto it = m_object.find(name);
+        if (m_error.empty() && (it == m_object.end() || !(it->is_object() || it->is_null())))
+            m_error = m_where + name + " is missing or not an object";
+        return m_error.empty() && it->is_object() ? &*it : nullptr;
+    }
+    void fail(std::string message)
+    {
+        if (m_error.empty())
+            m_error = m_where + message;
+    }
+    const std::string& error() const { return m_error; }
+
+private:
+    const json& m_object;
+    std::string m_where;
+    std::string m_error;
+};
+
+} // namespace
+
+std::string planToJson(const RunPlan& p)
+{
+    json j = {{"format", RunPlan::kFormatVersion},
+              {"num_processes", p.numProcesses},
+              {"num_machines", p.numMachines},
+              {"machine_rank", p.machineRank},
+              {"main_process_ip", p.mainProcessIp},
+              {"main_process_port", p.mainProcessPort},
+              {"distributed_type", p.distributedType},
+              {"environment", p.environment},
+              {"run_dir", p.runDir},
+              // The recipe as it runs, in its own YAML (one schema, one parser).
+              {"recipe", recipeToYaml(p.recipe)},
+              {"backend", dist::backendName(p.backend)},
+              {"mixed_precision", std::string(precision::modeName(p.precision))},
+              {"sharding", p.sharding ? shardingToJson(*p.sharding) : json(nullptr)},
+              {"state_dict_type", stateDictTypeName(p.stateDictType)},
+              {"resume_from", p.resumeFrom},
+              {"profile_start_step", p.profileStartStep},
+              {"profile_steps", p.profileSteps},
+              {"threads", p.threads},
+              {"faults",
+               {{"crash_in_checkpoint_at_step", p.faults.crashInCheckpointAtStep},
+                {"inject_nonfinite_grad_at_step", p.faults.injectNonfiniteGradAtStep},
+                {"fill_disk_at_step", p.faults.fillDiskAtStep},
+                {"dump_params", p.faults.dumpParamsPath},
+                {"dump_initial", p.faults.dumpInitialPath}}}};
+    return j.dump(2) + "\n";
+}
+
+Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
+{
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return makeError(source + ": not a JSON object (a run plan is written by shardscope launch)");
+    RunPlan p;
+    FieldReader fields(j, source + ": ");
+    int format = 0;
+    fields.read("format", format);
+    if (fields.error().empty() && format != RunPlan::kFormatVersion)
+        return makeError(source + ": run plan format " + std::to_string(format) + ", but this worker reads format "
+                         + std::to_string(RunPlan::kFormatVersion) + "; launch it with the shardscope of this worker");
+    fields.read("num_processes", p.numProcesses);
+    fields.read("num_machines", p.numMachines);
+    fields.read("machine_rank", p.machineRank);
+    fields.read("main_process_ip", p.mainProcessIp);
+    fields.read("main_process_port", p.mainProcessPort);
+    fields.read("distributed_type", p.distributedType);
+    fields.read("environment", p.environment);
+    fields.read("run_dir", p.runDir);
+    std::string recipe, backend, precisionName, stateDict;
+    fields.read("recipe", recipe);
+    fields.read("backend", backend);
+    fields.read("mixed_precision", precisionName);
+    fields.read("state_dict_type", stateDict);
+    fields.read("resume_from", p.resumeFrom);
+    fields.read("profile_start_step", p.profileStartStep);
+    fields.read("profile_steps", p.profileSteps);
+    fields.read("threads", p.threads);
+    if (const json* faults = fields.object("faults")) {
+        FieldReader f(*faults, source + ": faults.");
+        f.read("crash_in_checkpoint_at_step", p.faults.crashInCheckpointAtStep);
+        f.read("inject_nonfinite_grad_at_step", p.faults.injectNonfiniteGradAtStep);
+        f.read("fill_disk_at_step", p.faults.fillDiskAtStep);
+        f.read("dump_params", p.faults.dumpParamsPath);
+        f.read("dump_initial", p.faults.dumpInitialPath);
+        if (!f.error().empty())
+            return makeError(f.error());
+    }
+    if (const json* sharding = fields.object("sharding")) {
+        parallel::ShardingOptions s;
+        FieldReader f(*sharding, source + ": sharding.");
+        std::string policy;
+        f.read("zero_stage", s.zeroStage);
+        f.read("reshard_after_forward", s.reshardAfterForward);
+        f.read("reshard_root_after_forward", s.reshardRootAfterForward);
+        f.read("wrap_policy", policy);
+        f.read("transformer_layer_classes", s.transformerLayerClasses);
+        f.read("min_num_params", s.minNumParams);
+        f.read("backward_prefetch", s.backwardPrefetch);
+        f.read("forward_prefetch", s.forwardPrefetch);
+        f.read("use_orig_params", s.useOrigParams);
+        f.read("activation_checkpointing", s.activationCheckpointing);
+        f.read("offload_to_host", s.offloadToHost);
+        f.read("rank_zero_loads_weights", s.rankZeroLoadsWeights);
+        f.read("hybrid_group_size", s.hybridGroupSize);
+        if (f.error().empty() && policy != "TRANSFORMER_BASED_WRAP" && policy != "SIZE_BASED_WRAP" && policy != "NO_WRAP")
+            f.fail("wrap_policy '" + policy + "' is not TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP");
+        if (f.error().empty() && (s.zeroStage < 1 || s.zeroStage > 3))
+            f.fail("zero_stage " + std::to_string(s.zeroStage) + " is not 1, 2 or 3");
+        if (!f.error().empty())
+            return makeError(f.error());
+        s.wrapPolicy = parallel::wrapPolicyNamed(policy);
+        p.sharding = s;
+    }
+    if (!fields.error().empty())
+        return makeError(fields.error());
+    auto backendKind = dist::parseBackendName(backend);
+    if (!backendKind)
+        return makeError(source + ": backend '" + backend + "' is not gloo or nccl");
+    p.backend = *backendKind;
+    auto mode = precision::parseMode(precisionName);
+    if (!mode)
+        return makeError(source + ": " + mode.error().message);
+    p.precision = *mode;
+    if (stateDict != "FULL_STATE_DICT" && stateDict != "SHARDED_STATE_DICT")
+        return makeError(source + ": state_dict_type '" + stateDict + "' is not FULL_STATE_DICT or SHARDED_STATE_DICT");
+    p.stateDictType = stateDict == "SHARDED_STATE_DICT" ? StateDictType::Sharded : StateDictType::Full;
+    if (p.numProcesses < 1 || p.numMachines < 1 || p.numProcesses % p.numMachines != 0)
+        return makeError(source + ": num_processes " + std::to_string(p.numProcesses) + " over num_machines "
+                         + std::to_string(p.numMachines) + " is not a whole number of ranks per machine");
+    auto parsed = parseRecipe(recipe, source + " (recipe)");
+    if (!parsed)
+        return parsed.error();
+    p.recipe = *parsed;
+    return p;
+}
+
+Result<RunPlan> loadPlan(const std::string& path)
+{
+    auto text = readTextFile(path);
+    if (!text)
+        return text.error();
+    return planFromJson(*text, path);
+}
+
+} // namespace shardscope::config
