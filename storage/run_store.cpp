@@ -394,6 +394,21 @@ Result<void> RunStore::setNotes(std::int64_t runId, const std::string& notes)
     return update->run();
 }
 
+Result<void> RunStore::renameRun(std::int64_t runId, const std::string& name)
+{
+    const auto first = name.find_first_not_of(" \t\n");
+    if (first == std::string::npos)
+        return makeError("a run's name cannot be empty; type a name");
+    const std::string trimmed = name.substr(first, name.find_last_not_of(" \t\n") - first + 1);
+    if (auto status = statusOf(runId); !status)
+        return status.error();
+    auto update = m_db.prepare("UPDATE runs SET name = ? WHERE id = ?");
+    if (!update)
+        return update.error();
+    update->bind(1, trimmed).bind(2, runId);
+    return update->run();
+}
+
 Result<int> RunStore::markInterruptedRuns()
 {
     // Decide outside any transaction, and take the write lock only when there is something to

@@ -47,6 +47,9 @@ public:
     Result<void> recordRank(std::int64_t runId, const RankInfo& rank);
     Result<void> setTags(std::int64_t runId, const std::vector<std::string>& tags);
     Result<void> setNotes(std::int64_t runId, const std::string& notes);
+    // The name shown in the history (blanks around it trimmed; empty is an error). The run
+    // directory keeps its id.
+    Result<void> renameRun(std::int64_t runId, const std::string& name);
     // Pending or running runs whose launcher process is gone (same host: no such pid, or a pid
     // that started at another time, or another boot) become interrupted. Returns how many.
     Result<int> markInterruptedRuns();

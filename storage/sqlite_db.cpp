@@ -2,11 +2,13 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <thread>
 #include <utility>
 
 namespace shardscope::storage {
@@ -256,8 +258,24 @@ Result<void> Database::exec(std::string_view sql)
     return {};
 }
 
+namespace {
+std::atomic<std::int64_t> g_queryDelayMs{0};
+
+void delayForTesting()
+{
+    if (const auto ms = g_queryDelayMs.load(std::memory_order_relaxed); ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+} // namespace
+
+void setQueryDelayForTesting(std::chrono::milliseconds delay)
+{
+    g_queryDelayMs.store(delay.count(), std::memory_order_relaxed);
+}
+
 Result<Statement> Database::prepare(std::string_view sql) const
 {
+    delayForTesting();
     sqlite3_stmt* stmt = nullptr;
     if (sqlite3_prepare_v2(m_db, sql.data(), int(sql.size()), &stmt, nullptr) != SQLITE_OK)
         return makeError(errorText("preparing \"" + std::string(sql) + "\""));
@@ -266,6 +284,7 @@ Result<Statement> Database::prepare(std::string_view sql) const
 
 Result<Statement> Database::preparePersistent(std::string_view sql) const
 {
+    delayForTesting();
     sqlite3_stmt* stmt = nullptr;
     if (sqlite3_prepare_v3(m_db, sql.data(), int(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK)
         return makeError(errorText("preparing \"" + std::string(sql) + "\""));

@@ -67,6 +67,11 @@ private:
 // folder that cannot be written; nothing may be writing it then.
 enum class OpenMode { ReadWriteCreate, ReadWrite, ReadOnly, Immutable };
 
+// Test hook: every statement prepared from now on first sleeps this long, in whichever thread
+// prepares it (a store on a slow disk or under a long write lock, for the workbench's tests that
+// the window never waits for the history). 0: off.
+void setQueryDelayForTesting(std::chrono::milliseconds delay);
+
 class Database {
 public:
     Database() = default;

@@ -1,5 +1,7 @@
 #include "ui/main_window.h"
 
+#include "ui/history_service.h"
+
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 #include "ui/compare_page.h"
@@ -52,11 +54,14 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
         "QListWidget#modeBar { background: #2f3136; color: #e0e0e0; font-weight: bold; padding-top: 8px; }"
         "QListWidget#modeBar::item { padding: 14px 10px; }"
         "QListWidget#modeBar::item:selected { background: #4a4d55; color: white; border-left: 3px solid #4f9cf0; }"));
+    // Before the pages: the last to be asked anything, the first child destroyed (its answers
+    // to pages are dropped with it).
+    m_history = new HistoryService(this);
     m_pages = new QStackedWidget(central);
     m_pages->setObjectName(QStringLiteral("pages"));
 
     m_runsPage = new RunsPage(m_databaseFile, m_pages);
-    m_runPage = new RunPage(m_pages);
+    m_runPage = new RunPage(m_pages, m_history);
     m_comparePage = new ComparePage(m_databaseFile, m_pages);
     m_configurePage = new ConfigurePage(m_databaseFile, m_pages);
     m_tracePage = new TracePage(m_pages);

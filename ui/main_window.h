@@ -15,6 +15,7 @@ namespace shardscope::ui {
 
 class ComparePage;
 class ConfigurePage;
+class HistoryService;
 class RunPage;
 class RunsPage;
 class TracePage;
@@ -56,6 +57,7 @@ private:
     std::filesystem::path m_databaseFile;
     QListWidget* m_modeBar = nullptr;
     QStackedWidget* m_pages = nullptr;
+    HistoryService* m_history = nullptr; // the workbench's way to the history, off the GUI thread
     RunsPage* m_runsPage = nullptr;
     RunPage* m_runPage = nullptr;
     ComparePage* m_comparePage = nullptr;

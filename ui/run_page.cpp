@@ -1,6 +1,8 @@
 #include "ui/run_page.h"
 
+#include "engine/common/run_layout.h"
 #include "storage/metric_keys.h"
+#include "ui/history_service.h"
 #include "ui/format.h"
 #include "ui/metric_chart.h"
 
@@ -40,8 +42,20 @@ double nowSeconds()
 
 } // namespace
 
-RunPage::RunPage(QWidget* parent)
+// What one poll brings back from the history thread: the run's new rows, and the selected
+// rank's log from the offset the page had read to.
+struct RunPage::Poll {
+    std::uint64_t generation = 0;
+    std::uint64_t logGeneration = 0;
+    Result<RunUpdate> update = makeError("not polled");
+    std::uint64_t logOffset = 0; // where `log` starts
+    QByteArray log;
+    bool logShrunk = false; // the file is shorter than what was read: rotated or rewritten
+};
+
+RunPage::RunPage(QWidget* parent, HistoryService* history)
     : QWidget(parent)
+    , m_history(history ? history : new HistoryService(this))
 {
     auto* layout = new QVBoxLayout(this);
 
@@ -164,6 +178,9 @@ void RunPage::closeRun()
 {
     m_pollTimer->stop();
     m_source.reset();
+    ++m_generation; // answers to polls of the run closed are dropped
+    m_polling = false;
+    m_pollAgain = false;
     m_info = {};
     m_finishedAnnounced = false;
     m_t0 = -1;
@@ -206,28 +223,76 @@ void RunPage::pollNow()
 {
     if (!m_source)
         return;
-    auto update = m_source->poll();
-    if (!update) {
-        emit pollFailed(qs(update.error().message));
+    if (m_polling) {
+        m_pollAgain = true; // one at a time; the next starts when this one is answered
         return;
     }
-    m_info = update->info;
+    m_polling = true;
+    auto source = m_source;
+    const std::uint64_t generation = m_generation;
+    const std::uint64_t logGeneration = m_logGeneration;
+    const std::string runDir = m_info.runDir;
+    const int rank = logRank();
+    const std::uint64_t logOffset = m_logOffset;
+    m_history->submit<std::shared_ptr<Poll>>(
+        this,
+        [=] {
+            auto poll = std::make_shared<Poll>();
+            poll->generation = generation;
+            poll->logGeneration = logGeneration;
+            poll->update = source->poll();
+            // The log of the rank shown: the run directory is known after the first poll.
+            const std::string dir = poll->update ? poll->update->info.runDir : runDir;
+            if (!dir.empty()) {
+                QFile file(QString::fromStdString(RunLayout(dir).rankLog(rank).string()));
+                if (file.open(QIODevice::ReadOnly)) {
+                    poll->logOffset = logOffset;
+                    if (static_cast<std::uint64_t>(file.size()) < logOffset) {
+                        poll->logShrunk = true;
+                    } else {
+                        file.seek(static_cast<qint64>(logOffset));
+                        poll->log = file.read(4 * 1024 * 1024); // the rest next poll
+                    }
+                }
+            }
+            return poll;
+        },
+        [this](std::shared_ptr<Poll> poll) { applyPoll(*poll); });
+}
+
+void RunPage::applyPoll(Poll& poll)
+{
+    if (poll.generation != m_generation)
+        return; // an answer about a run no longer open
+    m_polling = false;
+    if (!poll.update) {
+        emit pollFailed(qs(poll.update.error().message));
+        return;
+    }
+    RunUpdate& update = *poll.update;
+    m_info = update.info;
     if (m_t0 < 0) {
         if (m_info.startedAt)
             m_t0 = *m_info.startedAt;
-        else if (!update->rows.empty())
-            m_t0 = update->rows.front().time;
+        else if (!update.rows.empty())
+            m_t0 = update.rows.front().time;
     }
-    appendRows(update->rows);
-    appendEvals(update->evals);
+    appendRows(update.rows);
+    appendEvals(update.evals);
     updateRankList();
-    readLogs(false);
+    if (poll.logGeneration == m_logGeneration && poll.logOffset == m_logOffset) {
+        if (poll.logShrunk)
+            readLogs(true);
+        else
+            appendLog(poll.log);
+    }
     updateHeader();
     emit runUpdated();
 
-    if (update->more) {
+    if (update.more || m_pollAgain) {
+        m_pollAgain = false;
         QTimer::singleShot(0, this, &RunPage::pollNow);
-    } else if (storage::isTerminal(m_info.status) && update->rows.empty()) {
+    } else if (storage::isTerminal(m_info.status) && update.rows.empty()) {
         // Everything of a finished run is in: nothing more will come.
         m_pollTimer->stop();
         if (!m_finishedAnnounced) {
@@ -499,25 +564,24 @@ QString RunPage::logText() const
     return m_logView->toPlainText();
 }
 
+// The log is read with each poll (on the history thread); a reload starts it over from the
+// beginning, for another rank or a rewritten file.
 void RunPage::readLogs(bool reload)
 {
-    if (reload) {
-        m_logLines.clear();
-        m_logOffset = 0;
-        m_logPartial.clear();
-        m_logView->clear();
-    }
-    if (m_info.runDir.empty())
+    if (!reload)
+        return pollNow();
+    ++m_logGeneration; // bytes already on their way belong to the log shown before
+    m_logLines.clear();
+    m_logOffset = 0;
+    m_logPartial.clear();
+    m_logView->clear();
+    pollNow();
+}
+
+void RunPage::appendLog(const QByteArray& bytes)
+{
+    if (bytes.isEmpty())
         return;
-    QFile file(QStringLiteral("%1/logs/rank%2.log").arg(qs(m_info.runDir)).arg(logRank()));
-    if (!file.open(QIODevice::ReadOnly))
-        return;
-    if (static_cast<std::uint64_t>(file.size()) < m_logOffset) { // rotated or rewritten
-        readLogs(true);
-        return;
-    }
-    file.seek(static_cast<qint64>(m_logOffset));
-    const QByteArray bytes = file.read(4 * 1024 * 1024); // the rest next poll
     m_logOffset += static_cast<std::uint64_t>(bytes.size());
     QString text = m_logPartial + QString::fromUtf8(bytes);
     const auto lastNewline = text.lastIndexOf(QLatin1Char('\n'));

@@ -4,9 +4,10 @@
 // axis (loss train+eval, lr, grad norm, fp16 loss scale with skipped steps marked, tokens/s, step
 // time per rank, memory per rank); the per-rank logs with a filter, the failing rank marked.
 //
-// Data comes from a RunDataSource polled every 500 ms (updates show within a second); each poll
-// returns only new rows, which are appended to the charts (never re-set), and the charts replot
-// once per event-loop turn however many series changed.
+// Data comes from a RunDataSource polled every 500 ms (updates show within a second) on the
+// history service's thread, with the selected rank's new log bytes: the window never waits for
+// SQLite or the disk. Each poll returns only new rows, which are appended to the charts (never
+// re-set), and the charts replot once per event-loop turn however many series changed.
 
 #include "storage/run_types.h"
 #include "ui/run_data_source.h"
@@ -28,6 +29,7 @@ class QTimer;
 namespace shardscope::ui {
 
 class ChartGroup;
+class HistoryService;
 class MetricChart;
 
 class RunPage : public QWidget {
@@ -35,7 +37,8 @@ class RunPage : public QWidget {
 public:
     enum class XAxis { Step, Time };
 
-    explicit RunPage(QWidget* parent = nullptr);
+    // `history`: the workbench's history service; none: the page makes its own.
+    explicit RunPage(QWidget* parent = nullptr, HistoryService* history = nullptr);
     ~RunPage() override;
 
     void openRun(std::unique_ptr<RunDataSource> source);
@@ -44,6 +47,7 @@ public:
     void closeRun();
 
     bool hasRun() const { return m_source != nullptr; }
+    bool polling() const { return m_polling; } // a poll is on its way
     const RunInfo& info() const { return m_info; }
     XAxis xAxisMode() const { return m_xAxis; }
     void setXAxisMode(XAxis mode);
@@ -75,11 +79,20 @@ private:
     void appendTo(Raw& raw, double step, double time, double value);
     void updateHeader();
     void updateRankList();
+    struct Poll; // what one poll brings back
+    void applyPoll(Poll& poll);
     void readLogs(bool reload);
+    void appendLog(const QByteArray& bytes);
     void applyLogFilter();
     double xOf(double step, double time) const;
 
-    std::unique_ptr<RunDataSource> m_source;
+    HistoryService* m_history = nullptr;
+    // Shared with the poll in flight, which may outlive a switch to another run.
+    std::shared_ptr<RunDataSource> m_source;
+    std::uint64_t m_generation = 0;    // which open run an answer belongs to
+    std::uint64_t m_logGeneration = 0; // which log (rank, reload) an answer's bytes belong to
+    bool m_polling = false;
+    bool m_pollAgain = false; // asked while a poll was on its way
     RunInfo m_info;
     bool m_finishedAnnounced = false;
     XAxis m_xAxis = XAxis::Step;

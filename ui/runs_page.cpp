@@ -294,12 +294,7 @@ bool RunsPage::renameRun(std::int64_t runId, const QString& name)
         return false;
     if (name.trimmed().isEmpty())
         return fail(tr("A run name cannot be empty."));
-    // RunStore has no rename yet; the runs table's name column is all a rename changes.
-    auto statement = s->database().prepare("UPDATE runs SET name = ?1 WHERE id = ?2");
-    if (!statement)
-        return fail(qs(statement.error().message));
-    statement->bind(1, name.trimmed().toStdString()).bind(2, runId);
-    if (auto done = statement->run(); !done)
+    if (auto done = s->renameRun(runId, name.toStdString()); !done)
         return fail(qs(done.error().message));
     refresh();
     return true;

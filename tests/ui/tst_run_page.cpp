@@ -53,6 +53,7 @@ private slots:
         RunPage page;
         QSignalSpy finished(&page, &RunPage::runFinished);
         page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling()); // the first answers from the history thread
         QTRY_COMPARE(finished.count(), 1);
         QCOMPARE(page.chart(QStringLiteral("loss"))->pointCount(0), 20);
         QCOMPARE(page.chart(QStringLiteral("loss"))->seriesCount(), 1); // rank 0's copy of the global loss
@@ -77,6 +78,7 @@ private slots:
         const auto id = seedRun(db, {.name = "live", .steps = 5, .status = storage::RunStatus::Running});
         RunPage page;
         page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling()); // the first answers from the history thread
         auto* loss = page.chart(QStringLiteral("loss"));
         QCOMPARE(loss->pointCount(0), 5);
         QVERIFY(page.findChild<QLabel*>(QStringLiteral("runProgress"))->text().contains(QStringLiteral("ETA")));
@@ -105,6 +107,7 @@ private slots:
         const auto id = seedRun(db, {.name = "axes", .steps = 10});
         RunPage page;
         page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling()); // the first answers from the history thread
         auto* loss = page.chart(QStringLiteral("loss"));
         QCOMPARE(loss->series(0)->data()->at(9)->key, 10.0);
         page.setXAxisMode(RunPage::XAxis::Time);
@@ -127,6 +130,7 @@ private slots:
         page.show();
         QVERIFY(QTest::qWaitForWindowExposed(&page));
         page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling()); // the first answers from the history thread
         auto* loss = page.chart(QStringLiteral("loss"));
         auto* memory = page.chart(QStringLiteral("memory"));
         QVERIFY(loss->following());
@@ -156,6 +160,7 @@ private slots:
                                      .runDir = runDir});
         RunPage page;
         page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling()); // the first answers from the history thread
         auto* error = page.findChild<QLabel*>(QStringLiteral("runError"));
         QVERIFY(!error->isHidden());
         QVERIFY(error->text().contains(QStringLiteral("rank 1")));
@@ -167,7 +172,7 @@ private slots:
         QCOMPARE(page.logText(), QStringLiteral("ERROR loss is NaN"));
         page.setLogFilter(QString());
         page.setLogRank(0);
-        QVERIFY(page.logText().contains(QStringLiteral("stopped by launcher")));
+        QTRY_VERIFY(page.logText().contains(QStringLiteral("stopped by launcher"))); // read on the history thread
     }
 
     void eventFileSourceTailsCompleteLines()
@@ -202,6 +207,7 @@ private slots:
 
         RunPage page;
         page.openRunDirectory(runDir);
+        QTRY_VERIFY(!page.polling()); // the first answers from the history thread
         QCOMPARE(page.chart(QStringLiteral("loss"))->pointCount(0), 1); // the half line is not read
         out << line(0, 2, 0.5).substr(20) << '\n';
         protocol::Event done;
@@ -241,6 +247,7 @@ private slots:
                                  10000);
         RunPage page;
         page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling()); // the first answers from the history thread
         QTRY_VERIFY_WITH_TIMEOUT(page.chart(QStringLiteral("loss"))->pointCount(0) > 0, 10000);
         QTRY_VERIFY_WITH_TIMEOUT(page.chart(QStringLiteral("memory"))->seriesCount() == 2, 10000);
         QSignalSpy finished(&page, &RunPage::runFinished);

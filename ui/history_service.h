@@ -1,0 +1,61 @@
+#pragma once
+
+// The workbench's way to the run history (SQLite) and the run directories without blocking the
+// window: a job is a function that runs on the service's worker thread, one job at a time in the
+// order asked (so one store connection is never used by two threads), and its result comes back
+// to the GUI thread by a queued call. The result is delivered only while the object that asked
+// still exists (a QPointer checked on the GUI thread), so a page closed or a run switched while
+// its job ran simply drops the answer; pages that ask again and again also tag each request with
+// a generation and ignore answers to older ones (see RunPage::pollNow).
+//
+// The job-tracker pattern of Qt Creator and Hotspot, reduced to what the pages need.
+
+#include <QObject>
+#include <QPointer>
+#include <QThread>
+
+#include <functional>
+#include <memory>
+
+namespace shardscope::ui {
+
+class HistoryService : public QObject {
+    Q_OBJECT
+public:
+    explicit HistoryService(QObject* parent = nullptr);
+    // Waits for the job in progress (a SQLite query or a file read: bounded), drops the rest.
+    ~HistoryService() override;
+
+    // Runs `job` on the worker thread, then `done(result)` on the GUI thread if `context` still
+    // exists then. The job must not touch widgets; it owns what it captures.
+    template <typename T>
+    void submit(QObject* context, std::function<T()> job, std::function<void(T)> done)
+    {
+        QPointer<QObject> guard(context);
+        ++m_pending;
+        QMetaObject::invokeMethod(
+            m_worker,
+            [this, guard, job = std::move(job), done = std::move(done)] {
+                auto result = std::make_shared<T>(job());
+                QMetaObject::invokeMethod(
+                    this,
+                    [this, guard, result, done] {
+                        --m_pending;
+                        if (guard)
+                            done(std::move(*result));
+                    },
+                    Qt::QueuedConnection);
+            },
+            Qt::QueuedConnection);
+    }
+
+    // Jobs asked and not yet answered (for tests and the status bar).
+    int pendingJobs() const { return m_pending; }
+
+private:
+    QThread m_thread;
+    QObject* m_worker = nullptr; // lives on m_thread
+    int m_pending = 0;
+};
+
+} // namespace shardscope::ui
