@@ -1,5 +1,7 @@
 #include "ui/compare_page.h"
 
+#include "ui/history_service.h"
+
 #include "storage/run_store.h"
 #include "ui/compare_models.h"
 #include "ui/format.h"
@@ -44,9 +46,31 @@ constexpr int kBuckets = 2000; // about two points per horizontal pixel of a wid
 
 } // namespace
 
-ComparePage::ComparePage(std::filesystem::path databaseFile, QWidget* parent)
+// The page's store connection: opened on the history thread at the first job, used only there.
+// A viewer never changes a run's status (no recovery on open).
+struct ComparePage::StoreHandle {
+    std::filesystem::path file;
+    std::unique_ptr<storage::RunStore> store;
+
+    Result<storage::RunStore*> get()
+    {
+        if (!store) {
+            storage::StoreOptions options;
+            options.markInterrupted = false;
+            auto opened = storage::RunStore::open(file, options);
+            if (!opened)
+                return opened.error();
+            store = std::make_unique<storage::RunStore>(std::move(*opened));
+        }
+        return store.get();
+    }
+};
+
+ComparePage::ComparePage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
     : QWidget(parent)
     , m_databaseFile(std::move(databaseFile))
+    , m_history(history ? history : new HistoryService(this))
+    , m_store(std::make_shared<StoreHandle>(StoreHandle{m_databaseFile, nullptr}))
 {
     auto* layout = new QHBoxLayout(this);
     auto* splitter = new QSplitter(Qt::Horizontal, this);
@@ -144,39 +168,33 @@ ComparePage::ComparePage(std::filesystem::path databaseFile, QWidget* parent)
 
 ComparePage::~ComparePage() = default;
 
-storage::RunStore* ComparePage::store()
-{
-    if (!m_store) {
-        storage::StoreOptions options;
-        options.markInterrupted = false;
-        auto opened = storage::RunStore::open(m_databaseFile, options);
-        if (!opened) {
-            m_message->setText(qs(opened.error().message));
-            return nullptr;
-        }
-        m_store = std::make_unique<storage::RunStore>(std::move(*opened));
-    }
-    return m_store.get();
-}
-
 void ComparePage::reloadRunList()
 {
-    auto* s = store();
-    if (!s)
-        return;
-    auto runs = s->listRuns();
-    if (!runs)
-        return;
-    const QSignalBlocker blocker(m_picker);
-    m_picker->clear();
-    for (const auto& run : *runs) {
-        auto* item = new QListWidgetItem(QStringLiteral("%1  %2 · %3 · %4").arg(run.id).arg(qs(run.name),
-                                             qs(run.mixedPrecision), statusText(run.status)), m_picker);
-        item->setData(Qt::UserRole, QVariant::fromValue<qint64>(run.id));
-        item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-        item->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), run.id) != m_runIds.end() ? Qt::Checked
-                                                                                                   : Qt::Unchecked);
-    }
+    using Listed = std::shared_ptr<Result<std::vector<storage::RunSummary>>>;
+    m_history->submit<Listed>(
+        this,
+        [handle = m_store] {
+            auto store = handle->get();
+            if (!store)
+                return std::make_shared<Result<std::vector<storage::RunSummary>>>(store.error());
+            return std::make_shared<Result<std::vector<storage::RunSummary>>>((*store)->listRuns());
+        },
+        [this](Listed runs) {
+            if (!*runs) {
+                m_message->setText(qs(runs->error().message));
+                return;
+            }
+            const QSignalBlocker blocker(m_picker);
+            m_picker->clear();
+            for (const auto& run : **runs) {
+                auto* item = new QListWidgetItem(QStringLiteral("%1  %2 · %3 · %4").arg(run.id).arg(qs(run.name),
+                                                     qs(run.mixedPrecision), statusText(run.status)), m_picker);
+                item->setData(Qt::UserRole, QVariant::fromValue<qint64>(run.id));
+                item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+                item->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), run.id) != m_runIds.end() ? Qt::Checked
+                                                                                                           : Qt::Unchecked);
+            }
+        });
 }
 
 void ComparePage::syncChecks()
@@ -204,66 +222,88 @@ void ComparePage::setMetric(const QString& key)
         m_metricBox->setCurrentIndex(index);
 }
 
-void ComparePage::reloadComparison()
-{
-    auto* s = store();
-    if (!s)
-        return;
-    // Metric choices: the union of the runs' keys, loss first.
-    std::set<std::string> keys;
-    for (auto id : m_runIds)
-        if (auto k = s->metricKeys(id))
-            keys.insert(k->begin(), k->end());
-    QString metric = m_metricBox->currentText();
-    {
-        const QSignalBlocker blocker(m_metricBox);
-        m_metricBox->clear();
-        for (const auto& key : keys)
-            m_metricBox->addItem(qs(key));
-        if (metric.isEmpty() || m_metricBox->findText(metric) < 0)
-            metric = keys.count("loss") ? QStringLiteral("loss") : (keys.empty() ? QString() : qs(*keys.begin()));
-        m_metricBox->setCurrentIndex(m_metricBox->findText(metric));
-    }
-
-    // Per-run stats (compareRuns wants two runs or more; one checked run still gets its row).
+// What the comparison shows, read on the history thread.
+struct ComparePage::Comparison {
+    std::vector<std::string> keys; // the union of the runs' metric keys
+    QString metric;                // the one charted
     std::vector<storage::RunStats> stats;
-    for (auto id : m_runIds) {
-        auto runStats = s->runStats(id);
-        if (!runStats) {
-            m_message->setText(qs(runStats.error().message));
-            continue;
-        }
-        stats.push_back(std::move(*runStats));
-    }
-    m_stats->setStats(std::move(stats));
-
+    QString error;
     QStringList names;
     std::vector<std::string> configs, recipes;
     bool live = false;
-    for (auto id : m_runIds) {
-        auto details = s->run(id);
-        if (!details)
-            continue;
-        names << QStringLiteral("%1 (%2)").arg(qs(details->summary.name)).arg(id);
-        configs.push_back(details->configText);
-        recipes.push_back(details->recipeText);
-        live = live || !storage::isTerminal(details->summary.status);
+    std::vector<std::vector<storage::SeriesBucket>> buckets; // per run, of `metric`, rank 0
+};
+
+void ComparePage::reloadComparison()
+{
+    const std::uint64_t generation = ++m_generation;
+    m_history->submit<std::shared_ptr<Comparison>>(
+        this,
+        [handle = m_store, runIds = m_runIds, metric = m_metricBox->currentText()] {
+            auto c = std::make_shared<Comparison>();
+            auto store = handle->get();
+            if (!store) {
+                c->error = qs(store.error().message);
+                return c;
+            }
+            storage::RunStore& s = **store;
+            // Metric choices: the union of the runs' keys, loss first.
+            std::set<std::string> keys;
+            for (auto id : runIds)
+                if (auto k = s.metricKeys(id))
+                    keys.insert(k->begin(), k->end());
+            c->keys.assign(keys.begin(), keys.end());
+            c->metric = metric;
+            if (c->metric.isEmpty() || !keys.count(c->metric.toStdString()))
+                c->metric = keys.count("loss") ? QStringLiteral("loss") : (keys.empty() ? QString() : qs(*keys.begin()));
+            for (auto id : runIds) {
+                auto runStats = s.runStats(id);
+                if (runStats)
+                    c->stats.push_back(std::move(*runStats));
+                else
+                    c->error = qs(runStats.error().message);
+                auto details = s.run(id);
+                if (details) {
+                    c->names << QStringLiteral("%1 (%2)").arg(qs(details->summary.name)).arg(id);
+                    c->configs.push_back(details->configText);
+                    c->recipes.push_back(details->recipeText);
+                    c->live = c->live || !storage::isTerminal(details->summary.status);
+                }
+                auto buckets = s.downsampledSeries(id, 0, c->metric.toStdString(), kBuckets);
+                c->buckets.push_back(buckets ? std::move(*buckets) : std::vector<storage::SeriesBucket>{});
+            }
+            return c;
+        },
+        [this, generation](std::shared_ptr<Comparison> c) {
+            if (generation == m_generation) // an older answer: the runs or the metric changed since
+                applyComparison(*c);
+        });
+}
+
+void ComparePage::applyComparison(const Comparison& c)
+{
+    if (!c.error.isEmpty())
+        m_message->setText(c.error);
+    {
+        const QSignalBlocker blocker(m_metricBox);
+        m_metricBox->clear();
+        for (const auto& key : c.keys)
+            m_metricBox->addItem(qs(key));
+        m_metricBox->setCurrentIndex(m_metricBox->findText(c.metric));
     }
-    m_diff->setRows(names, buildConfigRows(configs, recipes));
+    m_stats->setStats(c.stats);
+    m_diff->setRows(c.names, buildConfigRows(c.configs, c.recipes));
     m_diffView->resizeColumnsToContents();
     m_statsView->resizeColumnsToContents();
 
     m_chart->removeSeries();
     m_chart->setFollowing(true);
-    m_chart->setTitle(tr("%1 (rank 0) by step").arg(metric));
-    for (std::size_t i = 0; i < m_runIds.size(); ++i) {
-        const int series = m_chart->addSeries(i < static_cast<std::size_t>(names.size()) ? names[static_cast<int>(i)] : QString(),
+    m_chart->setTitle(tr("%1 (rank 0) by step").arg(c.metric));
+    for (std::size_t i = 0; i < c.buckets.size(); ++i) {
+        const int series = m_chart->addSeries(i < static_cast<std::size_t>(c.names.size()) ? c.names[static_cast<int>(i)] : QString(),
                                               runColor(static_cast<int>(i)));
-        auto buckets = s->downsampledSeries(m_runIds[i], 0, metric.toStdString(), kBuckets);
-        if (!buckets)
-            continue;
         QVector<double> xs, ys;
-        for (const auto& b : *buckets) {
+        for (const auto& b : c.buckets[i]) {
             // Both extremes of a bucket, in step order, so spikes survive the downsampling.
             if (b.count == 1 || b.minStep == b.maxStep) {
                 xs << static_cast<double>(b.minStep);
@@ -278,7 +318,7 @@ void ComparePage::reloadComparison()
         }
         m_chart->appendPoints(series, xs, ys);
     }
-    if (live || !m_sweepNames.isEmpty())
+    if (c.live || !m_sweepNames.isEmpty())
         m_liveTimer->start();
     else
         m_liveTimer->stop();
@@ -314,27 +354,35 @@ void ComparePage::checkSweep()
 {
     if (m_sweepNames.isEmpty())
         return;
-    auto* s = store();
-    if (!s)
-        return;
-    QStringList waiting;
-    bool added = false;
-    for (const auto& name : std::as_const(m_sweepNames)) {
-        auto id = s->resolveRun(name.toStdString());
-        if (!id) {
-            waiting << name;
-            continue;
-        }
-        if (std::find(m_runIds.begin(), m_runIds.end(), *id) == m_runIds.end()) {
-            m_runIds.push_back(*id);
-            added = true;
-        }
-    }
-    m_sweepNames = waiting;
-    if (added) {
-        reloadRunList();
-        syncChecks();
-    }
+    using Resolved = std::vector<std::pair<QString, std::int64_t>>; // 0: not in the history yet
+    m_history->submit<Resolved>(
+        this,
+        [handle = m_store, names = m_sweepNames] {
+            Resolved resolved;
+            auto store = handle->get();
+            for (const auto& name : names) {
+                auto id = store ? (*store)->resolveRun(name.toStdString()) : Result<std::int64_t>(store.error());
+                resolved.emplace_back(name, id ? *id : 0);
+            }
+            return resolved;
+        },
+        [this](Resolved resolved) {
+            bool added = false;
+            for (const auto& [name, id] : resolved) {
+                if (id == 0)
+                    continue;
+                m_sweepNames.removeAll(name);
+                if (std::find(m_runIds.begin(), m_runIds.end(), id) == m_runIds.end()) {
+                    m_runIds.push_back(id);
+                    added = true;
+                }
+            }
+            if (added) {
+                reloadRunList();
+                syncChecks();
+                reloadComparison();
+            }
+        });
 }
 
 void ComparePage::showSweepDialog()

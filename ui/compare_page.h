@@ -3,9 +3,11 @@
 // The Compare page: pick runs, see a metric of all of them overlaid (downsampled in the store,
 // extremes kept), the summary table and the config difference (identical keys hidden unless
 // asked for). "Precision sweep…" launches one recipe in every precision mode and compares them.
+// Everything is read from the store on the history service's thread.
 
 #include <QWidget>
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -24,6 +26,7 @@ class RunStore;
 namespace shardscope::ui {
 
 class ConfigDiffModel;
+class HistoryService;
 class MetricChart;
 class RunStatsModel;
 struct LaunchRequest;
@@ -31,7 +34,8 @@ struct LaunchRequest;
 class ComparePage : public QWidget {
     Q_OBJECT
 public:
-    explicit ComparePage(std::filesystem::path databaseFile, QWidget* parent = nullptr);
+    // `history`: the workbench's history service, where the store is read; none: its own.
+    explicit ComparePage(std::filesystem::path databaseFile, QWidget* parent = nullptr, HistoryService* history = nullptr);
     ~ComparePage() override;
 
     void setRuns(const std::vector<std::int64_t>& runIds);
@@ -53,13 +57,17 @@ signals:
     void comparisonUpdated();
 
 private:
-    storage::RunStore* store();
+    struct StoreHandle;
+    struct Comparison;
+    void applyComparison(const Comparison& comparison);
     void syncChecks();
     void showSweepDialog();
     void checkSweep();
 
     std::filesystem::path m_databaseFile;
-    std::unique_ptr<storage::RunStore> m_store;
+    HistoryService* m_history = nullptr;
+    std::shared_ptr<StoreHandle> m_store; // opened and used on the history thread only
+    std::uint64_t m_generation = 0;       // of the comparison asked last
     std::vector<std::int64_t> m_runIds;
     QStringList m_sweepNames; // runs of a sweep not yet seen in the store
     QListWidget* m_picker = nullptr;

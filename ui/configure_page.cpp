@@ -7,6 +7,7 @@
 #include "ui/config_form.h"
 #include "ui/config_wizard.h"
 #include "ui/diagnostic_model.h"
+#include "ui/history_service.h"
 #include "ui/run_launcher.h"
 
 #include <qcustomplot.h>
@@ -79,8 +80,9 @@ int errorLine(const QString& message)
 
 } // namespace
 
-ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent)
-    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_machine(config::probeMachine()), m_physicalCores(config::physicalCoreCount())
+ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
+    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_machine(config::probeMachine()),
+      m_physicalCores(config::physicalCoreCount()), m_history(history ? history : new HistoryService(this))
 {
     auto* layout = new QVBoxLayout(this);
     auto* bar = new QWidget(this);
@@ -577,27 +579,51 @@ void ConfigurePage::pollLaunchedRun()
         m_pollTimer->stop();
         return;
     }
-    storage::StoreOptions options;
-    options.markInterrupted = false;
-    auto store = storage::RunStore::open(m_databaseFile, options);
-    if (!store)
+    if (m_polling)
         return;
-    auto id = store->resolveRun(m_pendingRun.toStdString());
-    if (!id) {
-        // A launcher that has exited without recording the run refused it: say what it said.
-        if (m_pendingPid > 0 && ::kill(static_cast<pid_t>(m_pendingPid), 0) != 0 && errno == ESRCH) {
-            const QString said = launcherErrorText(m_pendingOutput);
-            showMessage(tr("The launch of %1 stopped before the run started: %2")
-                            .arg(m_pendingRun, said.isEmpty() ? tr("the launcher said nothing (%1)").arg(m_pendingOutput) : said),
-                        true);
-            m_pendingRun.clear();
-            m_pollTimer->stop();
-        }
-        return;
-    }
-    m_pendingRun.clear();
-    m_pollTimer->stop();
-    emit runOpened(*id);
+    m_polling = true;
+    // In the history (on the history thread), or refused by a launcher that has exited: then
+    // what it said, from its output file.
+    struct Seen {
+        std::int64_t runId = 0;
+        bool launcherGone = false;
+        QString said;
+    };
+    m_history->submit<std::shared_ptr<Seen>>(
+        this,
+        [file = m_databaseFile, name = m_pendingRun.toStdString(), pid = m_pendingPid, output = m_pendingOutput] {
+            auto seen = std::make_shared<Seen>();
+            storage::StoreOptions options;
+            options.markInterrupted = false;
+            if (auto store = storage::RunStore::open(file, options)) {
+                if (auto id = store->resolveRun(name)) {
+                    seen->runId = *id;
+                    return seen;
+                }
+            }
+            if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+                seen->launcherGone = true;
+                seen->said = launcherErrorText(output);
+            }
+            return seen;
+        },
+        [this, name = m_pendingRun](std::shared_ptr<Seen> seen) {
+            m_polling = false;
+            if (name != m_pendingRun)
+                return; // another launch since
+            if (seen->runId > 0) {
+                m_pendingRun.clear();
+                m_pollTimer->stop();
+                emit runOpened(seen->runId);
+            } else if (seen->launcherGone) {
+                showMessage(tr("The launch of %1 stopped before the run started: %2")
+                                .arg(m_pendingRun, seen->said.isEmpty() ? tr("the launcher said nothing (%1)").arg(m_pendingOutput)
+                                                                        : seen->said),
+                            true);
+                m_pendingRun.clear();
+                m_pollTimer->stop();
+            }
+        });
 }
 
 } // namespace shardscope::ui

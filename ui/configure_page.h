@@ -29,6 +29,7 @@ class QTimer;
 namespace shardscope::ui {
 
 class ConfigForm;
+class HistoryService;
 class ConfigWizard;
 class DiagnosticModel;
 
@@ -36,7 +37,8 @@ class ConfigurePage : public QWidget {
     Q_OBJECT
 public:
     // databaseFile: the run history a launched run is looked up in.
-    explicit ConfigurePage(std::filesystem::path databaseFile, QWidget* parent = nullptr);
+    // `history`: the workbench's history service (where a launched run is looked for); none: its own.
+    explicit ConfigurePage(std::filesystem::path databaseFile, QWidget* parent = nullptr, HistoryService* history = nullptr);
 
     ConfigWizard* wizard() const { return m_wizard; }
     ConfigForm* form() const { return m_form; }
@@ -111,6 +113,8 @@ private:
     QLabel* m_message = nullptr;
     QPushButton* m_launch = nullptr;
     QTimer* m_pollTimer = nullptr;
+    HistoryService* m_history = nullptr;
+    bool m_polling = false; // a look for the launched run is on its way
 };
 
 } // namespace shardscope::ui

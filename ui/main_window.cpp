@@ -60,10 +60,10 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     m_pages = new QStackedWidget(central);
     m_pages->setObjectName(QStringLiteral("pages"));
 
-    m_runsPage = new RunsPage(m_databaseFile, m_pages);
+    m_runsPage = new RunsPage(m_databaseFile, m_pages, m_history);
     m_runPage = new RunPage(m_pages, m_history);
-    m_comparePage = new ComparePage(m_databaseFile, m_pages);
-    m_configurePage = new ConfigurePage(m_databaseFile, m_pages);
+    m_comparePage = new ComparePage(m_databaseFile, m_pages, m_history);
+    m_configurePage = new ConfigurePage(m_databaseFile, m_pages, m_history);
     m_tracePage = new TracePage(m_pages);
 
     for (int i = 0; i < kModeCount; ++i) {
@@ -149,22 +149,37 @@ void MainWindow::openRun(std::int64_t runId)
 void MainWindow::showRunTraces(std::int64_t runId)
 {
     // The Trace page follows the open run: its per-rank files as the history recorded them
-    // (`trace` events), else whatever its traces/ folder holds.
-    std::filesystem::path runDir;
-    std::vector<std::string> recorded;
-    QString name = tr("run %1").arg(runId);
-    if (auto store = storage::RunStore::open(m_databaseFile)) {
-        if (auto details = store->run(runId)) {
-            runDir = details->summary.runDir;
-            name = QString::fromStdString(details->summary.name);
-            for (const auto& trace : details->traces)
-                recorded.push_back(trace.path);
-        }
-    }
-    if (auto files = findRunTraceFiles(runDir, recorded); !files.empty())
-        m_tracePage->openFiles(std::move(files), name);
-    else
-        m_tracePage->clear();
+    // (`trace` events), else whatever its traces/ folder holds; looked up on the history thread.
+    struct Found {
+        QString name;
+        std::vector<std::filesystem::path> files;
+    };
+    m_history->submit<std::shared_ptr<Found>>(
+        this,
+        [file = m_databaseFile, runId, name = tr("run %1").arg(runId)] {
+            auto found = std::make_shared<Found>();
+            found->name = name;
+            std::filesystem::path runDir;
+            std::vector<std::string> recorded;
+            storage::StoreOptions options;
+            options.markInterrupted = false; // a viewer never changes a run's status
+            if (auto store = storage::RunStore::open(file, options)) {
+                if (auto details = store->run(runId)) {
+                    runDir = details->summary.runDir;
+                    found->name = QString::fromStdString(details->summary.name);
+                    for (const auto& trace : details->traces)
+                        recorded.push_back(trace.path);
+                }
+            }
+            found->files = findRunTraceFiles(runDir, recorded);
+            return found;
+        },
+        [this](std::shared_ptr<Found> found) {
+            if (!found->files.empty())
+                m_tracePage->openFiles(std::move(found->files), found->name);
+            else
+                m_tracePage->clear();
+        });
 }
 
 void MainWindow::openRunDirectory()

@@ -1,5 +1,7 @@
 #include "ui/runs_page.h"
 
+#include "ui/history_service.h"
+
 #include "storage/run_store.h"
 #include "ui/format.h"
 #include "ui/run_list_model.h"
@@ -15,9 +17,7 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMessageBox>
-#include <QPointer>
 #include <QPushButton>
-#include <QThreadPool>
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -48,9 +48,28 @@ void setChoices(QComboBox* box, const QStringList& values)
 
 } // namespace
 
-RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent)
+// The page's store connection: opened on the history thread at the first job, used only there.
+struct RunsPage::StoreHandle {
+    std::filesystem::path file;
+    std::unique_ptr<storage::RunStore> store;
+
+    Result<storage::RunStore*> get()
+    {
+        if (!store) {
+            auto opened = storage::RunStore::open(file);
+            if (!opened)
+                return opened.error();
+            store = std::make_unique<storage::RunStore>(std::move(*opened));
+        }
+        return store.get();
+    }
+};
+
+RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
     : QWidget(parent)
     , m_databaseFile(std::move(databaseFile))
+    , m_history(history ? history : new HistoryService(this))
+    , m_store(std::make_shared<StoreHandle>(StoreHandle{m_databaseFile, nullptr}))
 {
     auto* layout = new QVBoxLayout(this);
 
@@ -174,29 +193,31 @@ RunsPage::~RunsPage() = default;
 void RunsPage::refresh()
 {
     const int generation = ++m_generation;
-    QPointer<RunsPage> self(this);
-    const auto databaseFile = m_databaseFile;
-    // Note: the worker opens its own connection (one per thread, storage/run_store.h); opening
-    // also marks runs whose launcher died as interrupted, as every opener of the store does.
-    QThreadPool::globalInstance()->start([self, generation, databaseFile] {
+    struct Listed {
         std::vector<storage::RunSummary> runs;
         QString error;
-        auto store = storage::RunStore::open(databaseFile);
-        if (!store) {
-            error = qs(store.error().message);
-        } else if (auto listed = store->listRuns(); !listed) {
-            error = qs(listed.error().message);
-        } else {
-            runs = std::move(*listed);
-        }
-        QMetaObject::invokeMethod(
-            qApp,
-            [self, generation, runs = std::move(runs), error]() mutable {
-                if (self && self->m_generation == generation)
-                    self->applyRuns(std::move(runs), error);
-            },
-            Qt::QueuedConnection);
-    });
+    };
+    m_history->submit<std::shared_ptr<Listed>>(
+        this,
+        [handle = m_store] {
+            auto listed = std::make_shared<Listed>();
+            auto store = handle->get();
+            if (!store) {
+                listed->error = qs(store.error().message);
+                return listed;
+            }
+            // Runs whose launcher died are marked interrupted, as every opener of the store does.
+            (void)(*store)->markInterruptedRuns();
+            if (auto runs = (*store)->listRuns(); !runs)
+                listed->error = qs(runs.error().message);
+            else
+                listed->runs = std::move(*runs);
+            return listed;
+        },
+        [this, generation](std::shared_ptr<Listed> listed) {
+            if (m_generation == generation)
+                applyRuns(std::move(listed->runs), listed->error);
+        });
 }
 
 void RunsPage::applyRuns(std::vector<storage::RunSummary> runs, const QString& error)
@@ -267,17 +288,26 @@ std::int64_t RunsPage::currentRunId() const
     return index.isValid() ? index.data(RunListModel::RunIdRole).toLongLong() : 0;
 }
 
-storage::RunStore* RunsPage::store()
+void RunsPage::onStore(const QString& operation, bool tellUser, StoreOperation job)
 {
-    if (!m_store) {
-        auto opened = storage::RunStore::open(m_databaseFile);
-        if (!opened) {
-            fail(qs(opened.error().message));
-            return nullptr;
-        }
-        m_store = std::make_unique<storage::RunStore>(std::move(*opened));
-    }
-    return m_store.get();
+    m_history->submit<QString>(
+        this,
+        [handle = m_store, job = std::move(job)] {
+            auto store = handle->get();
+            if (!store)
+                return qs(store.error().message);
+            auto done = job(**store);
+            return done ? QString() : qs(done.error().message);
+        },
+        [this, operation, tellUser](QString error) {
+            if (!error.isEmpty()) {
+                fail(error);
+                if (tellUser)
+                    QMessageBox::warning(this, tr("Run history"), error);
+            }
+            refresh();
+            emit operationFinished(operation, error);
+        });
 }
 
 bool RunsPage::fail(const QString& message)
@@ -289,66 +319,49 @@ bool RunsPage::fail(const QString& message)
 
 bool RunsPage::renameRun(std::int64_t runId, const QString& name)
 {
-    auto* s = store();
-    if (!s)
-        return false;
     if (name.trimmed().isEmpty())
         return fail(tr("A run name cannot be empty."));
-    if (auto done = s->renameRun(runId, name.toStdString()); !done)
-        return fail(qs(done.error().message));
-    refresh();
+    onStore(QStringLiteral("rename"), m_fromDialog, [runId, name = name.toStdString()](storage::RunStore& s) { return s.renameRun(runId, name); });
     return true;
 }
 
 bool RunsPage::setRunTags(std::int64_t runId, const QStringList& tags)
 {
-    auto* s = store();
-    if (!s)
-        return false;
     std::vector<std::string> values;
     for (const auto& tag : tags)
         if (!tag.trimmed().isEmpty())
             values.push_back(tag.trimmed().toStdString());
-    if (auto done = s->setTags(runId, values); !done)
-        return fail(qs(done.error().message));
-    refresh();
+    onStore(QStringLiteral("tags"), m_fromDialog, [runId, values](storage::RunStore& s) { return s.setTags(runId, values); });
     return true;
 }
 
 bool RunsPage::setRunNotes(std::int64_t runId, const QString& notes)
 {
-    auto* s = store();
-    if (!s)
-        return false;
-    if (auto done = s->setNotes(runId, notes.toStdString()); !done)
-        return fail(qs(done.error().message));
-    refresh();
+    onStore(QStringLiteral("notes"), m_fromDialog, [runId, notes = notes.toStdString()](storage::RunStore& s) { return s.setNotes(runId, notes); });
     return true;
 }
 
 bool RunsPage::deleteRun(std::int64_t runId)
 {
-    auto* s = store();
-    if (!s)
-        return false;
-    if (auto done = s->deleteRun(runId, true); !done)
-        return fail(qs(done.error().message));
-    refresh();
+    onStore(QStringLiteral("delete"), m_fromDialog, [runId](storage::RunStore& s) { return s.deleteRun(runId, true); });
     return true;
 }
 
 bool RunsPage::exportRun(std::int64_t runId, const QString& file)
 {
-    auto* s = store();
-    if (!s)
-        return false;
-    std::ofstream out(file.toStdString(), std::ios::binary | std::ios::trunc);
-    if (!out)
-        return fail(tr("Cannot write %1.").arg(file));
     const bool json = file.endsWith(QLatin1String(".json"), Qt::CaseInsensitive);
-    auto done = json ? s->exportJson(runId, out) : s->exportCsv(runId, out);
-    if (!done)
-        return fail(qs(done.error().message));
+    onStore(QStringLiteral("export"), m_fromDialog, [runId, json, path = file.toStdString()](storage::RunStore& s) -> Result<void> {
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        if (!out)
+            return makeError("cannot write " + path + "; choose a folder you can write to");
+        auto done = json ? s.exportJson(runId, out) : s.exportCsv(runId, out);
+        if (!done)
+            return done;
+        out.close();
+        if (!out)
+            return makeError("writing " + path + " failed (is the disk full?)");
+        return {};
+    });
     return true;
 }
 
@@ -377,6 +390,7 @@ void RunsPage::rename()
         return;
     bool ok = false;
     const QString name = QInputDialog::getText(this, tr("Rename run"), tr("Name:"), QLineEdit::Normal, qs(run->name), &ok);
+    const FromDialog asked(m_fromDialog);
     if (ok && !renameRun(id, name))
         QMessageBox::warning(this, tr("Rename run"), m_lastError);
 }
@@ -393,6 +407,7 @@ void RunsPage::editTags()
     bool ok = false;
     const QString text = QInputDialog::getText(this, tr("Tags"), tr("Tags, separated by commas:"), QLineEdit::Normal,
                                                tags.join(QStringLiteral(", ")), &ok);
+    const FromDialog asked(m_fromDialog);
     if (ok && !setRunTags(id, text.split(QLatin1Char(','), Qt::SkipEmptyParts)))
         QMessageBox::warning(this, tr("Tags"), m_lastError);
 }
@@ -400,15 +415,25 @@ void RunsPage::editTags()
 void RunsPage::editNotes()
 {
     const auto id = currentRunId();
-    auto* s = store();
-    if (id <= 0 || !s)
+    if (id <= 0)
         return;
-    auto details = s->run(id);
-    bool ok = false;
-    const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes for this run:"),
-                                                        details ? qs(details->notes) : QString(), &ok);
-    if (ok && !setRunNotes(id, text))
-        QMessageBox::warning(this, tr("Notes"), m_lastError);
+    // The notes are read on the history thread; the dialog opens when they are here.
+    m_history->submit<QString>(
+        this,
+        [handle = m_store, id] {
+            auto store = handle->get();
+            if (!store)
+                return QString();
+            auto details = (*store)->run(id);
+            return details ? qs(details->notes) : QString();
+        },
+        [this, id](QString notes) {
+            bool ok = false;
+            const QString text = QInputDialog::getMultiLineText(this, tr("Notes"), tr("Notes for this run:"), notes, &ok);
+            const FromDialog asked(m_fromDialog);
+            if (ok)
+                setRunNotes(id, text);
+        });
 }
 
 void RunsPage::removeSelected()
@@ -421,6 +446,7 @@ void RunsPage::removeSelected()
                                  static_cast<int>(ids.size())))
         != QMessageBox::Yes)
         return;
+    const FromDialog asked(m_fromDialog);
     for (const auto id : ids)
         if (!deleteRun(id))
             QMessageBox::warning(this, tr("Delete runs"), m_lastError);
@@ -434,6 +460,7 @@ void RunsPage::exportCurrent()
         return;
     const QString file = QFileDialog::getSaveFileName(this, tr("Export run"), qs(run->name) + QStringLiteral(".json"),
                                                       tr("JSON (*.json);;CSV metrics (*.csv)"));
+    const FromDialog asked(m_fromDialog);
     if (!file.isEmpty() && !exportRun(id, file))
         QMessageBox::warning(this, tr("Export run"), m_lastError);
 }

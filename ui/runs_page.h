@@ -1,15 +1,18 @@
 #pragma once
 
 // The Runs page: the run history as a sortable, filterable table (status, type, precision, tag,
-// text), with open, compare, rename, tag, note, delete and export. The list is read on a worker
-// thread (its own store connection) and refreshed every few seconds, so runs started elsewhere
-// appear by themselves; edits go through the page's own GUI-thread connection.
+// text), with open, compare, rename, tag, note, delete and export. Everything that touches the
+// store or the disk runs on the history service's thread (one connection, opened there): the
+// list, refreshed every few seconds with the recovery of runs whose launcher died (so runs started
+// elsewhere appear by themselves), and every edit.
 
+#include "engine/common/result.h"
 #include "storage/run_types.h"
 
 #include <QWidget>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,13 +28,15 @@ class RunStore;
 
 namespace shardscope::ui {
 
+class HistoryService;
 class RunListModel;
 class RunFilterProxyModel;
 
 class RunsPage : public QWidget {
     Q_OBJECT
 public:
-    explicit RunsPage(std::filesystem::path databaseFile, QWidget* parent = nullptr);
+    // `history`: the workbench's history service, where every store job runs; none: its own.
+    explicit RunsPage(std::filesystem::path databaseFile, QWidget* parent = nullptr, HistoryService* history = nullptr);
     ~RunsPage() override;
 
     RunListModel* model() const { return m_model; }
@@ -40,7 +45,9 @@ public:
     std::vector<std::int64_t> selectedRunIds() const;
     void selectRun(std::int64_t runId);
 
-    // The actions behind the buttons and dialogs (tests call them directly).
+    // The actions behind the buttons and dialogs (tests call them directly). Each runs on the
+    // history thread; false: refused at once (lastError() says why); otherwise
+    // operationFinished tells how it ended, and the list is refreshed.
     bool renameRun(std::int64_t runId, const QString& name);
     bool setRunTags(std::int64_t runId, const QStringList& tags);
     bool setRunNotes(std::int64_t runId, const QString& notes);
@@ -56,12 +63,25 @@ signals:
     void compareRequested(const std::vector<std::int64_t>& runIds);
     void runsLoaded();
     void errorOccurred(const QString& message);
+    // `operation`: "rename", "tags", "notes", "delete", "export"; `error` empty on success.
+    void operationFinished(const QString& operation, const QString& error);
 
 private:
     void applyRuns(std::vector<storage::RunSummary> runs, const QString& error);
     void updateFilterChoices();
     void updateCount();
-    storage::RunStore* store();
+    struct StoreHandle;
+    using StoreOperation = std::function<Result<void>(storage::RunStore&)>;
+    // Runs `operation` on the history thread; a failure is reported (in a message box too when
+    // `tellUser`), a success refreshes the list.
+    void onStore(const QString& operation, bool tellUser, StoreOperation job);
+    // Set while an action runs from a dialog, so that its failure is shown in a message box.
+    struct FromDialog {
+        explicit FromDialog(bool& flag) : m_flag(flag) { m_flag = true; }
+        ~FromDialog() { m_flag = false; }
+        bool& m_flag;
+    };
+    bool m_fromDialog = false;
     bool fail(const QString& message);
     std::int64_t currentRunId() const;
     void showContextMenu(const QPoint& pos);
@@ -72,7 +92,8 @@ private:
     void exportCurrent();
 
     std::filesystem::path m_databaseFile;
-    std::unique_ptr<storage::RunStore> m_store;
+    HistoryService* m_history = nullptr;
+    std::shared_ptr<StoreHandle> m_store; // opened and used on the history thread only
     int m_generation = 0;
     QString m_lastError;
 

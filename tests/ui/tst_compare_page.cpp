@@ -13,6 +13,7 @@
 #include <QCheckBox>
 #include <QListWidget>
 #include <QTemporaryDir>
+#include <QSignalSpy>
 #include <QtTest>
 
 using namespace shardscope;
@@ -38,7 +39,9 @@ private slots:
         ui::ComparePage page(db);
         QAbstractItemModelTester statsTester(page.statsModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
         QAbstractItemModelTester diffTester(page.diffModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QSignalSpy updated(&page, &ui::ComparePage::comparisonUpdated);
         page.setRuns({ia, ib});
+        QTRY_COMPARE(updated.count(), 1); // read on the history thread
 
         QCOMPARE(page.diffModel()->visibleKeys(), QStringList{QStringLiteral("config:fsdp_config.fsdp_sharding_strategy")});
         QCOMPARE(page.diffModel()->columnCount(), 4);
@@ -70,6 +73,7 @@ private slots:
                 picker->item(i)->setCheckState(Qt::Unchecked);
         QCOMPARE(page.runIds().size(), std::size_t(1));
         QCOMPARE(page.runIds().front(), ia);
+        QTRY_COMPARE(updated.count(), 2);
         QCOMPARE(stats->rowCount(), 1);
         QCOMPARE(chart->seriesCount(), 1);
     }

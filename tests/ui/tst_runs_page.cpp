@@ -184,11 +184,18 @@ private slots:
         QCOMPARE(store->run(b)->notes, std::string("diverged at step 12"));
 
         const QString csv = dir.filePath(QStringLiteral("alpha.csv"));
+        QSignalSpy finished(&page, &ui::RunsPage::operationFinished);
         QVERIFY(page.exportRun(a, csv));
+        QTRY_COMPARE(finished.count(), 1); // written on the history thread
+        QCOMPARE(finished.first().at(1).toString(), QString());
         QFile file(csv);
         QVERIFY(file.open(QIODevice::ReadOnly));
         QVERIFY(file.readLine().startsWith("run_id,rank,step,time,key,value"));
         QVERIFY(page.exportRun(a, dir.filePath(QStringLiteral("alpha.json"))));
+        QVERIFY(page.exportRun(a, dir.filePath(QStringLiteral("no-such-folder/alpha.json"))));
+        QTRY_COMPARE(finished.count(), 3);
+        QCOMPARE(finished.at(1).at(1).toString(), QString());
+        QVERIFY2(finished.at(2).at(1).toString().contains(QStringLiteral("cannot write")), qPrintable(finished.at(2).at(1).toString()));
 
         QVERIFY(page.deleteRun(a));
         QTRY_COMPARE(page.model()->rowCount(), 2);
