@@ -7,44 +7,57 @@
 
 namespace shardscope::storage {
 
-void writeEventRows(RunWriter& writer, const protocol::Event& event)
+std::vector<MetricValue> stepMetrics(const protocol::StepEvent& event)
 {
     namespace k = keys;
+    const protocol::StepEvent* step = &event;
+    std::vector<storage::MetricValue> values = {
+        {k::kLoss, step->loss},
+        {k::kLocalLoss, step->localLoss},
+        {k::kLr, step->lr},
+        {k::kGradNorm, step->gradNorm},
+        {k::kSkipped, step->skipped ? 1.0 : 0.0},
+        {"skipped_steps", static_cast<double>(step->skippedSteps)},
+        {k::kTokens, static_cast<double>(step->tokens)},
+        {k::kSamples, static_cast<double>(step->samples)},
+        {k::kStepTime, step->stepTime},
+        {k::kTokensPerS, step->tokensPerS},
+        {"mem.params", static_cast<double>(step->mem.params)},
+        {"mem.grads", static_cast<double>(step->mem.grads)},
+        {"mem.optimizer", static_cast<double>(step->mem.optimizer)},
+        {"mem.activations_peak", static_cast<double>(step->mem.activationsPeak)},
+        {"mem.allocated", static_cast<double>(step->mem.allocated)},
+        {"mem.reserved", static_cast<double>(step->mem.reserved)},
+        {k::kMemPeakAllocated, static_cast<double>(step->mem.peakAllocated)},
+        {k::kMemRss, static_cast<double>(step->mem.rss)},
+        {"comm.all_reduce", static_cast<double>(step->comm.allReduce)},
+        {"comm.all_gather", static_cast<double>(step->comm.allGather)},
+        {"comm.reduce_scatter", static_cast<double>(step->comm.reduceScatter)},
+        {"comm.broadcast", static_cast<double>(step->comm.broadcast)},
+    };
+    if (step->lossScale)
+        values.push_back({k::kLossScale, *step->lossScale});
+    return values;
+}
+
+std::vector<EvalRecord> evalRecords(int rank, double time, const protocol::EvalEvent& eval)
+{
+    std::vector<EvalRecord> records{{rank, eval.step, time, "loss", eval.loss}};
+    for (const auto& [name, value] : eval.metrics)
+        records.push_back({rank, eval.step, time, name, value});
+    return records;
+}
+
+void writeEventRows(RunWriter& writer, const protocol::Event& event)
+{
     const int rank = event.rank;
     if (const auto* step = std::get_if<protocol::StepEvent>(&event.body)) {
-        std::vector<storage::MetricValue> values = {
-            {k::kLoss, step->loss},
-            {k::kLocalLoss, step->localLoss},
-            {k::kLr, step->lr},
-            {k::kGradNorm, step->gradNorm},
-            {k::kSkipped, step->skipped ? 1.0 : 0.0},
-            {"skipped_steps", static_cast<double>(step->skippedSteps)},
-            {k::kTokens, static_cast<double>(step->tokens)},
-            {k::kSamples, static_cast<double>(step->samples)},
-            {k::kStepTime, step->stepTime},
-            {k::kTokensPerS, step->tokensPerS},
-            {"mem.params", static_cast<double>(step->mem.params)},
-            {"mem.grads", static_cast<double>(step->mem.grads)},
-            {"mem.optimizer", static_cast<double>(step->mem.optimizer)},
-            {"mem.activations_peak", static_cast<double>(step->mem.activationsPeak)},
-            {"mem.allocated", static_cast<double>(step->mem.allocated)},
-            {"mem.reserved", static_cast<double>(step->mem.reserved)},
-            {k::kMemPeakAllocated, static_cast<double>(step->mem.peakAllocated)},
-            {k::kMemRss, static_cast<double>(step->mem.rss)},
-            {"comm.all_reduce", static_cast<double>(step->comm.allReduce)},
-            {"comm.all_gather", static_cast<double>(step->comm.allGather)},
-            {"comm.reduce_scatter", static_cast<double>(step->comm.reduceScatter)},
-            {"comm.broadcast", static_cast<double>(step->comm.broadcast)},
-        };
-        if (step->lossScale)
-            values.push_back({k::kLossScale, *step->lossScale});
-        writer.addMetrics(rank, step->step, event.time, values);
+        writer.addMetrics(rank, step->step, event.time, stepMetrics(*step));
     } else if (const auto* hello = std::get_if<protocol::HelloEvent>(&event.body)) {
         writer.addRank({rank, hello->pid, hello->host, hello->device, hello->torch, hello->localRank, hello->machineRank});
     } else if (const auto* eval = std::get_if<protocol::EvalEvent>(&event.body)) {
-        writer.addEval({rank, eval->step, event.time, "loss", eval->loss});
-        for (const auto& [name, value] : eval->metrics)
-            writer.addEval({rank, eval->step, event.time, name, value});
+        for (auto& record : evalRecords(rank, event.time, *eval))
+            writer.addEval(std::move(record));
     } else if (const auto* trace = std::get_if<protocol::TraceEvent>(&event.body)) {
         writer.addTrace({rank, event.time, trace->path, trace->source, trace->summary.compute, trace->summary.comm,
                             trace->summary.memory, trace->summary.idle, trace->summary.overlap});

@@ -6,11 +6,19 @@
 // its events.jsonl after its launcher died.
 
 #include "engine/protocol/events.h"
+#include "storage/run_types.h"
+
+#include <vector>
 
 namespace shardscope::storage {
 
 class RunWriter;
 
 void writeEventRows(RunWriter& writer, const protocol::Event& event);
+
+// The metric rows of a `step` event (keys are static strings) and the records of an `eval`
+// event: what writeEventRows writes, for readers of events.jsonl that do not write a store.
+std::vector<MetricValue> stepMetrics(const protocol::StepEvent& step);
+std::vector<EvalRecord> evalRecords(int rank, double time, const protocol::EvalEvent& eval);
 
 } // namespace shardscope::storage

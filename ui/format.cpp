@@ -1,5 +1,7 @@
 #include "ui/format.h"
 
+#include "engine/common/byte_format.h"
+
 #include <QDateTime>
 
 #include <cmath>
@@ -8,13 +10,7 @@ namespace shardscope::ui {
 
 QString formatBytes(double bytes)
 {
-    static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int unit = 0;
-    while (std::abs(bytes) >= 1024.0 && unit < 4) {
-        bytes /= 1024.0;
-        ++unit;
-    }
-    return QStringLiteral("%1 %2").arg(bytes, 0, 'f', unit == 0 ? 0 : 2).arg(QLatin1String(units[unit]));
+    return QString::fromStdString(shardscope::formatBytes(bytes));
 }
 
 QString formatDuration(double seconds)

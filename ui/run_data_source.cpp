@@ -1,8 +1,10 @@
 #include "ui/run_data_source.h"
 
 #include "engine/common/run_layout.h"
+#include "engine/config/recipe.h"
 #include "engine/protocol/events.h"
 #include "storage/config_diff.h"
+#include "storage/event_rows.h"
 #include "storage/metric_keys.h"
 #include "storage/run_store.h"
 
@@ -26,7 +28,7 @@ std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText)
             return steps;
         return std::nullopt;
     }
-    return 100; // the recipe schema's default (engine/config/recipe.h)
+    return config::Recipe{}.maxSteps; // the recipe schema's default
 }
 
 StoreRunSource::StoreRunSource(fs::path databaseFile, std::int64_t runId, int rowsPerPoll)
@@ -144,24 +146,12 @@ Result<RunUpdate> EventFileRunSource::poll()
                         m_info.status = RunStatus::Running;
                     if (!m_info.startedAt)
                         m_info.startedAt = time;
-                    auto add = [&](const char* key, double value) {
-                        update.rows.push_back({m_nextRowId++, rank, body.step, time, key, value});
-                    };
-                    add(storage::keys::kLoss, body.loss);
-                    add(storage::keys::kLocalLoss, body.localLoss);
-                    add(storage::keys::kLr, body.lr);
-                    add(storage::keys::kGradNorm, body.gradNorm);
-                    if (body.lossScale)
-                        add(storage::keys::kLossScale, *body.lossScale);
-                    add(storage::keys::kSkipped, body.skipped ? 1.0 : 0.0);
-                    add(storage::keys::kStepTime, body.stepTime);
-                    add(storage::keys::kTokensPerS, body.tokensPerS);
-                    add(storage::keys::kMemPeakAllocated, static_cast<double>(body.mem.peakAllocated));
-                    add(storage::keys::kMemRss, static_cast<double>(body.mem.rss));
+                    // The rows the launcher writes to the history (storage/event_rows.h).
+                    for (const auto& metric : storage::stepMetrics(body))
+                        update.rows.push_back({m_nextRowId++, rank, body.step, time, std::string(metric.key), metric.value});
                 } else if constexpr (std::is_same_v<T, protocol::EvalEvent>) {
-                    update.evals.push_back({rank, body.step, time, "loss", body.loss});
-                    for (const auto& [name, value] : body.metrics)
-                        update.evals.push_back({rank, body.step, time, name, value});
+                    for (auto& record : storage::evalRecords(rank, time, body))
+                        update.evals.push_back(std::move(record));
                 } else if constexpr (std::is_same_v<T, protocol::ErrorEvent>) {
                     if (!m_info.rootCauseRank) {
                         m_info.rootCauseRank = rank;

@@ -2,6 +2,7 @@
 // The store is $SHARDSCOPE_HOME/history.sqlite (else the XDG data folder); --home overrides.
 
 #include "app/cli/commands.h"
+#include "engine/common/byte_format.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
@@ -110,19 +111,6 @@ std::string formatNumber(double value, const char* format = "%.4g")
         return "nan";
     char buffer[32];
     std::snprintf(buffer, sizeof buffer, format, value);
-    return buffer;
-}
-
-std::string formatBytes(double bytes)
-{
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int unit = 0;
-    while (bytes >= 1024 && unit < 4) {
-        bytes /= 1024;
-        ++unit;
-    }
-    char buffer[32];
-    std::snprintf(buffer, sizeof buffer, unit ? "%.2f %s" : "%.0f %s", bytes, units[unit]);
     return buffer;
 }
 

@@ -92,6 +92,8 @@ std::string precisionName(PrecisionMode p);
 // "7B", "1.3e9", "125M", "70000000" -> a parameter count.
 std::optional<std::int64_t> parseParameterCount(const std::string& text);
 // 1024-based, like accelerate estimate-memory: "13.04 GB".
+// Accelerate's convert_bytes text ("104.31 GB": powers of 1024 with its unit names), so the
+// table reads like `accelerate estimate-memory`. Elsewhere: engine/common/byte_format.h.
 std::string formatBytes(double bytes);
 
 // A box-drawn table (accelerate estimate-memory style) of rows x columns.
