@@ -351,9 +351,9 @@ void RunWriter::State::run()
         attempted = std::max(attempted, target);
         if (!rc) {
             // The rows are not lost: they go back in front of the buffer for the next attempt.
-            const Error failed{"committing " + std::to_string(batch.metrics.size()) + " metric rows of run " +
+            const Error failed = makeError("committing " + std::to_string(batch.metrics.size()) + " metric rows of run " +
                                std::to_string(runId) + " failed; they stay buffered and are retried every " +
-                               std::to_string(options.flushInterval.count()) + " ms: " + rc.error().message};
+                               std::to_string(options.flushInterval.count()) + " ms: " + rc.error().message);
             attemptError = failed;
             lastError = failed;
             buffer.prepend(std::move(batch));

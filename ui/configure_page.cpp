@@ -22,7 +22,6 @@
 #include <QListView>
 #include <QPlainTextEdit>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTextBlock>
@@ -70,13 +69,6 @@ QString readText(const QString& path, bool* ok)
     return qs(s.str());
 }
 
-// Parse errors read "source:line:column: message"; the line is where the editor points.
-int errorLine(const QString& message)
-{
-    static const QRegularExpression re(QStringLiteral(":(\\d+):(\\d+):"));
-    const auto m = re.match(message);
-    return m.hasMatch() ? m.captured(1).toInt() : 0;
-}
 
 } // namespace
 
@@ -378,7 +370,7 @@ void ConfigurePage::recipeChanged()
     } else {
         m_recipe.reset();
         m_recipeError = qs(parsed.error().message);
-        m_recipeErrorLine = errorLine(m_recipeError);
+        m_recipeErrorLine = parsed.error().line; // where the editor points (0: no line)
         m_recipeStatus->setStyleSheet(QStringLiteral("color: #c62828;"));
         m_recipeStatus->setText(m_recipeError);
         if (m_recipeErrorLine > 0) {

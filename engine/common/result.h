@@ -15,9 +15,15 @@
 
 namespace shardscope {
 
-// An error a user can act on: what went wrong, where, and how to fix it, in one message.
+// An error a user can act on: what went wrong, where, and how to fix it, in one message (what
+// people read), with the "where" also as fields when it is known, so that an editor can point at
+// it without parsing the text.
 struct Error {
-    std::string message;
+    std::string message; // the whole text, "file:line:column: what ...; how to fix"
+    std::string file;    // where, when known
+    int line = 0;        // 1-based; 0: unknown
+    int column = 0;      // 1-based; 0: unknown
+    std::string keyPath; // the key at fault, dotted ("model.n_head"), when known
 };
 
 template <typename T>
@@ -59,6 +65,11 @@ private:
     std::optional<Error> m_error;
 };
 
-inline Error makeError(std::string message) { return Error{std::move(message)}; }
+inline Error makeError(std::string message)
+{
+    Error error;
+    error.message = std::move(message);
+    return error;
+}
 
 } // namespace shardscope

@@ -47,18 +47,18 @@ public:
     {
         if (!node.IsMap())
             return error(node, "'" + (m_path.empty() ? std::string("the recipe") : m_path)
-                                   + "' should be a mapping of keys to values");
+                                   + "' should be a mapping of keys to values", m_path);
         for (const auto& entry : node) {
             // A complex key (`? [a, b]: 1`) would throw from as<std::string>().
             if (!entry.first.IsScalar())
                 return error(entry.first, "a key of '" + (m_path.empty() ? std::string("the recipe") : m_path)
-                                              + "' should be a plain name, not a list or a mapping");
+                                              + "' should be a plain name, not a list or a mapping", m_path);
             const std::string key = entry.first.as<std::string>();
             auto it = m_setters.find(key);
             if (it == m_setters.end())
-                return error(entry.first, "unknown key '" + qualified(key) + "'" + suggestion(key));
+                return error(entry.first, "unknown key '" + qualified(key) + "'" + suggestion(key), qualified(key));
             if (std::string problem = it->second(entry.second); !problem.empty())
-                return error(entry.second, "'" + qualified(key) + "' " + problem);
+                return error(entry.second, "'" + qualified(key) + "' " + problem, qualified(key));
         }
         return {};
     }
@@ -66,15 +66,22 @@ public:
     std::string qualified(const std::string& key) const { return m_path.empty() ? key : m_path + "." + key; }
 
 private:
-    Error error(const YAML::Node& node, const std::string& what) const
+    Error error(const YAML::Node& node, const std::string& what, const std::string& keyPath) const
     {
         const auto mark = node.Mark();
+        Error e;
+        e.file = m_source;
+        e.keyPath = keyPath;
         std::ostringstream out;
         out << m_source;
-        if (!mark.is_null())
-            out << ":" << mark.line + 1 << ":" << mark.column + 1;
+        if (!mark.is_null()) {
+            e.line = mark.line + 1;
+            e.column = mark.column + 1;
+            out << ":" << e.line << ":" << e.column;
+        }
         out << ": " << what;
-        return makeError(out.str());
+        e.message = out.str();
+        return e;
     }
 
     std::string suggestion(const std::string& key) const
@@ -188,8 +195,12 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     try {
         root = YAML::Load(yamlText);
     } catch (const YAML::ParserException& e) {
-        return makeError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1)
-                         + ": not valid YAML: " + e.msg);
+        Error error = makeError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1)
+                                + ": not valid YAML: " + e.msg);
+        error.file = source;
+        error.line = e.mark.line + 1;
+        error.column = e.mark.column + 1;
+        return error;
     }
     Recipe r;
     if (root.IsNull())

@@ -74,6 +74,24 @@ private slots:
         QVERIFY2(r.error().message.find(expected.toStdString()) != std::string::npos, r.error().message.c_str());
     }
 
+    // The place of an error comes as fields too, so an editor points at it without reading text.
+    void errorsCarryTheirPlace()
+    {
+        auto r = parseRecipe("name: x\ntraining:\n  max_steps: many\n", "r.yaml");
+        QVERIFY(!r.ok());
+        QCOMPARE(r.error().file, std::string("r.yaml"));
+        QCOMPARE(r.error().line, 3);
+        QCOMPARE(r.error().column, 14);
+        QCOMPARE(r.error().keyPath, std::string("training.max_steps"));
+        auto syntax = parseRecipe("model: {type: gpt\n", "r.yaml");
+        QVERIFY(!syntax.ok());
+        QCOMPARE(syntax.error().line, 2);
+        QCOMPARE(syntax.error().column, 1);
+        auto unknown = parseRecipe("modle: {}\n", "r.yaml");
+        QCOMPARE(unknown.error().keyPath, std::string("modle"));
+        QCOMPARE(unknown.error().line, 1);
+    }
+
     void shippedRecipesLoad()
     {
         for (const char* name : {"demo-gpt.yaml", "demo-mlp.yaml"}) {
