@@ -1,5 +1,7 @@
 #include "engine/config/recipe.h"
 
+#include "engine/common/edit_distance.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -16,22 +18,6 @@ namespace shardscope::config {
 
 namespace {
 
-std::size_t editDistance(const std::string& a, const std::string& b)
-{
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j)
-        row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
 
 // Reads one mapping of the recipe: each known key has a setter that converts and checks its value;
 // the first problem becomes the error, with file:line:column and the key path.

@@ -1,5 +1,7 @@
 #include "engine/config/run_plan.h"
 
+#include "engine/common/edit_distance.h"
+
 #include "engine/common/dist_env.h"
 #include "engine/config/deepspeed_json.h"
 #include "engine/config/yaml_io.h"
@@ -155,22 +157,6 @@ const std::vector<EngineFlag>& engineFlags()
     return kFlags;
 }
 
-std::size_t editDistance(const std::string& a, const std::string& b)
-{
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j)
-        row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t up = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = up;
-        }
-    }
-    return row[b.size()];
-}
 
 void parseEngineFlags(const std::vector<std::string>& args, EngineChoices& choices, std::vector<Diagnostic>& problems)
 {

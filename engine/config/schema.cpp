@@ -1,5 +1,7 @@
 #include "engine/config/schema.h"
 
+#include "engine/common/edit_distance.h"
+
 #include <algorithm>
 
 namespace shardscope::config {
@@ -237,19 +239,6 @@ std::vector<KeySpec> buildSchema()
     return std::move(b.specs);
 }
 
-std::size_t editDistance(std::string_view a, std::string_view b)
-{
-    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j)
-        prev[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        cur[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j)
-            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        std::swap(prev, cur);
-    }
-    return prev[b.size()];
-}
 
 } // namespace
 
