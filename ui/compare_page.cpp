@@ -46,31 +46,21 @@ constexpr int kBuckets = 2000; // about two points per horizontal pixel of a wid
 
 } // namespace
 
-// The page's store connection: opened on the history thread at the first job, used only there.
+namespace {
 // A viewer never changes a run's status (no recovery on open).
-struct ComparePage::StoreHandle {
-    std::filesystem::path file;
-    std::unique_ptr<storage::RunStore> store;
-
-    Result<storage::RunStore*> get()
-    {
-        if (!store) {
-            storage::StoreOptions options;
-            options.markInterrupted = false;
-            auto opened = storage::RunStore::open(file, options);
-            if (!opened)
-                return opened.error();
-            store = std::make_unique<storage::RunStore>(std::move(*opened));
-        }
-        return store.get();
-    }
-};
+storage::StoreOptions viewerOptions()
+{
+    storage::StoreOptions options;
+    options.markInterrupted = false;
+    return options;
+}
+} // namespace
 
 ComparePage::ComparePage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
     : QWidget(parent)
     , m_databaseFile(std::move(databaseFile))
     , m_history(history ? history : new HistoryService(this))
-    , m_store(std::make_shared<StoreHandle>(StoreHandle{m_databaseFile, nullptr}))
+    , m_store(std::make_shared<HistoryConnection>(m_databaseFile, viewerOptions()))
 {
     auto* layout = new QHBoxLayout(this);
     auto* splitter = new QSplitter(Qt::Horizontal, this);

@@ -26,6 +26,7 @@ class RunStore;
 namespace shardscope::ui {
 
 class ConfigDiffModel;
+class HistoryConnection;
 class HistoryService;
 class MetricChart;
 class RunStatsModel;
@@ -57,7 +58,6 @@ signals:
     void comparisonUpdated();
 
 private:
-    struct StoreHandle;
     struct Comparison;
     void applyComparison(const Comparison& comparison);
     void syncChecks();
@@ -66,7 +66,7 @@ private:
 
     std::filesystem::path m_databaseFile;
     HistoryService* m_history = nullptr;
-    std::shared_ptr<StoreHandle> m_store; // opened and used on the history thread only
+    std::shared_ptr<HistoryConnection> m_store; // opened and used on the history thread only
     std::uint64_t m_generation = 0;       // of the comparison asked last
     std::vector<std::int64_t> m_runIds;
     QStringList m_sweepNames; // runs of a sweep not yet seen in the store

@@ -10,10 +10,14 @@
 //
 // The job-tracker pattern of Qt Creator and Hotspot, reduced to what the pages need.
 
+#include "engine/common/result.h"
+#include "storage/run_store.h"
+
 #include <QObject>
 #include <QPointer>
 #include <QThread>
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 
@@ -56,6 +60,32 @@ private:
     QThread m_thread;
     QObject* m_worker = nullptr; // lives on m_thread
     int m_pending = 0;
+};
+
+// A page's store connection: opened at its first use, on the history thread, and used only
+// there (a page holds it by shared_ptr and hands it to its jobs).
+class HistoryConnection {
+public:
+    HistoryConnection(std::filesystem::path databaseFile, storage::StoreOptions options)
+        : m_databaseFile(std::move(databaseFile)), m_options(options)
+    {
+    }
+
+    Result<storage::RunStore*> get()
+    {
+        if (!m_store) {
+            auto opened = storage::RunStore::open(m_databaseFile, m_options);
+            if (!opened)
+                return opened.error();
+            m_store = std::make_unique<storage::RunStore>(std::move(*opened));
+        }
+        return m_store.get();
+    }
+
+private:
+    std::filesystem::path m_databaseFile;
+    storage::StoreOptions m_options;
+    std::unique_ptr<storage::RunStore> m_store;
 };
 
 } // namespace shardscope::ui

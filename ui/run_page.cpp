@@ -162,7 +162,7 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
             [this](int index) { setXAxisMode(index == 1 ? XAxis::Time : XAxis::Step); });
     connect(m_followButton, &QPushButton::clicked, this, [this] { m_group->setFollowing(true); });
     connect(m_stopButton, &QPushButton::clicked, this, &RunPage::stopRun);
-    connect(m_rankBox, &QComboBox::currentIndexChanged, this, [this] { readLogs(true); });
+    connect(m_rankBox, &QComboBox::currentIndexChanged, this, [this] { reloadLog(); });
     connect(m_logFilter, &QLineEdit::textChanged, this, &RunPage::applyLogFilter);
 }
 
@@ -282,7 +282,7 @@ void RunPage::applyPoll(Poll& poll)
     updateRankList();
     if (poll.logGeneration == m_logGeneration && poll.logOffset == m_logOffset) {
         if (poll.logShrunk)
-            readLogs(true);
+            reloadLog();
         else
             appendLog(poll.log);
     }
@@ -530,7 +530,7 @@ void RunPage::updateRankList()
             m_rankBox->addItem(tr("rank %1").arg(r), r);
         m_rankBox->setCurrentIndex(keep >= 0 && keep < ranks ? keep : 0);
         m_rankCount = ranks;
-        readLogs(true);
+        reloadLog();
     }
     // The failing rank: red in the list, and its log shown once when the failure is first seen.
     if (m_info.rootCauseRank && *m_info.rootCauseRank < m_rankBox->count()) {
@@ -566,10 +566,8 @@ QString RunPage::logText() const
 
 // The log is read with each poll (on the history thread); a reload starts it over from the
 // beginning, for another rank or a rewritten file.
-void RunPage::readLogs(bool reload)
+void RunPage::reloadLog()
 {
-    if (!reload)
-        return pollNow();
     ++m_logGeneration; // bytes already on their way belong to the log shown before
     m_logLines.clear();
     m_logOffset = 0;

@@ -81,7 +81,7 @@ private:
     void updateRankList();
     struct Poll; // what one poll brings back
     void applyPoll(Poll& poll);
-    void readLogs(bool reload);
+    void reloadLog();
     void appendLog(const QByteArray& bytes);
     void applyLogFilter();
     double xOf(double step, double time) const;

@@ -48,28 +48,11 @@ void setChoices(QComboBox* box, const QStringList& values)
 
 } // namespace
 
-// The page's store connection: opened on the history thread at the first job, used only there.
-struct RunsPage::StoreHandle {
-    std::filesystem::path file;
-    std::unique_ptr<storage::RunStore> store;
-
-    Result<storage::RunStore*> get()
-    {
-        if (!store) {
-            auto opened = storage::RunStore::open(file);
-            if (!opened)
-                return opened.error();
-            store = std::make_unique<storage::RunStore>(std::move(*opened));
-        }
-        return store.get();
-    }
-};
-
 RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
     : QWidget(parent)
     , m_databaseFile(std::move(databaseFile))
     , m_history(history ? history : new HistoryService(this))
-    , m_store(std::make_shared<StoreHandle>(StoreHandle{m_databaseFile, nullptr}))
+    , m_store(std::make_shared<HistoryConnection>(m_databaseFile, storage::StoreOptions{}))
 {
     auto* layout = new QVBoxLayout(this);
 

@@ -28,6 +28,7 @@ class RunStore;
 
 namespace shardscope::ui {
 
+class HistoryConnection;
 class HistoryService;
 class RunListModel;
 class RunFilterProxyModel;
@@ -70,7 +71,6 @@ private:
     void applyRuns(std::vector<storage::RunSummary> runs, const QString& error);
     void updateFilterChoices();
     void updateCount();
-    struct StoreHandle;
     using StoreOperation = std::function<Result<void>(storage::RunStore&)>;
     // Runs `operation` on the history thread; a failure is reported (in a message box too when
     // `tellUser`), a success refreshes the list.
@@ -93,7 +93,7 @@ private:
 
     std::filesystem::path m_databaseFile;
     HistoryService* m_history = nullptr;
-    std::shared_ptr<StoreHandle> m_store; // opened and used on the history thread only
+    std::shared_ptr<HistoryConnection> m_store; // opened and used on the history thread only
     int m_generation = 0;
     QString m_lastError;
 
