@@ -9,8 +9,7 @@ namespace shardscope::profiler {
 std::vector<Interval> mergeIntervals(std::vector<Interval> intervals)
 {
     std::erase_if(intervals, [](const Interval& i) { return i.endNs <= i.startNs; });
-    std::sort(intervals.begin(), intervals.end(),
-              [](const Interval& a, const Interval& b) { return a.startNs < b.startNs; });
+    std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) { return a.startNs < b.startNs; });
     std::vector<Interval> merged;
     for (const Interval& i : intervals) {
         if (!merged.empty() && i.startNs <= merged.back().endNs)
@@ -91,9 +90,15 @@ Breakdown computeBreakdown(const std::vector<Span>& spans, std::optional<Interva
     for (const Span& span : spans) {
         const Interval interval{span.startNs, span.endNs};
         switch (span.lane) {
-        case Lane::Compute: compute.push_back(interval); break;
-        case Lane::Communication: comm.push_back(interval); break;
-        case Lane::Memory: memory.push_back(interval); break;
+        case Lane::Compute:
+            compute.push_back(interval);
+            break;
+        case Lane::Communication:
+            comm.push_back(interval);
+            break;
+        case Lane::Memory:
+            memory.push_back(interval);
+            break;
         case Lane::Host:
             if (span.category == category::kWait)
                 waits.push_back(interval);
@@ -145,8 +150,7 @@ Breakdown computeBreakdown(const std::vector<Span>& spans, std::optional<Interva
 
 std::vector<Span> analysedSpans(const RankTrace& trace)
 {
-    const bool device = std::any_of(trace.spans.begin(), trace.spans.end(),
-                                    [](const Span& s) { return s.device >= 0; });
+    const bool device = std::any_of(trace.spans.begin(), trace.spans.end(), [](const Span& s) { return s.device >= 0; });
     std::vector<Span> out;
     for (const Span& span : trace.spans) {
         if ((span.lane == Lane::Host && span.category != category::kWait) || span.endNs < span.startNs)
@@ -204,9 +208,8 @@ RankAnalysis analyseRank(const RankTrace& trace)
     }
     for (auto& [kind, stats] : collectives) {
         std::vector<Span> alone; // compute, waits and this kind's communication
-        std::copy_if(spans.begin(), spans.end(), std::back_inserter(alone), [&kind = kind](const Span& s) {
-            return s.lane != Lane::Communication || s.category == kind;
-        });
+        std::copy_if(spans.begin(), spans.end(), std::back_inserter(alone),
+                     [&kind = kind](const Span& s) { return s.lane != Lane::Communication || s.category == kind; });
         stats.overlap = computeBreakdown(alone).overlap();
         analysis.collectives.push_back(std::move(stats));
     }

@@ -30,7 +30,7 @@ namespace shardscope::profiler {
 
 struct Interval {
     std::int64_t startNs = 0; // ns
-    std::int64_t endNs = 0;   // ns
+    std::int64_t endNs = 0; // ns
     bool operator==(const Interval&) const = default;
 };
 
@@ -43,13 +43,13 @@ std::vector<Interval> subtractIntervals(const std::vector<Interval>& a, const st
 std::vector<Interval> clipIntervals(const std::vector<Interval>& merged, Interval window);
 
 struct Breakdown {
-    std::int64_t spanNs = 0;      // ns, the time analysed
-    std::int64_t computeNs = 0;   // ns, see Note [Breakdown]
-    std::int64_t commNs = 0;      // ns, exposed communication
-    std::int64_t memoryNs = 0;    // ns, exposed memory
-    std::int64_t idleNs = 0;      // ns
+    std::int64_t spanNs = 0; // ns, the time analysed
+    std::int64_t computeNs = 0; // ns, see Note [Breakdown]
+    std::int64_t commNs = 0; // ns, exposed communication
+    std::int64_t memoryNs = 0; // ns, exposed memory
+    std::int64_t idleNs = 0; // ns
     std::int64_t commTotalNs = 0; // ns, union of communication (overlap's denominator)
-    std::int64_t overlapNs = 0;   // ns, communication and compute both active
+    std::int64_t overlapNs = 0; // ns, communication and compute both active
 
     double overlap() const { return commTotalNs > 0 ? double(overlapNs) / double(commTotalNs) : 0.0; }
     double share(std::int64_t partNs) const { return spanNs > 0 ? double(partNs) / double(spanNs) : 0.0; }
@@ -62,14 +62,14 @@ Breakdown computeBreakdown(const std::vector<Span>& spans, std::optional<Interva
 
 struct StepAnalysis {
     std::int64_t step = 0;
-    Interval window;      // ns, the step's extent on the rank's clock
+    Interval window; // ns, the step's extent on the rank's clock
     Breakdown breakdown;
 };
 
 struct CollectiveStats {
-    std::string kind;        // the span's category: "all_reduce", "reduce_scatter", ...
+    std::string kind; // the span's category: "all_reduce", "reduce_scatter", ...
     std::int64_t count = 0;
-    std::int64_t bytes = 0;  // bytes, summed
+    std::int64_t bytes = 0; // bytes, summed
     std::int64_t timeNs = 0; // ns, summed durations (issue to completion for host spans)
     // This kind's share of the overlap: |union of its spans ∩ compute| / |union of its spans| (the
     // whole-trace overlap, for this kind alone: a run's all-gathers may hide while its
@@ -82,8 +82,8 @@ struct CollectiveStats {
 struct RankAnalysis {
     int rank = 0;
     std::string source;
-    bool deviceSpans = false;   // analysed on device spans (Note [Analysed spans])
-    Breakdown total;            // whole trace, HTA's span (first start .. last end)
+    bool deviceSpans = false; // analysed on device spans (Note [Analysed spans])
+    Breakdown total; // whole trace, HTA's span (first start .. last end)
     std::vector<StepAnalysis> steps; // ascending step
     std::vector<CollectiveStats> collectives; // by kind, ascending
 };
@@ -98,9 +98,9 @@ RankAnalysis analyseRank(const RankTrace& trace);
 // The `trace` event's summary: seconds and the overlap fraction, of the whole trace.
 struct TraceSummaryValues {
     double compute = 0; // s
-    double comm = 0;    // s, exposed communication (Note [Breakdown])
-    double memory = 0;  // s
-    double idle = 0;    // s
+    double comm = 0; // s, exposed communication (Note [Breakdown])
+    double memory = 0; // s
+    double idle = 0; // s
     double overlap = 0; // [0, 1]
 };
 TraceSummaryValues summarise(const RankAnalysis& analysis);
@@ -110,14 +110,14 @@ inline TraceSummaryValues summarise(const RankTrace& trace) { return summarise(a
 // (each rank's clockOffsetNs applied) and who computed longest.
 struct StepSkew {
     std::int64_t step = 0;
-    std::vector<int> ranks;                 // rank of each column below
-    std::vector<std::int64_t> startNs;      // ns, run clock
-    std::vector<std::int64_t> endNs;        // ns, run clock
-    std::vector<std::int64_t> computeNs;    // ns, compute in the step
-    std::int64_t startSkewNs = 0;           // ns, latest start - earliest start
-    std::int64_t endSkewNs = 0;             // ns, latest end - earliest end
-    std::int64_t computeSkewNs = 0;         // ns, most compute - least compute
-    int slowestRank = -1;                   // the rank with the most compute (the others wait for it)
+    std::vector<int> ranks; // rank of each column below
+    std::vector<std::int64_t> startNs; // ns, run clock
+    std::vector<std::int64_t> endNs; // ns, run clock
+    std::vector<std::int64_t> computeNs; // ns, compute in the step
+    std::int64_t startSkewNs = 0; // ns, latest start - earliest start
+    std::int64_t endSkewNs = 0; // ns, latest end - earliest end
+    std::int64_t computeSkewNs = 0; // ns, most compute - least compute
+    int slowestRank = -1; // the rank with the most compute (the others wait for it)
 };
 std::vector<StepSkew> findStragglers(const std::vector<RankTrace>& traces);
 

@@ -29,10 +29,7 @@ constexpr std::int64_t kNsPerSecond = 1'000'000'000;
 
 double toMicros(std::int64_t ns) { return double(ns) / 1000.0; }
 
-std::string threadKey(const Span& span)
-{
-    return span.track.empty() ? std::string(laneName(span.lane)) : span.track;
-}
+std::string threadKey(const Span& span) { return span.track.empty() ? std::string(laneName(span.lane)) : span.track; }
 
 // Orders thread keys: the four lanes first (in lane order), then tracks, "stream 7" before
 // "stream 13" (shorter first, then alphabetical).
@@ -76,12 +73,15 @@ std::int64_t floorToSecond(std::int64_t ns)
 void appendRank(json& events, const RankTrace& trace, std::int64_t offset, std::int64_t origin)
 {
     const int pid = trace.rank;
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"tid", 0},
                       {"args", {{"name", "rank " + std::to_string(trace.rank)}}}});
-    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
-                      {"args", {{"sort_index", trace.rank}}}});
-    events.push_back({{"name", "process_labels"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
-                      {"args", {{"labels", "source: " + trace.source}}}});
+    events.push_back(
+        {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", trace.rank}}}});
+    events.push_back(
+        {{"name", "process_labels"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"labels", "source: " + trace.source}}}});
 
     // Group spans by thread key, then split each group into sub-threads on which events nest or
     // are disjoint (Note [Trace file layout]): a greedy pass in start order, each sub-thread a
@@ -121,10 +121,9 @@ void appendRank(json& events, const RankTrace& trace, std::int64_t offset, std::
         for (std::size_t k = 0; k < std::max<std::size_t>(stacks.size(), 1); ++k) {
             const int tid = nextTid++;
             const std::string name = k == 0 ? key : key + " #" + std::to_string(k + 1);
-            events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid},
-                              {"args", {{"name", name}}}});
-            events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", tid},
-                              {"args", {{"sort_index", tid}}}});
+            events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+            events.push_back(
+                {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
         }
         for (std::size_t n = 0; n < indices.size(); ++n) {
             const Span& span = trace.spans[indices[n]];
@@ -139,25 +138,35 @@ void appendRank(json& events, const RankTrace& trace, std::int64_t offset, std::
                 args["device"] = span.device;
             if (span.correlationId != 0)
                 args["correlation"] = span.correlationId;
-            json event = {{"name", span.name}, {"ph", "X"},
+            json event = {{"name", span.name},
+                          {"ph", "X"},
                           {"ts", toMicros(span.startNs + offset - origin)},
                           {"dur", toMicros(std::max<std::int64_t>(0, span.endNs - span.startNs))},
-                          {"pid", pid}, {"tid", firstTid + int(subOf[n])}, {"args", std::move(args)}};
+                          {"pid", pid},
+                          {"tid", firstTid + int(subOf[n])},
+                          {"args", std::move(args)}};
             if (!span.category.empty())
                 event["cat"] = span.category;
             events.push_back(std::move(event));
         }
     }
     for (const CounterSample& sample : trace.counters) {
-        events.push_back({{"name", sample.name}, {"ph", "C"}, {"ts", toMicros(sample.timeNs + offset - origin)},
-                          {"pid", pid}, {"tid", 0}, {"args", {{sample.series, sample.value}}}});
+        events.push_back({{"name", sample.name},
+                          {"ph", "C"},
+                          {"ts", toMicros(sample.timeNs + offset - origin)},
+                          {"pid", pid},
+                          {"tid", 0},
+                          {"args", {{sample.series, sample.value}}}});
     }
 }
 
 json rankMeta(const RankTrace& trace, std::int64_t offset, bool aligned)
 {
-    return {{"rank", trace.rank}, {"source", trace.source}, {"clock_offset_ns", offset},
-            {"aligned", aligned}, {"notes", trace.notes}};
+    return {{"rank", trace.rank},
+            {"source", trace.source},
+            {"clock_offset_ns", offset},
+            {"aligned", aligned},
+            {"notes", trace.notes}};
 }
 
 std::string dumpFile(json events, json ranks, std::int64_t origin, const RankTrace* single)
@@ -165,8 +174,7 @@ std::string dumpFile(json events, json ranks, std::int64_t origin, const RankTra
     json file = {{"traceEvents", std::move(events)},
                  {"displayTimeUnit", "ms"},
                  {"otherData",
-                  {{"shardscope",
-                    {{"version", kTraceFormatVersion}, {"time_origin_ns", origin}, {"ranks", std::move(ranks)}}}}}};
+                  {{"shardscope", {{"version", kTraceFormatVersion}, {"time_origin_ns", origin}, {"ranks", std::move(ranks)}}}}}};
     if (single != nullptr)
         file["distributedInfo"] = {{"rank", single->rank}};
     // Replace, don't throw, on a name that is not UTF-8 (a kernel name from a broken record).
@@ -180,13 +188,13 @@ Result<void> writeText(const std::filesystem::path& path, const std::string& tex
         std::filesystem::create_directories(path.parent_path(), ec);
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out)
-        return makeError("cannot write trace file " + path.string() + ": " + std::strerror(errno) +
-                         "; check that its folder exists and is writable");
+        return makeError("cannot write trace file " + path.string() + ": " + std::strerror(errno)
+                         + "; check that its folder exists and is writable");
     out << text;
     out.flush();
     if (!out)
-        return makeError("writing trace file " + path.string() + " failed: " + std::strerror(errno) +
-                         "; check the free disk space");
+        return makeError("writing trace file " + path.string() + " failed: " + std::strerror(errno)
+                         + "; check the free disk space");
     return {};
 }
 
@@ -225,7 +233,7 @@ std::optional<std::size_t> tooDeepAt(std::string_view text)
 
 class Importer {
 public:
-    explicit Importer(std::string_view origin) : m_origin(origin) {}
+    explicit Importer(std::string_view origin) : m_origin(origin) { }
 
     Result<std::vector<RankTrace>> run(std::string_view text);
 
@@ -238,20 +246,16 @@ private:
             if (ph != event.end() && ph->is_string())
                 phase = ph->get<std::string>();
         }
-        return makeError(std::string(m_origin) + ": traceEvents[" + std::to_string(index) + "] (ph '" + phase +
-                         "'): " + what + "; fix or remove this event, or re-export the trace");
+        return makeError(std::string(m_origin) + ": traceEvents[" + std::to_string(index) + "] (ph '" + phase + "'): " + what
+                         + "; fix or remove this event, or re-export the trace");
     }
-    Error failFile(const std::string& what) const
-    {
-        return makeError(std::string(m_origin) + ": " + what);
-    }
+    Error failFile(const std::string& what) const { return makeError(std::string(m_origin) + ": " + what); }
 
     // Field readers: an empty optional with m_error set on a wrong type.
     bool readTime(std::size_t index, const json& event, const char* field, bool nonNegative, std::int64_t& out);
-    bool readInt(std::size_t index, const json& event, const json& object, const char* field, std::int64_t lo,
-                 std::int64_t hi, std::int64_t& out, bool required);
-    bool readString(std::size_t index, const json& event, const json& object, const char* field, std::string& out,
-                    bool required);
+    bool readInt(std::size_t index, const json& event, const json& object, const char* field, std::int64_t lo, std::int64_t hi,
+                 std::int64_t& out, bool required);
+    bool readString(std::size_t index, const json& event, const json& object, const char* field, std::string& out, bool required);
     bool readThreadId(std::size_t index, const json& event, std::string& out);
     bool readMeta(const json& root);
     RankTrace& traceFor(int rank);
@@ -269,14 +273,16 @@ bool Importer::readTime(std::size_t index, const json& event, const char* field,
 {
     auto it = event.find(field);
     if (it == event.end() || !it->is_number()) {
-        m_error = fail(index, event, std::string("'") + field + "' must be a number of µs" +
-                                         (it == event.end() ? ", but it is missing" : ", got " + std::string(it->type_name())));
+        m_error = fail(index, event,
+                       std::string("'") + field + "' must be a number of µs"
+                           + (it == event.end() ? ", but it is missing" : ", got " + std::string(it->type_name())));
         return false;
     }
     const double micros = it->get<double>();
     if (!std::isfinite(micros) || std::fabs(micros) > kMaxMicros || (nonNegative && micros < 0)) {
-        m_error = fail(index, event, std::string("'") + field + "' is out of range (" + it->dump() + " µs)" +
-                                         (nonNegative ? ", it must be >= 0" : ""));
+        m_error = fail(index, event,
+                       std::string("'") + field + "' is out of range (" + it->dump() + " µs)"
+                           + (nonNegative ? ", it must be >= 0" : ""));
         return false;
     }
     out = std::llround(micros * 1000.0);
@@ -314,8 +320,8 @@ bool Importer::readInt(std::size_t index, const json& event, const json& object,
     return true;
 }
 
-bool Importer::readString(std::size_t index, const json& event, const json& object, const char* field,
-                          std::string& out, bool required)
+bool Importer::readString(std::size_t index, const json& event, const json& object, const char* field, std::string& out,
+                          bool required)
 {
     auto it = object.find(field);
     if (it == object.end()) {
@@ -383,8 +389,8 @@ bool Importer::readMeta(const json& root)
     if (version == ours->end() || !version->is_number_integer())
         return bad("'version' must be an integer");
     if (version->get<std::int64_t>() > kTraceFormatVersion)
-        return bad("version " + version->dump() + " is newer than this Shardscope reads (" +
-                   std::to_string(kTraceFormatVersion) + "); update Shardscope");
+        return bad("version " + version->dump() + " is newer than this Shardscope reads (" + std::to_string(kTraceFormatVersion)
+                   + "); update Shardscope");
     auto origin = ours->find("time_origin_ns");
     if (origin != ours->end()) {
         if (!origin->is_number_integer())
@@ -402,8 +408,8 @@ bool Importer::readMeta(const json& root)
         if (!entry.is_object())
             return bad("each entry of 'ranks' must be an object");
         auto rank = entry.find("rank");
-        if (rank == entry.end() || !rank->is_number_integer() || rank->get<std::int64_t>() < 0 ||
-            rank->get<std::int64_t>() > std::numeric_limits<int>::max())
+        if (rank == entry.end() || !rank->is_number_integer() || rank->get<std::int64_t>() < 0
+            || rank->get<std::int64_t>() > std::numeric_limits<int>::max())
             return bad("each entry of 'ranks' needs a 'rank' >= 0");
         RankTrace& trace = traceFor(int(rank->get<std::int64_t>()));
         auto source = entry.find("source");
@@ -456,14 +462,14 @@ Lane laneFromHints(const std::string& threadName, const std::string& cat, const 
 Result<std::vector<RankTrace>> Importer::run(std::string_view text)
 {
     if (auto at = tooDeepAt(text))
-        return failFile("JSON nested deeper than " + std::to_string(kMaxDepth) + " levels at byte " +
-                        std::to_string(*at) + "; this is not a trace file");
+        return failFile("JSON nested deeper than " + std::to_string(kMaxDepth) + " levels at byte " + std::to_string(*at)
+                        + "; this is not a trace file");
     json root;
     try {
         root = json::parse(text.begin(), text.end());
     } catch (const json::parse_error& e) {
-        return failFile("not valid JSON (at byte " + std::to_string(e.byte) + "): " + e.what() +
-                        "; the file is truncated or not a trace");
+        return failFile("not valid JSON (at byte " + std::to_string(e.byte) + "): " + e.what()
+                        + "; the file is truncated or not a trace");
     } catch (const json::exception& e) {
         // E.g. a number too large for a double (1e400): valid JSON, unreadable as a trace.
         return failFile(std::string("not readable as JSON: ") + e.what() + "; the file is damaged or not a trace");
@@ -477,8 +483,7 @@ Result<std::vector<RankTrace>> Importer::run(std::string_view text)
             return failFile("expected a 'traceEvents' array in the top-level object; is this a Chrome trace?");
         events = &*it;
     } else {
-        return failFile(std::string("expected a JSON object with 'traceEvents' or an array of events, got ") +
-                        root.type_name());
+        return failFile(std::string("expected a JSON object with 'traceEvents' or an array of events, got ") + root.type_name());
     }
     if (!readMeta(root))
         return *m_error;
@@ -498,10 +503,9 @@ Result<std::vector<RankTrace>> Importer::run(std::string_view text)
         std::string name;
         std::int64_t pid = 0;
         std::string tid;
-        if (!readString(i, event, event, "name", name, true) ||
-            !readInt(i, event, event, "pid", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), pid,
-                     true) ||
-            !readThreadId(i, event, tid))
+        if (!readString(i, event, event, "name", name, true)
+            || !readInt(i, event, event, "pid", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), pid, true)
+            || !readThreadId(i, event, tid))
             return *m_error;
         if (name == "thread_name" || name == "process_name") {
             auto args = event.find("args");
@@ -529,10 +533,10 @@ Result<std::vector<RankTrace>> Importer::run(std::string_view text)
         std::string name;
         std::string tid;
         std::int64_t ts = 0;
-        if (!readString(i, event, event, "name", name, true) ||
-            !readInt(i, event, event, "pid", m_ours ? 0 : std::numeric_limits<int>::min(),
-                     std::numeric_limits<int>::max(), pid, true) ||
-            !readThreadId(i, event, tid) || !readTime(i, event, "ts", false, ts))
+        if (!readString(i, event, event, "name", name, true)
+            || !readInt(i, event, event, "pid", m_ours ? 0 : std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                        pid, true)
+            || !readThreadId(i, event, tid) || !readTime(i, event, "ts", false, ts))
             return *m_error;
         ts += m_timeOrigin;
         const int rank = m_fixedRank ? *m_fixedRank : int(pid);
@@ -546,8 +550,7 @@ Result<std::vector<RankTrace>> Importer::run(std::string_view text)
             RankTrace& trace = traceFor(rank);
             for (auto it = args.begin(); it != args.end(); ++it) {
                 if (!it.value().is_number())
-                    return fail(i, event, "counter series '" + it.key() + "' must be a number, got " +
-                                              it.value().type_name());
+                    return fail(i, event, "counter series '" + it.key() + "' must be a number, got " + it.value().type_name());
                 trace.counters.push_back(CounterSample{name, it.key(), ts, it.value().get<double>()});
             }
             continue;
@@ -563,20 +566,18 @@ Result<std::vector<RankTrace>> Importer::run(std::string_view text)
         std::string laneText;
         std::int64_t device = -1;
         std::int64_t correlation = 0;
-        if (!readString(i, event, args, "lane", laneText, false) ||
-            !readString(i, event, args, "track", span.track, false) ||
-            !readInt(i, event, args, "bytes", 0, std::numeric_limits<std::int64_t>::max(), span.bytes, false) ||
-            !readInt(i, event, args, "step", -1, std::numeric_limits<std::int64_t>::max(), span.step, false) ||
-            !readInt(i, event, args, "device", -1, std::numeric_limits<int>::max(), device, false) ||
-            !readInt(i, event, args, "correlation", 0, std::numeric_limits<std::int64_t>::max(), correlation, false))
+        if (!readString(i, event, args, "lane", laneText, false) || !readString(i, event, args, "track", span.track, false)
+            || !readInt(i, event, args, "bytes", 0, std::numeric_limits<std::int64_t>::max(), span.bytes, false)
+            || !readInt(i, event, args, "step", -1, std::numeric_limits<std::int64_t>::max(), span.step, false)
+            || !readInt(i, event, args, "device", -1, std::numeric_limits<int>::max(), device, false)
+            || !readInt(i, event, args, "correlation", 0, std::numeric_limits<std::int64_t>::max(), correlation, false))
             return *m_error;
         span.device = int(device);
         span.correlationId = std::uint64_t(correlation);
         if (!laneText.empty()) {
             auto lane = parseLane(laneText);
             if (!lane)
-                return fail(i, event, "args.lane '" + laneText +
-                                          "' is not one of compute, communication, memory, host");
+                return fail(i, event, "args.lane '" + laneText + "' is not one of compute, communication, memory, host");
             span.lane = *lane;
         } else {
             auto named = threadNames.find({pid, tid});
@@ -620,9 +621,9 @@ Result<std::vector<std::int64_t>> clockOffsets(const std::vector<RankTrace>& tra
                 first = &span;
         }
         if (first == nullptr)
-            return makeError("cannot align rank " + std::to_string(trace.rank) + ": it has no span named '" +
-                             alignment.referenceName +
-                             "'; record the reference event on every rank or align by measured clock offsets");
+            return makeError("cannot align rank " + std::to_string(trace.rank) + ": it has no span named '"
+                             + alignment.referenceName
+                             + "'; record the reference event on every rank or align by measured clock offsets");
         reference.push_back(alignment.alignOnEnd ? first->endNs : first->startNs);
     }
     for (std::size_t i = 0; i < traces.size(); ++i)
@@ -636,8 +637,7 @@ std::string toChromeTraceJson(const RankTrace& trace)
     const std::int64_t origin = floorToSecond(earliestTime(trace, 0, any));
     json events = json::array();
     appendRank(events, trace, 0, any ? origin : 0);
-    return dumpFile(std::move(events), json::array({rankMeta(trace, trace.clockOffsetNs, false)}), any ? origin : 0,
-                    &trace);
+    return dumpFile(std::move(events), json::array({rankMeta(trace, trace.clockOffsetNs, false)}), any ? origin : 0, &trace);
 }
 
 Result<std::string> toMergedChromeTraceJson(const std::vector<RankTrace>& traces, const ClockAlignment& alignment)
@@ -645,8 +645,8 @@ Result<std::string> toMergedChromeTraceJson(const std::vector<RankTrace>& traces
     std::set<int> seen;
     for (const RankTrace& trace : traces) {
         if (!seen.insert(trace.rank).second)
-            return makeError("cannot merge traces: rank " + std::to_string(trace.rank) +
-                             " appears twice; pass one trace per rank");
+            return makeError("cannot merge traces: rank " + std::to_string(trace.rank)
+                             + " appears twice; pass one trace per rank");
     }
     auto offsets = clockOffsets(traces, alignment);
     if (!offsets)
@@ -693,8 +693,8 @@ Result<std::vector<RankTrace>> parseChromeTrace(std::string_view json, std::stri
     } catch (const nlohmann::json::exception& e) {
         // Every field is type-checked before it is read, so this is a bug; still, bad input must
         // come back as a value, never as an exception through the GUI's trace page.
-        return makeError(std::string(origin) + ": unexpected JSON error while importing: " + e.what() +
-                         "; please report this file");
+        return makeError(std::string(origin) + ": unexpected JSON error while importing: " + e.what()
+                         + "; please report this file");
     }
 }
 
@@ -702,8 +702,8 @@ Result<std::vector<RankTrace>> readChromeTrace(const std::filesystem::path& path
 {
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        return makeError("cannot open trace file " + path.string() + ": " + std::strerror(errno) +
-                         "; check the path (traces live in runs/<id>/traces/)");
+        return makeError("cannot open trace file " + path.string() + ": " + std::strerror(errno)
+                         + "; check the path (traces live in runs/<id>/traces/)");
     std::ostringstream text;
     text << in.rdbuf();
     return parseChromeTrace(text.str(), path.string());

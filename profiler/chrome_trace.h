@@ -30,12 +30,12 @@ inline constexpr int kTraceFormatVersion = 1;
 // How the merged file puts ranks on one clock.
 struct ClockAlignment {
     enum class Mode {
-        Offsets,        // each trace's clockOffsetNs, as the caller measured it
+        Offsets, // each trace's clockOffsetNs, as the caller measured it
         ReferenceEvent, // the first span named `referenceName` happens at the same instant on every rank
     };
     Mode mode = Mode::Offsets;
     std::string referenceName; // e.g. "barrier" recorded around a barrier at the window's start
-    bool alignOnEnd = true;    // a barrier ends together on all ranks; its start does not
+    bool alignOnEnd = true; // a barrier ends together on all ranks; its start does not
 };
 
 // The offset (ns) to add to each trace's timestamps, in the order of `traces`. ReferenceEvent puts

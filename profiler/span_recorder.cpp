@@ -31,9 +31,7 @@ thread_local std::vector<ThreadCacheEntry> t_cache;
 
 std::int64_t steadyNowNs() noexcept
 {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 SpanRecorder::SpanRecorder(int rank, ClockFn clock)
@@ -72,8 +70,7 @@ void SpanRecorder::updateEnabled()
     m_enabled.store(inWindow || m_forced.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
-Span SpanRecorder::makeSpan(Lane lane, std::string_view name, std::string_view category,
-                            std::int64_t bytes) const
+Span SpanRecorder::makeSpan(Lane lane, std::string_view name, std::string_view category, std::int64_t bytes) const
 {
     Span span;
     span.name.assign(name);
@@ -85,8 +82,7 @@ Span SpanRecorder::makeSpan(Lane lane, std::string_view name, std::string_view c
     return span;
 }
 
-SpanRecorder::Scope SpanRecorder::beginScope(Lane lane, std::string_view name, std::string_view category,
-                                             std::int64_t bytes)
+SpanRecorder::Scope SpanRecorder::beginScope(Lane lane, std::string_view name, std::string_view category, std::int64_t bytes)
 {
     Scope scope;
     scope.m_recorder = this;
@@ -121,8 +117,7 @@ void SpanRecorder::Scope::finish()
     m_recorder = nullptr;
 }
 
-SpanRecorder::SpanId SpanRecorder::beginAsync(Lane lane, std::string_view name, std::string_view category,
-                                              std::int64_t bytes)
+SpanRecorder::SpanId SpanRecorder::beginAsync(Lane lane, std::string_view name, std::string_view category, std::int64_t bytes)
 {
     Span span = makeSpan(lane, name, category, bytes);
     const SpanId id = m_nextId.fetch_add(1, std::memory_order_relaxed);
@@ -229,8 +224,9 @@ RankTrace SpanRecorder::take()
     std::stable_sort(trace.counters.begin(), trace.counters.end(),
                      [](const CounterSample& a, const CounterSample& b) { return a.timeNs < b.timeNs; });
     if (const std::size_t open = openSpanCount(); open > 0)
-        trace.notes.push_back(std::to_string(open) + " span(s) were still open when the trace was taken "
-                              "(a collective never waited?); they are not in this trace");
+        trace.notes.push_back(std::to_string(open)
+                              + " span(s) were still open when the trace was taken "
+                                "(a collective never waited?); they are not in this trace");
     return trace;
 }
 

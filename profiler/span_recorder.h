@@ -64,7 +64,7 @@ public:
     // recorder is disabled at construction.
     class [[nodiscard]] Scope {
     public:
-        Scope() noexcept {} // user-provided: value-initialising a Scope must not zero its Span storage
+        Scope() noexcept { } // user-provided: value-initialising a Scope must not zero its Span storage
         Scope(Scope&& other) noexcept;
         Scope& operator=(Scope&& other) noexcept;
         Scope(const Scope&) = delete;

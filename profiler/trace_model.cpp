@@ -8,10 +8,14 @@ namespace shardscope::profiler {
 std::string_view laneName(Lane lane)
 {
     switch (lane) {
-    case Lane::Compute: return "compute";
-    case Lane::Communication: return "communication";
-    case Lane::Memory: return "memory";
-    case Lane::Host: return "host";
+    case Lane::Compute:
+        return "compute";
+    case Lane::Communication:
+        return "communication";
+    case Lane::Memory:
+        return "memory";
+    case Lane::Host:
+        return "host";
     }
     return "host";
 }

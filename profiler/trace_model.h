@@ -16,10 +16,10 @@
 namespace shardscope::profiler {
 
 enum class Lane : std::uint8_t {
-    Compute,       // forward, backward, optimizer; compute kernels
+    Compute, // forward, backward, optimizer; compute kernels
     Communication, // collectives (Gloo on the host, NCCL kernels on the device)
-    Memory,        // memcpy / memset, host<->device and offload copies
-    Host,          // everything else the host does: step and phase markers, data loading, I/O, waits
+    Memory, // memcpy / memset, host<->device and offload copies
+    Host, // everything else the host does: step and phase markers, data loading, I/O, waits
 };
 
 inline constexpr Lane kAllLanes[] = {Lane::Compute, Lane::Communication, Lane::Memory, Lane::Host};
@@ -35,8 +35,8 @@ inline constexpr std::string_view kSourceHost = "host";
 // Categories the engine and the collector use; free-form otherwise (the category is the span's
 // kind, written as the trace event's `cat`).
 namespace category {
-inline constexpr std::string_view kStep = "step";         // one optimizer step, on the host lane
-inline constexpr std::string_view kKernel = "kernel";     // a device compute kernel
+inline constexpr std::string_view kStep = "step"; // one optimizer step, on the host lane
+inline constexpr std::string_view kKernel = "kernel"; // a device compute kernel
 inline constexpr std::string_view kMemcpy = "memcpy";
 inline constexpr std::string_view kMemset = "memset";
 // On the host lane: the host blocked waiting for a collective inside a compute phase (a unit
@@ -46,15 +46,15 @@ inline constexpr std::string_view kWait = "wait";
 } // namespace category
 
 struct Span {
-    std::string name;              // "backward", "all_reduce bucket 3", "ncclDevKernel_AllReduce_..."
-    std::string category;          // kind: "forward", "all_reduce", "kernel", "step", ...
+    std::string name; // "backward", "all_reduce bucket 3", "ncclDevKernel_AllReduce_..."
+    std::string category; // kind: "forward", "all_reduce", "kernel", "step", ...
     Lane lane = Lane::Host;
-    std::string track;             // named stream ("stream 7"); empty = the lane's own thread
-    std::int64_t startNs = 0;      // ns, on the rank's clock (steady clock for host spans)
-    std::int64_t endNs = 0;        // ns, >= startNs
-    std::int64_t bytes = 0;        // bytes moved by a collective or copy; 0 when unknown
-    std::int64_t step = -1;        // optimizer step the span belongs to; -1 = none
-    int device = -1;               // CUDA device of a device span; -1 = a host span
+    std::string track; // named stream ("stream 7"); empty = the lane's own thread
+    std::int64_t startNs = 0; // ns, on the rank's clock (steady clock for host spans)
+    std::int64_t endNs = 0; // ns, >= startNs
+    std::int64_t bytes = 0; // bytes moved by a collective or copy; 0 when unknown
+    std::int64_t step = -1; // optimizer step the span belongs to; -1 = none
+    int device = -1; // CUDA device of a device span; -1 = a host span
     std::uint64_t correlationId = 0; // CUPTI correlation id of a device span; 0 = none
 
     std::int64_t durationNs() const { return endNs - startNs; }
@@ -63,10 +63,10 @@ struct Span {
 
 // One sample of a counter track: Chrome trace "C" events, one series per name.
 struct CounterSample {
-    std::string name;       // counter track, e.g. "memory"
-    std::string series;     // series within the track, e.g. "allocated"
+    std::string name; // counter track, e.g. "memory"
+    std::string series; // series within the track, e.g. "allocated"
     std::int64_t timeNs = 0; // ns, rank clock
-    double value = 0;       // unit given by the series (bytes for memory)
+    double value = 0; // unit given by the series (bytes for memory)
 
     bool operator==(const CounterSample&) const = default;
 };

@@ -56,8 +56,7 @@ std::size_t keyColon(std::string_view content)
 
 std::string unquote(std::string_view value)
 {
-    if (value.size() >= 2 && ((value.front() == '"' && value.back() == '"') ||
-                              (value.front() == '\'' && value.back() == '\'')))
+    if (value.size() >= 2 && ((value.front() == '"' && value.back() == '"') || (value.front() == '\'' && value.back() == '\'')))
         return std::string(value.substr(1, value.size() - 2));
     return std::string(value);
 }
@@ -65,7 +64,7 @@ std::string unquote(std::string_view value)
 struct Frame {
     int indent;
     std::string path;
-    bool isKey = false;       // opened by "key:" (its sequence items may sit at the same indent)
+    bool isKey = false; // opened by "key:" (its sequence items may sit at the same indent)
     bool hasChildren = false;
     int nextItem = 0;
 };

@@ -60,7 +60,7 @@ void writeEventRows(RunWriter& writer, const protocol::Event& event)
             writer.addEval(std::move(record));
     } else if (const auto* trace = std::get_if<protocol::TraceEvent>(&event.body)) {
         writer.addTrace({rank, event.time, trace->path, trace->source, trace->summary.compute, trace->summary.comm,
-                            trace->summary.memory, trace->summary.idle, trace->summary.overlap});
+                         trace->summary.memory, trace->summary.idle, trace->summary.overlap});
     } else if (const auto* checkpoint = std::get_if<protocol::CheckpointEvent>(&event.body)) {
         writer.addCheckpoint({rank, checkpoint->step, event.time, checkpoint->path, checkpoint->kind, checkpoint->bytes});
     }

@@ -14,10 +14,10 @@ inline constexpr const char* kLossScale = "loss_scale";
 inline constexpr const char* kSkipped = "skipped"; // 1 when the optimizer step was skipped
 inline constexpr const char* kTokens = "tokens";
 inline constexpr const char* kSamples = "samples";
-inline constexpr const char* kStepTime = "step_time";       // seconds
-inline constexpr const char* kTokensPerS = "tokens_per_s";  // all ranks
+inline constexpr const char* kStepTime = "step_time"; // seconds
+inline constexpr const char* kTokensPerS = "tokens_per_s"; // all ranks
 inline constexpr const char* kMemPeakAllocated = "mem.peak_allocated"; // bytes
-inline constexpr const char* kMemRss = "mem.rss";                      // bytes
+inline constexpr const char* kMemRss = "mem.rss"; // bytes
 // Other mem.* and comm.* keys follow the same pattern: mem.params, mem.grads, mem.optimizer,
 // mem.activations_peak, mem.allocated, mem.reserved, comm.all_reduce, comm.all_gather,
 // comm.reduce_scatter, comm.broadcast.

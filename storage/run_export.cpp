@@ -41,11 +41,21 @@ std::string jsonString(std::string_view text)
     std::string out = "\"";
     for (unsigned char c : text) {
         switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
         default:
             if (c < 0x20) {
                 char buffer[8];
@@ -59,10 +69,7 @@ std::string jsonString(std::string_view text)
     return out + "\"";
 }
 
-std::string jsonNumber(double value)
-{
-    return std::isfinite(value) ? formatNumber(value) : "null";
-}
+std::string jsonNumber(double value) { return std::isfinite(value) ? formatNumber(value) : "null"; }
 
 template <typename T>
 std::string jsonOptional(const std::optional<T>& value)
@@ -103,8 +110,8 @@ Result<void> RunStore::exportCsv(std::int64_t runId, std::ostream& out) const
     const std::string run = std::to_string(runId) + ",";
     auto rc = forEachRow(*stmt, [&](const Statement& s) {
         const double value = s.real(4);
-        out << run << s.int64(0) << ',' << s.int64(1) << ',' << formatNumber(s.real(2)) << ',' << csvField(s.text(3))
-            << ',' << (std::isnan(value) ? std::string() : formatNumber(value)) << '\n';
+        out << run << s.int64(0) << ',' << s.int64(1) << ',' << formatNumber(s.real(2)) << ',' << csvField(s.text(3)) << ','
+            << (std::isnan(value) ? std::string() : formatNumber(value)) << '\n';
     });
     if (!rc)
         return rc;
@@ -126,10 +133,9 @@ Result<void> RunStore::exportJson(std::int64_t runId, std::ostream& out) const
         << ", \"world_size\": " << s.worldSize << ", \"distributed_type\": " << jsonString(s.distributedType)
         << ", \"mixed_precision\": " << jsonString(s.mixedPrecision) << ", \"run_dir\": " << jsonString(s.runDir)
         << ", \"last_step\": " << jsonOptional(s.lastStep) << ", \"exit_code\": " << jsonOptional(details->exitCode)
-        << ", \"root_cause_rank\": " << jsonOptional(details->rootCauseRank)
-        << ", \"error\": " << jsonString(details->error) << ", \"notes\": " << jsonString(details->notes)
-        << ", \"config\": " << jsonString(details->configText) << ", \"recipe\": " << jsonString(details->recipeText)
-        << "},\n  \"tags\": [";
+        << ", \"root_cause_rank\": " << jsonOptional(details->rootCauseRank) << ", \"error\": " << jsonString(details->error)
+        << ", \"notes\": " << jsonString(details->notes) << ", \"config\": " << jsonString(details->configText)
+        << ", \"recipe\": " << jsonString(details->recipeText) << "},\n  \"tags\": [";
     for (std::size_t i = 0; i < s.tags.size(); ++i)
         out << (i ? ", " : "") << jsonString(s.tags[i]);
     out << "],\n  \"ranks\": [";
@@ -155,9 +161,8 @@ Result<void> RunStore::exportJson(std::int64_t runId, std::ostream& out) const
     auto endSeries = [&] {
         if (currentRank < 0)
             return;
-        out << (firstSeries ? "\n    " : ",\n    ") << "{\"key\": " << jsonString(currentKey) << ", \"rank\": "
-            << currentRank << ", \"step\": [" << steps << "], \"time\": [" << times << "], \"value\": [" << values
-            << "]}";
+        out << (firstSeries ? "\n    " : ",\n    ") << "{\"key\": " << jsonString(currentKey) << ", \"rank\": " << currentRank
+            << ", \"step\": [" << steps << "], \"time\": [" << times << "], \"value\": [" << values << "]}";
         firstSeries = false;
         steps.clear();
         times.clear();

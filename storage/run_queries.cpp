@@ -115,12 +115,24 @@ Result<std::vector<RunSummary>> RunStore::listRuns(const RunFilter& filter) cons
         sql += " AND (r.name LIKE ?1000 ESCAPE '\\' OR r.notes LIKE ?1000 ESCAPE '\\' OR r.run_dir LIKE ?1000 "
                "ESCAPE '\\' OR EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.tag LIKE ?1000 ESCAPE '\\'))";
     switch (filter.sort) {
-    case RunSort::Created: sql += " ORDER BY r.created_at"; break;
-    case RunSort::Name: sql += " ORDER BY r.name COLLATE NOCASE"; break;
-    case RunSort::Status: sql += " ORDER BY r.status"; break;
-    case RunSort::Duration: sql += " ORDER BY coalesce(r.ended_at - r.started_at, -1)"; break;
-    case RunSort::Steps: sql += " ORDER BY coalesce(r.last_step, -1)"; break;
-    case RunSort::Loss: sql += " ORDER BY r.last_loss IS NULL, r.last_loss"; break;
+    case RunSort::Created:
+        sql += " ORDER BY r.created_at";
+        break;
+    case RunSort::Name:
+        sql += " ORDER BY r.name COLLATE NOCASE";
+        break;
+    case RunSort::Status:
+        sql += " ORDER BY r.status";
+        break;
+    case RunSort::Duration:
+        sql += " ORDER BY coalesce(r.ended_at - r.started_at, -1)";
+        break;
+    case RunSort::Steps:
+        sql += " ORDER BY coalesce(r.last_step, -1)";
+        break;
+    case RunSort::Loss:
+        sql += " ORDER BY r.last_loss IS NULL, r.last_loss";
+        break;
     }
     sql += filter.descending ? " DESC, r.id DESC" : ", r.id";
     sql += " LIMIT ?1001 OFFSET ?1002";
@@ -150,10 +162,10 @@ Result<std::vector<RunSummary>> RunStore::listRuns(const RunFilter& filter) cons
 
 Result<RunDetails> RunStore::run(std::int64_t runId) const
 {
-    auto stmt = m_db.prepare(std::string("SELECT ") + kSummaryColumns +
-                             ", r.config_text, r.recipe_text, r.notes, r.exit_code, r.root_cause_rank, r.error, "
-                             "r.launcher_pid, r.launcher_host, r.launcher_boot_id, r.launcher_start_ticks "
-                             "FROM runs r WHERE r.id = ?");
+    auto stmt = m_db.prepare(std::string("SELECT ") + kSummaryColumns
+                             + ", r.config_text, r.recipe_text, r.notes, r.exit_code, r.root_cause_rank, r.error, "
+                               "r.launcher_pid, r.launcher_host, r.launcher_boot_id, r.launcher_start_ticks "
+                               "FROM runs r WHERE r.id = ?");
     if (!stmt)
         return stmt.error();
     stmt->bind(1, runId);
@@ -203,8 +215,8 @@ Result<RunDetails> RunStore::run(std::int64_t runId) const
         return traces.error();
     traces->bind(1, runId);
     rc = forEachRow(*traces, [&](const Statement& s) {
-        details.traces.push_back({int(s.int64(0)), s.real(1), s.text(2), s.text(3), s.real(4), s.real(5), s.real(6),
-                                  s.real(7), s.real(8)});
+        details.traces.push_back(
+            {int(s.int64(0)), s.real(1), s.text(2), s.text(3), s.real(4), s.real(5), s.real(6), s.real(7), s.real(8)});
     });
     if (!rc)
         return rc.error();
@@ -225,9 +237,8 @@ Result<RunDetails> RunStore::run(std::int64_t runId) const
 
 Result<std::int64_t> RunStore::resolveRun(const std::string& reference) const
 {
-    const bool numeric = !reference.empty() && std::all_of(reference.begin(), reference.end(), [](char c) {
-        return c >= '0' && c <= '9';
-    });
+    const bool numeric = !reference.empty()
+                         && std::all_of(reference.begin(), reference.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (numeric) {
         std::int64_t id = 0;
         std::from_chars(reference.data(), reference.data() + reference.size(), id);
@@ -249,8 +260,8 @@ Result<std::int64_t> RunStore::resolveRun(const std::string& reference) const
         std::string list;
         for (auto id : ids)
             list += (list.empty() ? "" : ", ") + std::to_string(id);
-        return makeError(std::to_string(ids.size()) + " runs are named '" + reference + "' (ids " + list +
-                         "); name one by its id");
+        return makeError(std::to_string(ids.size()) + " runs are named '" + reference + "' (ids " + list
+                         + "); name one by its id");
     }
     return ids.front();
 }
@@ -315,7 +326,8 @@ Result<std::vector<SeriesBucket>> RunStore::downsampledSeries(std::int64_t runId
         return buckets;
 
     // The extent of the series: two index seeks (min and max in one query would scan).
-    auto count = m_db.prepare("SELECT coalesce(sum(count), 0) FROM metric_blocks WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3");
+    auto count = m_db.prepare(
+        "SELECT coalesce(sum(count), 0) FROM metric_blocks WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3");
     auto first = m_db.prepare("SELECT min(step) FROM metrics WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3");
     auto last = m_db.prepare("SELECT max(step) FROM metrics WHERE run_id = ?1 AND key_id = ?2 AND rank = ?3");
     for (auto* stmt : {&count, &first, &last}) {
@@ -465,8 +477,7 @@ Result<RunStats> RunStore::runStats(std::int64_t runId) const
         stmt->bind(1, runId).bind(2, *id).bind(3, rank);
         if (auto row = stmt->step(); !row)
             return row.error();
-        return Aggregate{stmt->int64(0), stmt->isNull(1) ? 0 : stmt->real(1), optionalReal(*stmt, 2),
-                         optionalReal(*stmt, 3)};
+        return Aggregate{stmt->int64(0), stmt->isNull(1) ? 0 : stmt->real(1), optionalReal(*stmt, 2), optionalReal(*stmt, 3)};
     };
     auto lowestRank = [&](const char* key) -> Result<std::optional<int>> {
         auto ranks = metricRanks(runId, key);

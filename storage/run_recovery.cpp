@@ -54,8 +54,9 @@ Result<int> RunStore::markInterruptedRuns()
     // A launcher that could not write the history as its run ended (a full disk) left the outcome
     // in outcome.json: record it as it was, with the rows events.jsonl still has.
     for (auto& [id, end] : decided) {
-        end.error += (end.error.empty() ? "" : "\n") + std::string("(recorded from the run directory's outcome.json: the "
-                                                                    "history could not be written when the run ended)");
+        end.error += (end.error.empty() ? "" : "\n")
+                     + std::string("(recorded from the run directory's outcome.json: the "
+                                   "history could not be written when the run ended)");
         if (auto recovered = recoverFromEventLog(id); !recovered)
             return recovered.error();
         if (auto finished = finishRun(id, end); !finished)
@@ -74,8 +75,8 @@ Result<int> RunStore::markInterruptedRuns()
     int marked = 0;
     for (const auto& [id, launcher] : gone) {
         update->bind(1, now())
-            .bind(2, "the launcher (pid " + std::to_string(launcher.pid) + " on " + launcher.host +
-                         ") stopped without ending the run")
+            .bind(2, "the launcher (pid " + std::to_string(launcher.pid) + " on " + launcher.host
+                         + ") stopped without ending the run")
             .bind(3, id);
         if (auto r = update->run(); !r)
             return r.error();

@@ -64,7 +64,8 @@ Result<RunStore> RunStore::openAs(const std::filesystem::path& databaseFile, con
     std::error_code ec;
     if (!options.readOnly && databaseFile.has_parent_path())
         std::filesystem::create_directories(databaseFile.parent_path(), ec);
-    auto db = Database::open(databaseFile.string(), options.readOnly && mode == OpenMode::ReadWriteCreate ? OpenMode::ReadOnly : mode,
+    auto db = Database::open(databaseFile.string(),
+                             options.readOnly && mode == OpenMode::ReadWriteCreate ? OpenMode::ReadOnly : mode,
                              options.busyTimeout);
     if (!db)
         return db.error();
@@ -75,9 +76,9 @@ Result<RunStore> RunStore::openAs(const std::filesystem::path& databaseFile, con
         if (!version)
             return version.error();
         if (*version != kSchemaVersion)
-            return makeError("the run history " + databaseFile.string() + " has schema version " +
-                             std::to_string(*version) + " but this Shardscope reads version " +
-                             std::to_string(kSchemaVersion) + "; open it once read-write to upgrade it");
+            return makeError("the run history " + databaseFile.string() + " has schema version " + std::to_string(*version)
+                             + " but this Shardscope reads version " + std::to_string(kSchemaVersion)
+                             + "; open it once read-write to upgrade it");
     } else if (auto rc = migrate(*db); !rc) {
         return rc.error();
     }
@@ -88,7 +89,8 @@ Result<RunStore> RunStore::openAs(const std::filesystem::path& databaseFile, con
         // A failure here (a full disk) costs the recovery of dead runs, not the history: it is
         // tried again at the next open.
         if (auto marked = store.markInterruptedRuns(); !marked)
-            store.m_warnings.push_back("runs whose launcher stopped could not be recorded as ended yet: " + marked.error().message);
+            store.m_warnings.push_back("runs whose launcher stopped could not be recorded as ended yet: "
+                                       + marked.error().message);
     }
     return store;
 }
@@ -125,10 +127,9 @@ Result<std::int64_t> RunStore::createRun(const NewRun& run)
     auto tx = Transaction::begin(m_db);
     if (!tx)
         return tx.error();
-    auto insert = m_db.prepare(
-        "INSERT INTO runs (name, status, created_at, host, world_size, distributed_type, mixed_precision, "
-        "config_text, recipe_text, run_dir, notes, launcher_pid, launcher_host, launcher_boot_id, "
-        "launcher_start_ticks) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    auto insert = m_db.prepare("INSERT INTO runs (name, status, created_at, host, world_size, distributed_type, mixed_precision, "
+                               "config_text, recipe_text, run_dir, notes, launcher_pid, launcher_host, launcher_boot_id, "
+                               "launcher_start_ticks) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!insert)
         return insert.error();
     insert->bind(1, run.name).bind(2, now()).bind(3, launcher.host).bind(4, run.worldSize);
@@ -164,8 +165,8 @@ Result<void> RunStore::markRunning(std::int64_t runId)
     auto status = statusOf(runId);
     if (!status)
         return status.error();
-    return makeError("cannot start " + runLabel(runId) + ": it is " + std::string(statusName(*status)) +
-                     " (only a pending run can start)");
+    return makeError("cannot start " + runLabel(runId) + ": it is " + std::string(statusName(*status))
+                     + " (only a pending run can start)");
 }
 
 Result<void> RunStore::finishRun(std::int64_t runId, const RunEnd& end)
@@ -187,8 +188,8 @@ Result<void> RunStore::finishRun(std::int64_t runId, const RunEnd& end)
         auto status = statusOf(runId);
         if (!status)
             return status.error();
-        return makeError("cannot end " + runLabel(runId) + " as " + std::string(statusName(end.status)) + ": it is already " +
-                         std::string(statusName(*status)));
+        return makeError("cannot end " + runLabel(runId) + " as " + std::string(statusName(end.status)) + ": it is already "
+                         + std::string(statusName(*status)));
     }
     auto rank = m_db.prepare("INSERT INTO run_ranks (run_id, rank, exit_code) VALUES (?, ?, ?) "
                              "ON CONFLICT (run_id, rank) DO UPDATE SET exit_code = excluded.exit_code");
@@ -204,11 +205,10 @@ Result<void> RunStore::finishRun(std::int64_t runId, const RunEnd& end)
 
 Result<void> RunStore::recordRank(std::int64_t runId, const RankInfo& rank)
 {
-    auto upsert = m_db.prepare(
-        "INSERT INTO run_ranks (run_id, rank, pid, host, device, torch_version, local_rank, machine_rank) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, "
-        "host = excluded.host, device = excluded.device, torch_version = excluded.torch_version, "
-        "local_rank = excluded.local_rank, machine_rank = excluded.machine_rank");
+    auto upsert = m_db.prepare("INSERT INTO run_ranks (run_id, rank, pid, host, device, torch_version, local_rank, machine_rank) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, "
+                               "host = excluded.host, device = excluded.device, torch_version = excluded.torch_version, "
+                               "local_rank = excluded.local_rank, machine_rank = excluded.machine_rank");
     if (!upsert)
         return upsert.error();
     upsert->bind(1, runId).bind(2, rank.rank).bind(3, rank.pid).bind(4, rank.host).bind(5, rank.device);
@@ -272,8 +272,8 @@ Result<void> RunStore::deleteRun(std::int64_t runId, bool removeDirectory)
     if (!details)
         return details.error();
     if (!isTerminal(details->summary.status))
-        return makeError("cannot delete " + runLabel(runId) + ": it is " + std::string(statusName(details->summary.status)) +
-                         "; stop it first (or, if its launcher is gone, open the store again to mark it interrupted)");
+        return makeError("cannot delete " + runLabel(runId) + ": it is " + std::string(statusName(details->summary.status))
+                         + "; stop it first (or, if its launcher is gone, open the store again to mark it interrupted)");
 
     // Validate the directory before touching any row, so a refused delete changes nothing.
     std::filesystem::path directory;
@@ -288,18 +288,18 @@ Result<void> RunStore::deleteRun(std::int64_t runId, bool removeDirectory)
             stored = m_runsRoot.parent_path() / stored;
         directory = std::filesystem::weakly_canonical(stored, ec);
         if (ec || !isInside(root, directory))
-            return makeError("refusing to delete the directory of " + runLabel(runId) + ": " + details->summary.runDir +
-                             " is not inside the runs folder " + m_runsRoot.string() +
-                             "; delete only its rows with --keep-files, and the folder by hand");
+            return makeError("refusing to delete the directory of " + runLabel(runId) + ": " + details->summary.runDir
+                             + " is not inside the runs folder " + m_runsRoot.string()
+                             + "; delete only its rows with --keep-files, and the folder by hand");
     }
 
     auto tx = Transaction::begin(m_db);
     if (!tx)
         return tx.error();
-    for (const char* sql : {"DELETE FROM metrics WHERE run_id = ?", "DELETE FROM metric_blocks WHERE run_id = ?",
-                            "DELETE FROM evals WHERE run_id = ?", "DELETE FROM traces WHERE run_id = ?",
-                            "DELETE FROM checkpoints WHERE run_id = ?", "DELETE FROM run_ranks WHERE run_id = ?",
-                            "DELETE FROM run_tags WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
+    for (const char* sql :
+         {"DELETE FROM metrics WHERE run_id = ?", "DELETE FROM metric_blocks WHERE run_id = ?",
+          "DELETE FROM evals WHERE run_id = ?", "DELETE FROM traces WHERE run_id = ?", "DELETE FROM checkpoints WHERE run_id = ?",
+          "DELETE FROM run_ranks WHERE run_id = ?", "DELETE FROM run_tags WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
         auto stmt = m_db.prepare(sql);
         if (!stmt)
             return stmt.error();
@@ -314,8 +314,8 @@ Result<void> RunStore::deleteRun(std::int64_t runId, bool removeDirectory)
         std::error_code ec;
         std::filesystem::remove_all(directory, ec);
         if (ec)
-            return makeError("deleted the rows of " + runLabel(runId) + " but not its directory " + directory.string() +
-                             ": " + ec.message() + "; remove it by hand");
+            return makeError("deleted the rows of " + runLabel(runId) + " but not its directory " + directory.string() + ": "
+                             + ec.message() + "; remove it by hand");
     }
     return {};
 }

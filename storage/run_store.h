@@ -39,7 +39,7 @@ public:
 
     // --- lifecycle (the launcher) ---
     Result<std::int64_t> createRun(const NewRun& run); // status pending
-    Result<void> markRunning(std::int64_t runId);      // pending -> running
+    Result<void> markRunning(std::int64_t runId); // pending -> running
     // pending|running -> completed|failed|cancelled, with exit codes and the root-cause rank.
     // A launcher that uses a RunWriter ends the run with RunWriter::finish instead, so the last
     // metrics and the final status commit together.
@@ -96,7 +96,7 @@ public:
     const std::vector<std::string>& warnings() const { return m_warnings; }
 
 private:
-    RunStore(Database db, std::filesystem::path runsRoot) : m_db(std::move(db)), m_runsRoot(std::move(runsRoot)) {}
+    RunStore(Database db, std::filesystem::path runsRoot) : m_db(std::move(db)), m_runsRoot(std::move(runsRoot)) { }
     static Result<RunStore> openAs(const std::filesystem::path& databaseFile, const StoreOptions& options, OpenMode mode);
     Result<RunStatus> statusOf(std::int64_t runId) const;
     Result<std::int64_t> keyId(const std::string& key) const; // 0 when unknown

@@ -11,15 +11,9 @@
 
 namespace shardscope::storage::detail {
 
-inline double now()
-{
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+inline double now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-inline std::string runLabel(std::int64_t runId)
-{
-    return "run " + std::to_string(runId);
-}
+inline std::string runLabel(std::int64_t runId) { return "run " + std::to_string(runId); }
 
 // Runs a query to its end, calling onRow for each row.
 template <typename OnRow>

@@ -10,8 +10,8 @@ namespace shardscope::storage {
 
 namespace {
 
-constexpr std::array<std::string_view, 6> kStatusNames = {"pending", "running", "completed",
-                                                          "failed", "cancelled", "interrupted"};
+constexpr std::array<std::string_view, 6> kStatusNames = {"pending", "running",   "completed",
+                                                          "failed",  "cancelled", "interrupted"};
 
 std::string readFirstLine(const std::string& path)
 {
@@ -48,10 +48,7 @@ std::string hostName()
 
 } // namespace
 
-std::string_view statusName(RunStatus status)
-{
-    return kStatusNames[std::size_t(status)];
-}
+std::string_view statusName(RunStatus status) { return kStatusNames[std::size_t(status)]; }
 
 std::optional<RunStatus> parseRunStatus(std::string_view text)
 {
@@ -62,10 +59,7 @@ std::optional<RunStatus> parseRunStatus(std::string_view text)
     return std::nullopt;
 }
 
-bool isTerminal(RunStatus status)
-{
-    return status != RunStatus::Pending && status != RunStatus::Running;
-}
+bool isTerminal(RunStatus status) { return status != RunStatus::Pending && status != RunStatus::Running; }
 
 LauncherIdentity LauncherIdentity::current()
 {

@@ -40,9 +40,9 @@ struct NewRun {
     std::string name;
     std::string configText; // the Accelerate config YAML, as saved
     std::string recipeText; // the recipe YAML
-    std::string runDir;     // runs/<id>/ (absolute)
+    std::string runDir; // runs/<id>/ (absolute)
     std::string distributedType; // Accelerate's spelling: MULTI_CPU, MULTI_GPU, FSDP, DEEPSPEED, NO
-    std::string mixedPrecision;  // no, fp16, bf16, fp8
+    std::string mixedPrecision; // no, fp16, bf16, fp8
     int worldSize = 1;
     std::vector<std::string> tags;
     std::string notes;
@@ -133,10 +133,10 @@ enum class RunSort { Created, Name, Status, Duration, Steps, Loss };
 
 struct RunFilter {
     std::vector<RunStatus> statuses; // any of these; empty: all
-    std::string distributedType;     // exact, case-insensitive; empty: all
-    std::string mixedPrecision;      // exact, case-insensitive; empty: all
-    std::string tag;                 // runs carrying this tag; empty: all
-    std::string text;                // substring of the name, notes, tags or run directory
+    std::string distributedType; // exact, case-insensitive; empty: all
+    std::string mixedPrecision; // exact, case-insensitive; empty: all
+    std::string tag; // runs carrying this tag; empty: all
+    std::string text; // substring of the name, notes, tags or run directory
     RunSort sort = RunSort::Created;
     bool descending = true;
     std::int64_t limit = -1; // -1: no limit
@@ -184,12 +184,12 @@ struct RunStats {
     std::int64_t runId = 0;
     std::string name;
     RunStatus status = RunStatus::Pending;
-    std::optional<std::int64_t> steps;     // last step seen
-    std::optional<double> finalLoss;       // loss at the last step
-    std::optional<double> bestLoss;        // lowest loss
-    std::optional<double> meanTokensPerS;  // mean of tokens_per_s over the steps
+    std::optional<std::int64_t> steps; // last step seen
+    std::optional<double> finalLoss; // loss at the last step
+    std::optional<double> bestLoss; // lowest loss
+    std::optional<double> meanTokensPerS; // mean of tokens_per_s over the steps
     std::vector<std::pair<int, double>> peakMemory; // (rank, bytes): peak_allocated, else rss
-    std::int64_t skippedSteps = 0;         // steps with skipped = 1 (fp16 overflow)
+    std::int64_t skippedSteps = 0; // steps with skipped = 1 (fp16 overflow)
     std::optional<double> wallSeconds;
 };
 

@@ -35,10 +35,7 @@ struct Buffer {
     std::vector<TraceRecord> traces;
     std::vector<CheckpointRecord> checkpoints;
 
-    bool empty() const
-    {
-        return metrics.empty() && ranks.empty() && evals.empty() && traces.empty() && checkpoints.empty();
-    }
+    bool empty() const { return metrics.empty() && ranks.empty() && evals.empty() && traces.empty() && checkpoints.empty(); }
     // Puts a failed batch back in front of what arrived meanwhile, keeping the order.
     void prepend(Buffer&& older)
     {
@@ -109,8 +106,8 @@ struct RunWriter::State {
     // The thread's own.
     Database db;
     std::vector<std::int64_t> dbKeyIds; // key index -> metric_keys.id
-    Statement insertMany, insertOne, upsertBlock, insertKey, selectKey, upsertRank, insertEval, insertTrace,
-        insertCheckpoint, updateSummary, finishRun, rankExit;
+    Statement insertMany, insertOne, upsertBlock, insertKey, selectKey, upsertRank, insertEval, insertTrace, insertCheckpoint,
+        updateSummary, finishRun, rankExit;
     std::thread thread;
 
     // Returns true when the buffer was empty: the thread may be in its untimed wait then and must
@@ -166,21 +163,19 @@ Result<void> RunWriter::State::prepareStatements()
          "THEN excluded.max_value ELSE max_value END"},
         {&insertKey, "INSERT OR IGNORE INTO metric_keys (name) VALUES (?)"},
         {&selectKey, "SELECT id FROM metric_keys WHERE name = ?"},
-        {&upsertRank,
-         "INSERT INTO run_ranks (run_id, rank, pid, host, device, torch_version, local_rank, machine_rank) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, "
-         "host = excluded.host, device = excluded.device, torch_version = excluded.torch_version, "
-         "local_rank = excluded.local_rank, machine_rank = excluded.machine_rank"},
+        {&upsertRank, "INSERT INTO run_ranks (run_id, rank, pid, host, device, torch_version, local_rank, machine_rank) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, "
+                      "host = excluded.host, device = excluded.device, torch_version = excluded.torch_version, "
+                      "local_rank = excluded.local_rank, machine_rank = excluded.machine_rank"},
         {&insertEval, "INSERT INTO evals (run_id, rank, step, time, name, value) VALUES (?, ?, ?, ?, ?, ?)"},
         {&insertTrace, "INSERT INTO traces (run_id, rank, time, path, source, compute, comm, memory, idle, overlap) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
         {&insertCheckpoint, "INSERT INTO checkpoints (run_id, rank, step, time, path, kind, bytes) "
                             "VALUES (?, ?, ?, ?, ?, ?, ?)"},
         // ?2: the batch's highest step; ?3/?4: the loss at the batch's highest loss step, ?5 = 1 when present.
-        {&updateSummary,
-         "UPDATE runs SET last_step = CASE WHEN last_step IS NULL OR ?2 > last_step THEN ?2 ELSE last_step END, "
-         "last_loss = CASE WHEN ?5 = 1 AND (last_step IS NULL OR ?3 >= last_step) THEN ?4 ELSE last_loss END "
-         "WHERE id = ?1"},
+        {&updateSummary, "UPDATE runs SET last_step = CASE WHEN last_step IS NULL OR ?2 > last_step THEN ?2 ELSE last_step END, "
+                         "last_loss = CASE WHEN ?5 = 1 AND (last_step IS NULL OR ?3 >= last_step) THEN ?4 ELSE last_loss END "
+                         "WHERE id = ?1"},
         {&finishRun, "UPDATE runs SET status = ?, ended_at = ?, exit_code = ?, root_cause_rank = ?, error = ? "
                      "WHERE id = ? AND status IN ('pending', 'running')"},
         {&rankExit, "INSERT INTO run_ranks (run_id, rank, exit_code) VALUES (?, ?, ?) "
@@ -195,9 +190,8 @@ Result<void> RunWriter::State::prepareStatements()
     return {};
 }
 
-Result<void> RunWriter::State::commit(const Buffer& batch, const std::vector<std::string>& newKeys,
-                                      std::int32_t lossKey, const std::optional<RunEnd>& end,
-                                      std::optional<Error>& warning)
+Result<void> RunWriter::State::commit(const Buffer& batch, const std::vector<std::string>& newKeys, std::int32_t lossKey,
+                                      const std::optional<RunEnd>& end, std::optional<Error>& warning)
 {
     auto tx = Transaction::begin(db);
     if (!tx)
@@ -286,15 +280,14 @@ Result<void> RunWriter::State::commit(const Buffer& batch, const std::vector<std
     }
 
     if (end) {
-        const double now =
-            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         finishRun.bind(1, statusName(end->status)).bind(2, now).bind(3, end->exitCode).bind(4, end->rootCauseRank);
         finishRun.bind(5, end->error).bind(6, runId);
         if (auto rc = finishRun.run(); !rc)
             return rc;
         if (db.changes() != 1)
-            warning = makeError("run " + std::to_string(runId) + " was no longer pending or running, so its end (" +
-                                std::string(statusName(end->status)) + ") was not recorded; its metrics were");
+            warning = makeError("run " + std::to_string(runId) + " was no longer pending or running, so its end ("
+                                + std::string(statusName(end->status)) + ") was not recorded; its metrics were");
         for (const auto& [rank, code] : end->rankExitCodes) {
             rankExit.bind(1, runId).bind(2, rank).bind(3, code);
             if (auto rc = rankExit.run(); !rc)
@@ -317,9 +310,10 @@ void RunWriter::State::run()
                 return true;
             if (std::chrono::steady_clock::now() < retryAt)
                 return false;
-            return finishRequest ||
-                   (!buffer.empty() && (buffer.metrics.size() >= options.maxBufferedRows ||
-                                        std::chrono::steady_clock::now() >= oldest + options.flushInterval));
+            return finishRequest
+                   || (!buffer.empty()
+                       && (buffer.metrics.size() >= options.maxBufferedRows
+                           || std::chrono::steady_clock::now() >= oldest + options.flushInterval));
         };
         while (!stopping && !due()) {
             if (std::chrono::steady_clock::now() < retryAt)
@@ -351,9 +345,9 @@ void RunWriter::State::run()
         attempted = std::max(attempted, target);
         if (!rc) {
             // The rows are not lost: they go back in front of the buffer for the next attempt.
-            const Error failed = makeError("committing " + std::to_string(batch.metrics.size()) + " metric rows of run " +
-                               std::to_string(runId) + " failed; they stay buffered and are retried every " +
-                               std::to_string(options.flushInterval.count()) + " ms: " + rc.error().message);
+            const Error failed = makeError("committing " + std::to_string(batch.metrics.size()) + " metric rows of run "
+                                           + std::to_string(runId) + " failed; they stay buffered and are retried every "
+                                           + std::to_string(options.flushInterval.count()) + " ms: " + rc.error().message);
             attemptError = failed;
             lastError = failed;
             buffer.prepend(std::move(batch));
@@ -375,7 +369,7 @@ void RunWriter::State::run()
     }
 }
 
-RunWriter::RunWriter(std::unique_ptr<State> state) : m_state(std::move(state)) {}
+RunWriter::RunWriter(std::unique_ptr<State> state) : m_state(std::move(state)) { }
 
 Result<std::unique_ptr<RunWriter>> RunWriter::open(const std::filesystem::path& databaseFile, std::int64_t runId,
                                                    WriterOptions options)
@@ -393,8 +387,8 @@ Result<std::unique_ptr<RunWriter>> RunWriter::open(const std::filesystem::path& 
     if (!version)
         return version.error();
     if (*version != kSchemaVersion)
-        return makeError("the run history " + databaseFile.string() + " has schema version " + std::to_string(*version) +
-                         ", expected " + std::to_string(kSchemaVersion) + "; open it with RunStore first to upgrade it");
+        return makeError("the run history " + databaseFile.string() + " has schema version " + std::to_string(*version)
+                         + ", expected " + std::to_string(kSchemaVersion) + "; open it with RunStore first to upgrade it");
     auto exists = state->db.prepare("SELECT status FROM runs WHERE id = ?");
     if (!exists)
         return exists.error();
@@ -449,25 +443,13 @@ void RunWriter::addMetrics(int rank, std::int64_t step, double time, std::span<c
         m_state->wake.notify_one();
 }
 
-void RunWriter::addRank(const RankInfo& rank)
-{
-    m_state->append(m_state->buffer.ranks, rank);
-}
+void RunWriter::addRank(const RankInfo& rank) { m_state->append(m_state->buffer.ranks, rank); }
 
-void RunWriter::addEval(const EvalRecord& eval)
-{
-    m_state->append(m_state->buffer.evals, eval);
-}
+void RunWriter::addEval(const EvalRecord& eval) { m_state->append(m_state->buffer.evals, eval); }
 
-void RunWriter::addTrace(const TraceRecord& trace)
-{
-    m_state->append(m_state->buffer.traces, trace);
-}
+void RunWriter::addTrace(const TraceRecord& trace) { m_state->append(m_state->buffer.traces, trace); }
 
-void RunWriter::addCheckpoint(const CheckpointRecord& checkpoint)
-{
-    m_state->append(m_state->buffer.checkpoints, checkpoint);
-}
+void RunWriter::addCheckpoint(const CheckpointRecord& checkpoint) { m_state->append(m_state->buffer.checkpoints, checkpoint); }
 
 Result<void> RunWriter::flush()
 {
@@ -508,14 +490,8 @@ std::optional<Error> RunWriter::lastError() const
     return m_state->lastError;
 }
 
-std::int64_t RunWriter::committedRows() const
-{
-    return m_state->committedRows.load();
-}
+std::int64_t RunWriter::committedRows() const { return m_state->committedRows.load(); }
 
-std::int64_t RunWriter::runId() const
-{
-    return m_state->runId;
-}
+std::int64_t RunWriter::runId() const { return m_state->runId; }
 
 } // namespace shardscope::storage

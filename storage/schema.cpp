@@ -172,12 +172,14 @@ Result<void> backfillBlocks(Database& db)
 Result<void> applyStep(Database& db, int version)
 {
     switch (version) {
-    case 1: return db.exec(kSchemaV1);
+    case 1:
+        return db.exec(kSchemaV1);
     case 2:
         if (auto rc = db.exec(kSchemaV2); !rc)
             return rc;
         return backfillBlocks(db);
-    default: return makeError("internal error: no migration to schema version " + std::to_string(version));
+    default:
+        return makeError("internal error: no migration to schema version " + std::to_string(version));
     }
 }
 
@@ -219,9 +221,9 @@ Result<void> migrate(Database& db, int targetVersion)
     if (!before)
         return before.error();
     if (*before > kSchemaVersion)
-        return makeError("the run history " + db.path() + " has schema version " + std::to_string(*before) +
-                         ", newer than this Shardscope knows (" + std::to_string(kSchemaVersion) +
-                         "); use a newer shardscope, or point SHARDSCOPE_HOME at another folder");
+        return makeError("the run history " + db.path() + " has schema version " + std::to_string(*before)
+                         + ", newer than this Shardscope knows (" + std::to_string(kSchemaVersion)
+                         + "); use a newer shardscope, or point SHARDSCOPE_HOME at another folder");
     if (*before >= targetVersion)
         return {};
 
@@ -247,8 +249,8 @@ Result<void> migrate(Database& db, int targetVersion)
         return version.error();
     for (int next = *version + 1; next <= targetVersion; ++next) {
         if (auto rc = applyStep(db, next); !rc)
-            return makeError("upgrading the run history " + db.path() + " to schema version " +
-                             std::to_string(next) + " failed: " + rc.error().message);
+            return makeError("upgrading the run history " + db.path() + " to schema version " + std::to_string(next)
+                             + " failed: " + rc.error().message);
     }
     // PRAGMA takes no parameters; the value is our own integer, not user input.
     if (*version < targetVersion) {

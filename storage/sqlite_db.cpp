@@ -31,9 +31,9 @@ std::string failureHint(sqlite3* db, int rc, const std::string& path)
             folder = ".";
         if (err != 0)
             hint += std::string(" (") + std::strerror(err) + ")";
-        hint += "; the disk holding " + folder +
-                " may be full, or a file-size limit was reached: free space there (or set SHARDSCOPE_HOME to a "
-                "folder on another disk) and try again";
+        hint += "; the disk holding " + folder
+                + " may be full, or a file-size limit was reached: free space there (or set SHARDSCOPE_HOME to a "
+                  "folder on another disk) and try again";
         break;
     }
     case SQLITE_BUSY:
@@ -66,10 +66,7 @@ Statement& Statement::operator=(Statement&& other) noexcept
     return *this;
 }
 
-Statement::~Statement()
-{
-    sqlite3_finalize(m_stmt);
-}
+Statement::~Statement() { sqlite3_finalize(m_stmt); }
 
 Statement& Statement::bind(int index, std::int64_t value)
 {
@@ -106,8 +103,8 @@ Result<bool> Statement::step()
     if (rc == SQLITE_DONE)
         return false;
     const std::string path = sqlite3_db_filename(m_db, "main");
-    std::string message = "SQLite error in " + path + ": " + sqlite3_errmsg(m_db) + " (while running: " +
-                          sqlite3_sql(m_stmt) + ")" + failureHint(m_db, rc, path);
+    std::string message = "SQLite error in " + path + ": " + sqlite3_errmsg(m_db) + " (while running: " + sqlite3_sql(m_stmt)
+                          + ")" + failureHint(m_db, rc, path);
     sqlite3_reset(m_stmt);
     return makeError(std::move(message));
 }
@@ -127,15 +124,9 @@ void Statement::reset()
     sqlite3_clear_bindings(m_stmt);
 }
 
-bool Statement::isNull(int column) const
-{
-    return sqlite3_column_type(m_stmt, column) == SQLITE_NULL;
-}
+bool Statement::isNull(int column) const { return sqlite3_column_type(m_stmt, column) == SQLITE_NULL; }
 
-std::int64_t Statement::int64(int column) const
-{
-    return sqlite3_column_int64(m_stmt, column);
-}
+std::int64_t Statement::int64(int column) const { return sqlite3_column_int64(m_stmt, column); }
 
 double Statement::real(int column) const
 {
@@ -166,10 +157,7 @@ std::optional<std::string> Statement::optionalText(int column) const
     return text(column);
 }
 
-Database::Database(Database&& other) noexcept
-    : m_db(std::exchange(other.m_db, nullptr)), m_path(std::move(other.m_path))
-{
-}
+Database::Database(Database&& other) noexcept : m_db(std::exchange(other.m_db, nullptr)), m_path(std::move(other.m_path)) { }
 
 Database& Database::operator=(Database&& other) noexcept
 {
@@ -200,10 +188,18 @@ Result<Database> Database::open(const std::string& path, OpenMode mode, std::chr
     (void)configured;
     int flags = SQLITE_OPEN_NOMUTEX; // one connection per thread: no need for SQLite's mutexes
     switch (mode) {
-    case OpenMode::ReadWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
-    case OpenMode::ReadWrite: flags |= SQLITE_OPEN_READWRITE; break;
-    case OpenMode::ReadOnly: flags |= SQLITE_OPEN_READONLY; break;
-    case OpenMode::Immutable: flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI; break;
+    case OpenMode::ReadWriteCreate:
+        flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+        break;
+    case OpenMode::ReadWrite:
+        flags |= SQLITE_OPEN_READWRITE;
+        break;
+    case OpenMode::ReadOnly:
+        flags |= SQLITE_OPEN_READONLY;
+        break;
+    case OpenMode::Immutable:
+        flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+        break;
     }
     std::string name = path;
     if (mode == OpenMode::Immutable) {
@@ -225,8 +221,8 @@ Result<Database> Database::open(const std::string& path, OpenMode mode, std::chr
     db.m_db = handle;
     db.m_path = path;
     if (rc != SQLITE_OK) {
-        std::string message = "cannot open the run history " + path + ": " +
-                              (handle ? sqlite3_errmsg(handle) : sqlite3_errstr(rc));
+        std::string message = "cannot open the run history " + path + ": "
+                              + (handle ? sqlite3_errmsg(handle) : sqlite3_errstr(rc));
         if (mode != OpenMode::ReadWriteCreate)
             message += " (does the file exist and is it readable?)";
         else
@@ -240,8 +236,8 @@ Result<Database> Database::open(const std::string& path, OpenMode mode, std::chr
 
 std::string Database::errorText(std::string_view what) const
 {
-    return std::string("SQLite error in ") + m_path + " while " + std::string(what) + ": " +
-           (m_db ? sqlite3_errmsg(m_db) : "not open");
+    return std::string("SQLite error in ") + m_path + " while " + std::string(what) + ": "
+           + (m_db ? sqlite3_errmsg(m_db) : "not open");
 }
 
 Result<void> Database::exec(std::string_view sql)
@@ -250,8 +246,8 @@ Result<void> Database::exec(std::string_view sql)
     char* message = nullptr;
     const int rc = sqlite3_exec(m_db, text.c_str(), nullptr, nullptr, &message);
     if (rc != SQLITE_OK) {
-        std::string error = "SQLite error in " + m_path + ": " + (message ? message : sqlite3_errstr(rc)) +
-                            failureHint(m_db, rc, m_path);
+        std::string error = "SQLite error in " + m_path + ": " + (message ? message : sqlite3_errstr(rc))
+                            + failureHint(m_db, rc, m_path);
         sqlite3_free(message);
         return makeError(std::move(error));
     }
@@ -268,10 +264,7 @@ void delayForTesting()
 }
 } // namespace
 
-void setQueryDelayForTesting(std::chrono::milliseconds delay)
-{
-    g_queryDelayMs.store(delay.count(), std::memory_order_relaxed);
-}
+void setQueryDelayForTesting(std::chrono::milliseconds delay) { g_queryDelayMs.store(delay.count(), std::memory_order_relaxed); }
 
 Result<Statement> Database::prepare(std::string_view sql) const
 {
@@ -302,15 +295,9 @@ Result<std::int64_t> Database::queryInt(std::string_view sql) const
     return *row ? stmt->int64(0) : 0;
 }
 
-std::int64_t Database::lastInsertId() const
-{
-    return sqlite3_last_insert_rowid(m_db);
-}
+std::int64_t Database::lastInsertId() const { return sqlite3_last_insert_rowid(m_db); }
 
-int Database::changes() const
-{
-    return sqlite3_changes(m_db);
-}
+int Database::changes() const { return sqlite3_changes(m_db); }
 
 Result<Transaction> Transaction::begin(Database& db, bool immediate)
 {

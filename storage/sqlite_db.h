@@ -21,7 +21,7 @@ namespace shardscope::storage {
 class Statement {
 public:
     Statement() = default;
-    Statement(sqlite3* db, sqlite3_stmt* stmt) : m_db(db), m_stmt(stmt) {}
+    Statement(sqlite3* db, sqlite3_stmt* stmt) : m_db(db), m_stmt(stmt) { }
     Statement(Statement&& other) noexcept;
     Statement& operator=(Statement&& other) noexcept;
     Statement(const Statement&) = delete;
@@ -117,7 +117,7 @@ public:
     Result<void> commit();
 
 private:
-    explicit Transaction(Database* db) : m_db(db) {}
+    explicit Transaction(Database* db) : m_db(db) { }
     Database* m_db = nullptr;
 };
 

@@ -17,15 +17,9 @@ void RunStatsModel::setStats(std::vector<storage::RunStats> stats)
     endResetModel();
 }
 
-int RunStatsModel::rowCount(const QModelIndex& parent) const
-{
-    return parent.isValid() ? 0 : static_cast<int>(m_stats.size());
-}
+int RunStatsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_stats.size()); }
 
-int RunStatsModel::columnCount(const QModelIndex& parent) const
-{
-    return parent.isValid() ? 0 : ColumnCount;
-}
+int RunStatsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 QVariant RunStatsModel::data(const QModelIndex& index, int role) const
 {
@@ -40,20 +34,28 @@ QVariant RunStatsModel::data(const QModelIndex& index, int role) const
         return {};
     auto opt = [](const std::optional<double>& v) { return v ? QVariant(formatNumber(*v)) : QVariant(); };
     switch (index.column()) {
-    case Run: return QStringLiteral("%1 (%2)").arg(qs(s.name)).arg(s.runId);
-    case Status: return statusText(s.status);
-    case Steps: return s.steps ? QVariant::fromValue<qint64>(*s.steps) : QVariant();
-    case FinalLoss: return opt(s.finalLoss);
-    case BestLoss: return opt(s.bestLoss);
-    case TokensPerS: return s.meanTokensPerS ? QVariant(QString::number(*s.meanTokensPerS, 'f', 0)) : QVariant();
+    case Run:
+        return QStringLiteral("%1 (%2)").arg(qs(s.name)).arg(s.runId);
+    case Status:
+        return statusText(s.status);
+    case Steps:
+        return s.steps ? QVariant::fromValue<qint64>(*s.steps) : QVariant();
+    case FinalLoss:
+        return opt(s.finalLoss);
+    case BestLoss:
+        return opt(s.bestLoss);
+    case TokensPerS:
+        return s.meanTokensPerS ? QVariant(QString::number(*s.meanTokensPerS, 'f', 0)) : QVariant();
     case PeakMemory: {
         QStringList parts;
         for (const auto& [rank, bytes] : s.peakMemory)
             parts << QStringLiteral("r%1 %2").arg(rank).arg(formatBytes(bytes));
         return parts.join(QStringLiteral(" · "));
     }
-    case Skipped: return QVariant::fromValue<qint64>(s.skippedSteps);
-    case Wall: return s.wallSeconds ? QVariant(formatDuration(*s.wallSeconds)) : QVariant();
+    case Skipped:
+        return QVariant::fromValue<qint64>(s.skippedSteps);
+    case Wall:
+        return s.wallSeconds ? QVariant(formatDuration(*s.wallSeconds)) : QVariant();
     }
     return {};
 }
@@ -63,21 +65,29 @@ QVariant RunStatsModel::headerData(int section, Qt::Orientation orientation, int
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     switch (section) {
-    case Run: return tr("Run");
-    case Status: return tr("Status");
-    case Steps: return tr("Steps");
-    case FinalLoss: return tr("Final loss");
-    case BestLoss: return tr("Best loss");
-    case TokensPerS: return tr("Tokens/s");
-    case PeakMemory: return tr("Peak memory per rank");
-    case Skipped: return tr("Skipped steps");
-    case Wall: return tr("Wall time");
+    case Run:
+        return tr("Run");
+    case Status:
+        return tr("Status");
+    case Steps:
+        return tr("Steps");
+    case FinalLoss:
+        return tr("Final loss");
+    case BestLoss:
+        return tr("Best loss");
+    case TokensPerS:
+        return tr("Tokens/s");
+    case PeakMemory:
+        return tr("Peak memory per rank");
+    case Skipped:
+        return tr("Skipped steps");
+    case Wall:
+        return tr("Wall time");
     }
     return {};
 }
 
-std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTexts,
-                                       const std::vector<std::string>& recipeTexts)
+std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTexts, const std::vector<std::string>& recipeTexts)
 {
     std::vector<ConfigRow> rows;
     auto addFile = [&](const std::vector<std::string>& texts, const std::string& file) {
@@ -166,8 +176,10 @@ QVariant ConfigDiffModel::data(const QModelIndex& index, int role) const
     if (role != Qt::DisplayRole && role != Qt::ToolTipRole)
         return {};
     switch (index.column()) {
-    case FileColumn: return qs(row.file);
-    case KeyColumn: return qs(row.keyPath);
+    case FileColumn:
+        return qs(row.file);
+    case KeyColumn:
+        return qs(row.keyPath);
     default: {
         const auto& value = row.values[static_cast<std::size_t>(index.column() - FirstRunColumn)];
         return value ? qs(*value) : tr("(absent)");

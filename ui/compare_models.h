@@ -33,7 +33,7 @@ private:
 };
 
 struct ConfigRow {
-    std::string file;    // "config" or "recipe"
+    std::string file; // "config" or "recipe"
     std::string keyPath; // fsdp_config.fsdp_sharding_strategy
     std::vector<std::optional<std::string>> values; // one per run; nullopt: absent
     bool identical = false;
@@ -41,8 +41,7 @@ struct ConfigRow {
 
 // Every key of the runs' configs and recipes, in document order, flagged identical or not; the
 // differing ones are exactly RunStore::compareRuns's differences.
-std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTexts,
-                                       const std::vector<std::string>& recipeTexts);
+std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTexts, const std::vector<std::string>& recipeTexts);
 
 class ConfigDiffModel : public QAbstractTableModel {
     Q_OBJECT

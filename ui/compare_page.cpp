@@ -57,10 +57,8 @@ storage::StoreOptions viewerOptions()
 } // namespace
 
 ComparePage::ComparePage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
-    : QWidget(parent)
-    , m_databaseFile(std::move(databaseFile))
-    , m_history(history ? history : new HistoryService(this))
-    , m_store(std::make_shared<HistoryConnection>(m_databaseFile, viewerOptions()))
+    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_history(history ? history : new HistoryService(this)),
+      m_store(std::make_shared<HistoryConnection>(m_databaseFile, viewerOptions()))
 {
     auto* layout = new QHBoxLayout(this);
     auto* splitter = new QSplitter(Qt::Horizontal, this);
@@ -177,12 +175,14 @@ void ComparePage::reloadRunList()
             const QSignalBlocker blocker(m_picker);
             m_picker->clear();
             for (const auto& run : **runs) {
-                auto* item = new QListWidgetItem(QStringLiteral("%1  %2 · %3 · %4").arg(run.id).arg(qs(run.name),
-                                                     qs(run.mixedPrecision), statusText(run.status)), m_picker);
+                auto* item = new QListWidgetItem(QStringLiteral("%1  %2 · %3 · %4")
+                                                     .arg(run.id)
+                                                     .arg(qs(run.name), qs(run.mixedPrecision), statusText(run.status)),
+                                                 m_picker);
                 item->setData(Qt::UserRole, QVariant::fromValue<qint64>(run.id));
                 item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
                 item->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), run.id) != m_runIds.end() ? Qt::Checked
-                                                                                                           : Qt::Unchecked);
+                                                                                                          : Qt::Unchecked);
             }
         });
 }
@@ -192,8 +192,8 @@ void ComparePage::syncChecks()
     const QSignalBlocker blocker(m_picker);
     for (int i = 0; i < m_picker->count(); ++i) {
         const auto id = m_picker->item(i)->data(Qt::UserRole).toLongLong();
-        m_picker->item(i)->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), id) != m_runIds.end()
-                                             ? Qt::Checked : Qt::Unchecked);
+        m_picker->item(i)->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), id) != m_runIds.end() ? Qt::Checked
+                                                                                                           : Qt::Unchecked);
     }
 }
 
@@ -215,7 +215,7 @@ void ComparePage::setMetric(const QString& key)
 // What the comparison shows, read on the history thread.
 struct ComparePage::Comparison {
     std::vector<std::string> keys; // the union of the runs' metric keys
-    QString metric;                // the one charted
+    QString metric; // the one charted
     std::vector<storage::RunStats> stats;
     QString error;
     QStringList names;
@@ -290,7 +290,8 @@ void ComparePage::applyComparison(const Comparison& c)
     m_chart->setFollowing(true);
     m_chart->setTitle(tr("%1 (rank 0) by step").arg(c.metric));
     for (std::size_t i = 0; i < c.buckets.size(); ++i) {
-        const int series = m_chart->addSeries(i < static_cast<std::size_t>(c.names.size()) ? c.names[static_cast<int>(i)] : QString(),
+        const int series = m_chart->addSeries(i < static_cast<std::size_t>(c.names.size()) ? c.names[static_cast<int>(i)]
+                                                                                           : QString(),
                                               runColor(static_cast<int>(i)));
         QVector<double> xs, ys;
         for (const auto& b : c.buckets[i]) {

@@ -67,7 +67,7 @@ private:
     std::filesystem::path m_databaseFile;
     HistoryService* m_history = nullptr;
     std::shared_ptr<HistoryConnection> m_store; // opened and used on the history thread only
-    std::uint64_t m_generation = 0;       // of the comparison asked last
+    std::uint64_t m_generation = 0; // of the comparison asked last
     std::vector<std::int64_t> m_runIds;
     QStringList m_sweepNames; // runs of a sweep not yet seen in the store
     QListWidget* m_picker = nullptr;

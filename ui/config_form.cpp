@@ -48,7 +48,7 @@ QString displayText(const Value& v)
 }
 
 // The first top-level key of a section's group (nested keys show inside their section's group).
-const std::vector<const char*> kMachineKeys = {"num_processes", "gpu_ids", "use_cpu", "num_machines",
+const std::vector<const char*> kMachineKeys = {"num_processes",       "gpu_ids", "use_cpu", "num_machines",
                                                "enable_cpu_affinity", "debug"};
 const std::vector<const char*> kMultiNodeKeys = {"machine_rank", "main_process_ip", "main_process_port", "same_network",
                                                  "rdzv_backend"};
@@ -144,7 +144,8 @@ void ConfigForm::addField(QGroupBox* group, const std::string& section, const st
     if (!spec->allowed.empty()) {
         auto* combo = new QComboBox(group);
         if (!spec->required)
-            combo->addItem(spec->defaultValue.isNull() ? tr("(not set)") : tr("(default: %1)").arg(displayText(spec->defaultValue)));
+            combo->addItem(spec->defaultValue.isNull() ? tr("(not set)")
+                                                       : tr("(default: %1)").arg(displayText(spec->defaultValue)));
         for (const auto& a : spec->allowed)
             combo->addItem(qs(a), qs(a));
         connect(combo, &QComboBox::currentIndexChanged, this, [this, index, combo] {

@@ -145,9 +145,9 @@ bool ConfigWizard::apply(const Step& step, QString* error)
             // Accelerate re-asks some questions silently; a form must say why nothing happened.
             if (error)
                 *error = !outcome.message.empty() ? qs(outcome.message)
-                    : m_session.current() && m_session.current()->kind == config::QuestionKind::Int
-                    ? tr("Please enter an integer.")
-                    : tr("Please enter a number.");
+                         : m_session.current() && m_session.current()->kind == config::QuestionKind::Int
+                             ? tr("Please enter an integer.")
+                             : tr("Please enter a number.");
             return false;
         }
     } else if (auto r = m_session.answer(step.value); !r && !m_session.abortError()) {

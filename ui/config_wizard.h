@@ -73,7 +73,7 @@ private:
     QLabel* m_done = nullptr;
     QPushButton* m_back = nullptr;
     QPushButton* m_next = nullptr;
-    QString m_typed;            // what was typed into the menu since the last pause
+    QString m_typed; // what was typed into the menu since the last pause
     QElapsedTimer m_sinceTyped; // a pause restarts it, as the list's own type-ahead does
 };
 

@@ -69,7 +69,6 @@ QString readText(const QString& path, bool* ok)
     return qs(s.str());
 }
 
-
 } // namespace
 
 ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
@@ -186,12 +185,10 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
         m_recipeModified = true;
         recipeChanged();
     });
-    connect(m_diagnosticView, &QListView::clicked, this, [this](const QModelIndex& index) {
-        goToDiagnostic(index.data(DiagnosticModel::KeyPathRole).toString());
-    });
-    connect(m_diagnosticView, &QListView::activated, this, [this](const QModelIndex& index) {
-        goToDiagnostic(index.data(DiagnosticModel::KeyPathRole).toString());
-    });
+    connect(m_diagnosticView, &QListView::clicked, this,
+            [this](const QModelIndex& index) { goToDiagnostic(index.data(DiagnosticModel::KeyPathRole).toString()); });
+    connect(m_diagnosticView, &QListView::activated, this,
+            [this](const QModelIndex& index) { goToDiagnostic(index.data(DiagnosticModel::KeyPathRole).toString()); });
     connect(m_launch, &QPushButton::clicked, this, [this] { launch(); });
 
     // Accelerate's default file is what `accelerate launch` uses without --config_file; start there.
@@ -260,15 +257,9 @@ void ConfigurePage::buildTopBar(QWidget* bar)
     button(tr("Save as…"), QStringLiteral("saveRecipeAs"), saveRecipeAs);
 }
 
-const config::AccelerateConfig& ConfigurePage::currentConfig() const
-{
-    return m_form->config();
-}
+const config::AccelerateConfig& ConfigurePage::currentConfig() const { return m_form->config(); }
 
-QString ConfigurePage::previewText() const
-{
-    return m_preview->toPlainText();
-}
+QString ConfigurePage::previewText() const { return m_preview->toPlainText(); }
 
 void ConfigurePage::setMachine(const config::MachineInfo& machine)
 {
@@ -276,10 +267,7 @@ void ConfigurePage::setMachine(const config::MachineInfo& machine)
     refresh();
 }
 
-bool ConfigurePage::canLaunch() const
-{
-    return m_launch->isEnabled();
-}
+bool ConfigurePage::canLaunch() const { return m_launch->isEnabled(); }
 
 bool ConfigurePage::openConfigFile(const QString& path)
 {
@@ -337,10 +325,7 @@ bool ConfigurePage::saveRecipeTo(const QString& path)
     return true;
 }
 
-void ConfigurePage::setRecipeText(const QString& yaml)
-{
-    m_recipeEditor->setPlainText(yaml);
-}
+void ConfigurePage::setRecipeText(const QString& yaml) { m_recipeEditor->setPlainText(yaml); }
 
 void ConfigurePage::configChanged(bool modified)
 {
@@ -414,9 +399,10 @@ void ConfigurePage::refresh()
     m_diagnostics->setDiagnostics(std::move(diagnostics), texts);
     const int errors = m_diagnostics->errorCount();
     const int warnings = m_diagnostics->rowCount() - errors;
-    m_problems->setText(m_diagnostics->rowCount() == 0
-                            ? tr("<b>Problems:</b> none; the config is valid.")
-                            : tr("<b>Problems:</b> %1 error(s), %2 warning(s) (click one to go to its field)").arg(errors).arg(warnings));
+    m_problems->setText(
+        m_diagnostics->rowCount() == 0
+            ? tr("<b>Problems:</b> none; the config is valid.")
+            : tr("<b>Problems:</b> %1 error(s), %2 warning(s) (click one to go to its field)").arg(errors).arg(warnings));
     m_launch->setEnabled(errors == 0);
     m_launch->setToolTip(errors == 0 ? tr("Save the config and the recipe and start `shardscope launch` (Ctrl+Enter)")
                                      : tr("%n error(s) to fix first", nullptr, errors));
@@ -545,7 +531,7 @@ QString ConfigurePage::launch()
     request.recipeFile = m_recipePath;
     request.numProcesses = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
     request.runName = QStringLiteral("%1-%2").arg(m_recipe ? qs(m_recipe->name) : QStringLiteral("run"),
-                                                 QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
+                                                  QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
     request.outputFile = launcherOutputFile(QString::fromStdString(m_databaseFile.parent_path().string()), request.runName);
     const auto result = launchDetached(request);
     if (!result.started) {
@@ -609,8 +595,9 @@ void ConfigurePage::pollLaunchedRun()
                 emit runOpened(seen->runId);
             } else if (seen->launcherGone) {
                 showMessage(tr("The launch of %1 stopped before the run started: %2")
-                                .arg(m_pendingRun, seen->said.isEmpty() ? tr("the launcher said nothing (%1)").arg(m_pendingOutput)
-                                                                        : seen->said),
+                                .arg(m_pendingRun, seen->said.isEmpty()
+                                                       ? tr("the launcher said nothing (%1)").arg(m_pendingOutput)
+                                                       : seen->said),
                             true);
                 m_pendingRun.clear();
                 m_pollTimer->stop();

@@ -91,8 +91,8 @@ private:
     int m_recipeErrorLine = 0;
     std::optional<config::MemoryEstimate> m_estimate;
     QString m_pendingRun;
-    qint64 m_pendingPid = 0;       // its launcher
-    QString m_pendingOutput;       // the launcher's output file
+    qint64 m_pendingPid = 0; // its launcher
+    QString m_pendingOutput; // the launcher's output file
     int m_pollsLeft = 0;
 
     QLabel* m_configLabel = nullptr;

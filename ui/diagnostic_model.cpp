@@ -9,7 +9,7 @@
 
 namespace shardscope::ui {
 
-DiagnosticModel::DiagnosticModel(QObject* parent) : QAbstractListModel(parent) {}
+DiagnosticModel::DiagnosticModel(QObject* parent) : QAbstractListModel(parent) { }
 
 void DiagnosticModel::setDiagnostics(std::vector<config::Diagnostic> diagnostics, QStringList texts)
 {
@@ -39,16 +39,22 @@ QVariant DiagnosticModel::data(const QModelIndex& index, int role) const
     const auto& d = m_diagnostics[static_cast<std::size_t>(index.row())];
     const bool error = d.severity == config::Severity::Error;
     switch (role) {
-    case Qt::DisplayRole: return m_texts.value(index.row());
-    case Qt::ToolTipRole: return tr("%1 (click to go to the field)").arg(QString::fromStdString(d.keyPath));
+    case Qt::DisplayRole:
+        return m_texts.value(index.row());
+    case Qt::ToolTipRole:
+        return tr("%1 (click to go to the field)").arg(QString::fromStdString(d.keyPath));
     case Qt::DecorationRole:
         if (qobject_cast<QApplication*>(QCoreApplication::instance()))
             return QApplication::style()->standardIcon(error ? QStyle::SP_MessageBoxCritical : QStyle::SP_MessageBoxWarning);
         return {};
-    case Qt::ForegroundRole: return QBrush(error ? QColor(0xc6, 0x28, 0x28) : QColor(0xa0, 0x6a, 0x00));
-    case KeyPathRole: return QString::fromStdString(d.keyPath);
-    case IsErrorRole: return error;
-    default: return {};
+    case Qt::ForegroundRole:
+        return QBrush(error ? QColor(0xc6, 0x28, 0x28) : QColor(0xa0, 0x6a, 0x00));
+    case KeyPathRole:
+        return QString::fromStdString(d.keyPath);
+    case IsErrorRole:
+        return error;
+    default:
+        return {};
     }
 }
 

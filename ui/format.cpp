@@ -8,10 +8,7 @@
 
 namespace shardscope::ui {
 
-QString formatBytes(double bytes)
-{
-    return QString::fromStdString(shardscope::formatBytes(bytes));
-}
+QString formatBytes(double bytes) { return QString::fromStdString(shardscope::formatBytes(bytes)); }
 
 QString formatDuration(double seconds)
 {
@@ -35,26 +32,30 @@ QString formatNumber(double value)
 
 QString formatTime(double unixSeconds)
 {
-    return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(unixSeconds * 1000.0))
-        .toString(QStringLiteral("yyyy-MM-dd HH:mm"));
+    return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(unixSeconds * 1000.0)).toString(QStringLiteral("yyyy-MM-dd HH:mm"));
 }
 
 QString statusText(storage::RunStatus status)
 {
-    return QString::fromLatin1(storage::statusName(status).data(),
-                               static_cast<qsizetype>(storage::statusName(status).size()));
+    return QString::fromLatin1(storage::statusName(status).data(), static_cast<qsizetype>(storage::statusName(status).size()));
 }
 
 QColor statusColor(storage::RunStatus status)
 {
     using storage::RunStatus;
     switch (status) {
-    case RunStatus::Pending: return QColor(0x80, 0x80, 0x80);
-    case RunStatus::Running: return QColor(0x1f, 0x77, 0xb4);
-    case RunStatus::Completed: return QColor(0x2c, 0xa0, 0x2c);
-    case RunStatus::Failed: return QColor(0xd6, 0x27, 0x28);
-    case RunStatus::Cancelled: return QColor(0xff, 0x7f, 0x0e);
-    case RunStatus::Interrupted: return QColor(0x94, 0x67, 0xbd);
+    case RunStatus::Pending:
+        return QColor(0x80, 0x80, 0x80);
+    case RunStatus::Running:
+        return QColor(0x1f, 0x77, 0xb4);
+    case RunStatus::Completed:
+        return QColor(0x2c, 0xa0, 0x2c);
+    case RunStatus::Failed:
+        return QColor(0xd6, 0x27, 0x28);
+    case RunStatus::Cancelled:
+        return QColor(0xff, 0x7f, 0x0e);
+    case RunStatus::Interrupted:
+        return QColor(0x94, 0x67, 0xbd);
     }
     return {};
 }

@@ -15,7 +15,7 @@ namespace shardscope::ui {
 inline QString qs(const std::string& text) { return QString::fromStdString(text); }
 QString formatBytes(double bytes);
 QString formatDuration(double seconds); // 1s, 2m 05s, 3h 04m
-QString formatNumber(double value);     // 4 significant digits, NaN as "nan"
+QString formatNumber(double value); // 4 significant digits, NaN as "nan"
 QString formatTime(double unixSeconds); // local yyyy-MM-dd HH:mm
 QString statusText(storage::RunStatus status);
 QColor statusColor(storage::RunStatus status);

@@ -2,8 +2,7 @@
 
 namespace shardscope::ui {
 
-HistoryService::HistoryService(QObject* parent)
-    : QObject(parent)
+HistoryService::HistoryService(QObject* parent) : QObject(parent)
 {
     m_thread.setObjectName(QStringLiteral("history"));
     m_worker = new QObject;

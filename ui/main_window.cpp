@@ -35,8 +35,7 @@ std::filesystem::path defaultDatabase()
 } // namespace
 
 MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
-    : QMainWindow(parent)
-    , m_databaseFile(databaseFile.empty() ? defaultDatabase() : std::move(databaseFile))
+    : QMainWindow(parent), m_databaseFile(databaseFile.empty() ? defaultDatabase() : std::move(databaseFile))
 {
     setWindowTitle(tr("Shardscope"));
     resize(1280, 800);
@@ -71,11 +70,21 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
         m_modeBar->addItem(modeName(mode));
         QWidget* page = nullptr;
         switch (mode) {
-        case Mode::Runs: page = m_runsPage; break;
-        case Mode::Run: page = m_runPage; break;
-        case Mode::Compare: page = m_comparePage; break;
-        case Mode::Configure: page = m_configurePage; break;
-        case Mode::Trace: page = m_tracePage; break;
+        case Mode::Runs:
+            page = m_runsPage;
+            break;
+        case Mode::Run:
+            page = m_runPage;
+            break;
+        case Mode::Compare:
+            page = m_comparePage;
+            break;
+        case Mode::Configure:
+            page = m_configurePage;
+            break;
+        case Mode::Trace:
+            page = m_tracePage;
+            break;
         }
         page->setObjectName(QStringLiteral("page_%1").arg(modeName(mode)));
         m_pages->addWidget(page);
@@ -121,8 +130,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     });
     connect(m_runsPage, &RunsPage::errorOccurred, this,
             [this](const QString& message) { statusBar()->showMessage(message, 10000); });
-    connect(m_runPage, &RunPage::pollFailed, this,
-            [this](const QString& message) { statusBar()->showMessage(message, 10000); });
+    connect(m_runPage, &RunPage::pollFailed, this, [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     statusBar()->showMessage(tr("History: %1").arg(QString::fromStdString(m_databaseFile.string())));
 
     QSettings settings;
@@ -195,24 +203,23 @@ void MainWindow::openRunDirectory()
     showMode(Mode::Run);
 }
 
-MainWindow::Mode MainWindow::currentMode() const
-{
-    return static_cast<Mode>(m_pages->currentIndex());
-}
+MainWindow::Mode MainWindow::currentMode() const { return static_cast<Mode>(m_pages->currentIndex()); }
 
-void MainWindow::showMode(Mode mode)
-{
-    m_modeBar->setCurrentRow(static_cast<int>(mode));
-}
+void MainWindow::showMode(Mode mode) { m_modeBar->setCurrentRow(static_cast<int>(mode)); }
 
 QString MainWindow::modeName(Mode mode)
 {
     switch (mode) {
-    case Mode::Configure: return tr("Configure");
-    case Mode::Runs: return tr("Runs");
-    case Mode::Run: return tr("Run");
-    case Mode::Compare: return tr("Compare");
-    case Mode::Trace: return tr("Trace");
+    case Mode::Configure:
+        return tr("Configure");
+    case Mode::Runs:
+        return tr("Runs");
+    case Mode::Run:
+        return tr("Run");
+    case Mode::Compare:
+        return tr("Compare");
+    case Mode::Trace:
+        return tr("Trace");
     }
     return {};
 }

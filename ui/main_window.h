@@ -53,7 +53,6 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
-
     std::filesystem::path m_databaseFile;
     QListWidget* m_modeBar = nullptr;
     QStackedWidget* m_pages = nullptr;

@@ -15,8 +15,7 @@ protected:
 
 } // namespace
 
-MetricChart::MetricChart(const QString& title, QWidget* parent)
-    : QCustomPlot(parent)
+MetricChart::MetricChart(const QString& title, QWidget* parent) : QCustomPlot(parent)
 {
     setMinimumHeight(160);
     setNoAntialiasingOnDrag(true);
@@ -53,8 +52,11 @@ int MetricChart::addSeries(const QString& name, const QColor& color, Style style
     pen.setWidth(1); // wider pens defeat the fast path of the raster engine
     graph->setPen(pen);
     switch (style) {
-    case Style::Line: break;
-    case Style::Steps: graph->setLineStyle(QCPGraph::lsStepLeft); break;
+    case Style::Line:
+        break;
+    case Style::Steps:
+        graph->setLineStyle(QCPGraph::lsStepLeft);
+        break;
     case Style::Markers:
         graph->setLineStyle(QCPGraph::lsNone);
         graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, color, 6));
@@ -103,10 +105,7 @@ void MetricChart::appendPoints(int index, const QVector<double>& x, const QVecto
     requestReplot();
 }
 
-void MetricChart::appendPoint(int index, double x, double y)
-{
-    appendPoints(index, QVector<double>{x}, QVector<double>{y});
-}
+void MetricChart::appendPoint(int index, double x, double y) { appendPoints(index, QVector<double>{x}, QVector<double>{y}); }
 
 void MetricChart::clearData()
 {
@@ -140,10 +139,7 @@ void MetricChart::setLogValueAxis(bool log)
         yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
 }
 
-void MetricChart::setXLabel(const QString& label)
-{
-    xAxis->setLabel(label);
-}
+void MetricChart::setXLabel(const QString& label) { xAxis->setLabel(label); }
 
 void MetricChart::setFollowing(bool following)
 {
@@ -154,10 +150,7 @@ void MetricChart::setFollowing(bool following)
     }
 }
 
-void MetricChart::requestReplot()
-{
-    replot(QCustomPlot::rpQueuedReplot);
-}
+void MetricChart::requestReplot() { replot(QCustomPlot::rpQueuedReplot); }
 
 void MetricChart::applyXRange(const QCPRange& range)
 {

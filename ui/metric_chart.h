@@ -34,7 +34,7 @@ public:
     // x must not decrease within a series (steps and times do not).
     void appendPoints(int series, const QVector<double>& x, const QVector<double>& y);
     void appendPoint(int series, double x, double y);
-    void clearData();   // keeps the series
+    void clearData(); // keeps the series
     void removeSeries(); // drops every series
 
     void setValueFormat(ValueFormat format);
@@ -45,7 +45,7 @@ public:
 
     bool following() const { return m_following; }
     void setFollowing(bool following); // true: ranges track the data again
-    void requestReplot();              // coalesced: many calls, one replot
+    void requestReplot(); // coalesced: many calls, one replot
     void applyXRange(const QCPRange& range); // from a linked chart; stops following
 
 signals:

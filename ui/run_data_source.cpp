@@ -32,16 +32,11 @@ std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText)
 }
 
 StoreRunSource::StoreRunSource(fs::path databaseFile, std::int64_t runId, int rowsPerPoll)
-    : m_databaseFile(std::move(databaseFile))
-    , m_runId(runId)
-    , m_rowsPerPoll(rowsPerPoll)
+    : m_databaseFile(std::move(databaseFile)), m_runId(runId), m_rowsPerPoll(rowsPerPoll)
 {
 }
 
-std::string StoreRunSource::describe() const
-{
-    return "history run " + std::to_string(m_runId);
-}
+std::string StoreRunSource::describe() const { return "history run " + std::to_string(m_runId); }
 
 Result<RunUpdate> StoreRunSource::poll()
 {
@@ -91,17 +86,13 @@ Result<RunUpdate> StoreRunSource::poll()
     return update;
 }
 
-EventFileRunSource::EventFileRunSource(fs::path runDir)
-    : m_runDir(std::move(runDir))
+EventFileRunSource::EventFileRunSource(fs::path runDir) : m_runDir(std::move(runDir))
 {
     m_info.name = m_runDir.filename().string();
     m_info.runDir = m_runDir.string();
 }
 
-std::string EventFileRunSource::describe() const
-{
-    return "events.jsonl in " + m_runDir.string();
-}
+std::string EventFileRunSource::describe() const { return "events.jsonl in " + m_runDir.string(); }
 
 Result<RunUpdate> EventFileRunSource::poll()
 {

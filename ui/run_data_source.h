@@ -23,7 +23,7 @@ struct RunInfo {
     std::string name;
     storage::RunStatus status = storage::RunStatus::Pending;
     std::optional<double> startedAt, endedAt; // seconds since the Unix epoch
-    std::optional<std::int64_t> maxSteps;     // from the recipe, for the ETA
+    std::optional<std::int64_t> maxSteps; // from the recipe, for the ETA
     std::optional<int> rootCauseRank;
     std::string error;
     std::string runDir;
@@ -34,7 +34,7 @@ struct RunInfo {
 
 struct RunUpdate {
     RunInfo info;
-    std::vector<storage::MetricRow> rows;   // new since the last poll, in insertion order
+    std::vector<storage::MetricRow> rows; // new since the last poll, in insertion order
     std::vector<storage::EvalRecord> evals; // new since the last poll
     bool more = false; // the poll stopped at its row limit: poll again right away
 };

@@ -13,8 +13,8 @@ namespace shardscope::ui {
 
 struct LaunchRequest {
     QString recipeFile;
-    QString configFile;     // empty: none
-    QString runName;        // empty: the launcher's default
+    QString configFile; // empty: none
+    QString runName; // empty: the launcher's default
     int numProcesses = 2;
     std::optional<int> maxSteps;
     QString mixedPrecision; // empty: the config's

@@ -34,8 +34,8 @@ void RunListModel::setRuns(std::vector<storage::RunSummary> runs)
 {
     // Same ids in the same order (the common case of a periodic refresh): update in place.
     const bool sameIds = runs.size() == m_runs.size()
-        && std::equal(runs.begin(), runs.end(), m_runs.begin(),
-                      [](const auto& a, const auto& b) { return a.id == b.id; });
+                         && std::equal(runs.begin(), runs.end(), m_runs.begin(),
+                                       [](const auto& a, const auto& b) { return a.id == b.id; });
     if (sameIds) {
         m_runs = std::move(runs);
         if (!m_runs.empty())
@@ -62,15 +62,9 @@ int RunListModel::rowOfRun(std::int64_t runId) const
     return -1;
 }
 
-int RunListModel::rowCount(const QModelIndex& parent) const
-{
-    return parent.isValid() ? 0 : static_cast<int>(m_runs.size());
-}
+int RunListModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_runs.size()); }
 
-int RunListModel::columnCount(const QModelIndex& parent) const
-{
-    return parent.isValid() ? 0 : ColumnCount;
-}
+int RunListModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 QVariant RunListModel::data(const QModelIndex& index, int role) const
 {
@@ -78,8 +72,10 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         return {};
     const auto& run = m_runs[static_cast<std::size_t>(index.row())];
     switch (role) {
-    case RunIdRole: return QVariant::fromValue<qint64>(run.id);
-    case StatusRole: return static_cast<int>(run.status);
+    case RunIdRole:
+        return QVariant::fromValue<qint64>(run.id);
+    case StatusRole:
+        return static_cast<int>(run.status);
     case TagsRole: {
         QStringList tags;
         for (const auto& tag : run.tags)
@@ -94,9 +90,14 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         return {};
     case Qt::TextAlignmentRole:
         switch (index.column()) {
-        case Id: case Ranks: case Steps: case Loss: case Duration:
+        case Id:
+        case Ranks:
+        case Steps:
+        case Loss:
+        case Duration:
             return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
-        default: return {};
+        default:
+            return {};
         }
     case Qt::ToolTipRole:
         if (index.column() == Name)
@@ -106,29 +107,39 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
     case SortRole: {
         const bool sort = role == SortRole;
         switch (index.column()) {
-        case Id: return QVariant::fromValue<qint64>(run.id);
-        case Name: return qs(run.name);
-        case Status: return sort ? QVariant(static_cast<int>(run.status)) : QVariant(statusText(run.status));
-        case Type: return qs(run.distributedType);
-        case Precision: return qs(run.mixedPrecision);
-        case Ranks: return run.worldSize;
-        case Steps: return run.lastStep ? QVariant::fromValue<qint64>(*run.lastStep) : (sort ? QVariant(-1) : QVariant());
+        case Id:
+            return QVariant::fromValue<qint64>(run.id);
+        case Name:
+            return qs(run.name);
+        case Status:
+            return sort ? QVariant(static_cast<int>(run.status)) : QVariant(statusText(run.status));
+        case Type:
+            return qs(run.distributedType);
+        case Precision:
+            return qs(run.mixedPrecision);
+        case Ranks:
+            return run.worldSize;
+        case Steps:
+            return run.lastStep ? QVariant::fromValue<qint64>(*run.lastStep) : (sort ? QVariant(-1) : QVariant());
         case Loss:
             if (!run.lastLoss)
                 return sort ? QVariant(std::numeric_limits<double>::infinity()) : QVariant();
             return sort ? QVariant(*run.lastLoss) : QVariant(formatNumber(*run.lastLoss));
-        case Created: return sort ? QVariant(run.createdAt) : QVariant(formatTime(run.createdAt));
+        case Created:
+            return sort ? QVariant(run.createdAt) : QVariant(formatTime(run.createdAt));
         case Duration: {
             const auto d = durationOf(run);
             if (!d)
                 return sort ? QVariant(-1.0) : QVariant();
             return sort ? QVariant(*d) : QVariant(formatDuration(*d));
         }
-        case Tags: return tagsText(run);
+        case Tags:
+            return tagsText(run);
         }
         return {};
     }
-    default: return {};
+    default:
+        return {};
     }
 }
 
@@ -137,23 +148,33 @@ QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int 
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     switch (section) {
-    case Id: return tr("ID");
-    case Name: return tr("Name");
-    case Status: return tr("Status");
-    case Type: return tr("Type");
-    case Precision: return tr("Precision");
-    case Ranks: return tr("Ranks");
-    case Steps: return tr("Steps");
-    case Loss: return tr("Loss");
-    case Created: return tr("Created");
-    case Duration: return tr("Duration");
-    case Tags: return tr("Tags");
+    case Id:
+        return tr("ID");
+    case Name:
+        return tr("Name");
+    case Status:
+        return tr("Status");
+    case Type:
+        return tr("Type");
+    case Precision:
+        return tr("Precision");
+    case Ranks:
+        return tr("Ranks");
+    case Steps:
+        return tr("Steps");
+    case Loss:
+        return tr("Loss");
+    case Created:
+        return tr("Created");
+    case Duration:
+        return tr("Duration");
+    case Tags:
+        return tr("Tags");
     }
     return {};
 }
 
-RunFilterProxyModel::RunFilterProxyModel(QObject* parent)
-    : QSortFilterProxyModel(parent)
+RunFilterProxyModel::RunFilterProxyModel(QObject* parent) : QSortFilterProxyModel(parent)
 {
     setSortRole(RunListModel::SortRole);
     setSortCaseSensitivity(Qt::CaseInsensitive);
@@ -203,9 +224,9 @@ bool RunFilterProxyModel::filterAcceptsRow(int sourceRow, const QModelIndex& sou
         return false;
     if (!m_precision.isEmpty() && qs(run->mixedPrecision).compare(m_precision, Qt::CaseInsensitive) != 0)
         return false;
-    if (!m_tag.isEmpty()
-        && std::none_of(run->tags.begin(), run->tags.end(),
-                        [&](const std::string& t) { return qs(t).compare(m_tag, Qt::CaseInsensitive) == 0; }))
+    if (!m_tag.isEmpty() && std::none_of(run->tags.begin(), run->tags.end(), [&](const std::string& t) {
+            return qs(t).compare(m_tag, Qt::CaseInsensitive) == 0;
+        }))
         return false;
     if (!m_text.isEmpty()) {
         const auto text = model->index(sourceRow, 0).data(RunListModel::SearchTextRole).toString();

@@ -44,10 +44,10 @@ public:
     explicit RunFilterProxyModel(QObject* parent = nullptr);
 
     void setStatusFilter(std::optional<storage::RunStatus> status);
-    void setTypeFilter(const QString& distributedType);  // empty: any
-    void setPrecisionFilter(const QString& precision);   // empty: any
-    void setTagFilter(const QString& tag);                // empty: any
-    void setTextFilter(const QString& text);              // substring of name, notes-free fields, tags, dir
+    void setTypeFilter(const QString& distributedType); // empty: any
+    void setPrecisionFilter(const QString& precision); // empty: any
+    void setTagFilter(const QString& tag); // empty: any
+    void setTextFilter(const QString& text); // substring of name, notes-free fields, tags, dir
 
 protected:
     bool filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const override;

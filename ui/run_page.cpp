@@ -35,10 +35,7 @@ QColor seriesColor(int index)
     return colors[index % 10];
 }
 
-double nowSeconds()
-{
-    return static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
-}
+double nowSeconds() { return static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0; }
 
 } // namespace
 
@@ -54,8 +51,7 @@ struct RunPage::Poll {
 };
 
 RunPage::RunPage(QWidget* parent, HistoryService* history)
-    : QWidget(parent)
-    , m_history(history ? history : new HistoryService(this))
+    : QWidget(parent), m_history(history ? history : new HistoryService(this))
 {
     auto* layout = new QVBoxLayout(this);
 
@@ -214,10 +210,7 @@ void RunPage::openStoreRun(const std::filesystem::path& databaseFile, std::int64
     openRun(std::make_unique<StoreRunSource>(databaseFile, runId));
 }
 
-void RunPage::openRunDirectory(const std::filesystem::path& runDir)
-{
-    openRun(std::make_unique<EventFileRunSource>(runDir));
-}
+void RunPage::openRunDirectory(const std::filesystem::path& runDir) { openRun(std::make_unique<EventFileRunSource>(runDir)); }
 
 void RunPage::pollNow()
 {
@@ -302,10 +295,7 @@ void RunPage::applyPoll(Poll& poll)
     }
 }
 
-double RunPage::xOf(double step, double time) const
-{
-    return m_xAxis == XAxis::Step ? step : time - std::max(m_t0, 0.0);
-}
+double RunPage::xOf(double step, double time) const { return m_xAxis == XAxis::Step ? step : time - std::max(m_t0, 0.0); }
 
 RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
 {
@@ -481,12 +471,12 @@ void RunPage::setXAxisMode(XAxis mode)
 void RunPage::updateHeader()
 {
     m_title->setText(qs(m_info.name));
-    m_status->setText(QStringLiteral("<b style=\"color:%1\">%2</b> · %3 · %4 · %5 ranks")
-                          .arg(statusColor(m_info.status).name(), statusText(m_info.status),
-                               qs(m_info.distributedType).isEmpty() ? tr("local") : qs(m_info.distributedType),
-                               tr("precision %1").arg(m_info.mixedPrecision.empty() ? QStringLiteral("?")
-                                                                                      : qs(m_info.mixedPrecision)))
-                          .arg(m_info.worldSize));
+    m_status->setText(
+        QStringLiteral("<b style=\"color:%1\">%2</b> · %3 · %4 · %5 ranks")
+            .arg(statusColor(m_info.status).name(), statusText(m_info.status),
+                 qs(m_info.distributedType).isEmpty() ? tr("local") : qs(m_info.distributedType),
+                 tr("precision %1").arg(m_info.mixedPrecision.empty() ? QStringLiteral("?") : qs(m_info.mixedPrecision)))
+            .arg(m_info.worldSize));
     QString progress;
     if (m_info.startedAt) {
         const double end = m_info.endedAt.value_or(nowSeconds());
@@ -496,11 +486,9 @@ void RunPage::updateHeader()
             // The recipe's max_steps is the target unless --max_steps overrode it (then the
             // stored recipe is stale and only the step count is shown).
             const bool knownTarget = m_info.maxSteps && *m_info.maxSteps >= m_lastStep;
-            progress = (knownTarget ? tr("step %1/%2").arg(m_lastStep).arg(*m_info.maxSteps)
-                                        : tr("step %1").arg(m_lastStep))
-                + QStringLiteral(" · ") + progress;
-            if (!storage::isTerminal(m_info.status) && m_info.maxSteps && m_lastStep > 0
-                && *m_info.maxSteps > m_lastStep) {
+            progress = (knownTarget ? tr("step %1/%2").arg(m_lastStep).arg(*m_info.maxSteps) : tr("step %1").arg(m_lastStep))
+                       + QStringLiteral(" · ") + progress;
+            if (!storage::isTerminal(m_info.status) && m_info.maxSteps && m_lastStep > 0 && *m_info.maxSteps > m_lastStep) {
                 const double perStep = elapsed / static_cast<double>(m_lastStep);
                 progress += tr(" · ETA %1").arg(formatDuration(perStep * static_cast<double>(*m_info.maxSteps - m_lastStep)));
             }
@@ -544,25 +532,13 @@ void RunPage::updateRankList()
     }
 }
 
-int RunPage::logRank() const
-{
-    return m_rankBox->currentData().isValid() ? m_rankBox->currentData().toInt() : 0;
-}
+int RunPage::logRank() const { return m_rankBox->currentData().isValid() ? m_rankBox->currentData().toInt() : 0; }
 
-void RunPage::setLogRank(int rank)
-{
-    m_rankBox->setCurrentIndex(rank);
-}
+void RunPage::setLogRank(int rank) { m_rankBox->setCurrentIndex(rank); }
 
-void RunPage::setLogFilter(const QString& text)
-{
-    m_logFilter->setText(text);
-}
+void RunPage::setLogFilter(const QString& text) { m_logFilter->setText(text); }
 
-QString RunPage::logText() const
-{
-    return m_logView->toPlainText();
-}
+QString RunPage::logText() const { return m_logView->toPlainText(); }
 
 // The log is read with each poll (on the history thread); a reload starts it over from the
 // beginning, for another rank or a rewritten file.

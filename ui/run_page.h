@@ -89,7 +89,7 @@ private:
     HistoryService* m_history = nullptr;
     // Shared with the poll in flight, which may outlive a switch to another run.
     std::shared_ptr<RunDataSource> m_source;
-    std::uint64_t m_generation = 0;    // which open run an answer belongs to
+    std::uint64_t m_generation = 0; // which open run an answer belongs to
     std::uint64_t m_logGeneration = 0; // which log (rank, reload) an answer's bytes belong to
     bool m_polling = false;
     bool m_pollAgain = false; // asked while a poll was on its way
@@ -118,9 +118,9 @@ private:
     QComboBox* m_rankBox = nullptr;
     QLineEdit* m_logFilter = nullptr;
     QPlainTextEdit* m_logView = nullptr;
-    QStringList m_logLines;    // the selected rank's log, whole lines
+    QStringList m_logLines; // the selected rank's log, whole lines
     std::uint64_t m_logOffset = 0; // bytes of that log read
-    QString m_logPartial;      // an unfinished last line
+    QString m_logPartial; // an unfinished last line
     int m_rankCount = 0;
 };
 

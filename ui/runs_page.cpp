@@ -49,10 +49,8 @@ void setChoices(QComboBox* box, const QStringList& values)
 } // namespace
 
 RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
-    : QWidget(parent)
-    , m_databaseFile(std::move(databaseFile))
-    , m_history(history ? history : new HistoryService(this))
-    , m_store(std::make_shared<HistoryConnection>(m_databaseFile, storage::StoreOptions{}))
+    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_history(history ? history : new HistoryService(this)),
+      m_store(std::make_shared<HistoryConnection>(m_databaseFile, storage::StoreOptions{}))
 {
     auto* layout = new QVBoxLayout(this);
 
@@ -63,7 +61,10 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     m_search->setClearButtonEnabled(true);
     auto* focusSearch = new QAction(this);
     focusSearch->setShortcut(QKeySequence::Find);
-    connect(focusSearch, &QAction::triggered, m_search, [this] { m_search->setFocus(); m_search->selectAll(); });
+    connect(focusSearch, &QAction::triggered, m_search, [this] {
+        m_search->setFocus();
+        m_search->selectAll();
+    });
     addAction(focusSearch);
     m_statusBox = new QComboBox(this);
     m_statusBox->setObjectName(QStringLiteral("statusFilter"));
@@ -132,9 +133,8 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     addButton(tr("Refresh"), QStringLiteral("refreshRuns"), [this] { refresh(); });
     layout->addLayout(buttons);
 
-    connect(m_view, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
-        emit runOpened(index.data(RunListModel::RunIdRole).toLongLong());
-    });
+    connect(m_view, &QTableView::doubleClicked, this,
+            [this](const QModelIndex& index) { emit runOpened(index.data(RunListModel::RunIdRole).toLongLong()); });
     connect(m_view, &QTableView::customContextMenuRequested, this, &RunsPage::showContextMenu);
     connect(m_search, &QLineEdit::textChanged, this, [this](const QString& text) {
         m_proxy->setTextFilter(text);
@@ -237,10 +237,7 @@ void RunsPage::updateFilterChoices()
     setChoices(m_tagBox, QStringList(tags.begin(), tags.end()));
 }
 
-void RunsPage::updateCount()
-{
-    m_count->setText(tr("%1 of %2 runs").arg(m_proxy->rowCount()).arg(m_model->rowCount()));
-}
+void RunsPage::updateCount() { m_count->setText(tr("%1 of %2 runs").arg(m_proxy->rowCount()).arg(m_model->rowCount())); }
 
 std::vector<std::int64_t> RunsPage::selectedRunIds() const
 {
@@ -304,7 +301,8 @@ bool RunsPage::renameRun(std::int64_t runId, const QString& name)
 {
     if (name.trimmed().isEmpty())
         return fail(tr("A run name cannot be empty."));
-    onStore(QStringLiteral("rename"), m_fromDialog, [runId, name = name.toStdString()](storage::RunStore& s) { return s.renameRun(runId, name); });
+    onStore(QStringLiteral("rename"), m_fromDialog,
+            [runId, name = name.toStdString()](storage::RunStore& s) { return s.renameRun(runId, name); });
     return true;
 }
 
@@ -320,7 +318,8 @@ bool RunsPage::setRunTags(std::int64_t runId, const QStringList& tags)
 
 bool RunsPage::setRunNotes(std::int64_t runId, const QString& notes)
 {
-    onStore(QStringLiteral("notes"), m_fromDialog, [runId, notes = notes.toStdString()](storage::RunStore& s) { return s.setNotes(runId, notes); });
+    onStore(QStringLiteral("notes"), m_fromDialog,
+            [runId, notes = notes.toStdString()](storage::RunStore& s) { return s.setNotes(runId, notes); });
     return true;
 }
 
@@ -333,18 +332,19 @@ bool RunsPage::deleteRun(std::int64_t runId)
 bool RunsPage::exportRun(std::int64_t runId, const QString& file)
 {
     const bool json = file.endsWith(QLatin1String(".json"), Qt::CaseInsensitive);
-    onStore(QStringLiteral("export"), m_fromDialog, [runId, json, path = file.toStdString()](storage::RunStore& s) -> Result<void> {
-        std::ofstream out(path, std::ios::binary | std::ios::trunc);
-        if (!out)
-            return makeError("cannot write " + path + "; choose a folder you can write to");
-        auto done = json ? s.exportJson(runId, out) : s.exportCsv(runId, out);
-        if (!done)
-            return done;
-        out.close();
-        if (!out)
-            return makeError("writing " + path + " failed (is the disk full?)");
-        return {};
-    });
+    onStore(QStringLiteral("export"), m_fromDialog,
+            [runId, json, path = file.toStdString()](storage::RunStore& s) -> Result<void> {
+                std::ofstream out(path, std::ios::binary | std::ios::trunc);
+                if (!out)
+                    return makeError("cannot write " + path + "; choose a folder you can write to");
+                auto done = json ? s.exportJson(runId, out) : s.exportCsv(runId, out);
+                if (!done)
+                    return done;
+                out.close();
+                if (!out)
+                    return makeError("writing " + path + " failed (is the disk full?)");
+                return {};
+            });
     return true;
 }
 
@@ -424,9 +424,9 @@ void RunsPage::removeSelected()
     const auto ids = selectedRunIds();
     if (ids.empty())
         return;
-    if (QMessageBox::question(this, tr("Delete runs"),
-                              tr("Delete %n run(s) with their run directories? This cannot be undone.", nullptr,
-                                 static_cast<int>(ids.size())))
+    if (QMessageBox::question(
+            this, tr("Delete runs"),
+            tr("Delete %n run(s) with their run directories? This cannot be undone.", nullptr, static_cast<int>(ids.size())))
         != QMessageBox::Yes)
         return;
     const FromDialog asked(m_fromDialog);

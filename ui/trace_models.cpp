@@ -101,15 +101,9 @@ void CollectiveTableModel::setAnalyses(const std::vector<prof::RankAnalysis>& an
     endResetModel();
 }
 
-int CollectiveTableModel::rowCount(const QModelIndex& parent) const
-{
-    return parent.isValid() ? 0 : int(m_rows.size());
-}
+int CollectiveTableModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_rows.size()); }
 
-int CollectiveTableModel::columnCount(const QModelIndex& parent) const
-{
-    return parent.isValid() ? 0 : ColumnCount;
-}
+int CollectiveTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 QVariant CollectiveTableModel::data(const QModelIndex& index, int role) const
 {
@@ -119,25 +113,39 @@ QVariant CollectiveTableModel::data(const QModelIndex& index, int role) const
     const auto& s = row.stats;
     if (role == RawRole) {
         switch (Column(index.column())) {
-        case Rank: return row.rank;
-        case Kind: return qs(s.kind);
-        case Count: return qint64(s.count);
-        case Bytes: return qint64(s.bytes);
-        case Time: return qint64(s.timeNs);
-        case Bandwidth: return s.bandwidth();
-        case ColumnCount: break;
+        case Rank:
+            return row.rank;
+        case Kind:
+            return qs(s.kind);
+        case Count:
+            return qint64(s.count);
+        case Bytes:
+            return qint64(s.bytes);
+        case Time:
+            return qint64(s.timeNs);
+        case Bandwidth:
+            return s.bandwidth();
+        case ColumnCount:
+            break;
         }
         return {};
     }
     if (role == Qt::DisplayRole) {
         switch (Column(index.column())) {
-        case Rank: return row.rank;
-        case Kind: return qs(s.kind);
-        case Count: return qint64(s.count);
-        case Bytes: return s.bytes > 0 ? formatBytes(double(s.bytes)) : QStringLiteral("—");
-        case Time: return formatNs(double(s.timeNs));
-        case Bandwidth: return s.bandwidth() > 0 ? formatBytes(s.bandwidth()) + QStringLiteral("/s") : QStringLiteral("—");
-        case ColumnCount: break;
+        case Rank:
+            return row.rank;
+        case Kind:
+            return qs(s.kind);
+        case Count:
+            return qint64(s.count);
+        case Bytes:
+            return s.bytes > 0 ? formatBytes(double(s.bytes)) : QStringLiteral("—");
+        case Time:
+            return formatNs(double(s.timeNs));
+        case Bandwidth:
+            return s.bandwidth() > 0 ? formatBytes(s.bandwidth()) + QStringLiteral("/s") : QStringLiteral("—");
+        case ColumnCount:
+            break;
         }
         return {};
     }
@@ -151,13 +159,20 @@ QVariant CollectiveTableModel::headerData(int section, Qt::Orientation orientati
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     switch (Column(section)) {
-    case Rank: return tr("Rank");
-    case Kind: return tr("Collective");
-    case Count: return tr("Count");
-    case Bytes: return tr("Bytes");
-    case Time: return tr("Time");
-    case Bandwidth: return tr("Bandwidth");
-    case ColumnCount: break;
+    case Rank:
+        return tr("Rank");
+    case Kind:
+        return tr("Collective");
+    case Count:
+        return tr("Count");
+    case Bytes:
+        return tr("Bytes");
+    case Time:
+        return tr("Time");
+    case Bandwidth:
+        return tr("Bandwidth");
+    case ColumnCount:
+        break;
     }
     return {};
 }
@@ -171,15 +186,9 @@ void RankBreakdownModel::setAnalyses(std::vector<prof::RankAnalysis> analyses)
     endResetModel();
 }
 
-int RankBreakdownModel::rowCount(const QModelIndex& parent) const
-{
-    return parent.isValid() ? 0 : int(m_analyses.size());
-}
+int RankBreakdownModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_analyses.size()); }
 
-int RankBreakdownModel::columnCount(const QModelIndex& parent) const
-{
-    return parent.isValid() ? 0 : ColumnCount;
-}
+int RankBreakdownModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 QVariant RankBreakdownModel::data(const QModelIndex& index, int role) const
 {
@@ -189,16 +198,26 @@ QVariant RankBreakdownModel::data(const QModelIndex& index, int role) const
     const auto& b = a.total;
     const auto raw = [&]() -> QVariant {
         switch (Column(index.column())) {
-        case Rank: return a.rank;
-        case Source: return qs(a.source);
-        case Span: return qint64(b.spanNs);
-        case Compute: return b.share(b.computeNs);
-        case Comm: return b.share(b.commNs);
-        case Memory: return b.share(b.memoryNs);
-        case Idle: return b.share(b.idleNs);
-        case Overlap: return b.overlap();
-        case Steps: return qint64(a.steps.size());
-        case ColumnCount: break;
+        case Rank:
+            return a.rank;
+        case Source:
+            return qs(a.source);
+        case Span:
+            return qint64(b.spanNs);
+        case Compute:
+            return b.share(b.computeNs);
+        case Comm:
+            return b.share(b.commNs);
+        case Memory:
+            return b.share(b.memoryNs);
+        case Idle:
+            return b.share(b.idleNs);
+        case Overlap:
+            return b.overlap();
+        case Steps:
+            return qint64(a.steps.size());
+        case ColumnCount:
+            break;
         }
         return {};
     };
@@ -206,13 +225,16 @@ QVariant RankBreakdownModel::data(const QModelIndex& index, int role) const
         return raw();
     if (role == Qt::DisplayRole) {
         switch (Column(index.column())) {
-        case Span: return formatNs(double(b.spanNs));
+        case Span:
+            return formatNs(double(b.spanNs));
         case Compute:
         case Comm:
         case Memory:
         case Idle:
-        case Overlap: return QStringLiteral("%1 %").arg(raw().toDouble() * 100.0, 0, 'f', 1);
-        default: return raw();
+        case Overlap:
+            return QStringLiteral("%1 %").arg(raw().toDouble() * 100.0, 0, 'f', 1);
+        default:
+            return raw();
         }
     }
     if (role == Qt::TextAlignmentRole && index.column() >= Span)
@@ -225,16 +247,26 @@ QVariant RankBreakdownModel::headerData(int section, Qt::Orientation orientation
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     switch (Column(section)) {
-    case Rank: return tr("Rank");
-    case Source: return tr("Source");
-    case Span: return tr("Span");
-    case Compute: return tr("Compute");
-    case Comm: return tr("Comm");
-    case Memory: return tr("Memory");
-    case Idle: return tr("Idle");
-    case Overlap: return tr("Overlap");
-    case Steps: return tr("Steps");
-    case ColumnCount: break;
+    case Rank:
+        return tr("Rank");
+    case Source:
+        return tr("Source");
+    case Span:
+        return tr("Span");
+    case Compute:
+        return tr("Compute");
+    case Comm:
+        return tr("Comm");
+    case Memory:
+        return tr("Memory");
+    case Idle:
+        return tr("Idle");
+    case Overlap:
+        return tr("Overlap");
+    case Steps:
+        return tr("Steps");
+    case ColumnCount:
+        break;
     }
     return {};
 }

@@ -19,8 +19,8 @@ namespace shardscope::ui {
 
 struct TimelineBar {
     std::int64_t startNs = 0; // ns, run clock (the rank's clockOffsetNs applied)
-    std::int64_t endNs = 0;   // ns, run clock
-    int span = -1;            // index into the rank's RankTrace::spans
+    std::int64_t endNs = 0; // ns, run clock
+    int span = -1; // index into the rank's RankTrace::spans
 };
 
 struct TimelineRow {
@@ -28,8 +28,8 @@ struct TimelineRow {
     int rank = 0;
     profiler::Lane lane = profiler::Lane::Host;
     std::string track; // empty: the lane's own thread
-    int level = 0;     // 0, or the extra row an overlapping span went to ("communication #2")
-    QString label;     // "rank 0 · communication #2"
+    int level = 0; // 0, or the extra row an overlapping span went to ("communication #2")
+    QString label; // "rank 0 · communication #2"
     std::vector<TimelineBar> bars; // by start, never overlapping within a row
     std::int64_t maxDurationNs = 0; // ns, longest bar: how far back a visible bar can start
 };
@@ -40,11 +40,11 @@ struct TimelineRow {
 // bars are then disjoint and sorted, which lets the painter find the visible ones by binary search
 // (start >= viewStart - maxDurationNs) however many spans a trace holds.
 struct TraceView {
-    std::vector<profiler::RankTrace> traces;    // ascending rank
+    std::vector<profiler::RankTrace> traces; // ascending rank
     std::vector<profiler::RankAnalysis> analyses; // one per trace, same order
     std::vector<TimelineRow> rows;
     std::int64_t startNs = 0; // ns, run clock: first span start (0 when there are no spans)
-    std::int64_t endNs = 0;   // ns, run clock: last span end
+    std::int64_t endNs = 0; // ns, run clock: last span end
     std::size_t spanCount = 0;
     std::vector<std::string> notes; // each trace's notes, prefixed "rank N: "
 };

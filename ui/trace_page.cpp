@@ -150,8 +150,7 @@ std::vector<fs::path> findRunTraceFiles(const fs::path& runDir, const std::vecto
     return chosen;
 }
 
-TracePage::TracePage(QWidget* parent)
-    : QWidget(parent)
+TracePage::TracePage(QWidget* parent) : QWidget(parent)
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(8, 8, 8, 8);
@@ -300,22 +299,17 @@ void TracePage::openFiles(std::vector<fs::path> files, const QString& title)
     });
 }
 
-void TracePage::clear()
-{
-    setTraces({}, {});
-}
+void TracePage::clear() { setTraces({}, {}); }
 
-QString TracePage::title() const
-{
-    return m_title->text();
-}
+QString TracePage::title() const { return m_title->text(); }
 
 void TracePage::applyView(std::shared_ptr<const TraceView> view, const QString& title, const QStringList& errors)
 {
     m_view = std::move(view);
     const auto& v = *m_view;
     if (v.traces.empty()) {
-        m_title->setText(tr("<b>Trace</b> — no trace loaded. Launch with <tt>--profile</tt> and open the run, or open a trace file."));
+        m_title->setText(
+            tr("<b>Trace</b> — no trace loaded. Launch with <tt>--profile</tt> and open the run, or open a trace file."));
     } else {
         QStringList sources;
         for (const auto& t : v.traces)
@@ -346,10 +340,7 @@ void TracePage::applyView(std::shared_ptr<const TraceView> view, const QString& 
     updateStepCharts();
 }
 
-int TracePage::stepRank() const
-{
-    return m_rankBox->currentIndex() >= 0 ? m_rankBox->currentData().toInt() : -1;
-}
+int TracePage::stepRank() const { return m_rankBox->currentIndex() >= 0 ? m_rankBox->currentData().toInt() : -1; }
 
 void TracePage::setStepRank(int rank)
 {

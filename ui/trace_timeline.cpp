@@ -20,10 +20,14 @@ namespace {
 QColor laneColor(prof::Lane lane)
 {
     switch (lane) {
-    case prof::Lane::Compute: return QColor(0x4f, 0x9c, 0xf0);
-    case prof::Lane::Communication: return QColor(0xf0, 0x8c, 0x3c);
-    case prof::Lane::Memory: return QColor(0x5c, 0xb8, 0x5c);
-    case prof::Lane::Host: return QColor(0x9e, 0x9e, 0xa8);
+    case prof::Lane::Compute:
+        return QColor(0x4f, 0x9c, 0xf0);
+    case prof::Lane::Communication:
+        return QColor(0xf0, 0x8c, 0x3c);
+    case prof::Lane::Memory:
+        return QColor(0x5c, 0xb8, 0x5c);
+    case prof::Lane::Host:
+        return QColor(0x9e, 0x9e, 0xa8);
     }
     return Qt::gray;
 }
@@ -43,8 +47,7 @@ constexpr std::int64_t kMinRangeNs = 1000; // ns: zooming in stops at a microsec
 
 } // namespace
 
-TraceTimeline::TraceTimeline(QWidget* parent)
-    : QWidget(parent)
+TraceTimeline::TraceTimeline(QWidget* parent) : QWidget(parent)
 {
     setMouseTracking(true);
     setAutoFillBackground(true);
@@ -116,10 +119,7 @@ int TraceTimeline::rowAt(int y) const
     return row < int(m_view->rows.size()) ? row : -1;
 }
 
-QRect TraceTimeline::rowRect(int row) const
-{
-    return QRect(0, kAxisHeight + row * kRowHeight, width(), kRowHeight);
-}
+QRect TraceTimeline::rowRect(int row) const { return QRect(0, kAxisHeight + row * kRowHeight, width(), kRowHeight); }
 
 std::optional<TraceTimeline::Hit> TraceTimeline::barAt(QPoint pos) const
 {
@@ -165,10 +165,7 @@ QSize TraceTimeline::sizeHint() const
     return QSize(800, kAxisHeight + std::max(rows, 4) * kRowHeight + 4);
 }
 
-QSize TraceTimeline::minimumSizeHint() const
-{
-    return QSize(kLabelWidth + 200, sizeHint().height());
-}
+QSize TraceTimeline::minimumSizeHint() const { return QSize(kLabelWidth + 200, sizeHint().height()); }
 
 void TraceTimeline::paintAxis(QPainter& painter) const
 {

@@ -52,8 +52,8 @@ public:
     QSize minimumSizeHint() const override;
 
     static constexpr int kLabelWidth = 200; // px
-    static constexpr int kAxisHeight = 22;  // px
-    static constexpr int kRowHeight = 20;   // px
+    static constexpr int kAxisHeight = 22; // px
+    static constexpr int kRowHeight = 20; // px
 
 signals:
     void visibleRangeChanged(qint64 startNs, qint64 endNs);

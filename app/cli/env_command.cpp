@@ -23,7 +23,7 @@ int runEnv(const std::string& configFile)
 {
     utsname u{};
     uname(&u);
-    struct sysinfo si {};
+    struct sysinfo si { };
     sysinfo(&si);
     const double ramGb = static_cast<double>(si.totalram) * si.mem_unit / (1024.0 * 1024.0 * 1024.0);
     const auto gpus = probeGpuNames();

@@ -61,12 +61,18 @@ int runEstimate(const EstimateArgs& a)
         }
         model.parameters = *p;
     }
-    if (a.layers) model.layers = a.layers;
-    if (a.hidden) model.hidden = a.hidden;
-    if (a.heads) model.heads = a.heads;
-    if (a.seq) model.sequence = a.seq;
-    if (a.batch) model.microBatch = a.batch;
-    if (a.vocab) model.vocab = a.vocab;
+    if (a.layers)
+        model.layers = a.layers;
+    if (a.hidden)
+        model.hidden = a.hidden;
+    if (a.heads)
+        model.heads = a.heads;
+    if (a.seq)
+        model.sequence = a.seq;
+    if (a.batch)
+        model.microBatch = a.batch;
+    if (a.vocab)
+        model.vocab = a.vocab;
     if (model.parameters <= 0) {
         std::cerr << "shardscope estimate-memory: error: no model size; pass --recipe R or --params N (e.g. 7B)\n";
         return 1;
@@ -117,11 +123,12 @@ int runEstimate(const EstimateArgs& a)
             rows.push_back(row("ZeRO-3 + offload", precisionName(p), estimateMemory(model, p, off)));
         }
     }
-    const std::vector<std::string> header = {"sharding", "precision", "parameters", "gradients", "optimizer",
-                                             "activations", "device total", "host (offload)"};
-    const std::string t = "Memory per rank: " + std::to_string(model.parameters) + " parameters, " + std::to_string(ranks) + " ranks";
+    const std::vector<std::string> header = {"sharding",  "precision",   "parameters",   "gradients",
+                                             "optimizer", "activations", "device total", "host (offload)"};
+    const std::string t = "Memory per rank: " + std::to_string(model.parameters) + " parameters, " + std::to_string(ranks)
+                          + " ranks";
     if (a.markdown) {
-        std::cout << "| " ;
+        std::cout << "| ";
         for (const auto& h : header)
             std::cout << h << " | ";
         std::cout << "\n|";

@@ -55,8 +55,7 @@ struct LaunchArgs {
     double heartbeatTimeout = 600; // seconds
     double rendezvousTimeout = 300; // seconds a machine other than 0 waits for machine 0
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
-    bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false,
-         givenPort = false;
+    bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false, givenPort = false;
 };
 
 // Accelerate's config file for this launch: --config_file, else the default file if it exists
@@ -122,8 +121,8 @@ std::optional<config::RunPlan> planRun(const LaunchArgs& args, const config::Rec
         if (inputs.config && d.keyPath != "recipe" && d.keyPath.rfind("--", 0) != 0)
             std::cerr << config::formatDiagnostic(*inputs.config, d) << "\n";
         else
-            std::cerr << "shardscope launch: " << (d.severity == config::Severity::Error ? "error: " : "warning: ")
-                      << d.message << "\n";
+            std::cerr << "shardscope launch: " << (d.severity == config::Severity::Error ? "error: " : "warning: ") << d.message
+                      << "\n";
     }
     if (!planned.ok()) {
         if (inputs.config)
@@ -295,16 +294,16 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
                 recorder = std::move(*started);
                 monitor->onEvent = [r = recorder.get()](const protocol::Event& e) { r->record(e); };
             } else {
-                std::cerr << "shardscope launch: warning: the run is not recorded in the history: "
-                          << started.error().message << "\n";
+                std::cerr << "shardscope launch: warning: the run is not recorded in the history: " << started.error().message
+                          << "\n";
             }
         }
         options.onTick = [m = monitor.get()] { m->tick(); };
         options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
         options.findStuckRank = [m = monitor.get()](std::chrono::milliseconds timeout) { return m->stuckRank(timeout); };
         options.rankIsEnding = [m = monitor.get()](int rank) { return m->isEnding(rank); };
-        std::cout << "shardscope launch: run " << runDir->id << " (" << plan->numProcesses << " ranks) in "
-                  << runDir->path << std::endl;
+        std::cout << "shardscope launch: run " << runDir->id << " (" << plan->numProcesses << " ranks) in " << runDir->path
+                  << std::endl;
     }
 
     auto outcome = runLaunch(options);
@@ -327,9 +326,11 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
                 const std::int64_t total = plan ? plan->recipe.maxSteps : 0;
                 outcome->exitCode = 1;
                 outcome->rootCauseRank = r.rank;
-                outcome->reason += std::string(outcome->reason.empty() ? "" : "; ") + "rank " + std::to_string(r.rank) + " exited with code " + std::to_string(r.status())
-                    + " without reporting that it finished its steps (last step " + std::to_string(monitor->lastStepOf(r.rank))
-                    + (total > 0 ? " of " + std::to_string(total) : std::string()) + "): the run is incomplete";
+                outcome->reason += std::string(outcome->reason.empty() ? "" : "; ") + "rank " + std::to_string(r.rank)
+                                   + " exited with code " + std::to_string(r.status())
+                                   + " without reporting that it finished its steps (last step "
+                                   + std::to_string(monitor->lastStepOf(r.rank))
+                                   + (total > 0 ? " of " + std::to_string(total) : std::string()) + "): the run is incomplete";
                 break;
             }
         }
@@ -397,8 +398,8 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
         longest = std::max(longest, r.seconds);
     std::cout << "shardscope launch: " << options.numProcesses << " ranks"
               << (options.numMachines > 1 ? " on machine " + std::to_string(options.machineRank) : std::string())
-              << " finished successfully in " << longest
-              << " s (rendezvous on " << options.masterAddr << ":" << outcome->masterPort << ")\n";
+              << " finished successfully in " << longest << " s (rendezvous on " << options.masterAddr << ":"
+              << outcome->masterPort << ")\n";
     return 0;
 }
 
@@ -410,17 +411,17 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     auto* cmd = app.add_subcommand("launch", "Start N local ranks of the engine and supervise them "
                                              "(arguments after -- go to every rank)");
     auto* numProcesses = cmd->add_option("--num_processes", args->numProcesses, "Number of ranks in all (over every machine)")
-        ->check(CLI::Range(1, 1024))
-        ->capture_default_str();
+                             ->check(CLI::Range(1, 1024))
+                             ->capture_default_str();
     auto* numMachines = cmd->add_option("--num_machines", args->numMachines, "Machines in the job (one launcher on each)")
-        ->check(CLI::Range(1, 1024))
-        ->capture_default_str();
+                            ->check(CLI::Range(1, 1024))
+                            ->capture_default_str();
     auto* machineRank = cmd->add_option("--machine_rank", args->machineRank, "This machine's index, 0 .. num_machines-1")
-        ->check(CLI::Range(0, 1023))
-        ->capture_default_str();
+                            ->check(CLI::Range(0, 1023))
+                            ->capture_default_str();
     auto* ip = cmd->add_option("--main_process_ip", args->mainProcessIp, "Rendezvous address")->capture_default_str();
     auto* port = cmd->add_option("--main_process_port", args->mainProcessPort, "Rendezvous port (0 or unset: a free port)")
-        ->check(CLI::Range(0, 65535));
+                     ->check(CLI::Range(0, 65535));
     cmd->add_option("--worker", args->worker, "Worker executable (default: shardscope-worker next to shardscope)");
     cmd->add_option("--recipe", args->recipe, "Recipe YAML: train it (creates a run directory)");
     cmd->add_option("--config_file", args->configFile,

@@ -61,9 +61,8 @@ public:
             std::string line;
             for (std::size_t c = 0; c < m_rows[r].size(); ++c) {
                 const auto& cell = m_rows[r][c];
-                const bool numeric = m_alignNumbers && r > 0 &&
-                                     cell.find_first_of("0123456789") != std::string::npos &&
-                                     cell.find_first_not_of("0123456789.-e+ %") == std::string::npos;
+                const bool numeric = m_alignNumbers && r > 0 && cell.find_first_of("0123456789") != std::string::npos
+                                     && cell.find_first_not_of("0123456789.-e+ %") == std::string::npos;
                 const std::string pad(widths[c] - cell.size(), ' ');
                 line += numeric ? pad + cell : cell + (c + 1 < m_rows[r].size() ? pad : "");
                 if (c + 1 < m_rows[r].size())
@@ -98,8 +97,7 @@ std::string formatDuration(double seconds)
         std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", static_cast<long long>(s / 3600),
                       static_cast<long long>(s % 3600 / 60));
     else if (s >= 60)
-        std::snprintf(buffer, sizeof buffer, "%lldm%02llds", static_cast<long long>(s / 60),
-                      static_cast<long long>(s % 60));
+        std::snprintf(buffer, sizeof buffer, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
     else
         std::snprintf(buffer, sizeof buffer, "%llds", static_cast<long long>(s));
     return buffer;
@@ -175,8 +173,9 @@ int runList(const RunsArgs& args)
     for (const auto& s : args.statuses) {
         auto status = parseRunStatus(s);
         if (!status)
-            return fail("list", makeError("unknown status '" + s + "' (pending, running, completed, failed, "
-                                          "cancelled, interrupted)"));
+            return fail("list", makeError("unknown status '" + s
+                                          + "' (pending, running, completed, failed, "
+                                            "cancelled, interrupted)"));
         filter.statuses.push_back(*status);
     }
     filter.distributedType = args.type;
@@ -204,9 +203,8 @@ int runList(const RunsArgs& args)
     Table table({"ID", "NAME", "STATUS", "TYPE", "PRECISION", "RANKS", "STEPS", "LOSS", "CREATED", "DURATION", "TAGS"});
     for (const auto& run : *runs) {
         table.add({std::to_string(run.id), run.name, std::string(statusName(run.status)),
-                   run.distributedType.empty() ? "-" : run.distributedType,
-                   run.mixedPrecision.empty() ? "-" : run.mixedPrecision, std::to_string(run.worldSize),
-                   run.lastStep ? std::to_string(*run.lastStep) : "-",
+                   run.distributedType.empty() ? "-" : run.distributedType, run.mixedPrecision.empty() ? "-" : run.mixedPrecision,
+                   std::to_string(run.worldSize), run.lastStep ? std::to_string(*run.lastStep) : "-",
                    run.lastLoss ? formatNumber(*run.lastLoss) : "-", formatTime(run.createdAt), durationOf(run),
                    join(run.tags, ",")});
     }
@@ -240,9 +238,8 @@ int runShow(const RunsArgs& args)
         if (s.endedAt)
             info.add({"ended", formatTime(*s.endedAt)});
         info.add({"duration", durationOf(s)});
-        info.add({"distributed", (s.distributedType.empty() ? "-" : s.distributedType) + ", " +
-                                     std::to_string(s.worldSize) + " ranks, precision " +
-                                     (s.mixedPrecision.empty() ? "-" : s.mixedPrecision)});
+        info.add({"distributed", (s.distributedType.empty() ? "-" : s.distributedType) + ", " + std::to_string(s.worldSize)
+                                     + " ranks, precision " + (s.mixedPrecision.empty() ? "-" : s.mixedPrecision)});
         info.add({"host", s.host});
         info.add({"directory", s.runDir.empty() ? "-" : s.runDir});
         if (!s.tags.empty())
@@ -281,8 +278,7 @@ int runShow(const RunsArgs& args)
             std::cout << "\n";
             Table checkpoints({"STEP", "KIND", "RANK", "SIZE", "PATH"});
             for (const auto& c : details->checkpoints)
-                checkpoints.add({std::to_string(c.step), c.kind, std::to_string(c.rank), formatBytes(double(c.bytes)),
-                                 c.path});
+                checkpoints.add({std::to_string(c.step), c.kind, std::to_string(c.rank), formatBytes(double(c.bytes)), c.path});
             checkpoints.print(std::cout);
         }
         if (!details->traces.empty()) {
@@ -326,9 +322,7 @@ int runCompare(const RunsArgs& args)
     row("steps", [](const RunStats& r) { return r.steps ? std::to_string(*r.steps) : "-"; });
     row("final loss", [](const RunStats& r) { return r.finalLoss ? formatNumber(*r.finalLoss) : "-"; });
     row("best loss", [](const RunStats& r) { return r.bestLoss ? formatNumber(*r.bestLoss) : "-"; });
-    row("tokens/s", [](const RunStats& r) {
-        return r.meanTokensPerS ? formatNumber(*r.meanTokensPerS, "%.0f") : "-";
-    });
+    row("tokens/s", [](const RunStats& r) { return r.meanTokensPerS ? formatNumber(*r.meanTokensPerS, "%.0f") : "-"; });
     row("skipped steps", [](const RunStats& r) { return std::to_string(r.skippedSteps); });
     row("wall time", [](const RunStats& r) { return r.wallSeconds ? formatDuration(*r.wallSeconds) : "-"; });
     int maxRank = -1;
@@ -448,9 +442,7 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
 
     auto* exportCmd = runs->add_subcommand("export", "Export a run's metrics (CSV) or everything (JSON)");
     exportCmd->add_option("run", args->runs, "Run id or name")->required()->expected(1);
-    exportCmd->add_option("--format", args->format, "csv or json")
-        ->check(CLI::IsMember({"csv", "json"}))
-        ->capture_default_str();
+    exportCmd->add_option("--format", args->format, "csv or json")->check(CLI::IsMember({"csv", "json"}))->capture_default_str();
     exportCmd->add_option("-o,--output", args->output, "Output file (default: standard output)");
     exportCmd->callback([args, &context] { context.exitCode = runExport(*args); });
 

@@ -33,10 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string errnoText(int error)
-{
-    return std::strerror(error);
-}
+std::string errnoText(int error) { return std::strerror(error); }
 
 std::string signalName(int sig)
 {
@@ -98,7 +95,7 @@ sigset_t supervisedSignals()
 struct ChildFds {
     int listenFd = -1; // rank 0's TCPStore socket
     int eventsFd = -1; // write end of its events pipe
-    int logFd = -1;    // its stdout and stderr, or -1 to share the launcher's
+    int logFd = -1; // its stdout and stderr, or -1 to share the launcher's
 };
 
 } // namespace
@@ -113,8 +110,8 @@ namespace {
 
 // Forks and execs one rank. Returns the pid, or an error when fork or exec failed (an exec
 // failure is reported back through a close-on-exec pipe, so it is seen before any rank runs).
-Result<pid_t> spawnRank(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env,
-                        const ChildFds& fds, const sigset_t& originalMask)
+Result<pid_t> spawnRank(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env, const ChildFds& fds,
+                        const sigset_t& originalMask)
 {
     int errorPipe[2];
     if (pipe2(errorPipe, O_CLOEXEC) != 0)
@@ -149,7 +146,7 @@ Result<pid_t> spawnRank(const std::string& path, std::vector<std::string> argv, 
             dup2(fds.logFd, STDOUT_FILENO);
             dup2(fds.logFd, STDERR_FILENO);
         }
-        struct sigaction dfl {};
+        struct sigaction dfl { };
         dfl.sa_handler = SIG_DFL;
         for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE})
             sigaction(sig, &dfl, nullptr);
@@ -220,7 +217,7 @@ namespace {
 // main_process_ip and a port as a socket address; "localhost" is 127.0.0.1.
 Result<sockaddr_in> ipv4Address(const std::string& address, int port)
 {
-    sockaddr_in addr {};
+    sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     const std::string numeric = address == "localhost" ? "127.0.0.1" : address;
@@ -325,8 +322,8 @@ Result<void> waitForMachineZero(const LaunchOptions& options)
             lastSaid = Clock::now();
         }
         // Sleep 200 ms, or less if Ctrl-C / SIGTERM arrives (the launcher blocks those signals).
-        timespec pause {0, 200'000'000};
-        siginfo_t info {};
+        timespec pause{0, 200'000'000};
+        siginfo_t info{};
         const int sig = sigtimedwait(&supervised, &info, &pause);
         if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
             return makeError("cancelled while waiting for machine 0 at " + where);
@@ -342,8 +339,9 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     if (access(options.workerPath.c_str(), X_OK) != 0)
         return makeError("worker '" + options.workerPath + "' is not an executable file: " + errnoText(errno));
     if (options.numMachines < 1 || options.machineRank < 0 || options.machineRank >= options.numMachines)
-        return makeError("machine_rank " + std::to_string(options.machineRank) + " is not in 0.." + std::to_string(options.numMachines - 1)
-                         + " (num_machines " + std::to_string(options.numMachines) + ")");
+        return makeError("machine_rank " + std::to_string(options.machineRank) + " is not in 0.."
+                         + std::to_string(options.numMachines - 1) + " (num_machines " + std::to_string(options.numMachines)
+                         + ")");
     if (options.numMachines > 1 && options.masterPort == 0)
         return makeError("a job over " + std::to_string(options.numMachines)
                          + " machines needs --main_process_port: every machine's launcher must know where machine 0 listens");
@@ -351,10 +349,11 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     // The rendezvous store has no authentication: it listens beyond loopback only for a job over
     // several machines, which the user asked for with num_machines.
     if (options.numMachines == 1 && !isLoopbackHost(options.masterAddr))
-        return makeError("main_process_ip " + options.masterAddr + " would open the rendezvous store, which has no "
-                         "authentication, to the network for a run on this machine alone; leave main_process_ip unset "
-                         "(127.0.0.1), or give --num_machines N (and the same address on every machine) for a job over "
-                         "several machines");
+        return makeError("main_process_ip " + options.masterAddr
+                         + " would open the rendezvous store, which has no "
+                           "authentication, to the network for a run on this machine alone; leave main_process_ip unset "
+                           "(127.0.0.1), or give --num_machines N (and the same address on every machine) for a job over "
+                           "several machines");
     if (options.machineRank > 0)
         if (auto reached = waitForMachineZero(options); !reached)
             return reached.error();
@@ -508,10 +507,8 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
 
     int running = options.numProcesses;
     bool stopping = false;
-    Clock::time_point killDeadline {};
-    auto openEventFds = [&] {
-        return std::count_if(eventReadFds.begin(), eventReadFds.end(), [](int fd) { return fd >= 0; });
-    };
+    Clock::time_point killDeadline{};
+    auto openEventFds = [&] { return std::count_if(eventReadFds.begin(), eventReadFds.end(), [](int fd) { return fd >= 0; }); };
 
     while (running > 0 || openEventFds() > 0) {
         int status = 0;
@@ -545,7 +542,8 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
             for (auto& c : children) {
                 // A rank that said it is done (or failed) is tearing down, its heartbeat stopped on
                 // purpose: it gets as long as a starting rank.
-                const bool ending = options.rankIsEnding && options.rankIsEnding(outcome.ranks[static_cast<std::size_t>(c.rank)].rank);
+                const bool ending = options.rankIsEnding
+                                    && options.rankIsEnding(outcome.ranks[static_cast<std::size_t>(c.rank)].rank);
                 const auto limit = heardFrom[static_cast<std::size_t>(c.rank)] && !ending ? options.hangTimeout : startingTimeout;
                 if (!c.running || Clock::now() - lastHeard[static_cast<std::size_t>(c.rank)] < limit)
                     continue;
@@ -600,7 +598,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
                 drainEvents(polledRanks[i]);
         if (!(polled[0].revents & POLLIN))
             continue;
-        signalfd_siginfo info {};
+        signalfd_siginfo info{};
         while (read(signalFd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
             const int sig = static_cast<int>(info.ssi_signo);
             if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)

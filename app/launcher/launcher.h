@@ -18,9 +18,9 @@
 namespace shardscope {
 
 struct LaunchOptions {
-    std::string workerPath;              // the executable every rank runs
+    std::string workerPath; // the executable every rank runs
     std::vector<std::string> workerArgs; // its arguments (argv[1..])
-    int numProcesses = 1;                // ranks on this machine
+    int numProcesses = 1; // ranks on this machine
     // A job over several machines runs one launcher per machine; machine 0's rank 0 serves the
     // rendezvous at masterAddr:masterPort, which the others must be told (no free-port pick).
     int numMachines = 1;
@@ -64,13 +64,13 @@ struct LaunchOptions {
 struct RankExit {
     int rank = 0; // global rank
     pid_t pid = 0;
-    int exitCode = 0;               // when it exited normally
-    int signal = 0;                 // when a signal ended it, else 0
+    int exitCode = 0; // when it exited normally
+    int signal = 0; // when a signal ended it, else 0
     bool stoppedByLauncher = false; // it was ended by the launcher after another rank failed or on Ctrl-C
-    bool hung = false;              // it sent no event for LaunchOptions::hangTimeout and was stopped for it
-    std::string hungDetail;         // why it was taken as hung, when not silence
-    double seconds = 0;             // from launch to exit
-    double exitedAt = 0;            // when the launcher saw it exit, seconds since the epoch
+    bool hung = false; // it sent no event for LaunchOptions::hangTimeout and was stopped for it
+    std::string hungDetail; // why it was taken as hung, when not silence
+    double seconds = 0; // from launch to exit
+    double exitedAt = 0; // when the launcher saw it exit, seconds since the epoch
 
     bool failed() const { return signal != 0 || exitCode != 0; }
     // The conventional shell status: the exit code, or 128 + signal.
@@ -91,13 +91,13 @@ struct ReportedError {
 inline constexpr int kHungExitCode = 124;
 
 struct LaunchOutcome {
-    int exitCode = 0;                 // what the launcher exits with: 0, or the root-cause rank's status
+    int exitCode = 0; // what the launcher exits with: 0, or the root-cause rank's status
     std::optional<int> rootCauseRank; // global rank of the first rank that failed on its own
-    bool cancelled = false;           // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP)
+    bool cancelled = false; // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP)
     int masterPort = 0;
     std::vector<RankExit> ranks; // this machine's ranks, in rank order
 
-    std::string reason;          // a sentence on what went wrong beyond the exits (e.g. steps not finished)
+    std::string reason; // a sentence on what went wrong beyond the exits (e.g. steps not finished)
     // A torchrun-style summary, root cause first; empty when every rank succeeded.
     std::string failureSummary() const;
     // After a failure: the root cause is the rank whose own error came first, by the time of its

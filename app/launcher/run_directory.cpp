@@ -20,7 +20,7 @@ Result<std::string> sanitizeRunId(const std::string& name)
 std::string timestampedRunId(const std::string& name)
 {
     const std::time_t now = std::time(nullptr);
-    std::tm local {};
+    std::tm local{};
     localtime_r(&now, &local);
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);

@@ -13,10 +13,7 @@ namespace shardscope {
 
 namespace {
 
-double wallClock()
-{
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double wallClock() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string humanRate(double perSecond)
 {
@@ -44,8 +41,8 @@ std::string clock(double seconds)
 } // namespace
 
 RunMonitor::RunMonitor(const std::string& eventsFile, std::int64_t totalSteps, std::FILE* progress, bool interactive)
-    : m_totalSteps(totalSteps), m_progress(progress), m_interactive(interactive),
-      m_start(std::chrono::steady_clock::now()), m_lastPrint(m_start)
+    : m_totalSteps(totalSteps), m_progress(progress), m_interactive(interactive), m_start(std::chrono::steady_clock::now()),
+      m_lastPrint(m_start)
 {
     if (!eventsFile.empty()) {
         m_eventsPath = eventsFile;
@@ -105,7 +102,7 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
 bool RunMonitor::isEnding(int rank) const
 {
     return m_doneStatus.count(rank) > 0
-        || std::any_of(m_reported.begin(), m_reported.end(), [&](const ReportedError& e) { return e.rank == rank; });
+           || std::any_of(m_reported.begin(), m_reported.end(), [&](const ReportedError& e) { return e.rank == rank; });
 }
 
 std::set<int> RunMonitor::completedRanks() const
@@ -151,8 +148,9 @@ std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::mi
     }
     // The rank on the earliest collective is behind the others (they wait in later ones).
     char text[256];
-    std::snprintf(text, sizeof text, "every rank has waited %.1f s or more in a collective; this rank waits in %s #%lld, "
-                                     "the earliest (it was in %s after step %lld)",
+    std::snprintf(text, sizeof text,
+                  "every rank has waited %.1f s or more in a collective; this rank waits in %s #%lld, "
+                  "the earliest (it was in %s after step %lld)",
                   shortest, behind->event.waitingFor.c_str(), static_cast<long long>(behind->event.waitingSeq),
                   behind->event.phase.c_str(), static_cast<long long>(behind->event.step));
     return std::pair{behindRank, std::string(text)};
@@ -169,8 +167,8 @@ std::string RunMonitor::progressLine() const
     const auto& s = *m_lastStep;
     const double eta = s.step > 0 ? elapsed / static_cast<double>(s.step) * static_cast<double>(m_totalSteps - s.step) : 0;
     std::snprintf(text, sizeof text, "step %lld/%lld | loss %.4f | %s tok/s | elapsed %s | ETA %s",
-                  static_cast<long long>(s.step), static_cast<long long>(m_totalSteps), s.loss,
-                  humanRate(s.tokensPerS).c_str(), clock(elapsed).c_str(), clock(eta).c_str());
+                  static_cast<long long>(s.step), static_cast<long long>(m_totalSteps), s.loss, humanRate(s.tokensPerS).c_str(),
+                  clock(elapsed).c_str(), clock(eta).c_str());
     return text;
 }
 
@@ -178,13 +176,14 @@ void RunMonitor::noteWriteFailure(int error)
 {
     if (!m_writeFailingSince) {
         m_writeFailingSince = std::chrono::steady_clock::now();
-        std::fprintf(stderr, "%sshardscope launch: warning: cannot write %s (%s); the events are kept in memory and "
-                             "written when it works again\n",
+        std::fprintf(stderr,
+                     "%sshardscope launch: warning: cannot write %s (%s); the events are kept in memory and "
+                     "written when it works again\n",
                      m_interactive ? "\n" : "", m_eventsPath.c_str(), std::strerror(error));
         if (onEvent)
-            onEvent(protocol::Event{protocol::kProtocolVersion, 0, wallClock(),
-                                    protocol::LogEvent{"warning", "the launcher cannot write " + m_eventsPath + ": "
-                                                                      + std::strerror(error)}});
+            onEvent(protocol::Event{
+                protocol::kProtocolVersion, 0, wallClock(),
+                protocol::LogEvent{"warning", "the launcher cannot write " + m_eventsPath + ": " + std::strerror(error)}});
     }
     m_lastWriteError = error;
 }
@@ -239,7 +238,7 @@ std::string RunMonitor::eventFileTrouble() const
     const auto unwritten = std::count(m_unwritten.begin(), m_unwritten.end(), '\n');
     if (unwritten > 0 || m_droppedLines > 0)
         return std::to_string(unwritten + m_droppedLines) + " event lines could not be written to " + m_eventsPath + " ("
-            + std::strerror(m_lastWriteError) + ") before the launcher ended; the history has what it could record";
+               + std::strerror(m_lastWriteError) + ") before the launcher ended; the history has what it could record";
     return m_eventFileTrouble;
 }
 
@@ -262,7 +261,8 @@ void RunMonitor::tick()
         // A log, not an animation: about every tenth of the run, or every 10 s.
         const std::int64_t step = stepsDone();
         const std::int64_t every = std::max<std::int64_t>(1, m_totalSteps / 10);
-        if (step == m_lastPrintedStep || (step / every == m_lastPrintedStep / every && now - m_lastPrint < std::chrono::seconds(10)))
+        if (step == m_lastPrintedStep
+            || (step / every == m_lastPrintedStep / every && now - m_lastPrint < std::chrono::seconds(10)))
             return;
         m_lastPrintedStep = step;
         std::fprintf(m_progress, "%s\n", progressLine().c_str());

@@ -45,9 +45,9 @@ void RunRecorder::record(const protocol::Event& event)
 storage::RunEnd RunRecorder::endOf(const LaunchOutcome& outcome, const std::string& rootCauseLog) const
 {
     storage::RunEnd end;
-    end.status = outcome.cancelled ? storage::RunStatus::Cancelled
-        : outcome.exitCode == 0    ? storage::RunStatus::Completed
-                                   : storage::RunStatus::Failed;
+    end.status = outcome.cancelled       ? storage::RunStatus::Cancelled
+                 : outcome.exitCode == 0 ? storage::RunStatus::Completed
+                                         : storage::RunStatus::Failed;
     end.exitCode = outcome.exitCode;
     end.rootCauseRank = outcome.rootCauseRank;
     for (const auto& r : outcome.ranks)

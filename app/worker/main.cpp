@@ -63,8 +63,8 @@ int checkCollectives(const CheckCollectivesArgs& args)
         std::fputs(text.c_str(), stderr);
         return kCheckFailed;
     }
-    text = who + ": " + std::to_string(report.checksRun) + " collective checks passed on " + report.device + " ("
-           + args.backend + ")\n";
+    text = who + ": " + std::to_string(report.checksRun) + " collective checks passed on " + report.device + " (" + args.backend
+           + ")\n";
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
     return kOk;
@@ -86,8 +86,8 @@ int train(const std::string& planPath)
         return kUsage;
     }
     if (env->worldSize != plan->numProcesses) {
-        std::cerr << "shardscope-worker: the environment says WORLD_SIZE " << env->worldSize << " but " << planPath
-                  << " plans " << plan->numProcesses << " ranks; start ranks with shardscope launch\n";
+        std::cerr << "shardscope-worker: the environment says WORLD_SIZE " << env->worldSize << " but " << planPath << " plans "
+                  << plan->numProcesses << " ranks; start ranks with shardscope launch\n";
         return kUsage;
     }
     train::EventSink events(env->rank);
@@ -96,7 +96,7 @@ int train(const std::string& planPath)
     train::Heartbeat heartbeat(events);
     // SIGTERM / SIGINT from the launcher (Ctrl-C): finish the step, agree with the other ranks,
     // report "cancelled". A second signal is not caught: the launcher escalates to SIGKILL.
-    struct sigaction stop {};
+    struct sigaction stop { };
     stop.sa_handler = [](int) { train::requestStop(); };
     stop.sa_flags = SA_RESETHAND;
     sigaction(SIGTERM, &stop, nullptr);
@@ -137,7 +137,8 @@ int main(int argc, char** argv)
     trainCmd->add_option("--plan", planPath, "The run's plan.json, written by shardscope launch")->required();
 
     std::string logitsRecipe, logitsWeights, logitsInput, logitsOut;
-    auto* logitsCmd = app.add_subcommand("logits", "Run a GPT loaded from a Hugging Face GPT-2 folder on some text; write its logits");
+    auto* logitsCmd = app.add_subcommand("logits",
+                                         "Run a GPT loaded from a Hugging Face GPT-2 folder on some text; write its logits");
     logitsCmd->add_option("--recipe", logitsRecipe, "Recipe whose model section describes the GPT")->required();
     logitsCmd->add_option("--weights", logitsWeights, "Folder with config.json and safetensors (GPT-2 layout)")->required();
     logitsCmd->add_option("--input", logitsInput, "Text file; its first block_size bytes are the input")->required();

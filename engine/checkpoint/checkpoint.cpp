@@ -71,8 +71,11 @@ std::int64_t fileBytes(const fs::path& path)
 
 json compatibilityJson(const Compatibility& c)
 {
-    return {{"world_size", c.worldSize}, {"strategy", c.strategy}, {"state_dict_type", c.stateDictType},
-            {"precision", c.precision}, {"model", c.modelFingerprint}};
+    return {{"world_size", c.worldSize},
+            {"strategy", c.strategy},
+            {"state_dict_type", c.stateDictType},
+            {"precision", c.precision},
+            {"model", c.modelFingerprint}};
 }
 
 // This rank's files of one checkpoint, into `tmp`; returns the bytes written. Throws on a write error.
@@ -105,8 +108,11 @@ std::int64_t writeRankFiles(const SaveRequest& r, const fs::path& tmp, bool shar
     writeSafetensors(random.string(), {{"cpu", rngState}});
     bytes += fileBytes(random);
 
-    json state = {{"step", r.loop.step}, {"data_epoch", r.loop.dataEpoch}, {"data_position", r.loop.dataPosition},
-                  {"skipped_steps", r.loop.skippedSteps}, {"scaler_growth_tracker", r.loop.scalerGrowthTracker}};
+    json state = {{"step", r.loop.step},
+                  {"data_epoch", r.loop.dataEpoch},
+                  {"data_position", r.loop.dataPosition},
+                  {"skipped_steps", r.loop.skippedSteps},
+                  {"scaler_growth_tracker", r.loop.scalerGrowthTracker}};
     if (r.loop.lossScale)
         state["loss_scale"] = *r.loop.lossScale;
     writeFileDurably(tmp / rankFile("state", r.rank, ".json"), state.dump(2));
@@ -139,22 +145,25 @@ std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
     if (!r.allRanksOk(failure.empty()) || !failure.empty()) {
         // Nothing under a final name was touched: the newest complete checkpoint is still whole.
         const auto previous = completeCheckpoints(r.checkpointsDir);
-        throw std::runtime_error("the checkpoint at step " + std::to_string(r.loop.step) + " was not saved: "
-                                 + (failure.empty() ? std::string("another rank could not write its part (its error names the file)")
-                                                    : failure)
-                                 + ". "
-                                 + (previous.empty() ? std::string("No earlier checkpoint exists. ")
-                                                     : "The previous checkpoint " + previous.front().string() + " is intact. ")
-                                 + "Free space in " + r.checkpointsDir + " (or keep fewer: training.checkpoint_keep), then "
-                                 "resume with --resume_from_checkpoint latest.");
+        throw std::runtime_error(
+            "the checkpoint at step " + std::to_string(r.loop.step) + " was not saved: "
+            + (failure.empty() ? std::string("another rank could not write its part (its error names the file)") : failure) + ". "
+            + (previous.empty() ? std::string("No earlier checkpoint exists. ")
+                                : "The previous checkpoint " + previous.front().string() + " is intact. ")
+            + "Free space in " + r.checkpointsDir
+            + " (or keep fewer: training.checkpoint_keep), then "
+              "resume with --resume_from_checkpoint latest.");
     }
 
     if (r.rank == 0) {
         json files = json::array();
         for (const auto& entry : fs::directory_iterator(tmp))
             files.push_back(entry.path().filename().string());
-        json manifest = {{"format", kFormat}, {"version", kFormatVersion}, {"step", r.loop.step},
-                         {"compatibility", compatibilityJson(r.compatibility)}, {"files", files}};
+        json manifest = {{"format", kFormat},
+                         {"version", kFormatVersion},
+                         {"step", r.loop.step},
+                         {"compatibility", compatibilityJson(r.compatibility)},
+                         {"files", files}};
         writeFileDurably(tmp / "manifest.json", manifest.dump(2));
         syncDirectory(tmp);
         std::error_code ec;
@@ -176,14 +185,16 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
     const fs::path dir(path);
     const fs::path manifestPath = dir / "manifest.json";
     if (!fs::exists(manifestPath))
-        return makeError("checkpoint " + path + " is incomplete (no manifest.json: its writing was interrupted); "
-                         "resume from an earlier one, or use --resume_from_checkpoint latest");
+        return makeError("checkpoint " + path
+                         + " is incomplete (no manifest.json: its writing was interrupted); "
+                           "resume from an earlier one, or use --resume_from_checkpoint latest");
     std::ifstream in(manifestPath);
     json manifest = json::parse(in, nullptr, false);
     if (manifest.is_discarded() || manifest.value("format", "") != kFormat)
         return makeError(manifestPath.string() + " is not a Shardscope checkpoint manifest");
     if (manifest.value("version", 0) > kFormatVersion)
-        return makeError(path + " was written by a newer Shardscope (format version " + std::to_string(manifest.value("version", 0)) + ")");
+        return makeError(path + " was written by a newer Shardscope (format version "
+                         + std::to_string(manifest.value("version", 0)) + ")");
     const json have = manifest["compatibility"];
     const json want = compatibilityJson(expected);
     const bool sharded = expected.stateDictType == "SHARDED_STATE_DICT";
@@ -211,7 +222,8 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
     const fs::path model = dir / (sharded ? rankFile("model", rank, ".safetensors") : std::string("model.safetensors"));
     const fs::path state = dir / rankFile("state", sourceRank, ".json");
     const fs::path random = dir / rankFile("random_states", sourceRank, ".safetensors");
-    loaded.optimizerFile = (dir / (reshard ? std::string("optimizer.safetensors") : rankFile("optimizer", rank, ".bin"))).string();
+    loaded.optimizerFile =
+        (dir / (reshard ? std::string("optimizer.safetensors") : rankFile("optimizer", rank, ".bin"))).string();
     for (const auto& p : {model, state, random, fs::path(loaded.optimizerFile)})
         if (!fs::exists(p))
             return makeError("checkpoint " + path + " lacks " + p.filename().string() + " though its manifest is complete");
@@ -231,9 +243,12 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
             // what carries over.
             const std::int64_t global = loaded.loop.dataPosition * savedWorld;
             if (global % expected.worldSize != 0)
-                return makeError("checkpoint " + path + ": its " + std::to_string(global) + " samples of the epoch do not split "
-                                 "evenly over " + std::to_string(expected.worldSize) + " ranks; resume at a world size "
-                                 "that divides them");
+                return makeError("checkpoint " + path + ": its " + std::to_string(global)
+                                 + " samples of the epoch do not split "
+                                   "evenly over "
+                                 + std::to_string(expected.worldSize)
+                                 + " ranks; resume at a world size "
+                                   "that divides them");
             loaded.loop.dataPosition = global / expected.worldSize;
         }
         loaded.loop.skippedSteps = s.value("skipped_steps", std::int64_t{0});

@@ -43,7 +43,7 @@ struct LoopState {
 // What must match for a checkpoint to be loadable: a description of the run's shape.
 struct Compatibility {
     int worldSize = 1;
-    std::string strategy;    // "ddp", "zero1", "FULL_SHARD", ...
+    std::string strategy; // "ddp", "zero1", "FULL_SHARD", ...
     std::string stateDictType; // "FULL_STATE_DICT" or "SHARDED_STATE_DICT"
     std::string precision;
     std::string modelFingerprint; // the recipe's model section, normalised
@@ -66,7 +66,7 @@ struct SaveRequest {
     // Whether every rank's `ok` is true (an all-reduce): a rank that failed to write its files
     // must not leave the others waiting in a barrier, and every rank then reports the failure.
     std::function<bool(bool ok)> allRanksOk;
-    std::int64_t keep = 0;         // keep the newest `keep` checkpoints (0: all)
+    std::int64_t keep = 0; // keep the newest `keep` checkpoints (0: all)
     // Fault injection for tests: rank 0 dies (exit 9) after writing its model file.
     bool crashWhileWriting = false;
 };
@@ -78,7 +78,7 @@ struct LoadedCheckpoint {
     std::string path;
     LoopState loop;
     std::map<std::string, at::Tensor> modelTensors; // full parameters or this rank's shards
-    std::string optimizerFile;                      // this rank's archive (same world size)
+    std::string optimizerFile; // this rank's archive (same world size)
     // Written at another world size (FULL_STATE_DICT only): then the optimizer's state comes from
     // `fullOptimizerTensors`, and the loop state and RNG from rank 0's, with the data position
     // converted to this world size.

@@ -20,10 +20,7 @@ std::optional<std::int64_t> stepOf(const fs::path& dir)
     return std::nullopt;
 }
 
-bool isComplete(const fs::path& dir)
-{
-    return stepOf(dir) && fs::exists(dir / "manifest.json");
-}
+bool isComplete(const fs::path& dir) { return stepOf(dir) && fs::exists(dir / "manifest.json"); }
 
 std::vector<fs::path> completeCheckpoints(const fs::path& dir)
 {
@@ -83,8 +80,9 @@ Result<std::string> resolveCheckpoint(const std::string& reference, const std::s
     }
     const fs::path path(reference);
     if (!fs::exists(path))
-        return makeError("--resume_from_checkpoint: " + reference + " does not exist; give a step_<N> folder, a run's "
-                                                                    "folder, or latest");
+        return makeError("--resume_from_checkpoint: " + reference
+                         + " does not exist; give a step_<N> folder, a run's "
+                           "folder, or latest");
     if (stepOf(path)) {
         if (!isComplete(path))
             return makeError("checkpoint " + reference + " is incomplete (no manifest.json: its writing was interrupted)");

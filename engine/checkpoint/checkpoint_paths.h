@@ -24,7 +24,6 @@ std::vector<std::filesystem::path> completeCheckpoints(const std::filesystem::pa
 // run directory), or "latest" (the newest complete checkpoint of any run under `runsDir` whose
 // recipe has the name `recipeName`). Incomplete folders are skipped; for "latest", so are run
 // folders and checkpoints that are symbolic links leading out of `runsDir`.
-Result<std::string> resolveCheckpoint(const std::string& reference, const std::string& runsDir,
-                                      const std::string& recipeName);
+Result<std::string> resolveCheckpoint(const std::string& reference, const std::string& runsDir, const std::string& recipeName);
 
 } // namespace shardscope::checkpoint

@@ -56,7 +56,9 @@ json gpt2Config(const config::ModelRecipe& m, c10::ScalarType dtype)
             {"use_cache", true},
             {"bos_token_id", m.vocabSize - 1},
             {"eos_token_id", m.vocabSize - 1},
-            {"torch_dtype", dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32"}};
+            {"torch_dtype", dtype == at::kBFloat16 ? "bfloat16"
+                            : dtype == at::kHalf   ? "float16"
+                                                   : "float32"}};
 }
 
 } // namespace
@@ -122,16 +124,18 @@ Result<std::map<std::string, at::Tensor>> loadGpt2(const std::string& dir, const
     const fs::path configPath = fs::path(dir) / "config.json";
     std::ifstream configIn(configPath);
     if (!configIn)
-        return makeError("model.pretrained: " + configPath.string() + " does not exist (a GPT-2 folder holds config.json and safetensors)");
+        return makeError("model.pretrained: " + configPath.string()
+                         + " does not exist (a GPT-2 folder holds config.json and safetensors)");
     json config = json::parse(configIn, nullptr, false);
     if (config.is_discarded())
         return makeError(configPath.string() + " is not valid JSON");
-    const std::pair<const char*, std::int64_t> expected[] = {{"vocab_size", model.vocabSize}, {"n_embd", model.nEmbd},
-                                                             {"n_layer", model.nLayer}, {"n_head", model.nHead}};
+    const std::pair<const char*, std::int64_t> expected[] = {
+        {"vocab_size", model.vocabSize}, {"n_embd", model.nEmbd}, {"n_layer", model.nLayer}, {"n_head", model.nHead}};
     for (const auto& [key, value] : expected)
         if (config.value(key, std::int64_t{-1}) != value)
-            return makeError(configPath.string() + ": " + key + " is " + config.value(key, json()).dump() + " but the recipe's model has "
-                             + std::to_string(value) + "; make the recipe's model section match the pretrained model");
+            return makeError(configPath.string() + ": " + key + " is " + config.value(key, json()).dump()
+                             + " but the recipe's model has " + std::to_string(value)
+                             + "; make the recipe's model section match the pretrained model");
     if (config.value("n_positions", std::int64_t{0}) < model.blockSize)
         return makeError(configPath.string() + ": n_positions " + config.value("n_positions", json()).dump()
                          + " is shorter than the recipe's block_size " + std::to_string(model.blockSize));
@@ -163,9 +167,9 @@ Result<std::map<std::string, at::Tensor>> loadGpt2(const std::string& dir, const
     std::map<std::string, at::Tensor> ours;
     std::vector<std::string> ourNames = {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"};
     for (std::int64_t i = 0; i < model.nLayer; ++i)
-        for (const char* suffix : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
-                                   "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "c_fc.weight", "c_fc.bias", "c_proj.weight",
-                                   "c_proj.bias"})
+        for (const char* suffix :
+             {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+              "ln_2.weight", "ln_2.bias", "c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"})
             ourNames.push_back("h." + std::to_string(i) + "." + suffix);
     for (const auto& name : ourNames) {
         auto it = hf.find(gpt2Name(name));

@@ -15,8 +15,8 @@ namespace {
 const std::vector<std::pair<std::string, at::ScalarType>>& dtypeNames()
 {
     static const std::vector<std::pair<std::string, at::ScalarType>> kNames = {
-        {"F32", at::kFloat}, {"F64", at::kDouble}, {"F16", at::kHalf},
-        {"BF16", at::kBFloat16}, {"I64", at::kLong}, {"I32", at::kInt}, {"U8", at::kByte}};
+        {"F32", at::kFloat}, {"F64", at::kDouble}, {"F16", at::kHalf}, {"BF16", at::kBFloat16},
+        {"I64", at::kLong},  {"I32", at::kInt},    {"U8", at::kByte}};
     return kNames;
 }
 
@@ -41,8 +41,8 @@ void writeSafetensors(const std::string& path, const std::vector<std::pair<std::
     for (const auto& [name, tensor] : tensors) {
         auto t = tensor.detach().to(at::kCPU).contiguous();
         const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(t.element_size());
-        header[name] = {{"dtype", dtypeName(t.scalar_type())}, {"shape", t.sizes().vec()},
-                        {"data_offsets", {offset, offset + bytes}}};
+        header[name] = {
+            {"dtype", dtypeName(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
         offset += bytes;
         contiguous.push_back(t);
     }

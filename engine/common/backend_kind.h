@@ -10,15 +10,14 @@ namespace shardscope::dist {
 
 enum class BackendKind { Gloo, Nccl };
 
-inline const char* backendName(BackendKind kind)
-{
-    return kind == BackendKind::Nccl ? "nccl" : "gloo";
-}
+inline const char* backendName(BackendKind kind) { return kind == BackendKind::Nccl ? "nccl" : "gloo"; }
 
 inline std::optional<BackendKind> parseBackendName(std::string_view name)
 {
-    if (name == "gloo") return BackendKind::Gloo;
-    if (name == "nccl") return BackendKind::Nccl;
+    if (name == "gloo")
+        return BackendKind::Gloo;
+    if (name == "nccl")
+        return BackendKind::Nccl;
     return std::nullopt;
 }
 

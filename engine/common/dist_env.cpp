@@ -32,25 +32,32 @@ Result<DistEnv> DistEnv::fromEnvironment()
     using namespace env_names;
     DistEnv env;
     auto rank = readInt(kRank, true, 0, 0);
-    if (!rank) return rank.error();
+    if (!rank)
+        return rank.error();
     auto world = readInt(kWorldSize, true, 1, 1);
-    if (!world) return world.error();
+    if (!world)
+        return world.error();
     auto localRank = readInt(kLocalRank, false, *rank, 0);
-    if (!localRank) return localRank.error();
+    if (!localRank)
+        return localRank.error();
     auto localWorld = readInt(kLocalWorldSize, false, *world, 1);
-    if (!localWorld) return localWorld.error();
+    if (!localWorld)
+        return localWorld.error();
     auto groupRank = readInt(kGroupRank, false, 0, 0);
-    if (!groupRank) return groupRank.error();
+    if (!groupRank)
+        return groupRank.error();
     auto port = readInt(kMasterPort, true, 0, 1);
-    if (!port) return port.error();
+    if (!port)
+        return port.error();
     auto listenFd = readInt(kMasterListenFd, false, -1, -1);
-    if (!listenFd) return listenFd.error();
+    if (!listenFd)
+        return listenFd.error();
 
     if (*rank >= *world)
         return makeError("RANK=" + std::to_string(*rank) + " is not below WORLD_SIZE=" + std::to_string(*world));
     if (*localRank >= *localWorld)
-        return makeError("LOCAL_RANK=" + std::to_string(*localRank) + " is not below LOCAL_WORLD_SIZE="
-                         + std::to_string(*localWorld));
+        return makeError("LOCAL_RANK=" + std::to_string(*localRank)
+                         + " is not below LOCAL_WORLD_SIZE=" + std::to_string(*localWorld));
     if (*port > 65535)
         return makeError("MASTER_PORT=" + std::to_string(*port) + " is not a TCP port (1..65535)");
 

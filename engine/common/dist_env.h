@@ -11,11 +11,11 @@
 namespace shardscope {
 
 struct DistEnv {
-    int rank = 0;           // global rank, 0 .. worldSize-1           (RANK)
-    int localRank = 0;      // rank on this machine                     (LOCAL_RANK)
-    int worldSize = 1;      // ranks in the job                         (WORLD_SIZE)
+    int rank = 0; // global rank, 0 .. worldSize-1           (RANK)
+    int localRank = 0; // rank on this machine                     (LOCAL_RANK)
+    int worldSize = 1; // ranks in the job                         (WORLD_SIZE)
     int localWorldSize = 1; // ranks on this machine                    (LOCAL_WORLD_SIZE)
-    int groupRank = 0;      // this machine's index in the job          (GROUP_RANK)
+    int groupRank = 0; // this machine's index in the job          (GROUP_RANK)
     std::string masterAddr = "127.0.0.1"; // rendezvous host              (MASTER_ADDR)
     int masterPort = 29500; // rendezvous TCPStore port                 (MASTER_PORT)
     // A listening socket the launcher bound for rank 0's TCPStore server, so that no other
@@ -32,10 +32,7 @@ struct DistEnv {
 
 // Whether a rendezvous address stays on this machine (localhost, 127.x.y.z, ::1): the store has
 // no authentication, so anything else is for jobs over several machines only.
-inline bool isLoopbackHost(const std::string& host)
-{
-    return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
+inline bool isLoopbackHost(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 namespace env_names {
 inline constexpr const char* kRank = "RANK";

@@ -20,31 +20,47 @@ namespace shardscope {
 // it without parsing the text.
 struct Error {
     std::string message; // the whole text, "file:line:column: what ...; how to fix"
-    std::string file;    // where, when known
-    int line = 0;        // 1-based; 0: unknown
-    int column = 0;      // 1-based; 0: unknown
+    std::string file; // where, when known
+    int line = 0; // 1-based; 0: unknown
+    int column = 0; // 1-based; 0: unknown
     std::string keyPath; // the key at fault, dotted ("model.n_head"), when known
 };
 
 template <typename T>
 class [[nodiscard]] Result {
 public:
-    Result(T value) : m_state(std::in_place_index<0>, std::move(value)) {}
-    Result(Error error) : m_state(std::in_place_index<1>, std::move(error)) {}
+    Result(T value) : m_state(std::in_place_index<0>, std::move(value)) { }
+    Result(Error error) : m_state(std::in_place_index<1>, std::move(error)) { }
 
     bool ok() const { return m_state.index() == 0; }
     explicit operator bool() const { return ok(); }
 
-    T& value() & { assert(ok()); return std::get<0>(m_state); }
-    const T& value() const& { assert(ok()); return std::get<0>(m_state); }
-    T&& value() && { assert(ok()); return std::get<0>(std::move(m_state)); }
+    T& value() &
+    {
+        assert(ok());
+        return std::get<0>(m_state);
+    }
+    const T& value() const&
+    {
+        assert(ok());
+        return std::get<0>(m_state);
+    }
+    T&& value() &&
+    {
+        assert(ok());
+        return std::get<0>(std::move(m_state));
+    }
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }
     T&& operator*() && { return std::move(*this).value(); }
     T* operator->() { return &value(); }
     const T* operator->() const { return &value(); }
 
-    const Error& error() const { assert(!ok()); return std::get<1>(m_state); }
+    const Error& error() const
+    {
+        assert(!ok());
+        return std::get<1>(m_state);
+    }
 
 private:
     std::variant<T, Error> m_state;
@@ -55,11 +71,15 @@ template <>
 class [[nodiscard]] Result<void> {
 public:
     Result() = default;
-    Result(Error error) : m_error(std::move(error)) {}
+    Result(Error error) : m_error(std::move(error)) { }
 
     bool ok() const { return !m_error.has_value(); }
     explicit operator bool() const { return ok(); }
-    const Error& error() const { assert(!ok()); return *m_error; }
+    const Error& error() const
+    {
+        assert(!ok());
+        return *m_error;
+    }
 
 private:
     std::optional<Error> m_error;

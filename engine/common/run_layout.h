@@ -14,13 +14,13 @@ namespace shardscope {
 
 class RunLayout {
 public:
-    explicit RunLayout(std::filesystem::path dir) : m_dir(std::move(dir)) {}
+    explicit RunLayout(std::filesystem::path dir) : m_dir(std::move(dir)) { }
 
     const std::filesystem::path& dir() const { return m_dir; }
-    std::filesystem::path configFile() const { return m_dir / "config.yaml"; }   // the Accelerate config, as launched
-    std::filesystem::path recipeFile() const { return m_dir / "recipe.yaml"; }   // the recipe, as run
-    std::filesystem::path planFile() const { return m_dir / "plan.json"; }       // what every rank runs
-    std::filesystem::path eventsFile() const { return m_dir / "events.jsonl"; }  // every rank's events
+    std::filesystem::path configFile() const { return m_dir / "config.yaml"; } // the Accelerate config, as launched
+    std::filesystem::path recipeFile() const { return m_dir / "recipe.yaml"; } // the recipe, as run
+    std::filesystem::path planFile() const { return m_dir / "plan.json"; } // what every rank runs
+    std::filesystem::path eventsFile() const { return m_dir / "events.jsonl"; } // every rank's events
     std::filesystem::path outcomeFile() const { return m_dir / "outcome.json"; } // the launcher's verdict
     std::filesystem::path logsDir() const { return m_dir / "logs"; }
     std::filesystem::path rankLog(int rank) const { return logsDir() / rankLogName(rank); }

@@ -15,10 +15,7 @@ namespace shardscope::config {
 
 namespace {
 
-std::string_view sectionOf(ConfigKind kind)
-{
-    return kind == ConfigKind::Cluster ? kClusterSection : kSageMakerSection;
-}
+std::string_view sectionOf(ConfigKind kind) { return kind == ConfigKind::Cluster ? kClusterSection : kSageMakerSection; }
 
 bool isNestedDictField(std::string_view key)
 {
@@ -131,10 +128,7 @@ std::optional<std::int64_t> AccelerateConfig::intField(std::string_view key) con
     return std::nullopt;
 }
 
-bool AccelerateConfig::boolField(std::string_view key) const
-{
-    return field(key).truthy();
-}
+bool AccelerateConfig::boolField(std::string_view key) const { return field(key).truthy(); }
 
 FileFormat formatForPath(std::string_view path)
 {
@@ -155,21 +149,23 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
     // Schema choice: compute_environment missing or equal to LOCAL_MACHINE -> ClusterConfig.
     const Value* env = dict.find("compute_environment");
     const ConfigKind kind = (!env || (env->isString() && env->asString() == "LOCAL_MACHINE")) ? ConfigKind::Cluster
-                                                                                          : ConfigKind::SageMaker;
+                                                                                              : ConfigKind::SageMaker;
 
     // process_config, in Accelerate's order.
     if (!dict.contains("compute_environment"))
         dict.set("compute_environment", Value("LOCAL_MACHINE"));
     const Value* dt = dict.find("distributed_type");
     if (!dt)
-        return makeError(source + ": A `distributed_type` must be specified in the config file. Add for example "
-                                  "`distributed_type: MULTI_GPU` (one of "
-                         + [] {
-                               std::string all;
-                               for (const auto& t : distributedTypes())
-                                   all += (all.empty() ? "" : ", ") + t;
-                               return all;
-                           }()
+        return makeError(source
+                         + ": A `distributed_type` must be specified in the config file. Add for example "
+                           "`distributed_type: MULTI_GPU` (one of "
+                         +
+                         [] {
+                             std::string all;
+                             for (const auto& t : distributedTypes())
+                                 all += (all.empty() ? "" : ", ") + t;
+                             return all;
+                         }()
                          + ").");
     const bool injectedNumProcesses = !dict.contains("num_processes") && dt->isString() && dt->asString() == "NO";
     if (injectedNumProcesses)
@@ -196,9 +192,10 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
     std::string cause;
     if (const Value* ce = dict.find("compute_environment"); kind == ConfigKind::SageMaker && ce->isString()) {
         if (asciiUpper(ce->asString()) == "LOCAL_MACHINE")
-            cause = at(source, *ce) + ": compute_environment is '" + ce->asString() + "', but Accelerate compares it exactly "
-                    "and reads any value other than LOCAL_MACHINE as a SageMaker config. Write `compute_environment: "
-                    "LOCAL_MACHINE`. (Accelerate's own message follows.)\n";
+            cause = at(source, *ce) + ": compute_environment is '" + ce->asString()
+                    + "', but Accelerate compares it exactly "
+                      "and reads any value other than LOCAL_MACHINE as a SageMaker config. Write `compute_environment: "
+                      "LOCAL_MACHINE`. (Accelerate's own message follows.)\n";
     }
     // Required dataclass fields without defaults (only SageMaker can lack them here).
     const std::string_view section = sectionOf(kind);
@@ -215,8 +212,8 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
             names += "'" + missing[i] + "'";
         }
         return source + ": " + cls + ".__init__() missing " + std::to_string(missing.size()) + " required positional argument"
-            + (missing.size() > 1 ? "s" : "") + ": " + names + ". Add " + (missing.size() > 1 ? "these keys" : "this key")
-            + " to the SageMaker config.";
+               + (missing.size() > 1 ? "s" : "") + ": " + names + ". Add " + (missing.size() > 1 ? "these keys" : "this key")
+               + " to the SageMaker config.";
     };
     const std::string computeCause = cause;
     if (cause.empty() && !missing.empty() && kind == ConfigKind::SageMaker)
@@ -235,7 +232,8 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
         for (std::size_t i = 0; i < unknown.size(); ++i)
             list += (i ? ", " : "") + unknown[i].pyRepr();
         list += "]";
-        std::string message = cause + "The config file at " + source + " had unknown keys (" + list
+        std::string message =
+            cause + "The config file at " + source + " had unknown keys (" + list
             + "), please try upgrading your `accelerate` version or fix (and potentially remove) these keys from "
               "your config file.";
         for (const auto& k : unknown) {
@@ -243,20 +241,22 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
                 break; // the keys follow from the schema the misspelt compute_environment chose
             const KeySpec* spec = k.isString() ? findKeySpec(section, k.asString()) : nullptr;
             if (injectedNumProcesses && k.isString() && k.asString() == "num_processes") {
-                message += "\n  " + source + ": `num_processes` is not in the file: Accelerate's loader adds num_processes: 1 "
-                           "to every distributed_type 'NO' config, and its SageMakerConfig has no such key, so no SageMaker "
-                           "config with distributed_type 'NO' loads; use DATA_PARALLEL or MODEL_PARALLEL";
+                message += "\n  " + source
+                           + ": `num_processes` is not in the file: Accelerate's loader adds num_processes: 1 "
+                             "to every distributed_type 'NO' config, and its SageMakerConfig has no such key, so no SageMaker "
+                             "config with distributed_type 'NO' loads; use DATA_PARALLEL or MODEL_PARALLEL";
                 continue;
             }
             message += "\n  " + at(source, k) + ": `" + k.pyStr() + "`: ";
             if (spec && !spec->removedIn.empty())
                 message += "removed in Accelerate " + spec->removedIn + "; delete this key";
             else if (std::string near = k.isString() ? nearestKey(section, k.asString()) : std::string(); !near.empty())
-                message += "not a key of Accelerate's " + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig")
-                    + "; did you mean `" + near + "`?";
+                message += "not a key of Accelerate's "
+                           + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig") + "; did you mean `"
+                           + near + "`?";
             else
                 message += "not a key of Accelerate's "
-                    + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig") + "; remove it";
+                           + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig") + "; remove it";
         }
         return makeError(message);
     }
@@ -300,15 +300,9 @@ Result<AccelerateConfig> loadAccelerateConfig(const std::string& path)
     return parseAccelerateConfig(*text, path, formatForPath(path));
 }
 
-std::string toYamlText(const AccelerateConfig& config)
-{
-    return dumpYaml(config.toDict());
-}
+std::string toYamlText(const AccelerateConfig& config) { return dumpYaml(config.toDict()); }
 
-std::string toJsonText(const AccelerateConfig& config)
-{
-    return dumpJson(config.toDict()) + "\n";
-}
+std::string toJsonText(const AccelerateConfig& config) { return dumpJson(config.toDict()) + "\n"; }
 
 Result<void> saveAccelerateConfig(const AccelerateConfig& config, const std::string& path)
 {
@@ -351,9 +345,6 @@ std::string defaultConfigDir()
     return expandUser(hfHome) + "/accelerate";
 }
 
-std::string defaultConfigFile()
-{
-    return defaultConfigDir() + "/default_config.yaml";
-}
+std::string defaultConfigFile() { return defaultConfigDir() + "/default_config.yaml"; }
 
 } // namespace shardscope::config

@@ -42,7 +42,7 @@ public:
 
     // Convenience readers; empty/nullopt when the value is absent or not of the expected type.
     std::string distributedType() const; // "" when not a string (e.g. an unquoted NO)
-    std::string mixedPrecision() const;  // "no" when absent
+    std::string mixedPrecision() const; // "no" when absent
     std::optional<std::int64_t> intField(std::string_view key) const;
     bool boolField(std::string_view key) const; // Python truthiness of the field
 

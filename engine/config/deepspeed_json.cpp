@@ -39,10 +39,10 @@ Result<Value> loadDeepSpeedJson(const std::string& path)
 
 const std::vector<std::string>& deepSpeedConflictKeys()
 {
-    static const std::vector<std::string> keys = {"gradient_accumulation_steps", "gradient_clipping", "zero_stage",
-                                                  "offload_optimizer_device",    "offload_param_device",
-                                                  "offload_param_nvme_path",     "offload_optimizer_nvme_path",
-                                                  "zero3_save_16bit_model"};
+    static const std::vector<std::string> keys = {
+        "gradient_accumulation_steps", "gradient_clipping",     "zero_stage",
+        "offload_optimizer_device",    "offload_param_device",  "offload_param_nvme_path",
+        "offload_optimizer_nvme_path", "zero3_save_16bit_model"};
     return keys;
 }
 
@@ -77,8 +77,9 @@ Result<Value> resolveDeepSpeedConfig(const AccelerateConfig& config, const DeepS
         if (!out.contains("gradient_accumulation_steps"))
             out.set("gradient_accumulation_steps", Value(1));
         if (!out.contains("zero_optimization"))
-            return makeError(p.string() + ": Please specify the ZeRO optimization config in the DeepSpeed config "
-                                          "(\"zero_optimization\": {\"stage\": ...}).");
+            return makeError(p.string()
+                             + ": Please specify the ZeRO optimization config in the DeepSpeed config "
+                               "(\"zero_optimization\": {\"stage\": ...}).");
     } else {
         // Synthesised as the plugin does without a file.
         out = Value::emptyMap();
@@ -216,8 +217,8 @@ Result<Value> resolveDeepSpeedConfig(const AccelerateConfig& config, const DeepS
             if (isAuto(params->find("total_num_steps"))) {
                 if (!ctx.totalSteps)
                     return need("scheduler.params.total_num_steps", "the number of training steps");
-                params->set("total_num_steps", Value(static_cast<std::int64_t>(
-                                                   std::ceil(static_cast<double>(*ctx.totalSteps) / ctx.numProcesses))));
+                params->set("total_num_steps",
+                            Value(static_cast<std::int64_t>(std::ceil(static_cast<double>(*ctx.totalSteps) / ctx.numProcesses))));
             }
         }
     }

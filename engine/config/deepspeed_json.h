@@ -23,14 +23,14 @@ const std::vector<std::string>& deepSpeedConflictKeys();
 // What is known at prepare time (from the recipe and the launch).
 struct DeepSpeedContext {
     int numProcesses = 1;
-    std::optional<std::int64_t> microBatchPerGpu;  // the training data loader's batch size
-    std::int64_t gradientAccumulationSteps = 1;    // Accelerator(gradient_accumulation_steps=...)
-    std::optional<std::int64_t> hiddenSize;        // model width
-    std::optional<double> learningRate;            // optimizer lr / weight decay (DummyOptim)
+    std::optional<std::int64_t> microBatchPerGpu; // the training data loader's batch size
+    std::int64_t gradientAccumulationSteps = 1; // Accelerator(gradient_accumulation_steps=...)
+    std::optional<std::int64_t> hiddenSize; // model width
+    std::optional<double> learningRate; // optimizer lr / weight decay (DummyOptim)
     std::optional<double> weightDecay;
     std::optional<std::int64_t> warmupSteps;
     std::optional<std::int64_t> totalSteps;
-    std::string mixedPrecision = "no";             // after CLI flags
+    std::string mixedPrecision = "no"; // after CLI flags
 };
 
 // The DeepSpeed config a rank runs with: from the JSON file when deepspeed_config_file is set,

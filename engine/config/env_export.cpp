@@ -9,7 +9,6 @@ namespace shardscope::config {
 
 namespace {
 
-
 class Env {
 public:
     void set(const std::string& k, const std::string& v)
@@ -143,7 +142,8 @@ void parallelism(const AccelerateConfig& c, Env& env)
         env.set("PARALLELISM_CONFIG_SP_SEQ_LENGTH", p("parallelism_config_sp_seq_length", Value()).pyStr());
         env.set("PARALLELISM_CONFIG_SP_SEQ_LENGTH_IS_VARIABLE",
                 p("parallelism_config_sp_seq_length_is_variable", Value(true)).pyStr());
-        env.set("PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION", p("parallelism_config_sp_attn_implementation", Value("sdpa")).pyStr());
+        env.set("PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION",
+                p("parallelism_config_sp_attn_implementation", Value("sdpa")).pyStr());
     }
 }
 
@@ -162,7 +162,8 @@ void fsdp(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
     // Accelerate exports the CLI default FULL_SHARD when the file has only the v1 strategy in
     // fsdp_reshard_after_forward; Shardscope exports what the user chose (docs/CONFIG.md).
     if (o.honourFsdp1Strategy && !c.nested("fsdp_config", "fsdp_sharding_strategy") && raf.isString()
-        && f("fsdp_version", Value(1)).pyStr() == "1" && asciiUpper(raf.asString()) != "TRUE" && asciiUpper(raf.asString()) != "FALSE")
+        && f("fsdp_version", Value(1)).pyStr() == "1" && asciiUpper(raf.asString()) != "TRUE"
+        && asciiUpper(raf.asString()) != "FALSE")
         strategy = Value(asciiUpper(raf.asString()));
     env.set("FSDP_SHARDING_STRATEGY", strategy.pyStr());
     env.set("FSDP_RESHARD_AFTER_FORWARD", asciiLower(raf.pyStr()));
@@ -181,7 +182,8 @@ void fsdp(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
     env.set("FSDP_CPU_RAM_EFFICIENT_LOADING", asciiLower(f("fsdp_cpu_ram_efficient_loading", Value("true")).pyStr()));
     env.set("FSDP_SYNC_MODULE_STATES", asciiLower(f("fsdp_sync_module_states", Value("true")).pyStr()));
     env.set("FSDP_ACTIVATION_CHECKPOINTING", asciiLower(f("fsdp_activation_checkpointing", Value("false")).pyStr()));
-    env.set("FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", asciiLower(f("fsdp_activation_checkpointing_offload", Value("false")).pyStr()));
+    env.set("FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",
+            asciiLower(f("fsdp_activation_checkpointing_offload", Value("false")).pyStr()));
     if (const Value v = f("fsdp_ignored_modules", Value()); !v.isNull())
         env.set("FSDP_IGNORED_MODULES", v.pyStr());
 }

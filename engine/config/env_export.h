@@ -24,15 +24,14 @@ LauncherKind launcherFor(const AccelerateConfig& config, bool cpuFlag = false);
 
 struct EnvironmentOptions {
     bool honourFsdp1Strategy = true; // Shardscope's fix of Accelerate's FSDP1 bug (docs/CONFIG.md)
-    bool cpuFlag = false;            // `--cpu` was given: the simple launcher, whatever the file says
+    bool cpuFlag = false; // `--cpu` was given: the simple launcher, whatever the file says
     // OMP_NUM_THREADS, as accelerate launch picks it: the parent's value when it has one; else,
     // when training on the CPU (use_cpu), physical cores / processes per machine if that is > 1;
     // else 1. torchrun adds 1 for DeepSpeed's several local processes.
-    int physicalCores = 0;                   // 0: unknown (then 1 thread); see physicalCoreCount()
-    std::optional<int> inheritedOmpThreads;  // OMP_NUM_THREADS of the launching environment
-    bool enableCpuAffinity = false;          // --enable_cpu_affinity (the YAML key never reaches Accelerate)
+    int physicalCores = 0; // 0: unknown (then 1 thread); see physicalCoreCount()
+    std::optional<int> inheritedOmpThreads; // OMP_NUM_THREADS of the launching environment
+    bool enableCpuAffinity = false; // --enable_cpu_affinity (the YAML key never reaches Accelerate)
 };
-
 
 // The variables added to the parent environment, in a stable order.
 std::vector<std::pair<std::string, std::string>> launchEnvironment(const AccelerateConfig& config,

@@ -73,16 +73,20 @@ std::string markNonFinite(const std::string& text)
 Value fromNlohmann(const nlohmann::ordered_json& j)
 {
     switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return Value();
-    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<std::int64_t>());
+    case nlohmann::ordered_json::value_t::null:
+        return Value();
+    case nlohmann::ordered_json::value_t::boolean:
+        return Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+        return Value(j.get<std::int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
         const auto u = j.get<std::uint64_t>();
         if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
             return Value(static_cast<double>(u));
         return Value(static_cast<std::int64_t>(u));
     }
-    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::number_float:
+        return Value(j.get<double>());
     case nlohmann::ordered_json::value_t::string: {
         const auto& s = j.get_ref<const std::string&>();
         if (s == kNanMarker)
@@ -105,7 +109,8 @@ Value fromNlohmann(const nlohmann::ordered_json& j)
             out.set(it.key(), fromNlohmann(it.value()));
         return out;
     }
-    default: return Value();
+    default:
+        return Value();
     }
 }
 
@@ -149,13 +154,27 @@ void jsonString(std::string& out, const std::string& s)
     std::u32string cps = fromUtf8Lenient(s);
     for (char32_t c : cps) {
         switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
+        case '\b':
+            out += "\\b";
+            break;
+        case '\f':
+            out += "\\f";
+            break;
         default:
             if (c < 0x20 || (c >= 0x7f && c <= 0xffff && c > 0x7e)) {
                 char buf[8];
@@ -179,12 +198,18 @@ std::string jsonKey(const Value& key)
 {
     // json.dumps turns non-str keys into their JSON spelling.
     switch (key.kind()) {
-    case Value::Kind::String: return key.asString();
-    case Value::Kind::Bool: return key.asBool() ? "true" : "false";
-    case Value::Kind::Null: return "null";
-    case Value::Kind::Int: return std::to_string(key.asInt());
-    case Value::Kind::Float: return pythonFloatRepr(key.asFloat());
-    default: return key.pyRepr();
+    case Value::Kind::String:
+        return key.asString();
+    case Value::Kind::Bool:
+        return key.asBool() ? "true" : "false";
+    case Value::Kind::Null:
+        return "null";
+    case Value::Kind::Int:
+        return std::to_string(key.asInt());
+    case Value::Kind::Float:
+        return pythonFloatRepr(key.asFloat());
+    default:
+        return key.pyRepr();
     }
 }
 
@@ -193,9 +218,15 @@ void dumpJsonInto(std::string& out, const Value& v, int indent)
     const std::string pad(static_cast<std::size_t>(indent + 2), ' ');
     const std::string closePad(static_cast<std::size_t>(indent), ' ');
     switch (v.kind()) {
-    case Value::Kind::Null: out += "null"; break;
-    case Value::Kind::Bool: out += v.asBool() ? "true" : "false"; break;
-    case Value::Kind::Int: out += std::to_string(v.asInt()); break;
+    case Value::Kind::Null:
+        out += "null";
+        break;
+    case Value::Kind::Bool:
+        out += v.asBool() ? "true" : "false";
+        break;
+    case Value::Kind::Int:
+        out += std::to_string(v.asInt());
+        break;
     case Value::Kind::Float: {
         const double d = v.asFloat();
         if (std::isnan(d))
@@ -206,7 +237,9 @@ void dumpJsonInto(std::string& out, const Value& v, int indent)
             out += pythonFloatRepr(d);
         break;
     }
-    case Value::Kind::String: jsonString(out, v.asString()); break;
+    case Value::Kind::String:
+        jsonString(out, v.asString());
+        break;
     case Value::Kind::List: {
         if (v.asList().empty()) {
             out += "[]";
@@ -249,7 +282,6 @@ void dumpJsonInto(std::string& out, const Value& v, int indent)
     }
     }
 }
-
 
 } // namespace
 

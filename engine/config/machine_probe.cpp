@@ -33,21 +33,19 @@ MachineInfo probeMachine()
     // Without the CUDA runtime the compute capability is inferred from the model name.
     for (const auto& n : names) {
         const bool hopperOrAda = n.find("H100") != std::string::npos || n.find("H200") != std::string::npos
-            || n.find("H800") != std::string::npos || n.find("L40") != std::string::npos || n.find("L4") != std::string::npos
-            || n.find("RTX 40") != std::string::npos || n.find("B200") != std::string::npos || n.find("GB200") != std::string::npos;
+                                 || n.find("H800") != std::string::npos || n.find("L40") != std::string::npos
+                                 || n.find("L4") != std::string::npos || n.find("RTX 40") != std::string::npos
+                                 || n.find("B200") != std::string::npos || n.find("GB200") != std::string::npos;
         const bool ampere = n.find("A100") != std::string::npos || n.find("A10") != std::string::npos
-            || n.find("A30") != std::string::npos || n.find("A40") != std::string::npos || n.find("RTX 30") != std::string::npos
-            || n.find("A6000") != std::string::npos;
+                            || n.find("A30") != std::string::npos || n.find("A40") != std::string::npos
+                            || n.find("RTX 30") != std::string::npos || n.find("A6000") != std::string::npos;
         m.fp8Capable = m.fp8Capable || hopperOrAda;
         m.bf16Capable = m.bf16Capable || hopperOrAda || ampere;
     }
     return m;
 }
 
-Hardware probeHardware()
-{
-    return Hardware{};
-}
+Hardware probeHardware() { return Hardware{}; }
 
 int physicalCoreCount()
 {

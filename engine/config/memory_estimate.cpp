@@ -17,16 +17,18 @@ StateBytes stateBytesPerParameter(PrecisionMode precision, OptimizerKind optimiz
     // for mixed-precision Adam: master 4 + momentum 4 + variance 4).
     const double moments = optimizer == OptimizerKind::Adam ? 2 : optimizer == OptimizerKind::SgdMomentum ? 1 : 0;
     switch (precision) {
-    case PrecisionMode::Fp32: return {4, 4, 4 * moments};
+    case PrecisionMode::Fp32:
+        return {4, 4, 4 * moments};
     case PrecisionMode::Mixed16:
-    case PrecisionMode::Fp8: return {2, 2, 4 + 4 * moments};
-    case PrecisionMode::PureBf16: return {2, 2, 2 * moments};
+    case PrecisionMode::Fp8:
+        return {2, 2, 4 + 4 * moments};
+    case PrecisionMode::PureBf16:
+        return {2, 2, 2 * moments};
     }
     return {4, 4, 4 * moments};
 }
 
-MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const Sharding& sharding,
-                              OptimizerKind optimizer)
+MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const Sharding& sharding, OptimizerKind optimizer)
 {
     const bool autocastMixed = sharding.autocast && (precision == PrecisionMode::Mixed16 || precision == PrecisionMode::Fp8);
     const StateBytes b = stateBytesPerParameter(autocastMixed ? PrecisionMode::Fp32 : precision, optimizer);
@@ -93,10 +95,14 @@ PrecisionMode precisionFromName(const std::string& mp)
 std::string precisionName(PrecisionMode p)
 {
     switch (p) {
-    case PrecisionMode::Fp32: return "fp32";
-    case PrecisionMode::Mixed16: return "fp16/bf16 mixed";
-    case PrecisionMode::PureBf16: return "bf16 pure";
-    case PrecisionMode::Fp8: return "fp8";
+    case PrecisionMode::Fp32:
+        return "fp32";
+    case PrecisionMode::Mixed16:
+        return "fp16/bf16 mixed";
+    case PrecisionMode::PureBf16:
+        return "bf16 pure";
+    case PrecisionMode::Fp8:
+        return "fp8";
     }
     return {};
 }
@@ -141,11 +147,11 @@ Result<MemorySetup> memorySetupFromConfig(const AccelerateConfig& config, const 
                 if (auto d = dev(zo->find("offload_param")); !d.empty() && d != "auto")
                     paramDev = d;
             }
-            if (const Value* bf = json->find("bf16"); bf && bf->isMap() && bf->find("enabled") && bf->find("enabled")->isBool()
-                && bf->find("enabled")->asBool())
+            if (const Value* bf = json->find("bf16");
+                bf && bf->isMap() && bf->find("enabled") && bf->find("enabled")->isBool() && bf->find("enabled")->asBool())
                 setup.precision = PrecisionMode::Mixed16;
-            if (const Value* fp = json->find("fp16"); fp && fp->isMap() && fp->find("enabled") && fp->find("enabled")->isBool()
-                && fp->find("enabled")->asBool())
+            if (const Value* fp = json->find("fp16");
+                fp && fp->isMap() && fp->find("enabled") && fp->find("enabled")->isBool() && fp->find("enabled")->asBool())
                 setup.precision = PrecisionMode::Mixed16;
         }
         setup.sharding.zeroStage = stage;
@@ -176,15 +182,17 @@ Result<MemorySetup> memorySetupFromConfig(const AccelerateConfig& config, const 
                 strategy = raf->asString();
         }
         std::transform(strategy.begin(), strategy.end(), strategy.begin(), [](unsigned char c) { return std::toupper(c); });
-        setup.sharding.zeroStage = (strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD") ? 3
-            : (strategy == "SHARD_GRAD_OP" || strategy == "HYBRID_SHARD_ZERO2")            ? 2
-                                                                                            : 0;
-        if (const Value* dp = config.nested("parallelism_config", "parallelism_config_dp_shard_size"); dp && dp->isInt() && dp->asInt() > 1)
+        setup.sharding.zeroStage = (strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD")            ? 3
+                                   : (strategy == "SHARD_GRAD_OP" || strategy == "HYBRID_SHARD_ZERO2") ? 2
+                                                                                                       : 0;
+        if (const Value* dp = config.nested("parallelism_config", "parallelism_config_dp_shard_size");
+            dp && dp->isInt() && dp->asInt() > 1)
             setup.sharding.shardRanks = static_cast<int>(dp->asInt());
         else if (strategy.rfind("HYBRID", 0) == 0) {
             const auto machines = config.intField("num_machines").value_or(1);
             setup.sharding.shardRanks = static_cast<int>(std::max<std::int64_t>(1, n / std::max<std::int64_t>(1, machines)));
-            setup.notes.push_back("hybrid sharding: states sharded within a machine (" + std::to_string(setup.sharding.shardRanks) + " ranks)");
+            setup.notes.push_back("hybrid sharding: states sharded within a machine (" + std::to_string(setup.sharding.shardRanks)
+                                  + " ranks)");
         }
         const Value* off = config.nested("fsdp_config", "fsdp_offload_params");
         const bool offload = off && off->truthy();

@@ -20,10 +20,10 @@
 namespace shardscope::config {
 
 enum class PrecisionMode {
-    Fp32,      // mixed_precision: no
-    Mixed16,   // fp16 or bf16 compute with fp32 master weights (Accelerate's fp16/bf16)
-    PureBf16,  // bf16 weights, grads and optimizer state, no master copy ("memory-constrained")
-    Fp8,       // fp8 matmuls; model states as Mixed16 (Accelerate keeps bf16 + fp32 master)
+    Fp32, // mixed_precision: no
+    Mixed16, // fp16 or bf16 compute with fp32 master weights (Accelerate's fp16/bf16)
+    PureBf16, // bf16 weights, grads and optimizer state, no master copy ("memory-constrained")
+    Fp8, // fp8 matmuls; model states as Mixed16 (Accelerate keeps bf16 + fp32 master)
 };
 enum class OptimizerKind { Adam, SgdMomentum, Sgd };
 
@@ -33,23 +33,23 @@ struct ModelShape {
     std::int64_t layers = 0;
     std::int64_t hidden = 0;
     std::int64_t heads = 0;
-    std::int64_t sequence = 0;   // tokens per sample
+    std::int64_t sequence = 0; // tokens per sample
     std::int64_t microBatch = 0; // samples per rank per step
     std::int64_t vocab = 0;
 };
 
 struct Sharding {
-    int zeroStage = 0;          // 0 = replicated (DDP); FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2
-    int shardRanks = 1;         // N: ranks the states are sharded over
+    int zeroStage = 0; // 0 = replicated (DDP); FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2
+    int shardRanks = 1; // N: ranks the states are sharded over
     bool offloadOptimizer = false; // optimizer state (and master weights) in host memory
-    bool offloadParams = false;    // sharded parameters in host memory (stage 3 / FSDP offload)
-    bool offloadGrads = false;     // FSDP CPU offload also moves gradients
+    bool offloadParams = false; // sharded parameters in host memory (stage 3 / FSDP offload)
+    bool offloadGrads = false; // FSDP CPU offload also moves gradients
     bool activationCheckpointing = false;
     // Mixed precision by torch autocast (DDP, MULTI_CPU/GPU, a single process): parameters and
     // gradients stay fp32 and no master copy exists, so fp16/bf16 cost what fp32 costs in model
     // states. DeepSpeed and FSDP keep 16-bit parameters and an fp32 master copy instead.
     bool autocast = false;
-    std::string label;          // "ZeRO-2", "FSDP FULL_SHARD", ...
+    std::string label; // "ZeRO-2", "FSDP FULL_SHARD", ...
 };
 
 struct MemoryEstimate {

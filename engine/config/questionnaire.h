@@ -20,14 +20,14 @@ namespace shardscope::config {
 // What the machine offers; it changes labels and which questions appear (Accelerate probes it).
 struct Hardware {
     std::string acceleratorLabel = "GPU(s)"; // "NPU(s)", "XPU(s)", ... in the GPU-id question
-    bool mpsAvailable = false;               // Apple MPS hides the DeepSpeed, GPU-id and NUMA questions
+    bool mpsAvailable = false; // Apple MPS hides the DeepSpeed, GPU-id and NUMA questions
 };
 
 enum class QuestionKind { YesNo, Choice, Int, Float, Text };
 
 struct Choice {
     std::string label; // as Accelerate's menu prints it
-    Value value;       // what is stored
+    Value value; // what is stored
 };
 
 class Answers {
@@ -58,10 +58,10 @@ struct Question {
     std::function<std::vector<Choice>(const Answers&)> dynamicChoices; // e.g. machine ranks
     int defaultChoice = 0;
     std::string errorMessage; // printed before asking again; empty: re-ask silently
-    Predicate when;           // asked only if true (null: always)
-    std::string configKey;    // "num_machines", "fsdp_config.fsdp_version"; empty: derived/not stored
-    std::string loopBackTo;   // after a yes, ask again from this question id
-    std::string preamble;     // printed once before the first time the question is asked
+    Predicate when; // asked only if true (null: always)
+    std::string configKey; // "num_machines", "fsdp_config.fsdp_version"; empty: derived/not stored
+    std::string loopBackTo; // after a yes, ask again from this question id
+    std::string preamble; // printed once before the first time the question is asked
     std::function<Value(const Value&)> transform; // applied to the parsed answer (expanduser, split)
     std::function<std::string(const Answers&)> abortIf; // non-empty: Accelerate raises this error
 };

@@ -18,27 +18,29 @@ namespace shardscope::config {
 
 namespace {
 
-
 // Reads one mapping of the recipe: each known key has a setter that converts and checks its value;
 // the first problem becomes the error, with file:line:column and the key path.
 class SectionReader {
 public:
     using Setter = std::function<std::string(const YAML::Node&)>; // returns "" or what is wrong
 
-    SectionReader(std::string source, std::string path) : m_source(std::move(source)), m_path(std::move(path)) {}
+    SectionReader(std::string source, std::string path) : m_source(std::move(source)), m_path(std::move(path)) { }
 
     void add(const std::string& key, Setter setter) { m_setters.emplace(key, std::move(setter)); }
 
     Result<void> apply(const YAML::Node& node) const
     {
         if (!node.IsMap())
-            return error(node, "'" + (m_path.empty() ? std::string("the recipe") : m_path)
-                                   + "' should be a mapping of keys to values", m_path);
+            return error(node,
+                         "'" + (m_path.empty() ? std::string("the recipe") : m_path) + "' should be a mapping of keys to values",
+                         m_path);
         for (const auto& entry : node) {
             // A complex key (`? [a, b]: 1`) would throw from as<std::string>().
             if (!entry.first.IsScalar())
-                return error(entry.first, "a key of '" + (m_path.empty() ? std::string("the recipe") : m_path)
-                                              + "' should be a plain name, not a list or a mapping", m_path);
+                return error(entry.first,
+                             "a key of '" + (m_path.empty() ? std::string("the recipe") : m_path)
+                                 + "' should be a plain name, not a list or a mapping",
+                             m_path);
             const std::string key = entry.first.as<std::string>();
             auto it = m_setters.find(key);
             if (it == m_setters.end())
@@ -304,8 +306,9 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
         if (r.data.type != "text")
             return makeError(source + ": the gpt model trains on data.type 'text'; set data.type: text or model.type: mlp");
     } else if (r.data.type != "synthetic_regression") {
-        return makeError(source + ": the mlp model trains on data.type 'synthetic_regression'; set data.type: "
-                                  "synthetic_regression or model.type: gpt");
+        return makeError(source
+                         + ": the mlp model trains on data.type 'synthetic_regression'; set data.type: "
+                           "synthetic_regression or model.type: gpt");
     }
     if (!r.model.pretrained.empty() && r.model.type != "gpt")
         return makeError(source + ": 'model.pretrained' loads GPT-2 folders; it needs model.type: gpt");
@@ -395,8 +398,8 @@ std::string recipeToYaml(const Recipe& r)
     out << YAML::Key << "type" << YAML::Value << r.model.type;
     if (r.model.type == "gpt") {
         out << YAML::Key << "vocab_size" << YAML::Value << r.model.vocabSize << YAML::Key << "n_layer" << YAML::Value
-            << r.model.nLayer << YAML::Key << "n_embd" << YAML::Value << r.model.nEmbd << YAML::Key << "n_head"
-            << YAML::Value << r.model.nHead << YAML::Key << "block_size" << YAML::Value << r.model.blockSize;
+            << r.model.nLayer << YAML::Key << "n_embd" << YAML::Value << r.model.nEmbd << YAML::Key << "n_head" << YAML::Value
+            << r.model.nHead << YAML::Key << "block_size" << YAML::Value << r.model.blockSize;
         if (r.model.dropout > 0)
             out << YAML::Key << "dropout" << YAML::Value << r.model.dropout;
         if (!r.model.pretrained.empty())
@@ -411,39 +414,37 @@ std::string recipeToYaml(const Recipe& r)
     if (r.model.loadDtype != "float32")
         out << YAML::Key << "load_dtype" << YAML::Value << r.model.loadDtype;
     out << YAML::EndMap;
-    out << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.data.type
-        << YAML::Key << "path" << YAML::Value << r.data.path << YAML::Key << "num_samples" << YAML::Value
-        << r.data.numSamples << YAML::Key << "noise" << YAML::Value << r.data.noise << YAML::Key << "shuffle"
-        << YAML::Value << r.data.shuffle << YAML::Key << "drop_last" << YAML::Value << r.data.dropLast << YAML::Key
-        << "even_batches" << YAML::Value << r.data.evenBatches << YAML::Key << "eval_fraction" << YAML::Value
-        << r.data.evalFraction << YAML::EndMap;
-    out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value
-        << r.optimizer.type << YAML::Key << "lr" << YAML::Value << r.optimizer.lr << YAML::Key << "weight_decay"
-        << YAML::Value << r.optimizer.weightDecay << YAML::Key << "beta1" << YAML::Value << r.optimizer.beta1
-        << YAML::Key << "beta2" << YAML::Value << r.optimizer.beta2 << YAML::Key << "eps" << YAML::Value
-        << r.optimizer.eps << YAML::Key << "momentum" << YAML::Value << r.optimizer.momentum;
+    out << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.data.type << YAML::Key
+        << "path" << YAML::Value << r.data.path << YAML::Key << "num_samples" << YAML::Value << r.data.numSamples << YAML::Key
+        << "noise" << YAML::Value << r.data.noise << YAML::Key << "shuffle" << YAML::Value << r.data.shuffle << YAML::Key
+        << "drop_last" << YAML::Value << r.data.dropLast << YAML::Key << "even_batches" << YAML::Value << r.data.evenBatches
+        << YAML::Key << "eval_fraction" << YAML::Value << r.data.evalFraction << YAML::EndMap;
+    out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.optimizer.type
+        << YAML::Key << "lr" << YAML::Value << r.optimizer.lr << YAML::Key << "weight_decay" << YAML::Value
+        << r.optimizer.weightDecay << YAML::Key << "beta1" << YAML::Value << r.optimizer.beta1 << YAML::Key << "beta2"
+        << YAML::Value << r.optimizer.beta2 << YAML::Key << "eps" << YAML::Value << r.optimizer.eps << YAML::Key << "momentum"
+        << YAML::Value << r.optimizer.momentum;
     if (!r.optimizer.noWeightDecay.empty())
         out << YAML::Key << "no_weight_decay" << YAML::Value << YAML::Flow << r.optimizer.noWeightDecay;
     out << YAML::EndMap;
-    out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value
-        << r.schedule.type << YAML::Key << "warmup_steps" << YAML::Value << r.schedule.warmupSteps << YAML::EndMap;
-    out << YAML::Key << "ddp" << YAML::Value << YAML::BeginMap << YAML::Key << "bucket_cap_mb" << YAML::Value
-        << r.ddp.bucketCapMb << YAML::Key << "first_bucket_cap_mb" << YAML::Value << r.ddp.firstBucketCapMb
-        << YAML::Key << "overlap" << YAML::Value << r.ddp.overlap << YAML::EndMap;
+    out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.schedule.type
+        << YAML::Key << "warmup_steps" << YAML::Value << r.schedule.warmupSteps << YAML::EndMap;
+    out << YAML::Key << "ddp" << YAML::Value << YAML::BeginMap << YAML::Key << "bucket_cap_mb" << YAML::Value << r.ddp.bucketCapMb
+        << YAML::Key << "first_bucket_cap_mb" << YAML::Value << r.ddp.firstBucketCapMb << YAML::Key << "overlap" << YAML::Value
+        << r.ddp.overlap << YAML::EndMap;
     out << YAML::Key << "loss_scaler" << YAML::Value << YAML::BeginMap << YAML::Key << "init_scale" << YAML::Value
-        << r.lossScaler.initScale << YAML::Key << "growth_factor" << YAML::Value << r.lossScaler.growthFactor
-        << YAML::Key << "backoff_factor" << YAML::Value << r.lossScaler.backoffFactor << YAML::Key
-        << "growth_interval" << YAML::Value << r.lossScaler.growthInterval << YAML::EndMap;
-    out << YAML::Key << "training" << YAML::Value << YAML::BeginMap << YAML::Key << "per_device_batch_size"
-        << YAML::Value << r.perDeviceBatchSize << YAML::Key << "gradient_accumulation_steps" << YAML::Value
-        << r.gradientAccumulationSteps << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key
-        << "max_grad_norm" << YAML::Value << r.maxGradNorm << YAML::Key << "stop_on_nonfinite" << YAML::Value
-        << r.stopOnNonfinite << YAML::Key << "log_every" << YAML::Value << r.logEvery
-        << YAML::Key << "eval_every" << YAML::Value << r.evalEvery << YAML::Key << "checkpoint_every" << YAML::Value
+        << r.lossScaler.initScale << YAML::Key << "growth_factor" << YAML::Value << r.lossScaler.growthFactor << YAML::Key
+        << "backoff_factor" << YAML::Value << r.lossScaler.backoffFactor << YAML::Key << "growth_interval" << YAML::Value
+        << r.lossScaler.growthInterval << YAML::EndMap;
+    out << YAML::Key << "training" << YAML::Value << YAML::BeginMap << YAML::Key << "per_device_batch_size" << YAML::Value
+        << r.perDeviceBatchSize << YAML::Key << "gradient_accumulation_steps" << YAML::Value << r.gradientAccumulationSteps
+        << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key << "max_grad_norm" << YAML::Value << r.maxGradNorm
+        << YAML::Key << "stop_on_nonfinite" << YAML::Value << r.stopOnNonfinite << YAML::Key << "log_every" << YAML::Value
+        << r.logEvery << YAML::Key << "eval_every" << YAML::Value << r.evalEvery << YAML::Key << "checkpoint_every" << YAML::Value
         << r.checkpointEvery << YAML::Key << "checkpoint_keep" << YAML::Value << r.checkpointKeep << YAML::EndMap;
     out << YAML::Key << "export" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
-        << r.exportModel.enabled << YAML::Key << "dtype" << YAML::Value << r.exportModel.dtype << YAML::Key
-        << "max_shard_mb" << YAML::Value << r.exportModel.maxShardMb << YAML::EndMap;
+        << r.exportModel.enabled << YAML::Key << "dtype" << YAML::Value << r.exportModel.dtype << YAML::Key << "max_shard_mb"
+        << YAML::Value << r.exportModel.maxShardMb << YAML::EndMap;
     if (r.profileStartStep >= 0)
         out << YAML::Key << "profile" << YAML::Value << YAML::BeginMap << YAML::Key << "start_step" << YAML::Value
             << r.profileStartStep << YAML::Key << "steps" << YAML::Value << r.profileSteps << YAML::EndMap;

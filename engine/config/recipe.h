@@ -21,7 +21,7 @@ struct ModelRecipe {
     std::int64_t nEmbd = 64;
     std::int64_t nHead = 4;
     std::int64_t blockSize = 64; // sequence length, tokens
-    double dropout = 0.0;        // gpt: on the blocks' residual branches (GPT-2's resid_pdrop)
+    double dropout = 0.0; // gpt: on the blocks' residual branches (GPT-2's resid_pdrop)
     // mlp: input_dim -> hidden_dim (x depth, ReLU) -> output_dim
     std::int64_t inputDim = 32;
     std::int64_t hiddenDim = 64;
@@ -40,9 +40,9 @@ struct ModelRecipe {
 
 struct DataRecipe {
     std::string type = "text"; // "text" (byte-level language modelling) or "synthetic_regression"
-    std::string path;          // text file; empty: the demo text shipped in resources/data
+    std::string path; // text file; empty: the demo text shipped in resources/data
     std::int64_t numSamples = 4096; // synthetic_regression: samples in the dataset
-    double noise = 0.01;            // synthetic_regression: std of the label noise
+    double noise = 0.01; // synthetic_regression: std of the label noise
     bool shuffle = true;
     bool dropLast = true;
     bool evenBatches = true; // Accelerate's even_batches: pad the last batch by wrapping around
@@ -84,7 +84,7 @@ struct LossScalerRecipe { // fp16 only; torch.amp.GradScaler's parameters and de
 struct ExportRecipe { // save_model at the end of training (run directory's export/)
     bool enabled = true;
     std::string dtype = "float32"; // float32, bfloat16, float16
-    double maxShardMb = 10000;     // Accelerate's max_shard_size default, "10GB"
+    double maxShardMb = 10000; // Accelerate's max_shard_size default, "10GB"
 };
 
 struct Recipe {
@@ -100,7 +100,7 @@ struct Recipe {
     std::int64_t perDeviceBatchSize = 16;
     std::int64_t gradientAccumulationSteps = 1;
     std::int64_t maxSteps = 100; // optimizer steps
-    double maxGradNorm = 0.0;    // 0: no clipping
+    double maxGradNorm = 0.0; // 0: no clipping
     // A non-finite loss or gradient norm outside fp16 (where the scaler skips the step) ends the
     // run with an error when true; otherwise it is flagged in the event stream and training goes on.
     bool stopOnNonfinite = false;

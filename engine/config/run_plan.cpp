@@ -39,7 +39,7 @@ struct EngineChoices {
     bool zero3Init = false;
     bool zero3Save16BitModel = false;
     std::int64_t gradientAccumulationSteps = 0; // 0: the recipe's
-    double maxGradNorm = -1;                    // below 0: the recipe's
+    double maxGradNorm = -1; // below 0: the recipe's
     std::int64_t maxSteps = 0;
     std::int64_t profileStartStep = -1;
     std::int64_t profileSteps = 0;
@@ -94,7 +94,8 @@ const std::vector<EngineFlag>& engineFlags()
     using V = const std::vector<std::string>&;
     // The choices are copied into the setter (an initializer_list would not outlive this call).
     auto choice = [](std::string EngineChoices::*field, std::initializer_list<const char*> names) {
-        return [field, allowed = std::vector<const char*>(names)](EngineChoices& c, V v) { return oneOf(v[0], allowed, c.*field); };
+        return
+            [field, allowed = std::vector<const char*>(names)](EngineChoices& c, V v) { return oneOf(v[0], allowed, c.*field); };
     };
     auto flag = [](bool EngineChoices::*field) {
         return [field](EngineChoices& c, V) { return (c.*field = true, std::string()); };
@@ -133,7 +134,8 @@ const std::vector<EngineFlag>& engineFlags()
         {"offload_optimizer_device", "DeepSpeed: none or cpu", choice(&EngineChoices::offloadOptimizerDevice, {"none", "cpu"})},
         {"offload_param_device", "DeepSpeed ZeRO-3: none or cpu", choice(&EngineChoices::offloadParamDevice, {"none", "cpu"})},
         {"zero3_init", "DeepSpeed zero3_init_flag: ranks receive their partitions", flag(&EngineChoices::zero3Init), false},
-        {"zero3_save_16bit_model", "DeepSpeed: save_model writes 16-bit weights", flag(&EngineChoices::zero3Save16BitModel), false},
+        {"zero3_save_16bit_model", "DeepSpeed: save_model writes 16-bit weights", flag(&EngineChoices::zero3Save16BitModel),
+         false},
         {"gradient_accumulation_steps", "the recipe's training.gradient_accumulation_steps",
          step([](EngineChoices& c) -> std::int64_t& { return c.gradientAccumulationSteps; }, 1)},
         {"max_grad_norm", "the recipe's training.max_grad_norm (0: none)",
@@ -156,7 +158,6 @@ const std::vector<EngineFlag>& engineFlags()
     };
     return kFlags;
 }
-
 
 void parseEngineFlags(const std::vector<std::string>& args, EngineChoices& choices, std::vector<Diagnostic>& problems)
 {
@@ -258,8 +259,9 @@ void planFsdp(const AccelerateConfig& c, EngineChoices& e, std::vector<Diagnosti
     const bool efficient = flag("fsdp_cpu_ram_efficient_loading", true);
     // Accelerate's launch check (accelerate-config-reference.md §4.4).
     if (efficient && !flag("fsdp_sync_module_states", true))
-        problems.push_back({Severity::Error, "fsdp_config.fsdp_sync_module_states",
-                            "fsdp_config: When using `--fsdp_cpu_ram_efficient_loading` set `--fsdp_sync_module_states` to `True`"});
+        problems.push_back(
+            {Severity::Error, "fsdp_config.fsdp_sync_module_states",
+             "fsdp_config: When using `--fsdp_cpu_ram_efficient_loading` set `--fsdp_sync_module_states` to `True`"});
     if (strategy == "NO_SHARD") { // DDP-equivalent: the engine's DDP, which neither offloads nor recomputes
         for (const char* k : {"fsdp_offload_params", "fsdp_activation_checkpointing"})
             if (truthy(key(k)))
@@ -296,8 +298,8 @@ void planFsdp(const AccelerateConfig& c, EngineChoices& e, std::vector<Diagnosti
                                        "the engine recomputes activations but does not offload them; set it to false"));
     const std::string stateDict = text(key("fsdp_state_dict_type"), "FULL_STATE_DICT");
     if (stateDict != "FULL_STATE_DICT" && stateDict != "SHARDED_STATE_DICT")
-        problems.push_back(unsupported("fsdp_config.fsdp_state_dict_type", stateDict,
-                                       "use FULL_STATE_DICT or SHARDED_STATE_DICT"));
+        problems.push_back(
+            unsupported("fsdp_config.fsdp_state_dict_type", stateDict, "use FULL_STATE_DICT or SHARDED_STATE_DICT"));
     else
         e.fsdpStateDictType = stateDict;
 }
@@ -451,7 +453,7 @@ std::optional<parallel::ShardingOptions> shardingOf(const EngineChoices& e, int 
         return std::nullopt;
     sharding.zeroStage = e.zeroStage;
     sharding.reshardRootAfterForward = true; // DeepSpeed releases every parameter after use
-    sharding.useOrigParams = true;           // DeepSpeed partitions per parameter group
+    sharding.useOrigParams = true; // DeepSpeed partitions per parameter group
     sharding.offloadToHost = e.offloadOptimizerDevice == "cpu" || e.offloadParamDevice == "cpu";
     // zero.Init: no rank builds the whole model for itself; the nearest here is rank 0's weights,
     // each other rank receiving only its partition.
@@ -558,11 +560,11 @@ PlanResult buildRunPlan(const PlanInputs& in)
         problems.push_back({Severity::Error, "mixed_precision", mode.error().message});
     plan.backend = engine.backend == "nccl" ? dist::BackendKind::Nccl : dist::BackendKind::Gloo;
     if (plan.backend == dist::BackendKind::Nccl && in.machine.gpuCount == 0 && plan.distributedType != "MULTI_GPU")
-        problems.push_back({Severity::Error, "--backend",
-                            "the nccl backend needs NVIDIA GPUs and this machine has none; use --backend gloo"});
+        problems.push_back(
+            {Severity::Error, "--backend", "the nccl backend needs NVIDIA GPUs and this machine has none; use --backend gloo"});
     plan.sharding = shardingOf(engine, plan.localProcesses());
     plan.stateDictType = engine.fsdpStateDictType == "SHARDED_STATE_DICT" && plan.sharding ? StateDictType::Sharded
-                                                                                            : StateDictType::Full;
+                                                                                           : StateDictType::Full;
     plan.threads = engine.threads;
     plan.faults = engine.faults;
     if (in.recipe)
@@ -571,9 +573,10 @@ PlanResult buildRunPlan(const PlanInputs& in)
     // key is enough, the first being the more specific.
     std::vector<Diagnostic> unique;
     for (auto& d : problems) {
-        const bool repeated = d.severity == Severity::Error && std::any_of(unique.begin(), unique.end(), [&](const Diagnostic& u) {
-            return u.severity == Severity::Error && u.keyPath == d.keyPath;
-        });
+        const bool repeated = d.severity == Severity::Error
+                              && std::any_of(unique.begin(), unique.end(), [&](const Diagnostic& u) {
+                                     return u.severity == Severity::Error && u.keyPath == d.keyPath;
+                                 });
         if (!repeated)
             unique.push_back(std::move(d));
     }
@@ -612,7 +615,7 @@ json shardingToJson(const parallel::ShardingOptions& s)
 // Reads fields with their types checked; the first wrong one is the error, naming it.
 class FieldReader {
 public:
-    FieldReader(const json& object, std::string where) : m_object(object), m_where(std::move(where)) {}
+    FieldReader(const json& object, std::string where) : m_object(object), m_where(std::move(where)) { }
 
     template <typename T>
     void read(const char* name, T& out)

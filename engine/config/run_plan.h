@@ -32,12 +32,12 @@ std::string stateDictTypeName(StateDictType type); // "FULL_STATE_DICT", "SHARDE
 // Fault injection, for the reliability tests only: each is off at -1. Set through the launch's
 // engine flags (`shardscope launch ... -- --crash-in-checkpoint 3`), the one seam tests have.
 struct FaultInjection {
-    std::int64_t crashInCheckpointAtStep = -1;   // rank 0 dies while writing this step's checkpoint
+    std::int64_t crashInCheckpointAtStep = -1; // rank 0 dies while writing this step's checkpoint
     std::int64_t injectNonfiniteGradAtStep = -1; // a NaN in a synchronised gradient at this step
     // From this step on, the rank cannot write files beyond 64 KiB (RLIMIT_FSIZE answers EFBIG,
     // as a full disk answers ENOSPC).
     std::int64_t fillDiskAtStep = -1;
-    std::string dumpParamsPath;  // rank 0 writes the final parameters there (safetensors)
+    std::string dumpParamsPath; // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)
 };
 
@@ -55,7 +55,7 @@ struct RunPlan {
 
     // What the ranks do.
     std::string runDir; // runs/<id>: checkpoints, export and traces go inside (RunLayout)
-    Recipe recipe;      // with every override applied (--max_steps, DeepSpeed's accumulation, ...)
+    Recipe recipe; // with every override applied (--max_steps, DeepSpeed's accumulation, ...)
     dist::BackendKind backend = dist::BackendKind::Gloo;
     precision::PrecisionMode precision = precision::PrecisionMode::No;
     std::optional<parallel::ShardingOptions> sharding; // FSDP / ZeRO; none: DDP
@@ -86,9 +86,9 @@ struct PlanInputs {
     // The recipe, and the name its messages use (its file).
     std::optional<Recipe> recipe;
     std::string recipeSource;
-    std::int64_t maxSteps = 0;  // --max_steps; 0: the recipe's
+    std::int64_t maxSteps = 0; // --max_steps; 0: the recipe's
     std::string mixedPrecision; // --mixed_precision (bf16-pure too); empty: the config's
-    bool profile = false;       // --profile: a window after warm-up
+    bool profile = false; // --profile: a window after warm-up
     // Engine flags (`shardscope launch ... -- FLAGS`): the engine's own options, over the config's;
     // for tests and experiments, and the seam for fault injection. See engineFlagHelp().
     std::vector<std::string> engineFlags;

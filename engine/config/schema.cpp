@@ -37,16 +37,13 @@ struct Builder {
     }
 };
 
-const std::vector<std::string> kStrategies = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD",
-                                               "HYBRID_SHARD_ZERO2"};
+const std::vector<std::string> kStrategies = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
 
 void addBase(Builder& b, const std::vector<std::string>& distTypes)
 {
-    b.required("compute_environment", {K::String}, "0.1", "Where training runs",
-               {"LOCAL_MACHINE", "AMAZON_SAGEMAKER"});
+    b.required("compute_environment", {K::String}, "0.1", "Where training runs", {"LOCAL_MACHINE", "AMAZON_SAGEMAKER"});
     b.required("distributed_type", {K::String}, "0.1", "The distribution paradigm", distTypes);
-    b.required("mixed_precision", {K::String, K::Null}, "0.8", "Mixed precision mode",
-               {"no", "fp16", "bf16", "fp8"});
+    b.required("mixed_precision", {K::String, K::Null}, "0.8", "Mixed precision mode", {"no", "fp16", "bf16", "fp8"});
     b.required("use_cpu", {K::Bool}, "0.8", "Train on CPU even when an accelerator is present");
     b.required("debug", {K::Bool}, "0.24", "Check distributed operations for errors (ACCELERATE_DEBUG_MODE)");
 }
@@ -161,8 +158,8 @@ std::vector<KeySpec> buildSchema()
     b.add("fsdp_activation_checkpointing_offload", {K::Bool}, Value(false), "1.10",
           "FSDP2: offload checkpointed activations to the CPU (a launcher flag; not asked by the questionnaire)");
     b.add("fsdp_ignored_modules", {K::String}, Value(), "1.8", "Regex of modules FSDP ignores");
-    b.add("fsdp_backward_prefetch_policy", {K::String}, Value(), "0.10", "Legacy name, ignored by the launcher")
-        .removedIn = "0.26";
+    b.add("fsdp_backward_prefetch_policy", {K::String}, Value(), "0.10", "Legacy name, ignored by the launcher").removedIn =
+        "0.26";
 
     // ---- parallelism_config ----
     b.section = "parallelism_config";
@@ -188,9 +185,9 @@ std::vector<KeySpec> buildSchema()
     b.add("megatron_lm_recompute_activations", {K::Bool}, Value(), "0.14", "Selective activation recomputation");
     b.add("megatron_lm_use_distributed_optimizer", {K::Bool}, Value(), "0.14", "Distributed optimizer");
     b.add("megatron_lm_gradient_clipping", {K::Float}, Value(1.0), "0.14", "Gradient clipping (0 disables)");
-    for (const char* k : {"use_custom_fsdp", "no_load_optim", "eod_mask_loss", "overlap_cpu_optimizer_d2h_h2d",
-                          "no_save_optim", "optimizer_cpu_offload", "use_precision_aware_optimizer",
-                          "attention_softmax_in_fp32", "calculate_per_token_loss", "use_rotary_position_embeddings"})
+    for (const char* k : {"use_custom_fsdp", "no_load_optim", "eod_mask_loss", "overlap_cpu_optimizer_d2h_h2d", "no_save_optim",
+                          "optimizer_cpu_offload", "use_precision_aware_optimizer", "attention_softmax_in_fp32",
+                          "calculate_per_token_loss", "use_rotary_position_embeddings"})
         b.add(std::string("megatron_lm_") + k, {K::Bool}, Value(), "1.0", "Megatron-LM launcher flag");
     for (const char* k : {"decoder_last_pipeline_num_layers", "recompute_num_layers", "expert_model_parallel_size",
                           "context_parallel_size", "expert_tensor_parallel_size"})
@@ -239,7 +236,6 @@ std::vector<KeySpec> buildSchema()
     return std::move(b.specs);
 }
 
-
 } // namespace
 
 const std::vector<KeySpec>& configSchema()
@@ -284,9 +280,9 @@ std::string nearestKey(std::string_view section, std::string_view key)
 
 const std::vector<std::string>& distributedTypes()
 {
-    static const std::vector<std::string> v = {"NO",         "MULTI_CPU",  "MULTI_GPU",    "MULTI_NPU", "MULTI_MLU",
-                                               "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",    "MULTI_HPU", "MULTI_NEURON",
-                                               "DEEPSPEED",  "FSDP",       "XLA",          "MEGATRON_LM"};
+    static const std::vector<std::string> v = {"NO",         "MULTI_CPU",  "MULTI_GPU", "MULTI_NPU",  "MULTI_MLU",
+                                               "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU",  "MULTI_NEURON",
+                                               "DEEPSPEED",  "FSDP",       "XLA",       "MEGATRON_LM"};
     return v;
 }
 
@@ -299,8 +295,8 @@ const std::vector<std::string>& sageMakerDistributedTypes()
 const std::vector<std::string>& dynamoBackends()
 {
     static const std::vector<std::string> v = {
-        "NO",     "EAGER",    "AOT_EAGER", "INDUCTOR", "AOT_TS_NVFUSER",          "NVPRIMS_NVFUSER",     "CUDAGRAPHS",
-        "OFI",    "FX2TRT",   "ONNXRT",    "TENSORRT", "AOT_TORCHXLA_TRACE_ONCE", "TORCHXLA_TRACE_ONCE", "TVM",
+        "NO",          "EAGER",  "AOT_EAGER", "INDUCTOR", "AOT_TS_NVFUSER",          "NVPRIMS_NVFUSER",     "CUDAGRAPHS",
+        "OFI",         "FX2TRT", "ONNXRT",    "TENSORRT", "AOT_TORCHXLA_TRACE_ONCE", "TORCHXLA_TRACE_ONCE", "TVM",
         "HPU_BACKEND", "NEURON"};
     return v;
 }
@@ -314,13 +310,27 @@ std::string describeKinds(const std::vector<Value::Kind>& kinds)
         if (i > 0)
             out += (i + 1 == kinds.size()) ? " or " : ", ";
         switch (kinds[i]) {
-        case K::Null: out += "null"; break;
-        case K::Bool: out += "a boolean (true/false)"; break;
-        case K::Int: out += "an integer"; break;
-        case K::Float: out += "a number"; break;
-        case K::String: out += "a string"; break;
-        case K::List: out += "a list"; break;
-        case K::Map: out += "a mapping"; break;
+        case K::Null:
+            out += "null";
+            break;
+        case K::Bool:
+            out += "a boolean (true/false)";
+            break;
+        case K::Int:
+            out += "an integer";
+            break;
+        case K::Float:
+            out += "a number";
+            break;
+        case K::String:
+            out += "a string";
+            break;
+        case K::List:
+            out += "a list";
+            break;
+        case K::Map:
+            out += "a mapping";
+            break;
         }
     }
     return out;

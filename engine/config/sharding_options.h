@@ -13,14 +13,14 @@ namespace shardscope::parallel {
 enum class WrapPolicy { TransformerBased, SizeBased, NoWrap };
 
 struct ShardingOptions {
-    int zeroStage = 3;               // 1, 2 or 3 (FSDP's FULL_SHARD and SHARD_GRAD_OP are stage 3)
+    int zeroStage = 3; // 1, 2 or 3 (FSDP's FULL_SHARD and SHARD_GRAD_OP are stage 3)
     bool reshardAfterForward = true; // stage 3: FULL_SHARD (true) or SHARD_GRAD_OP (false)
     // Stage 3: also free the root unit after forward. DeepSpeed's ZeRO-3 does (every parameter is
     // gathered twice: 1.5x DDP's communication); FSDP keeps the root gathered until backward.
     bool reshardRootAfterForward = false;
     WrapPolicy wrapPolicy = WrapPolicy::TransformerBased;
     std::vector<std::string> transformerLayerClasses = {"GPTBlock"}; // fsdp_transformer_layer_cls_to_wrap
-    std::int64_t minNumParams = 100000000;                            // fsdp_min_num_params
+    std::int64_t minNumParams = 100000000; // fsdp_min_num_params
     // Stage 3: start the all-gather of the unit that runs next while the current one computes.
     // backwardPrefetch is FSDP's BACKWARD_PRE (issued when a unit's backward begins; BACKWARD_POST
     // is treated the same), forwardPrefetch fsdp_forward_prefetch.

@@ -45,7 +45,7 @@ struct LaunchOverrides {
 struct ValidationOptions {
     bool forLaunch = false;
     std::optional<MachineInfo> machine; // unknown: no machine checks
-    std::string baseDir;                // resolves a relative deepspeed_config_file
+    std::string baseDir; // resolves a relative deepspeed_config_file
 };
 
 // What accelerate launch itself makes of the file's spellings before using them: mixed_precision

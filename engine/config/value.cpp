@@ -16,10 +16,7 @@ const Value* Value::find(std::string_view key) const
     return nullptr;
 }
 
-Value* Value::find(std::string_view key)
-{
-    return const_cast<Value*>(static_cast<const Value*>(this)->find(key));
-}
+Value* Value::find(std::string_view key) { return const_cast<Value*>(static_cast<const Value*>(this)->find(key)); }
 
 void Value::set(std::string_view key, Value value)
 {
@@ -49,13 +46,20 @@ bool Value::erase(std::string_view key)
 bool Value::truthy() const
 {
     switch (kind()) {
-    case Kind::Null: return false;
-    case Kind::Bool: return asBool();
-    case Kind::Int: return asInt() != 0;
-    case Kind::Float: return asFloat() != 0.0;
-    case Kind::String: return !asString().empty();
-    case Kind::List: return !asList().empty();
-    case Kind::Map: return !asMap().empty();
+    case Kind::Null:
+        return false;
+    case Kind::Bool:
+        return asBool();
+    case Kind::Int:
+        return asInt() != 0;
+    case Kind::Float:
+        return asFloat() != 0.0;
+    case Kind::String:
+        return !asString().empty();
+    case Kind::List:
+        return !asList().empty();
+    case Kind::Map:
+        return !asMap().empty();
     }
     return false;
 }
@@ -138,11 +142,16 @@ std::string pythonStrRepr(std::string_view s)
 std::string Value::pyRepr() const
 {
     switch (kind()) {
-    case Kind::Null: return "None";
-    case Kind::Bool: return asBool() ? "True" : "False";
-    case Kind::Int: return std::to_string(asInt());
-    case Kind::Float: return pythonFloatRepr(asFloat());
-    case Kind::String: return pythonStrRepr(asString());
+    case Kind::Null:
+        return "None";
+    case Kind::Bool:
+        return asBool() ? "True" : "False";
+    case Kind::Int:
+        return std::to_string(asInt());
+    case Kind::Float:
+        return pythonFloatRepr(asFloat());
+    case Kind::String:
+        return pythonStrRepr(asString());
     case Kind::List: {
         std::string out = "[";
         bool first = true;
@@ -165,21 +174,25 @@ std::string Value::pyRepr() const
     return {};
 }
 
-std::string Value::pyStr() const
-{
-    return isString() ? asString() : pyRepr();
-}
+std::string Value::pyStr() const { return isString() ? asString() : pyRepr(); }
 
 std::string Value::typeName() const
 {
     switch (kind()) {
-    case Kind::Null: return "null";
-    case Kind::Bool: return "a boolean";
-    case Kind::Int: return "an integer";
-    case Kind::Float: return "a number";
-    case Kind::String: return "a string";
-    case Kind::List: return "a list";
-    case Kind::Map: return "a mapping";
+    case Kind::Null:
+        return "null";
+    case Kind::Bool:
+        return "a boolean";
+    case Kind::Int:
+        return "an integer";
+    case Kind::Float:
+        return "a number";
+    case Kind::String:
+        return "a string";
+    case Kind::List:
+        return "a list";
+    case Kind::Map:
+        return "a mapping";
     }
     return {};
 }
@@ -189,13 +202,18 @@ bool operator==(const Value& a, const Value& b)
     if (a.kind() != b.kind())
         return false;
     switch (a.kind()) {
-    case Value::Kind::Null: return true;
-    case Value::Kind::Bool: return a.asBool() == b.asBool();
-    case Value::Kind::Int: return a.asInt() == b.asInt();
+    case Value::Kind::Null:
+        return true;
+    case Value::Kind::Bool:
+        return a.asBool() == b.asBool();
+    case Value::Kind::Int:
+        return a.asInt() == b.asInt();
     case Value::Kind::Float:
         return a.asFloat() == b.asFloat() || (std::isnan(a.asFloat()) && std::isnan(b.asFloat()));
-    case Value::Kind::String: return a.asString() == b.asString();
-    case Value::Kind::List: return a.asList() == b.asList();
+    case Value::Kind::String:
+        return a.asString() == b.asString();
+    case Value::Kind::List:
+        return a.asList() == b.asList();
     case Value::Kind::Map: {
         // Dict equality ignores order, as in Python.
         const auto& am = a.asMap();

@@ -92,15 +92,15 @@ struct Value::Entry {
     Value value;
 };
 
-inline Value::Value(std::nullptr_t) {}
-inline Value::Value(bool b) : m_data(b) {}
-inline Value::Value(int i) : m_data(std::int64_t{i}) {}
-inline Value::Value(std::int64_t i) : m_data(i) {}
-inline Value::Value(double d) : m_data(d) {}
-inline Value::Value(const char* s) : m_data(std::string(s)) {}
-inline Value::Value(std::string s) : m_data(std::move(s)) {}
-inline Value::Value(List l) : m_data(std::move(l)) {}
-inline Value::Value(Map m) : m_data(std::move(m)) {}
+inline Value::Value(std::nullptr_t) { }
+inline Value::Value(bool b) : m_data(b) { }
+inline Value::Value(int i) : m_data(std::int64_t{i}) { }
+inline Value::Value(std::int64_t i) : m_data(i) { }
+inline Value::Value(double d) : m_data(d) { }
+inline Value::Value(const char* s) : m_data(std::string(s)) { }
+inline Value::Value(std::string s) : m_data(std::move(s)) { }
+inline Value::Value(List l) : m_data(std::move(l)) { }
+inline Value::Value(Map m) : m_data(std::move(m)) { }
 inline Value Value::emptyMap() { return Value(Map{}); }
 
 // Python's repr() of a float (shortest round-trip digits, '1e+16', '1.0', 'inf', 'nan').

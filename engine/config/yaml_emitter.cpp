@@ -313,9 +313,12 @@ private:
     static std::string scalarText(const Value& v)
     {
         switch (v.kind()) {
-        case Value::Kind::Null: return "null";
-        case Value::Kind::Bool: return v.asBool() ? "true" : "false";
-        case Value::Kind::Int: return std::to_string(v.asInt());
+        case Value::Kind::Null:
+            return "null";
+        case Value::Kind::Bool:
+            return v.asBool() ? "true" : "false";
+        case Value::Kind::Int:
+            return std::to_string(v.asInt());
         case Value::Kind::Float: {
             const double d = v.asFloat();
             if (std::isnan(d))
@@ -328,8 +331,10 @@ private:
                 r.replace(r.find('e'), 1, ".0e");
             return r;
         }
-        case Value::Kind::String: return v.asString();
-        default: return {};
+        case Value::Kind::String:
+            return v.asString();
+        default:
+            return {};
         }
     }
 
@@ -470,21 +475,51 @@ private:
                 if (!atEnd) {
                     std::string data;
                     switch (ch) {
-                    case 0: data = "\\0"; break;
-                    case 0x07: data = "\\a"; break;
-                    case 0x08: data = "\\b"; break;
-                    case 0x09: data = "\\t"; break;
-                    case 0x0a: data = "\\n"; break;
-                    case 0x0b: data = "\\v"; break;
-                    case 0x0c: data = "\\f"; break;
-                    case 0x0d: data = "\\r"; break;
-                    case 0x1b: data = "\\e"; break;
-                    case '"': data = "\\\""; break;
-                    case '\\': data = "\\\\"; break;
-                    case 0x85: data = "\\N"; break;
-                    case 0xa0: data = "\\_"; break;
-                    case 0x2028: data = "\\L"; break;
-                    case 0x2029: data = "\\P"; break;
+                    case 0:
+                        data = "\\0";
+                        break;
+                    case 0x07:
+                        data = "\\a";
+                        break;
+                    case 0x08:
+                        data = "\\b";
+                        break;
+                    case 0x09:
+                        data = "\\t";
+                        break;
+                    case 0x0a:
+                        data = "\\n";
+                        break;
+                    case 0x0b:
+                        data = "\\v";
+                        break;
+                    case 0x0c:
+                        data = "\\f";
+                        break;
+                    case 0x0d:
+                        data = "\\r";
+                        break;
+                    case 0x1b:
+                        data = "\\e";
+                        break;
+                    case '"':
+                        data = "\\\"";
+                        break;
+                    case '\\':
+                        data = "\\\\";
+                        break;
+                    case 0x85:
+                        data = "\\N";
+                        break;
+                    case 0xa0:
+                        data = "\\_";
+                        break;
+                    case 0x2028:
+                        data = "\\L";
+                        break;
+                    case 0x2029:
+                        data = "\\P";
+                        break;
                     default: {
                         char buf[16];
                         if (ch <= 0xff)
@@ -532,12 +567,8 @@ private:
     bool m_simpleKeyContext = false;
 };
 
-
 } // namespace
 
-std::string dumpYaml(const Value& value)
-{
-    return PyYamlEmitter().finish(value);
-}
+std::string dumpYaml(const Value& value) { return PyYamlEmitter().finish(value); }
 
 } // namespace shardscope::config

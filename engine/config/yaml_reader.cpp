@@ -28,7 +28,7 @@ namespace {
 
 class Converter {
 public:
-    explicit Converter(std::string source) : m_source(std::move(source)) {}
+    explicit Converter(std::string source) : m_source(std::move(source)) { }
 
     Result<Value> convert(const YAML::Node& node, int depth)
     {
@@ -53,7 +53,8 @@ private:
         const std::string at = where(m_source, node.Mark().line + 1, node.Mark().column + 1);
         auto asTagged = [&](PlainTag t) -> Result<Value> {
             switch (t) {
-            case PlainTag::Null: return Value();
+            case PlainTag::Null:
+                return Value();
             case PlainTag::Bool: {
                 std::string lower = text;
                 std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -77,11 +78,14 @@ private:
                 return Value(v);
             }
             case PlainTag::Timestamp:
-            case PlainTag::Str: return Value(text);
-            case PlainTag::Merge: return Value(text); // handled by the mapping
+            case PlainTag::Str:
+                return Value(text);
+            case PlainTag::Merge:
+                return Value(text); // handled by the mapping
             case PlainTag::ValueTag:
-                return makeError(at + ": could not determine a constructor for the tag 'tag:yaml.org,2002:value' "
-                                      "(a bare '='); quote it: '='");
+                return makeError(at
+                                 + ": could not determine a constructor for the tag 'tag:yaml.org,2002:value' "
+                                   "(a bare '='); quote it: '='");
             }
             return Value(text);
         };
@@ -105,8 +109,10 @@ private:
     {
         switch (node.Type()) {
         case YAML::NodeType::Undefined:
-        case YAML::NodeType::Null: return Value();
-        case YAML::NodeType::Scalar: return scalar(node);
+        case YAML::NodeType::Null:
+            return Value();
+        case YAML::NodeType::Scalar:
+            return scalar(node);
         case YAML::NodeType::Sequence: {
             Value::List list;
             for (const auto& item : node) {
@@ -165,7 +171,8 @@ private:
             if (!merged.empty()) {
                 Value::Map result;
                 for (auto& m : merged)
-                    if (std::none_of(out.asMap().begin(), out.asMap().end(), [&](const Value::Entry& e) { return e.key == m.key; }))
+                    if (std::none_of(out.asMap().begin(), out.asMap().end(),
+                                     [&](const Value::Entry& e) { return e.key == m.key; }))
                         result.push_back(m);
                 for (auto& e : out.asMap())
                     result.push_back(e);
@@ -187,14 +194,14 @@ class DocumentCounter : public YAML::EventHandler {
 public:
     std::vector<YAML::Mark> starts;
     void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
-    void OnDocumentEnd() override {}
-    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-    void OnSequenceEnd() override {}
-    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-    void OnMapEnd() override {}
+    void OnDocumentEnd() override { }
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override { }
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override { }
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { }
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { }
+    void OnSequenceEnd() override { }
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { }
+    void OnMapEnd() override { }
 };
 
 } // namespace

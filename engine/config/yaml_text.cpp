@@ -114,7 +114,7 @@ std::u32string fromUtf8Lenient(const std::string& s)
 bool pyyamlPrintable(char32_t c)
 {
     return c == 0x9 || c == 0xa || c == 0xd || (c >= 0x20 && c <= 0x7e) || c == 0x85 || (c >= 0xa0 && c <= 0xd7ff)
-        || (c >= 0xe000 && c <= 0xfffd) || (c >= 0x10000 && c <= 0x10ffff);
+           || (c >= 0xe000 && c <= 0xfffd) || (c >= 0x10000 && c <= 0x10ffff);
 }
 
 void lineColumnOf(std::string_view text, std::size_t offset, int& line, int& column)
@@ -138,9 +138,11 @@ Result<void> checkReadable(const std::string& text, const std::string& source)
     if (!decodeUtf8(text, decoded, bad)) {
         int line = 0, column = 0;
         lineColumnOf(text, bad, line, column);
-        return makeError(where(source, line, column) + ": the file is not valid UTF-8 (byte 0x"
-                         + [&] { char b[4]; std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(text[bad])); return std::string(b); }()
-                         + "); save it as UTF-8 text");
+        return makeError(where(source, line, column) + ": the file is not valid UTF-8 (byte 0x" + [&] {
+            char b[4];
+            std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(text[bad]));
+            return std::string(b);
+        }() + "); save it as UTF-8 text");
     }
     int line = 1, column = 1;
     for (char32_t c : decoded) {
@@ -171,8 +173,8 @@ Result<void> checkNesting(const std::string& text, const std::string& source)
             if (++depth > kMaxDepth) {
                 int line = 0, column = 0;
                 lineColumnOf(text, i, line, column);
-                return makeError(where(source, line, column) + ": nesting deeper than "
-                                 + std::to_string(kMaxDepth) + " levels; a config file is never this deep");
+                return makeError(where(source, line, column) + ": nesting deeper than " + std::to_string(kMaxDepth)
+                                 + " levels; a config file is never this deep");
             }
         } else if ((c == ']' || c == '}') && depth > 0) {
             --depth;

@@ -55,20 +55,19 @@ Split makeByteText(const config::Recipe& recipe, const std::string& path)
     const std::int64_t T = recipe.model.blockSize;
     const std::int64_t n = (static_cast<std::int64_t>(bytes.size()) - 1) / T;
     if (n < 2)
-        throw std::runtime_error("the text file '" + path + "' has " + std::to_string(bytes.size())
-                                 + " bytes; it needs at least " + std::to_string(2 * T + 1) + " for block_size " + std::to_string(T));
+        throw std::runtime_error("the text file '" + path + "' has " + std::to_string(bytes.size()) + " bytes; it needs at least "
+                                 + std::to_string(2 * T + 1) + " for block_size " + std::to_string(T));
     auto all = at::empty({static_cast<std::int64_t>(bytes.size())}, at::kLong);
     auto* p = all.data_ptr<std::int64_t>();
     for (std::size_t i = 0; i < bytes.size(); ++i)
         p[i] = static_cast<unsigned char>(bytes[i]);
     auto windows = at::arange(n, at::kLong).unsqueeze(1) * T + at::arange(T + 1, at::kLong).unsqueeze(0);
     auto samples = all.index({windows}); // [n, T + 1]
-    return splitOff({samples.narrow(1, 0, T).contiguous(), samples.narrow(1, 1, T).contiguous(), T},
-                    recipe.data.evalFraction);
+    return splitOff({samples.narrow(1, 0, T).contiguous(), samples.narrow(1, 1, T).contiguous(), T}, recipe.data.evalFraction);
 }
 
-DistributedSampler::DistributedSampler(std::int64_t datasetSize, int rank, int worldSize, bool shuffle,
-                                       std::uint64_t seed, bool dropLast)
+DistributedSampler::DistributedSampler(std::int64_t datasetSize, int rank, int worldSize, bool shuffle, std::uint64_t seed,
+                                       bool dropLast)
     : m_size(datasetSize), m_rank(rank), m_world(worldSize), m_shuffle(shuffle), m_seed(seed), m_dropLast(dropLast)
 {
     // torch.utils.data.DistributedSampler's arithmetic.
@@ -107,8 +106,8 @@ BatchIterator::BatchIterator(const Dataset& dataset, const DistributedSampler& s
 {
     if (sampler.samplesPerRank() < batchSize)
         throw std::runtime_error("each rank gets " + std::to_string(sampler.samplesPerRank())
-                                 + " samples per epoch, fewer than training.per_device_batch_size ("
-                                 + std::to_string(batchSize) + "); lower the batch size or use more data");
+                                 + " samples per epoch, fewer than training.per_device_batch_size (" + std::to_string(batchSize)
+                                 + "); lower the batch size or use more data");
     m_order = sampler.indices(0);
 }
 

@@ -16,7 +16,7 @@
 namespace shardscope::data {
 
 struct Dataset {
-    at::Tensor inputs;  // [n, ...]
+    at::Tensor inputs; // [n, ...]
     at::Tensor targets; // [n, ...]
     std::int64_t tokensPerSample = 1; // what one sample counts for in tokens/s
 
@@ -42,8 +42,7 @@ using config::defaultTextPath;
 
 class DistributedSampler {
 public:
-    DistributedSampler(std::int64_t datasetSize, int rank, int worldSize, bool shuffle, std::uint64_t seed,
-                       bool dropLast);
+    DistributedSampler(std::int64_t datasetSize, int rank, int worldSize, bool shuffle, std::uint64_t seed, bool dropLast);
     // This rank's sample indices for one epoch, in order.
     std::vector<std::int64_t> indices(std::int64_t epoch) const;
     std::int64_t samplesPerRank() const { return m_numSamples; }

@@ -12,12 +12,11 @@
 namespace shardscope::dist::detail {
 
 // `bindAddress` is the local address Gloo's TCP transport listens on.
-c10::intrusive_ptr<c10d::Backend> makeGlooBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                  int size, std::chrono::milliseconds timeout,
-                                                  const std::string& bindAddress);
+c10::intrusive_ptr<c10d::Backend> makeGlooBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                  std::chrono::milliseconds timeout, const std::string& bindAddress);
 
 // Defined only where SHARDSCOPE_HAVE_NCCL is set (nccl_backend.cpp).
-c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                  int size, std::chrono::milliseconds timeout, int deviceIndex);
+c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                  std::chrono::milliseconds timeout, int deviceIndex);
 
 } // namespace shardscope::dist::detail

@@ -29,10 +29,7 @@ public:
     }
 
 private:
-    at::TensorOptions opts(at::ScalarType dtype) const
-    {
-        return at::TensorOptions().dtype(dtype).device(m_comm.device());
-    }
+    at::TensorOptions opts(at::ScalarType dtype) const { return at::TensorOptions().dtype(dtype).device(m_comm.device()); }
     // 0, 1, 2, ... n-1 as int64 on the CPU, the base of every pattern below.
     static at::Tensor iota(std::int64_t n) { return at::arange(n, at::kLong); }
 

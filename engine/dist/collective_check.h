@@ -22,7 +22,7 @@ struct CollectiveCheckOptions {
 };
 
 struct CollectiveCheckReport {
-    std::string device;                // where the tensors lived, e.g. "cpu" or "cuda:0"
+    std::string device; // where the tensors lived, e.g. "cpu" or "cuda:0"
     int checksRun = 0;
     std::vector<std::string> failures; // one line per wrong result: collective, dtype, first bad element
 };

@@ -52,16 +52,14 @@ std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const Co
             const std::string bindAddress = isLoopbackHost(env.masterAddr) ? "127.0.0.1" : std::string();
             if (bindAddress.empty())
                 throw std::runtime_error("multi-machine Gloo is not supported yet (MASTER_ADDR=" + env.masterAddr + ")");
-            comm->m_backend = detail::makeGlooBackend(comm->m_store, env.rank, env.worldSize, options.timeout,
-                                                      bindAddress);
+            comm->m_backend = detail::makeGlooBackend(comm->m_store, env.rank, env.worldSize, options.timeout, bindAddress);
             comm->m_bindAddress = bindAddress;
             break;
         }
         case BackendKind::Nccl:
 #ifdef SHARDSCOPE_HAVE_NCCL
             comm->m_device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.localRank));
-            comm->m_backend = detail::makeNcclBackend(comm->m_store, env.rank, env.worldSize, options.timeout,
-                                                      env.localRank);
+            comm->m_backend = detail::makeNcclBackend(comm->m_store, env.rank, env.worldSize, options.timeout, env.localRank);
             break;
 #else
             throw std::runtime_error("this build of shardscope-worker has no NCCL support "
@@ -107,8 +105,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::allGatherSingle(at::Tensor& output,
     return tracked("all_gather", m_backend->_allgather_base(output, input, opts));
 }
 
-c10::intrusive_ptr<c10d::Work> Communicator::reduceScatterSingle(at::Tensor& output, at::Tensor& input,
-                                                                 c10d::ReduceOp op)
+c10::intrusive_ptr<c10d::Work> Communicator::reduceScatterSingle(at::Tensor& output, at::Tensor& input, c10d::ReduceOp op)
 {
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = op;
@@ -125,8 +122,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::broadcast(at::Tensor& tensor, int r
     return tracked("broadcast", m_backend->broadcast(tensors, opts));
 }
 
-c10::intrusive_ptr<c10d::Work> Communicator::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                                                     int rootRank)
+c10::intrusive_ptr<c10d::Work> Communicator::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int rootRank)
 {
     std::vector<at::Tensor> outputs{output};
     std::vector<std::vector<at::Tensor>> inputLists;
@@ -158,8 +154,7 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, co
         break;
     case BackendKind::Nccl:
 #ifdef SHARDSCOPE_HAVE_NCCL
-        group->m_backend = detail::makeNcclBackend(group->m_store, group->m_rank, group->m_size, m_timeout,
-                                                   m_device.index());
+        group->m_backend = detail::makeNcclBackend(group->m_store, group->m_rank, group->m_size, m_timeout, m_device.index());
         break;
 #else
         throw std::runtime_error("this build of shardscope-worker has no NCCL support");

@@ -70,7 +70,7 @@ private:
     c10::intrusive_ptr<c10d::Store> m_store;
     c10::intrusive_ptr<c10d::Backend> m_backend;
     c10::intrusive_ptr<c10d::Store> m_rootStore; // the TCP store that groups' prefixes share
-    std::string m_bindAddress;                  // Gloo's listening address
+    std::string m_bindAddress; // Gloo's listening address
 };
 
 } // namespace shardscope::dist

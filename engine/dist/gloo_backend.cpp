@@ -6,9 +6,8 @@
 
 namespace shardscope::dist::detail {
 
-c10::intrusive_ptr<c10d::Backend> makeGlooBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                  int size, std::chrono::milliseconds timeout,
-                                                  const std::string& bindAddress)
+c10::intrusive_ptr<c10d::Backend> makeGlooBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                  std::chrono::milliseconds timeout, const std::string& bindAddress)
 {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     // An explicit address: resolving the machine's hostname is unreliable in containers and

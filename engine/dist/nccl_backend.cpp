@@ -6,8 +6,8 @@
 
 namespace shardscope::dist::detail {
 
-c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                  int size, std::chrono::milliseconds timeout, int deviceIndex)
+c10::intrusive_ptr<c10d::Backend> makeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                  std::chrono::milliseconds timeout, int deviceIndex)
 {
     // The communicator is created lazily at the first collective on the current device, so the
     // device must be set first (libtorch-engine-ground.md §1.5).

@@ -29,7 +29,8 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& input)
         torch::Tensor x = in;
         const auto n = layers->size();
         for (std::size_t i = 0; i < n; ++i) {
-            x = layerHooks[i].call(x, [this, i](const torch::Tensor& y) { return layers[i]->as<torch::nn::Linear>()->forward(y); });
+            x = layerHooks[i].call(x,
+                                   [this, i](const torch::Tensor& y) { return layers[i]->as<torch::nn::Linear>()->forward(y); });
             if (i + 1 < n)
                 x = torch::relu(x);
         }
@@ -45,13 +46,9 @@ std::vector<WrappableModule> MlpImpl::wrappableModules()
     return out;
 }
 
-torch::Tensor MlpImpl::loss(const torch::Tensor& output, const torch::Tensor& target)
-{
-    return F::mse_loss(output, target);
-}
+torch::Tensor MlpImpl::loss(const torch::Tensor& output, const torch::Tensor& target) { return F::mse_loss(output, target); }
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead_)
-    : nHead(nHead_)
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead_) : nHead(nHead_)
 {
     c_attn = register_module("c_attn", torch::nn::Linear(nEmbd, 3 * nEmbd));
     c_proj = register_module("c_proj", torch::nn::Linear(nEmbd, nEmbd));
@@ -66,8 +63,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x)
     return c_proj->forward(y.transpose(1, 2).contiguous().view({B, T, C}));
 }
 
-GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropout_)
-    : dropout(dropout_)
+GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropout_) : dropout(dropout_)
 {
     ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({nEmbd})));
     attn = register_module("attn", CausalSelfAttention(nEmbd, nHead));
@@ -80,7 +76,9 @@ torch::Tensor GPTBlockImpl::forward(const torch::Tensor& x)
 {
     return hooks.call(x, [&](const torch::Tensor& in) {
         auto y = in + residualDropout(attn->forward(ln_1->forward(in)));
-        return y + residualDropout(c_proj->forward(F::gelu(c_fc->forward(ln_2->forward(y)), F::GELUFuncOptions().approximate("tanh"))));
+        return y
+               + residualDropout(
+                   c_proj->forward(F::gelu(c_fc->forward(ln_2->forward(y)), F::GELUFuncOptions().approximate("tanh"))));
     });
 }
 

@@ -89,8 +89,8 @@ struct AutocastState {
 class CheckpointBackward : public torch::autograd::Node {
 public:
     CheckpointBackward(models::ForwardHooks::Body body, at::Tensor input, RngState rng, AutocastState autocast)
-        : m_body(std::move(body)), m_input(std::move(input)), m_inputRequiresGrad(m_input.requires_grad()),
-          m_rng(std::move(rng)), m_autocast(std::move(autocast))
+        : m_body(std::move(body)), m_input(std::move(input)), m_inputRequiresGrad(m_input.requires_grad()), m_rng(std::move(rng)),
+          m_autocast(std::move(autocast))
     {
     }
 

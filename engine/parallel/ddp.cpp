@@ -10,8 +10,7 @@
 
 namespace shardscope::parallel {
 
-DistributedDataParallel::DistributedDataParallel(std::vector<at::Tensor> parameters, dist::Communicator& comm,
-                                                 DdpOptions options)
+DistributedDataParallel::DistributedDataParallel(std::vector<at::Tensor> parameters, dist::Communicator& comm, DdpOptions options)
     : m_params(std::move(parameters)), m_comm(comm), m_options(options)
 {
     // Bucket assignment as compute_bucket_assignment_by_size does it for DDP: parameters in
@@ -122,9 +121,10 @@ void DistributedDataParallel::launch(std::size_t index, bool duringBackward)
         offset += p.numel();
     }
     bucket.pending = -1; // launched
-    const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication, "all_reduce bucket " + std::to_string(index),
-                                                     "all_reduce", bucket.numel * static_cast<std::int64_t>(bucket.flat.element_size()))
-                                 : profiler::SpanRecorder::kNoSpan;
+    const auto span = m_recorder
+                          ? m_recorder->begin(profiler::Lane::Communication, "all_reduce bucket " + std::to_string(index),
+                                              "all_reduce", bucket.numel * static_cast<std::int64_t>(bucket.flat.element_size()))
+                          : profiler::SpanRecorder::kNoSpan;
     bucket.work = m_comm.allreduce(bucket.flat);
     bucket.span = endSpanAtCompletion(bucket.work, m_recorder, span);
     m_issues.push_back({index, std::chrono::steady_clock::now(), duringBackward});

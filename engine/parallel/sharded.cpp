@@ -32,17 +32,14 @@ void allocateStorage(const at::Tensor& t, std::size_t bytes)
     storage->set_nbytes(bytes);
 }
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0;
-}
+std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0; }
 
 bool matchesPolicy(const models::WrappableModule& m, const ShardingOptions& options)
 {
     switch (options.wrapPolicy) {
     case WrapPolicy::TransformerBased:
         return std::find(options.transformerLayerClasses.begin(), options.transformerLayerClasses.end(), m.className)
-            != options.transformerLayerClasses.end();
+               != options.transformerLayerClasses.end();
     case WrapPolicy::SizeBased: {
         std::int64_t n = 0;
         for (const auto& p : m.module->parameters())
@@ -57,8 +54,7 @@ bool matchesPolicy(const models::WrappableModule& m, const ShardingOptions& opti
 
 } // namespace
 
-ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Communicator& comm,
-                                         ShardingOptions options)
+ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Communicator& comm, ShardingOptions options)
     : m_comm(comm), m_options(std::move(options))
 {
     if (m_options.zeroStage < 1 || m_options.zeroStage > 3)
@@ -67,8 +63,8 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
     if (m_options.hybridGroupSize > 0 && m_options.hybridGroupSize < world) {
         const int group = m_options.hybridGroupSize;
         if (world % group != 0)
-            throw std::invalid_argument("HYBRID sharding needs the same number of ranks on every machine: " + std::to_string(world)
-                                        + " ranks do not split into groups of " + std::to_string(group));
+            throw std::invalid_argument("HYBRID sharding needs the same number of ranks on every machine: "
+                                        + std::to_string(world) + " ranks do not split into groups of " + std::to_string(group));
         const int rank = m_comm.rank();
         std::vector<int> machine, replicas;
         for (int r = 0; r < world; ++r) {
@@ -161,8 +157,9 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
         for (const auto& p : unit.params)
             unit.trainable += p.requires_grad() ? 1 : 0;
         if (!m_options.useOrigParams && unit.trainable != 0 && unit.trainable != static_cast<int>(unit.params.size()))
-            throw std::invalid_argument("unit '" + unit.name + "' mixes frozen and trainable parameters; a flat shard "
-                                        "trains all or nothing. Set fsdp_use_orig_params: true, or freeze whole units");
+            throw std::invalid_argument("unit '" + unit.name
+                                        + "' mixes frozen and trainable parameters; a flat shard "
+                                          "trains all or nothing. Set fsdp_use_orig_params: true, or freeze whole units");
         auto mine = unit.full.narrow(0, shardIndex * shardNumel, shardNumel);
         if (m_options.offloadToHost && !mine.device().is_cpu()) // pinned, so host<->device copies can be asynchronous
             unit.shard = at::empty({shardNumel}, mine.options().device(at::kCPU).pinned_memory(true)).copy_(mine);
@@ -285,8 +282,9 @@ void ShardedDataParallel::startGather(Unit& unit)
     allocateStorage(unit.full, static_cast<std::size_t>(unit.padded) * unit.full.element_size());
     auto input = shardForCollective(unit);
     const std::int64_t bytes = unit.padded * static_cast<std::int64_t>(unit.full.element_size());
-    const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes)
-                                 : profiler::SpanRecorder::kNoSpan;
+    const auto span = m_recorder
+                          ? m_recorder->begin(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes)
+                          : profiler::SpanRecorder::kNoSpan;
     unit.gatherWork = shardGroup().allGatherSingle(unit.full, input);
     unit.gatherSpan = endSpanAtCompletion(unit.gatherWork, m_recorder, span);
     m_stats.allGathered += bytes;
@@ -297,8 +295,7 @@ at::Tensor ShardedDataParallel::shardForCollective(Unit& unit)
     const c10::Device device = unit.full.device();
     if (unit.shard.device() == device)
         return unit.shard.detach();
-    auto copy = m_recorder ? m_recorder->scope(profiler::Lane::Memory, "h2d " + unit.name, "offload",
-                                               bytesOf(unit.shard))
+    auto copy = m_recorder ? m_recorder->scope(profiler::Lane::Memory, "h2d " + unit.name, "offload", bytesOf(unit.shard))
                            : profiler::SpanRecorder::Scope{};
     unit.shardOnDevice = unit.shard.detach().to(device, /*non_blocking=*/true);
     return unit.shardOnDevice;
@@ -376,7 +373,8 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
     at::NoGradGuard noGrad;
     const bool upcast = m_options.reduceInFloat32 && unit.shard.scalar_type() != at::kFloat;
     // On the device where the collectives run (the shard may be on the host: offload).
-    unit.fullGrad = at::zeros({unit.padded}, unit.full.options().requires_grad(false).dtype(upcast ? at::kFloat : unit.shard.scalar_type()));
+    unit.fullGrad = at::zeros({unit.padded},
+                              unit.full.options().requires_grad(false).dtype(upcast ? at::kFloat : unit.shard.scalar_type()));
     for (std::size_t i = 0; i < unit.params.size(); ++i) {
         auto& p = unit.params[i];
         if (p.grad().defined())
@@ -424,9 +422,9 @@ void ShardedDataParallel::finishGradientSync()
         if (unit.shardGrad.scalar_type() != unit.shard.scalar_type())
             unit.shardGrad = unit.shardGrad.to(unit.shard.scalar_type()); // reduced in fp32 (bf16-pure)
         if (unit.shardGrad.device() != unit.shard.device()) { // offloaded: the optimizer steps on the host
-            auto copy = m_recorder ? m_recorder->scope(profiler::Lane::Memory, "d2h " + unit.name, "offload",
-                                                       bytesOf(unit.shardGrad))
-                                   : profiler::SpanRecorder::Scope{};
+            auto copy = m_recorder
+                            ? m_recorder->scope(profiler::Lane::Memory, "d2h " + unit.name, "offload", bytesOf(unit.shardGrad))
+                            : profiler::SpanRecorder::Scope{};
             unit.shardGrad = unit.shardGrad.to(unit.shard.device());
         }
         if (!m_options.useOrigParams)
@@ -501,8 +499,8 @@ void ShardedDataParallel::loadShards(const std::map<std::string, at::Tensor>& sh
     }
 }
 
-at::Tensor ShardedDataParallel::flatten(const Unit& unit, const std::map<std::string, at::Tensor>& byName,
-                                        bool trainableOnly, const std::string& source) const
+at::Tensor ShardedDataParallel::flatten(const Unit& unit, const std::map<std::string, at::Tensor>& byName, bool trainableOnly,
+                                        const std::string& source) const
 {
     auto flat = at::zeros({unit.padded}, unit.shard.options().requires_grad(false).device(at::kCPU));
     for (std::size_t i = 0; i < unit.params.size(); ++i) {
@@ -552,8 +550,9 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatherByPar
             continue;
         for (std::size_t i = 0; i < unit.params.size(); ++i)
             if (unit.params[i].requires_grad())
-                out.emplace_back(unit.paramNames[i],
-                                 full.narrow(0, unit.offsets[i], unit.params[i].numel()).view(unit.params[i].sizes()).cpu().clone());
+                out.emplace_back(
+                    unit.paramNames[i],
+                    full.narrow(0, unit.offsets[i], unit.params[i].numel()).view(unit.params[i].sizes()).cpu().clone());
     }
     return out;
 }

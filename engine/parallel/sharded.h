@@ -45,9 +45,9 @@ struct ShardingStats {
     std::int64_t grads = 0;
     std::int64_t peakParams = 0;
     std::int64_t peakGrads = 0;
-    std::int64_t allGathered = 0;     // output bytes of all-gathers
+    std::int64_t allGathered = 0; // output bytes of all-gathers
     std::int64_t reduceScattered = 0; // input bytes of reduce-scatters
-    std::int64_t allReduced = 0;      // HYBRID: bytes all-reduced between replicas
+    std::int64_t allReduced = 0; // HYBRID: bytes all-reduced between replicas
 };
 
 class ShardedDataParallel {
@@ -114,14 +114,14 @@ private:
             std::int64_t offset; // in the shard
         };
         std::vector<Segment> segments;
-        int trainable = 0;       // parameters that require grad
+        int trainable = 0; // parameters that require grad
         std::int64_t numel = 0;
         std::int64_t padded = 0; // numel rounded up to a multiple of the number of shards
-        at::Tensor full;         // [padded] the parameters' storage; freed while resharded
-        at::Tensor shard;        // [padded / shards] this rank's part: the optimizer's parameter (on the host when offloaded)
+        at::Tensor full; // [padded] the parameters' storage; freed while resharded
+        at::Tensor shard; // [padded / shards] this rank's part: the optimizer's parameter (on the host when offloaded)
         at::Tensor shardOnDevice; // offloaded: the shard copied to the device for an all-gather in flight
-        at::Tensor fullGrad;     // [padded] reduce-scatter input
-        at::Tensor shardGrad;    // [padded / shards]
+        at::Tensor fullGrad; // [padded] reduce-scatter input
+        at::Tensor shardGrad; // [padded / shards]
         c10::intrusive_ptr<c10d::Work> gradWork;
         c10::intrusive_ptr<c10d::Work> gatherWork; // a prefetch in flight
         // Spans to end after the wait, when the work cannot end them at completion.
@@ -129,7 +129,7 @@ private:
         profiler::SpanRecorder::SpanId gradSpan = profiler::SpanRecorder::kNoSpan;
         bool gathered = true;
         bool reduced = false; // this step's gradients are launched
-        int pending = 0;      // parameters whose gradient has not arrived in this backward
+        int pending = 0; // parameters whose gradient has not arrived in this backward
         bool isRoot = false;
     };
 
@@ -150,13 +150,13 @@ private:
     void updatePeaks();
 
     dist::Communicator& m_comm;
-    std::unique_ptr<dist::Communicator> m_shardGroup;     // HYBRID: this machine's ranks
+    std::unique_ptr<dist::Communicator> m_shardGroup; // HYBRID: this machine's ranks
     std::unique_ptr<dist::Communicator> m_replicateGroup; // HYBRID: the ranks holding the same shard
     ShardingOptions m_options;
     std::vector<Unit> m_units;
     std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> m_accumulators;
     bool m_synchronize = true;
-    std::vector<std::size_t> m_forwardOrder;     // units in the order this step's forward ran them
+    std::vector<std::size_t> m_forwardOrder; // units in the order this step's forward ran them
     std::vector<std::size_t> m_lastForwardOrder; // the previous forward's: what forward prefetch follows
     ShardingStats m_stats;
     profiler::SpanRecorder* m_recorder = nullptr;

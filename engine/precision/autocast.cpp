@@ -5,10 +5,8 @@
 namespace shardscope::precision {
 
 AutocastGuard::AutocastGuard(c10::DeviceType device, c10::ScalarType dtype, bool enabled)
-    : m_device(device),
-      m_previousEnabled(at::autocast::is_autocast_enabled(device)),
-      m_previousDtype(at::autocast::get_autocast_dtype(device)),
-      m_previousCacheEnabled(at::autocast::is_autocast_cache_enabled())
+    : m_device(device), m_previousEnabled(at::autocast::is_autocast_enabled(device)),
+      m_previousDtype(at::autocast::get_autocast_dtype(device)), m_previousCacheEnabled(at::autocast::is_autocast_cache_enabled())
 {
     at::autocast::set_autocast_enabled(device, enabled);
     at::autocast::set_autocast_dtype(device, dtype);

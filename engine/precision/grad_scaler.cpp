@@ -31,9 +31,9 @@ void GradScaler::unscale(const std::vector<at::Tensor>& parameters)
         return;
     // The scale lives where the loss was (scale() made it); gradients may live elsewhere (host
     // shards when offloaded), so each device's check gets its own flag, summed onto the scale's.
-    c10::Device device = m_scale.defined() ? m_scale.device()
-        : parameters.empty()                ? c10::Device(c10::kCPU)
-                                            : parameters.front().device();
+    c10::Device device = m_scale.defined()    ? m_scale.device()
+                         : parameters.empty() ? c10::Device(c10::kCPU)
+                                              : parameters.front().device();
     ensureState(device);
     // GradScaler computes the reciprocal in float64, then casts to float32.
     const at::Tensor invScale = m_scale.to(at::kDouble).reciprocal().to(at::kFloat);
@@ -60,10 +60,7 @@ void GradScaler::unscale(const std::vector<at::Tensor>& parameters)
     m_unscaled = true;
 }
 
-bool GradScaler::foundInf() const
-{
-    return m_foundInf.defined() && m_foundInf.item<float>() > 0.0f;
-}
+bool GradScaler::foundInf() const { return m_foundInf.defined() && m_foundInf.item<float>() > 0.0f; }
 
 void GradScaler::update()
 {
@@ -76,15 +73,9 @@ void GradScaler::update()
     m_unscaled = false;
 }
 
-double GradScaler::currentScale() const
-{
-    return m_scale.defined() ? m_scale.item<double>() : m_options.initScale;
-}
+double GradScaler::currentScale() const { return m_scale.defined() ? m_scale.item<double>() : m_options.initScale; }
 
-std::int64_t GradScaler::growthTracker() const
-{
-    return m_growthTracker.defined() ? m_growthTracker.item<std::int64_t>() : 0;
-}
+std::int64_t GradScaler::growthTracker() const { return m_growthTracker.defined() ? m_growthTracker.item<std::int64_t>() : 0; }
 
 void GradScaler::setState(double scale, std::int64_t growthTracker)
 {

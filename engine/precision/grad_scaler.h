@@ -47,9 +47,9 @@ private:
 
     GradScalerOptions m_options;
     std::function<void(at::Tensor&)> m_agreeFoundInf;
-    at::Tensor m_scale;         // float32 [1]
+    at::Tensor m_scale; // float32 [1]
     at::Tensor m_growthTracker; // int32 [1]
-    at::Tensor m_foundInf;      // float32 [1], this step
+    at::Tensor m_foundInf; // float32 [1], this step
     bool m_unscaled = false;
 };
 

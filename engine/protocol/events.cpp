@@ -10,69 +10,98 @@ using nlohmann::json;
 
 namespace {
 
-template <class> inline constexpr bool kAlwaysFalse = false;
+template <class>
+inline constexpr bool kAlwaysFalse = false;
 
 const char* typeNameOf(const EventBody& body)
 {
-    static constexpr const char* kNames[] = {"hello", "step", "eval", "memory", "trace", "checkpoint", "log", "error", "done",
-                                             "heartbeat"};
+    static constexpr const char* kNames[] = {"hello",      "step", "eval",  "memory", "trace",
+                                             "checkpoint", "log",  "error", "done",   "heartbeat"};
     static_assert(std::size(kNames) == std::variant_size_v<EventBody>);
     return kNames[body.index()];
 }
 
 json memoryJson(const MemoryStats& m)
 {
-    return {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
-            {"activations_peak", m.activationsPeak}, {"allocated", m.allocated}, {"reserved", m.reserved},
-            {"peak_allocated", m.peakAllocated}, {"rss", m.rss}};
+    return {{"params", m.params},
+            {"grads", m.grads},
+            {"optimizer", m.optimizer},
+            {"activations_peak", m.activationsPeak},
+            {"allocated", m.allocated},
+            {"reserved", m.reserved},
+            {"peak_allocated", m.peakAllocated},
+            {"rss", m.rss}};
 }
 
 json bodyJson(const EventBody& body)
 {
-    return std::visit([](const auto& e) -> json {
-        using T = std::decay_t<decltype(e)>;
-        if constexpr (std::is_same_v<T, HelloEvent>) {
-            return {{"pid", e.pid}, {"host", e.host}, {"device", e.device}, {"torch", e.torch},
-                    {"world_size", e.worldSize}, {"local_rank", e.localRank}, {"machine_rank", e.machineRank}};
-        } else if constexpr (std::is_same_v<T, StepEvent>) {
-            json j = {{"step", e.step}, {"epoch", e.epoch}, {"loss", e.loss}, {"local_loss", e.localLoss},
-                      {"lr", e.lr}, {"grad_norm", e.gradNorm}, {"skipped", e.skipped}, {"skipped_steps", e.skippedSteps}, {"tokens", e.tokens},
-                      {"samples", e.samples}, {"step_time", e.stepTime}, {"tokens_per_s", e.tokensPerS},
-                      {"mem", memoryJson(e.mem)},
-                      {"comm", {{"all_reduce", e.comm.allReduce}, {"all_gather", e.comm.allGather},
-                                {"reduce_scatter", e.comm.reduceScatter}, {"broadcast", e.comm.broadcast}}}};
-            if (e.lossScale)
-                j["loss_scale"] = *e.lossScale;
-            return j;
-        } else if constexpr (std::is_same_v<T, EvalEvent>) {
-            json j = {{"step", e.step}, {"loss", e.loss}};
-            for (const auto& [name, value] : e.metrics)
-                j[name] = value;
-            return j;
-        } else if constexpr (std::is_same_v<T, MemoryEvent>) {
-            return memoryJson(e.mem);
-        } else if constexpr (std::is_same_v<T, TraceEvent>) {
-            return {{"path", e.path}, {"source", e.source},
-                    {"summary", {{"compute", e.summary.compute}, {"comm", e.summary.comm},
-                                 {"memory", e.summary.memory}, {"idle", e.summary.idle},
-                                 {"overlap", e.summary.overlap}}}};
-        } else if constexpr (std::is_same_v<T, CheckpointEvent>) {
-            return {{"step", e.step}, {"path", e.path}, {"kind", e.kind}, {"bytes", e.bytes}};
-        } else if constexpr (std::is_same_v<T, LogEvent>) {
-            return {{"level", e.level}, {"message", e.message}};
-        } else if constexpr (std::is_same_v<T, ErrorEvent>) {
-            return {{"kind", e.kind}, {"message", e.message}};
-        } else if constexpr (std::is_same_v<T, DoneEvent>) {
-            return {{"status", e.status}, {"steps", e.steps}, {"wall", e.wall}};
-        } else if constexpr (std::is_same_v<T, HeartbeatEvent>) {
-            json j = {{"step", e.step}, {"phase", e.phase}};
-            if (!e.waitingFor.empty())
-                j["waiting"] = {{"collective", e.waitingFor}, {"seq", e.waitingSeq}, {"seconds", e.waitingSeconds}};
-            return j;
-        } else {
-            static_assert(kAlwaysFalse<T>, "every event type needs an encoder");
-        }
-    }, body);
+    return std::visit(
+        [](const auto& e) -> json {
+            using T = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<T, HelloEvent>) {
+                return {{"pid", e.pid},
+                        {"host", e.host},
+                        {"device", e.device},
+                        {"torch", e.torch},
+                        {"world_size", e.worldSize},
+                        {"local_rank", e.localRank},
+                        {"machine_rank", e.machineRank}};
+            } else if constexpr (std::is_same_v<T, StepEvent>) {
+                json j = {{"step", e.step},
+                          {"epoch", e.epoch},
+                          {"loss", e.loss},
+                          {"local_loss", e.localLoss},
+                          {"lr", e.lr},
+                          {"grad_norm", e.gradNorm},
+                          {"skipped", e.skipped},
+                          {"skipped_steps", e.skippedSteps},
+                          {"tokens", e.tokens},
+                          {"samples", e.samples},
+                          {"step_time", e.stepTime},
+                          {"tokens_per_s", e.tokensPerS},
+                          {"mem", memoryJson(e.mem)},
+                          {"comm",
+                           {{"all_reduce", e.comm.allReduce},
+                            {"all_gather", e.comm.allGather},
+                            {"reduce_scatter", e.comm.reduceScatter},
+                            {"broadcast", e.comm.broadcast}}}};
+                if (e.lossScale)
+                    j["loss_scale"] = *e.lossScale;
+                return j;
+            } else if constexpr (std::is_same_v<T, EvalEvent>) {
+                json j = {{"step", e.step}, {"loss", e.loss}};
+                for (const auto& [name, value] : e.metrics)
+                    j[name] = value;
+                return j;
+            } else if constexpr (std::is_same_v<T, MemoryEvent>) {
+                return memoryJson(e.mem);
+            } else if constexpr (std::is_same_v<T, TraceEvent>) {
+                return {{"path", e.path},
+                        {"source", e.source},
+                        {"summary",
+                         {{"compute", e.summary.compute},
+                          {"comm", e.summary.comm},
+                          {"memory", e.summary.memory},
+                          {"idle", e.summary.idle},
+                          {"overlap", e.summary.overlap}}}};
+            } else if constexpr (std::is_same_v<T, CheckpointEvent>) {
+                return {{"step", e.step}, {"path", e.path}, {"kind", e.kind}, {"bytes", e.bytes}};
+            } else if constexpr (std::is_same_v<T, LogEvent>) {
+                return {{"level", e.level}, {"message", e.message}};
+            } else if constexpr (std::is_same_v<T, ErrorEvent>) {
+                return {{"kind", e.kind}, {"message", e.message}};
+            } else if constexpr (std::is_same_v<T, DoneEvent>) {
+                return {{"status", e.status}, {"steps", e.steps}, {"wall", e.wall}};
+            } else if constexpr (std::is_same_v<T, HeartbeatEvent>) {
+                json j = {{"step", e.step}, {"phase", e.phase}};
+                if (!e.waitingFor.empty())
+                    j["waiting"] = {{"collective", e.waitingFor}, {"seq", e.waitingSeq}, {"seconds", e.waitingSeconds}};
+                return j;
+            } else {
+                static_assert(kAlwaysFalse<T>, "every event type needs an encoder");
+            }
+        },
+        body);
 }
 
 // Reads fields of one JSON object, remembering the first problem (its key path and what was
@@ -115,20 +144,31 @@ public:
     const json& object() const { return m_object; }
 
 private:
-    template <typename T> static bool matches(const json& j)
+    template <typename T>
+    static bool matches(const json& j)
     {
-        if constexpr (std::is_same_v<T, bool>) return j.is_boolean();
-        else if constexpr (std::is_integral_v<T>) return j.is_number_integer();
-        else if constexpr (std::is_floating_point_v<T>) return j.is_number();
-        else if constexpr (std::is_same_v<T, std::string>) return j.is_string();
-        else return false;
+        if constexpr (std::is_same_v<T, bool>)
+            return j.is_boolean();
+        else if constexpr (std::is_integral_v<T>)
+            return j.is_number_integer();
+        else if constexpr (std::is_floating_point_v<T>)
+            return j.is_number();
+        else if constexpr (std::is_same_v<T, std::string>)
+            return j.is_string();
+        else
+            return false;
     }
-    template <typename T> static std::string expected()
+    template <typename T>
+    static std::string expected()
     {
-        if constexpr (std::is_same_v<T, bool>) return "a boolean";
-        else if constexpr (std::is_integral_v<T>) return "an integer";
-        else if constexpr (std::is_floating_point_v<T>) return "a number";
-        else return "a string";
+        if constexpr (std::is_same_v<T, bool>)
+            return "a boolean";
+        else if constexpr (std::is_integral_v<T>)
+            return "an integer";
+        else if constexpr (std::is_floating_point_v<T>)
+            return "a number";
+        else
+            return "a string";
     }
 
     const json& m_object;
@@ -150,10 +190,7 @@ void readMemory(FieldReader r, MemoryStats& m)
 
 } // namespace
 
-std::string_view Event::typeName() const
-{
-    return typeNameOf(body);
-}
+std::string_view Event::typeName() const { return typeNameOf(body); }
 
 std::string encodeEvent(const Event& event)
 {

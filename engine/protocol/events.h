@@ -23,7 +23,7 @@ struct HelloEvent {
     std::int64_t pid = 0;
     std::string host;
     std::string device; // "cpu", "cuda:N"
-    std::string torch;  // torch version the worker was built against
+    std::string torch; // torch version the worker was built against
     int worldSize = 1;
     int localRank = 0;
     int machineRank = 0;
@@ -50,17 +50,17 @@ struct CommStats { // bytes moved by this rank in this step
 struct StepEvent {
     std::int64_t step = 0; // optimizer steps done
     std::int64_t epoch = 0;
-    double loss = 0;       // global mean over ranks (equal on every rank)
-    double localLoss = 0;  // this rank's own
+    double loss = 0; // global mean over ranks (equal on every rank)
+    double localLoss = 0; // this rank's own
     double lr = 0;
-    double gradNorm = 0;   // before clipping
+    double gradNorm = 0; // before clipping
     std::optional<double> lossScale; // fp16 only
     bool skipped = false;
     std::int64_t skippedSteps = 0; // optimizer steps skipped so far (fp16 overflow)
-    std::int64_t tokens = 0;  // this rank, this step
+    std::int64_t tokens = 0; // this rank, this step
     std::int64_t samples = 0; // this rank, this step
-    double stepTime = 0;      // seconds
-    double tokensPerS = 0;    // all ranks
+    double stepTime = 0; // seconds
+    double tokensPerS = 0; // all ranks
     MemoryStats mem;
     CommStats comm;
 };
@@ -119,16 +119,16 @@ struct DoneEvent {
 // a wait in a collective), so the launcher tells a stopped rank (silent) from one that waits for
 // it. Not written to events.jsonl.
 struct HeartbeatEvent {
-    std::int64_t step = 0;  // optimizer steps done
-    std::string phase;      // "setup", "train", "eval", "checkpoint", "finish"
+    std::int64_t step = 0; // optimizer steps done
+    std::string phase; // "setup", "train", "eval", "checkpoint", "finish"
     // The oldest collective this rank issued that has not completed, if any.
     std::string waitingFor; // "all_reduce", "all_gather", ... ; empty: none
-    std::int64_t waitingSeq = 0;  // the collective's sequence number on this rank
-    double waitingSeconds = 0;    // since it was issued
+    std::int64_t waitingSeq = 0; // the collective's sequence number on this rank
+    double waitingSeconds = 0; // since it was issued
 };
 
-using EventBody = std::variant<HelloEvent, StepEvent, EvalEvent, MemoryEvent, TraceEvent, CheckpointEvent, LogEvent,
-                               ErrorEvent, DoneEvent, HeartbeatEvent>;
+using EventBody = std::variant<HelloEvent, StepEvent, EvalEvent, MemoryEvent, TraceEvent, CheckpointEvent, LogEvent, ErrorEvent,
+                               DoneEvent, HeartbeatEvent>;
 
 struct Event {
     int version = kProtocolVersion;

@@ -8,8 +8,7 @@
 
 namespace shardscope::train {
 
-Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options)
-    : m_options(options)
+Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options) : m_options(options)
 {
     dist::CommunicatorOptions commOptions;
     commOptions.backend = options.backend;
@@ -21,7 +20,8 @@ Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options)
         throw std::runtime_error(device().is_cuda()
                                      ? "mixed_precision fp8 is not implemented in this engine yet; use bf16"
                                      : "mixed_precision fp8 needs a CUDA device of compute capability 8.9 or newer "
-                                       "(Ada, Hopper); this rank runs on " + device().str() + ". Use bf16 or fp16.");
+                                       "(Ada, Hopper); this rank runs on "
+                                           + device().str() + ". Use bf16 or fp16.");
     }
     if (options.precision == precision::PrecisionMode::Fp16) {
         std::function<void(at::Tensor&)> agree;
@@ -43,8 +43,8 @@ void Accelerator::prepareModel(models::TrainableModel& model)
     using precision::PrecisionMode;
     const c10::ScalarType loaded = model.parameters().empty() ? at::kFloat : model.parameters().front().scalar_type();
     m_parameterDtype = m_options.precision == PrecisionMode::Bf16Pure ? at::kBFloat16
-        : m_options.precision == PrecisionMode::No                  ? loaded
-                                                                     : at::kFloat;
+                       : m_options.precision == PrecisionMode::No     ? loaded
+                                                                      : at::kFloat;
     m_upcastParameters = loaded != at::kFloat && m_parameterDtype == at::kFloat;
     model.to(m_parameterDtype);
     if (m_options.sharding) {
@@ -112,10 +112,7 @@ std::unique_ptr<precision::AutocastGuard> Accelerator::autocast()
     return nullptr;
 }
 
-c10::ScalarType Accelerator::inputDtype() const
-{
-    return m_parameterDtype;
-}
+c10::ScalarType Accelerator::inputDtype() const { return m_parameterDtype; }
 
 void Accelerator::backward(const torch::Tensor& loss)
 {
@@ -229,8 +226,8 @@ void Accelerator::startStepAgreement(const torch::Tensor& localLoss, bool stopRe
 {
     at::NoGradGuard noGrad;
     m_agreementLocalLoss = localLoss.detach().to(at::kDouble).reshape({});
-    m_agreementValues = at::stack({m_agreementLocalLoss, at::full({}, stopRequested ? 1.0 : 0.0, m_agreementLocalLoss.options())})
-                            .to(device());
+    m_agreementValues =
+        at::stack({m_agreementLocalLoss, at::full({}, stopRequested ? 1.0 : 0.0, m_agreementLocalLoss.options())}).to(device());
     if (numProcesses() > 1)
         m_agreementWork = m_comm->allreduce(m_agreementValues);
 }
@@ -265,9 +262,6 @@ torch::Tensor Accelerator::gatherForMetrics(const torch::Tensor& tensor)
     return output.view(sizes);
 }
 
-void Accelerator::waitForEveryone()
-{
-    m_comm->barrier();
-}
+void Accelerator::waitForEveryone() { m_comm->barrier(); }
 
 } // namespace shardscope::train

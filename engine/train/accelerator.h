@@ -143,8 +143,8 @@ private:
     bool m_syncGradients = true;
     bool m_gradientsSynced = false;
     bool m_upcastParameters = false;
-    torch::Tensor m_agreementLocalLoss;           // this rank's loss, as started
-    torch::Tensor m_agreementValues;              // [sum of losses, stop requests], reduced in place
+    torch::Tensor m_agreementLocalLoss; // this rank's loss, as started
+    torch::Tensor m_agreementValues; // [sum of losses, stop requests], reduced in place
     c10::intrusive_ptr<c10d::Work> m_agreementWork; // null on one process
     c10::ScalarType m_parameterDtype = c10::ScalarType::Float;
 };

@@ -8,8 +8,7 @@
 
 namespace shardscope::train {
 
-EventSink::EventSink(int rank)
-    : m_rank(rank), m_fd(STDOUT_FILENO)
+EventSink::EventSink(int rank) : m_rank(rank), m_fd(STDOUT_FILENO)
 {
     if (const char* fd = std::getenv(kEventsFdVariable); fd && *fd)
         m_fd = std::atoi(fd);

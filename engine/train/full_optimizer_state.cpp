@@ -33,8 +33,8 @@ at::Tensor stateTensor(torch::optim::Optimizer& optimizer, const at::Tensor& p, 
     return {};
 }
 
-void setStateTensor(torch::optim::Optimizer& optimizer, const at::Tensor& p, const std::string& kind,
-                    const at::Tensor& value, std::int64_t step)
+void setStateTensor(torch::optim::Optimizer& optimizer, const at::Tensor& p, const std::string& kind, const at::Tensor& value,
+                    std::int64_t step)
 {
     auto& slot = optimizer.state()[p.unsafeGetTensorImpl()];
     if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) {

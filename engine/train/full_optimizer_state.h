@@ -28,7 +28,6 @@ std::vector<std::pair<std::string, at::Tensor>> fullOptimizerState(Accelerator& 
 
 // Sets this rank's part of `state` (from fullOptimizerState, possibly at another world size) as
 // the optimizer's state. Throws naming a missing or misshaped tensor.
-void loadFullOptimizerState(Accelerator& acc, torch::optim::Optimizer& optimizer,
-                            const std::map<std::string, at::Tensor>& state);
+void loadFullOptimizerState(Accelerator& acc, torch::optim::Optimizer& optimizer, const std::map<std::string, at::Tensor>& state);
 
 } // namespace shardscope::train

@@ -15,11 +15,16 @@ std::atomic<int> g_phase{static_cast<int>(Phase::Setup)};
 const char* phaseName(Phase phase)
 {
     switch (phase) {
-    case Phase::Setup: return "setup";
-    case Phase::Train: return "train";
-    case Phase::Eval: return "eval";
-    case Phase::Checkpoint: return "checkpoint";
-    case Phase::Finish: return "finish";
+    case Phase::Setup:
+        return "setup";
+    case Phase::Train:
+        return "train";
+    case Phase::Eval:
+        return "eval";
+    case Phase::Checkpoint:
+        return "checkpoint";
+    case Phase::Finish:
+        return "finish";
     }
     return "?";
 }

@@ -14,8 +14,8 @@ EventSink* g_sink = nullptr;
 
 bool mentionsLostPeer(const std::string& text)
 {
-    for (const char* needle : {"Connection closed by peer", "Connection reset by peer", "Broken pipe",
-                               "remote worker crashing", "Socket Timeout", "connection was closed"})
+    for (const char* needle : {"Connection closed by peer", "Connection reset by peer", "Broken pipe", "remote worker crashing",
+                               "Socket Timeout", "connection was closed"})
         if (text.find(needle) != std::string::npos)
             return true;
     return false;
@@ -56,7 +56,7 @@ RankError describeError(const std::exception& e)
     out.kind = network || mentionsLostPeer(out.message) ? kPeerLostKind : "exception";
     if (out.kind == kPeerLostKind)
         out.message = "lost the connection to another rank (" + out.message
-            + "); that rank's own error, in its log, is the cause";
+                      + "); that rank's own error, in its log, is the cause";
     return out;
 }
 

@@ -16,7 +16,7 @@ namespace shardscope::train {
 using protocol::kPeerLostKind; // the error event kind for a lost peer
 
 struct RankError {
-    std::string kind;    // "peer", or "exception" for the rank's own error
+    std::string kind; // "peer", or "exception" for the rank's own error
     std::string message; // without C++ backtraces
 };
 RankError describeError(const std::exception& e);

@@ -66,8 +66,7 @@ double scheduleFactor(const config::ScheduleRecipe& s, std::int64_t step, std::i
 
 bool nameContainsAny(const std::string& name, const std::vector<std::string>& patterns)
 {
-    return std::any_of(patterns.begin(), patterns.end(),
-                       [&](const std::string& p) { return name.find(p) != std::string::npos; });
+    return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) { return name.find(p) != std::string::npos; });
 }
 
 // The optimizer over `named` parameters: one group, or two when optimizer.no_weight_decay names
@@ -115,8 +114,10 @@ void freezeParameters(torch::nn::Module& model, const std::vector<std::string>& 
             for (const auto& item : model.named_parameters(/*recurse=*/true))
                 if (names.size() < 200)
                     names += (names.empty() ? "" : ", ") + item.key();
-            throw std::runtime_error("recipe: model.frozen: '" + prefix + "' is the start of no parameter's name; "
-                                     "names are like: " + names);
+            throw std::runtime_error("recipe: model.frozen: '" + prefix
+                                     + "' is the start of no parameter's name; "
+                                       "names are like: "
+                                     + names);
         }
     }
     const auto params = model.parameters();
@@ -159,7 +160,7 @@ std::pair<std::int64_t, std::int64_t> residentMemory()
             rss = resident * pageSize;
         std::fclose(statm);
     }
-    rusage usage {};
+    rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     return {rss, static_cast<std::int64_t>(usage.ru_maxrss) * 1024};
 }
@@ -231,7 +232,8 @@ checkpoint::Compatibility compatibilityOf(const config::RunPlan& plan, int world
     modelOnly.model.pretrained.clear(); // where the weights first came from does not matter
     const std::string yaml = config::recipeToYaml(modelOnly);
     const auto begin = yaml.find("model:"), end = yaml.find("\ndata:");
-    return {worldSize, strategyName(plan), config::stateDictTypeName(plan.sharding ? plan.stateDictType : config::StateDictType::Full),
+    return {worldSize, strategyName(plan),
+            config::stateDictTypeName(plan.sharding ? plan.stateDictType : config::StateDictType::Full),
             std::string(precision::modeName(plan.precision)), yaml.substr(begin, end - begin)};
 }
 
@@ -279,7 +281,7 @@ void checkResumeAgreement(Accelerator& acc, std::int64_t step, const std::string
 {
     if (acc.numProcesses() == 1)
         return;
-    const auto pathHash = static_cast<std::int64_t>(std::hash<std::string>{}(path) & 0x7fffffffffffffffULL);
+    const auto pathHash = static_cast<std::int64_t>(std::hash<std::string>{}(path)&0x7fffffffffffffffULL);
     auto mine = at::tensor(std::vector<std::int64_t>{step, pathHash}, at::kLong).to(acc.device());
     auto all = acc.gatherForMetrics(mine).to(at::kCPU).view({acc.numProcesses(), 2});
     std::string differ;
@@ -288,7 +290,7 @@ void checkResumeAgreement(Accelerator& acc, std::int64_t step, const std::string
         const auto h = all[r][1].item<std::int64_t>();
         if (s != all[0][0].item<std::int64_t>() || h != all[0][1].item<std::int64_t>())
             differ += (differ.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " resumes after step "
-                + std::to_string(s) + (h != all[0][1].item<std::int64_t>() ? " of another checkpoint" : "");
+                      + std::to_string(s) + (h != all[0][1].item<std::int64_t>() ? " of another checkpoint" : "");
     }
     if (!differ.empty())
         throw std::runtime_error("the ranks do not resume the same point: rank 0 resumes after step "
@@ -299,10 +301,7 @@ void checkResumeAgreement(Accelerator& acc, std::int64_t step, const std::string
 
 } // namespace
 
-void requestStop()
-{
-    g_stopRequested.store(true);
-}
+void requestStop() { g_stopRequested.store(true); }
 
 void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& events)
 {
@@ -371,10 +370,10 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
     }
 
     const auto split = recipe.data.type == "text"
-        ? data::makeByteText(recipe, recipe.data.path.empty() ? data::defaultTextPath() : recipe.data.path)
-        : data::makeSyntheticRegression(recipe);
-    data::DistributedSampler sampler(split.train.size(), acc.processIndex(), acc.numProcesses(), recipe.data.shuffle,
-                                     recipe.seed, /*dropLast=*/!recipe.data.evenBatches);
+                           ? data::makeByteText(recipe, recipe.data.path.empty() ? data::defaultTextPath() : recipe.data.path)
+                           : data::makeSyntheticRegression(recipe);
+    data::DistributedSampler sampler(split.train.size(), acc.processIndex(), acc.numProcesses(), recipe.data.shuffle, recipe.seed,
+                                     /*dropLast=*/!recipe.data.evenBatches);
     data::BatchIterator batches(split.train, sampler, recipe.perDeviceBatchSize);
 
     const auto& params = acc.optimizerParameters();
@@ -390,7 +389,7 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
             throw std::runtime_error(loaded.error().message);
         if (auto* sharded = acc.sharded())
             plan.stateDictType == config::StateDictType::Sharded ? sharded->loadShards(loaded->modelTensors)
-                                                          : sharded->loadFullParameters(loaded->modelTensors);
+                                                                 : sharded->loadFullParameters(loaded->modelTensors);
         else
             copyByName(*model, loaded->modelTensors, loaded->path);
         if (loaded->savedWorldSize) {
@@ -401,7 +400,8 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
             try {
                 torch::load(*optimizer, loaded->optimizerFile);
             } catch (const c10::Error& e) {
-                throw std::runtime_error("cannot read the optimizer state " + loaded->optimizerFile + " (" + e.what_without_backtrace()
+                throw std::runtime_error("cannot read the optimizer state " + loaded->optimizerFile + " ("
+                                         + e.what_without_backtrace()
                                          + "); the file is damaged or truncated: resume from an earlier checkpoint");
             }
         }
@@ -479,7 +479,8 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
                 events.emit(protocol::LogEvent{"warning", "CUPTI trace lost (host spans only): " + records.error().message});
             cupti.reset();
         }
-        const std::string path = (std::filesystem::path(layout.tracesDir()) / RunLayout::rankTraceName(acc.processIndex())).string();
+        const std::string path =
+            (std::filesystem::path(layout.tracesDir()) / RunLayout::rankTraceName(acc.processIndex())).string();
         std::error_code ec;
         std::filesystem::create_directories(layout.tracesDir(), ec);
         if (auto written = profiler::writeRankTrace(path, trace); !written) {
@@ -487,8 +488,8 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
             return;
         }
         const auto s = profiler::summarise(trace);
-        events.emit(protocol::TraceEvent{path, trace.source.empty() ? "host" : trace.source,
-                                         {s.compute, s.comm, s.memory, s.idle, s.overlap}});
+        events.emit(protocol::TraceEvent{
+            path, trace.source.empty() ? "host" : trace.source, {s.compute, s.comm, s.memory, s.idle, s.overlap}});
     };
 
     const auto runStart = Clock::now();
@@ -539,8 +540,7 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
             }
             lossSum = micro == 0 ? loss.detach().to(at::kDouble) : lossSum + loss.detach().to(at::kDouble);
             if (micro + 1 == recipe.gradientAccumulationSteps)
-                acc.startStepAgreement(lossSum / static_cast<double>(recipe.gradientAccumulationSteps),
-                                       g_stopRequested.load());
+                acc.startStepAgreement(lossSum / static_cast<double>(recipe.gradientAccumulationSteps), g_stopRequested.load());
             {
                 auto backwardSpan = recorder.scope(profiler::Lane::Compute, "backward", "backward");
                 acc.backward(loss);
@@ -564,7 +564,8 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
         const double lossSumValue = lossSum.item<double>();
         if (!acc.gradScaler() && (!std::isfinite(lossSumValue) || !std::isfinite(gradNorm))) {
             const std::string what = std::string(!std::isfinite(lossSumValue) ? "loss" : "gradient norm") + " is "
-                + std::to_string(!std::isfinite(lossSumValue) ? lossSumValue : gradNorm) + " at step " + std::to_string(step + 1);
+                                     + std::to_string(!std::isfinite(lossSumValue) ? lossSumValue : gradNorm) + " at step "
+                                     + std::to_string(step + 1);
             if (recipe.stopOnNonfinite) {
                 events.emit(protocol::ErrorEvent{"nonfinite", what + " (training.stop_on_nonfinite)"});
                 throw std::runtime_error(what + "; stopping (training.stop_on_nonfinite is true)");
@@ -632,11 +633,12 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
         }
         if (agreement.stop) {
             events.emit(protocol::LogEvent{"info", "stopping after step " + std::to_string(step + 1) + " as asked"});
-            events.emit(protocol::DoneEvent{"cancelled", step + 1,
-                                            std::chrono::duration<double>(Clock::now() - runStart).count()});
+            events.emit(
+                protocol::DoneEvent{"cancelled", step + 1, std::chrono::duration<double>(Clock::now() - runStart).count()});
             return;
         }
-        if (recipe.evalEvery > 0 && split.eval.size() > 0 && ((step + 1) % recipe.evalEvery == 0 || step + 1 == recipe.maxSteps)) {
+        if (recipe.evalEvery > 0 && split.eval.size() > 0
+            && ((step + 1) % recipe.evalEvery == 0 || step + 1 == recipe.maxSteps)) {
             setProgress(step + 1, Phase::Eval);
             events.emit(protocol::EvalEvent{step + 1, evaluate(*model, split.eval, acc, recipe.perDeviceBatchSize), {}});
         }
@@ -656,9 +658,9 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
         auto full = acc.fullNamedParameters(*model);
         if (acc.isMainProcess()) {
             checkpoint::ExportOptions exportOptions;
-            exportOptions.dtype = recipe.exportModel.dtype == "bfloat16" ? at::kBFloat16
-                : recipe.exportModel.dtype == "float16"                  ? at::kHalf
-                                                                         : at::kFloat;
+            exportOptions.dtype = recipe.exportModel.dtype == "bfloat16"  ? at::kBFloat16
+                                  : recipe.exportModel.dtype == "float16" ? at::kHalf
+                                                                          : at::kFloat;
             exportOptions.maxShardBytes = static_cast<std::int64_t>(recipe.exportModel.maxShardMb * 1e6);
             const auto bytes = checkpoint::exportModel(layout.exportDir().string(), full, recipe.model, exportOptions);
             events.emit(protocol::CheckpointEvent{recipe.maxSteps, layout.exportDir().string(), "model", bytes});
@@ -671,8 +673,8 @@ void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
             checkpoint::writeSafetensors(plan.faults.dumpParamsPath, final);
     }
     acc.waitForEveryone();
-    events.emit(protocol::DoneEvent{"completed", recipe.maxSteps,
-                                    std::chrono::duration<double>(Clock::now() - runStart).count()});
+    events.emit(
+        protocol::DoneEvent{"completed", recipe.maxSteps, std::chrono::duration<double>(Clock::now() - runStart).count()});
 }
 
 } // namespace shardscope::train

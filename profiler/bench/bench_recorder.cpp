@@ -114,8 +114,7 @@ int main(int argc, char** argv)
             repeat = std::atoi(argv[i + 1]);
     }
     std::printf("spans per thread: %lld in windows of %lld, repeats: %d (median reported), hardware threads: %u\n",
-                static_cast<long long>(spans), static_cast<long long>(window), repeat,
-                std::thread::hardware_concurrency());
+                static_cast<long long>(spans), static_cast<long long>(window), repeat, std::thread::hardware_concurrency());
     std::printf("%-34s %12s\n", "case", "ns/span");
     struct Case {
         const char* name;
@@ -124,12 +123,9 @@ int main(int argc, char** argv)
         int threads;
     };
     const Case cases[] = {
-        {"scope, disabled, 1 thread", false, false, 1},
-        {"scope, enabled, 1 thread", true, false, 1},
-        {"begin/end, disabled, 1 thread", false, true, 1},
-        {"begin/end, enabled, 1 thread", true, true, 1},
-        {"scope, disabled, N threads", false, false, threads},
-        {"scope, enabled, N threads", true, false, threads},
+        {"scope, disabled, 1 thread", false, false, 1},         {"scope, enabled, 1 thread", true, false, 1},
+        {"begin/end, disabled, 1 thread", false, true, 1},      {"begin/end, enabled, 1 thread", true, true, 1},
+        {"scope, disabled, N threads", false, false, threads},  {"scope, enabled, N threads", true, false, threads},
         {"begin/end, enabled, N threads", true, true, threads},
     };
     for (const Case& c : cases) {

@@ -17,13 +17,13 @@ namespace shardscope::profiler {
 struct ActivityRecord {
     enum class Kind : std::uint8_t { Kernel, Memcpy, Memset };
     Kind kind = Kind::Kernel;
-    std::string name;             // demangled kernel name; "Memcpy HtoD", "Memset" for copies
-    std::int64_t startNs = 0;     // ns, CUPTI's clock (cuptiGetTimestamp); 0/0 = unknown
-    std::int64_t endNs = 0;       // ns
-    int device = 0;               // CUDA device id
-    std::uint32_t stream = 0;     // CUDA stream id
+    std::string name; // demangled kernel name; "Memcpy HtoD", "Memset" for copies
+    std::int64_t startNs = 0; // ns, CUPTI's clock (cuptiGetTimestamp); 0/0 = unknown
+    std::int64_t endNs = 0; // ns
+    int device = 0; // CUDA device id
+    std::uint32_t stream = 0; // CUDA stream id
     std::uint32_t correlationId = 0;
-    std::int64_t bytes = 0;       // bytes of a memcpy / memset; 0 for kernels
+    std::int64_t bytes = 0; // bytes of a memcpy / memset; 0 for kernels
 
     bool operator==(const ActivityRecord&) const = default;
 };
@@ -48,7 +48,6 @@ DeviceSpansResult spansFromActivity(const std::vector<ActivityRecord>& records, 
 
 // Adds device activity to a host-span trace: device spans, each stamped with the step whose host
 // "step" span contains its start, and marks the trace's source "cupti". Notes skipped records.
-void attachDeviceActivity(RankTrace& trace, const std::vector<ActivityRecord>& records,
-                          std::int64_t deviceToHostOffsetNs);
+void attachDeviceActivity(RankTrace& trace, const std::vector<ActivityRecord>& records, std::int64_t deviceToHostOffsetNs);
 
 } // namespace shardscope::profiler

@@ -37,17 +37,23 @@ std::string resultText(CUptiResult result)
 const char* memcpyName(std::uint8_t copyKind)
 {
     switch (copyKind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "Memcpy HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "Memcpy DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "Memcpy DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "Memcpy HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "Memcpy PtoP";
-    default: return "Memcpy";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+        return "Memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+        return "Memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+        return "Memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+        return "Memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+        return "Memcpy PtoP";
+    default:
+        return "Memcpy";
     }
 }
 
 // A subscriber that asks for no callbacks: it exists to claim (and detect who holds) CUPTI.
-void CUPTIAPI ignoreCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+void CUPTIAPI ignoreCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) { }
 
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords)
 {
@@ -73,8 +79,7 @@ void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buf
     std::free(buffer);
     std::lock_guard lock(g_mutex);
     if (g_running)
-        g_records.insert(g_records.end(), std::make_move_iterator(records.begin()),
-                         std::make_move_iterator(records.end()));
+        g_records.insert(g_records.end(), std::make_move_iterator(records.begin()), std::make_move_iterator(records.end()));
 }
 
 // Undoes whatever start() managed before failing, so that a failed start leaves CUPTI as it was.
@@ -155,23 +160,23 @@ Result<std::unique_ptr<CuptiCollector>> CuptiCollector::start(const CuptiOptions
     }
     if (result != CUPTI_SUCCESS) {
         g_subscriber = nullptr;
-        return makeError("CUPTI subscribe failed: " + resultText(result) +
-                         "; recording host spans only. Check that the CUDA driver and libcupti match the torch "
-                         "build");
+        return makeError("CUPTI subscribe failed: " + resultText(result)
+                         + "; recording host spans only. Check that the CUDA driver and libcupti match the torch "
+                           "build");
     }
     g_bufferBytes = options.bufferBytes;
     result = cuptiActivityRegisterCallbacks(&bufferRequested, &bufferCompleted);
     if (result != CUPTI_SUCCESS) {
         release(0);
-        return makeError("CUPTI activity callbacks could not be registered: " + resultText(result) +
-                         "; recording host spans only");
+        return makeError("CUPTI activity callbacks could not be registered: " + resultText(result)
+                         + "; recording host spans only");
     }
     for (std::size_t i = 0; i < std::size(kKinds); ++i) {
         result = cuptiActivityEnable(kKinds[i]);
         if (result != CUPTI_SUCCESS) {
             release(i);
-            return makeError("CUPTI activity kind " + std::to_string(int(kKinds[i])) +
-                             " could not be enabled: " + resultText(result) + "; recording host spans only");
+            return makeError("CUPTI activity kind " + std::to_string(int(kKinds[i]))
+                             + " could not be enabled: " + resultText(result) + "; recording host spans only");
         }
     }
 

@@ -26,10 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double msSince(Clock::time_point start)
-{
-    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+double msSince(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
 
 [[noreturn]] void fail(const std::string& message)
 {
@@ -85,12 +82,18 @@ int main(int argc, char** argv)
     int bucketCount = 2000;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string arg = argv[i];
-        if (arg == "--dir") dir = argv[i + 1];
-        else if (arg == "--rows") totalRows = std::atoll(argv[i + 1]);
-        else if (arg == "--runs") runCount = std::atoll(argv[i + 1]);
-        else if (arg == "--points") points = std::atoll(argv[i + 1]);
-        else if (arg == "--buckets") bucketCount = std::atoi(argv[i + 1]);
-        else fail("unknown option " + arg);
+        if (arg == "--dir")
+            dir = argv[i + 1];
+        else if (arg == "--rows")
+            totalRows = std::atoll(argv[i + 1]);
+        else if (arg == "--runs")
+            runCount = std::atoll(argv[i + 1]);
+        else if (arg == "--points")
+            points = std::atoll(argv[i + 1]);
+        else if (arg == "--buckets")
+            bucketCount = std::atoi(argv[i + 1]);
+        else
+            fail("unknown option " + arg);
     }
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
@@ -105,10 +108,26 @@ int main(int argc, char** argv)
         const auto runId = check(store.createRun(run), "createRun");
         check(store.markRunning(runId), "markRunning");
         auto writer = check(RunWriter::open(db, runId), "RunWriter::open");
-        const char* names[20] = {"loss", "local_loss", "lr", "grad_norm", "loss_scale", "skipped", "tokens",
-                                 "samples", "step_time", "tokens_per_s", "mem.params", "mem.grads",
-                                 "mem.optimizer", "mem.activations_peak", "mem.allocated", "mem.reserved",
-                                 "mem.peak_allocated", "mem.rss", "comm.all_reduce", "comm.all_gather"};
+        const char* names[20] = {"loss",
+                                 "local_loss",
+                                 "lr",
+                                 "grad_norm",
+                                 "loss_scale",
+                                 "skipped",
+                                 "tokens",
+                                 "samples",
+                                 "step_time",
+                                 "tokens_per_s",
+                                 "mem.params",
+                                 "mem.grads",
+                                 "mem.optimizer",
+                                 "mem.activations_peak",
+                                 "mem.allocated",
+                                 "mem.reserved",
+                                 "mem.peak_allocated",
+                                 "mem.rss",
+                                 "comm.all_reduce",
+                                 "comm.all_gather"};
         constexpr int kRanks = 4;
         std::vector<MetricValue> values(20);
         const std::int64_t steps = totalRows / (20 * kRanks);
@@ -124,8 +143,8 @@ int main(int argc, char** argv)
         check(writer->flush(), "flush");
         const double totalMs = msSince(start);
         const double rows = double(steps * 20 * kRanks);
-        std::printf("ingest: %.0f rows in %.1f ms (adding %.1f ms) = %.0f rows/s (goal >= 500000)\n", rows, totalMs,
-                    addMs, rows / (totalMs / 1000.0));
+        std::printf("ingest: %.0f rows in %.1f ms (adding %.1f ms) = %.0f rows/s (goal >= 500000)\n", rows, totalMs, addMs,
+                    rows / (totalMs / 1000.0));
         check(writer->finish({}), "finish");
     }
 
@@ -152,26 +171,21 @@ int main(int argc, char** argv)
     }
     {
         std::size_t listed = 0;
-        auto [first, median] = firstAndMedian(db, [&](RunStore& store) {
-            listed = check(store.listRuns(), "listRuns").size();
-        });
-        std::printf("list all (%zu runs, newest first): first %.1f ms, median %.1f ms (goal < 100 ms)\n", listed,
-                    first, median);
+        auto [first, median] = firstAndMedian(db, [&](RunStore& store) { listed = check(store.listRuns(), "listRuns").size(); });
+        std::printf("list all (%zu runs, newest first): first %.1f ms, median %.1f ms (goal < 100 ms)\n", listed, first, median);
         RunFilter filter;
         filter.statuses = {RunStatus::Completed};
         filter.mixedPrecision = "bf16";
         filter.text = "run-1";
         filter.sort = RunSort::Name;
-        auto [ffirst, fmedian] = firstAndMedian(db, [&](RunStore& store) {
-            listed = check(store.listRuns(filter), "listRuns").size();
-        });
-        std::printf("list filtered (completed, bf16, text 'run-1', by name: %zu runs): first %.1f ms, median %.1f ms\n",
-                    listed, ffirst, fmedian);
+        auto [ffirst,
+              fmedian] = firstAndMedian(db, [&](RunStore& store) { listed = check(store.listRuns(filter), "listRuns").size(); });
+        std::printf("list filtered (completed, bf16, text 'run-1', by name: %zu runs): first %.1f ms, median %.1f ms\n", listed,
+                    ffirst, fmedian);
         RunFilter tagged;
         tagged.tag = "sweep";
-        auto [tfirst, tmedian] = firstAndMedian(db, [&](RunStore& store) {
-            listed = check(store.listRuns(tagged), "listRuns").size();
-        });
+        auto [tfirst,
+              tmedian] = firstAndMedian(db, [&](RunStore& store) { listed = check(store.listRuns(tagged), "listRuns").size(); });
         std::printf("list by tag (%zu runs): first %.1f ms, median %.1f ms\n", listed, tfirst, tmedian);
     }
 
@@ -197,9 +211,8 @@ int main(int argc, char** argv)
         std::printf("downsample %lld points to <= %d buckets (%zu): first %.1f ms, median %.1f ms (goal < 50 ms)\n",
                     static_cast<long long>(points), bucketCount, buckets, first, median);
         std::size_t read = 0;
-        auto [rfirst, rmedian] = firstAndMedian(db, [&](RunStore& store) {
-            read = check(store.series(seriesRun, 0, "loss"), "series").size();
-        });
+        auto [rfirst, rmedian] = firstAndMedian(
+            db, [&](RunStore& store) { read = check(store.series(seriesRun, 0, "loss"), "series").size(); });
         std::printf("for reference, reading all %zu points: first %.1f ms, median %.1f ms\n", read, rfirst, rmedian);
     }
     std::printf("database size: %.1f MiB\n", double(std::filesystem::file_size(db)) / (1024.0 * 1024.0));

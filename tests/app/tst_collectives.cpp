@@ -21,8 +21,7 @@ struct Run {
 Run launch(int ranks, const QStringList& workerArgs)
 {
     QProcess process;
-    QStringList args{QStringLiteral("launch"), QStringLiteral("--num_processes"), QString::number(ranks),
-                     QStringLiteral("--")};
+    QStringList args{QStringLiteral("launch"), QStringLiteral("--num_processes"), QString::number(ranks), QStringLiteral("--")};
     args << QStringLiteral("check-collectives") << workerArgs;
     process.start(kShardscope, args);
     if (!process.waitForFinished(90000)) {
@@ -76,8 +75,8 @@ private slots:
 
     void failingRankFailsTheLaunch()
     {
-        const Run run = launch(4, {QStringLiteral("--fail-rank"), QStringLiteral("2"), QStringLiteral("--fail-code"),
-                                   QStringLiteral("7")});
+        const Run run = launch(
+            4, {QStringLiteral("--fail-rank"), QStringLiteral("2"), QStringLiteral("--fail-code"), QStringLiteral("7")});
         QCOMPARE(run.exitCode, 7);
         QVERIFY2(run.err.contains(QStringLiteral("rank 2 failed first (root cause)")), qPrintable(run.err));
         QVERIFY(run.err.contains(QStringLiteral("exited with code 7")));
@@ -93,9 +92,9 @@ private slots:
         QVERIFY(port > 0);
         QProcess machines[2];
         for (int m = 1; m >= 0; --m) {
-            machines[m].start(kShardscope, {"launch", "--num_processes", "4", "--num_machines", "2", "--machine_rank",
-                                            QString::number(m), "--main_process_port", QString::number(port), "--",
-                                            "check-collectives"});
+            machines[m].start(kShardscope,
+                              {"launch", "--num_processes", "4", "--num_machines", "2", "--machine_rank", QString::number(m),
+                               "--main_process_port", QString::number(port), "--", "check-collectives"});
             QVERIFY(machines[m].waitForStarted());
         }
         QString out;

@@ -43,7 +43,8 @@ config::Recipe mlpRecipe()
 PlanResult planOf(const char* yaml, const std::vector<std::string>& engineFlags = {},
                   const config::EnvironmentOptions& environment = {}, int gpus = 0)
 {
-    const std::string text = std::string(yaml).find("use_cpu") == std::string::npos && std::string(yaml).find("MULTI_GPU") == std::string::npos
+    const std::string text = std::string(yaml).find("use_cpu") == std::string::npos
+                                     && std::string(yaml).find("MULTI_GPU") == std::string::npos
                                  ? "use_cpu: true\n" + std::string(yaml)
                                  : std::string(yaml);
     config::PlanInputs in;
@@ -140,7 +141,7 @@ private slots:
                    "\"zero_optimization\": {\"stage\": 2}}");
         json.close();
         const QByteArray withFile = "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: "
-            + json.fileName().toUtf8() + "\n";
+                                    + json.fileName().toUtf8() + "\n";
         auto fromFile = planOf(withFile.constData());
         VERIFY_PLAN(fromFile);
         QCOMPARE(fromFile.plan->sharding->zeroStage, 2);
@@ -197,8 +198,9 @@ private slots:
         const auto r = config::buildRunPlan(in);
         QVERIFY(!r.ok());
         auto has = [&](const std::string& key) {
-            return std::any_of(r.problems.begin(), r.problems.end(),
-                               [&](const config::Diagnostic& d) { return d.keyPath == key && d.severity == config::Severity::Error; });
+            return std::any_of(r.problems.begin(), r.problems.end(), [&](const config::Diagnostic& d) {
+                return d.keyPath == key && d.severity == config::Severity::Error;
+            });
         };
         QVERIFY2(has("main_process_port"), problemsOf(r).c_str());
         QVERIFY2(has("deepspeed_config.offload_optimizer_device"), problemsOf(r).c_str());
@@ -243,7 +245,8 @@ private slots:
                  std::string("plan.json: run plan format 9, but this worker reads format 1; launch it with the shardscope of "
                              "this worker"));
         QCOMPARE(damaged("\"threads\": 3", "\"threads\": \"3\""), std::string("plan.json: threads has the wrong type (string)"));
-        QCOMPARE(damaged("\"backend\": \"gloo\"", "\"backend\": \"mpi\""), std::string("plan.json: backend 'mpi' is not gloo or nccl"));
+        QCOMPARE(damaged("\"backend\": \"gloo\"", "\"backend\": \"mpi\""),
+                 std::string("plan.json: backend 'mpi' is not gloo or nccl"));
         QVERIFY(damaged("\"zero_stage\": 3", "\"zero_stage\": 7").find("sharding.zero_stage 7") != std::string::npos);
         QVERIFY(config::planFromJson("[1]", "p.json").error().message.find("not a JSON object") != std::string::npos);
     }
@@ -261,8 +264,9 @@ private slots:
         QVERIFY(hasEnv(plan, "FSDP_VERSION=2"));
         QVERIFY(hasEnv(plan, "FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD=false"));
         QVERIFY(hasEnv(plan, "OMP_NUM_THREADS=4")); // 8 physical cores / 2 local ranks
-        QVERIFY(std::none_of(plan.environment.begin(), plan.environment.end(),
-                             [](const std::string& e) { return e.rfind("ACCELERATE_USE_CPU=", 0) == 0 || e.rfind("KMP_", 0) == 0; }));
+        QVERIFY(std::none_of(plan.environment.begin(), plan.environment.end(), [](const std::string& e) {
+            return e.rfind("ACCELERATE_USE_CPU=", 0) == 0 || e.rfind("KMP_", 0) == 0;
+        }));
         environment.inheritedOmpThreads = 3;
         r = planOf("distributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n", {}, environment);
         VERIFY_PLAN(r);
@@ -274,7 +278,8 @@ private slots:
         QTest::addColumn<QString>("yaml");
         QTest::addColumn<QString>("key");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("MULTI_GPU without a GPU") << "distributed_type: MULTI_GPU\nnum_processes: 2\n" << "distributed_type"
+        QTest::newRow("MULTI_GPU without a GPU") << "distributed_type: MULTI_GPU\nnum_processes: 2\n"
+                                                 << "distributed_type"
                                                  << "needs GPUs but this machine has none";
         QTest::newRow("optimizer offload to nvme") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n"
                                                       "  zero_stage: 2\n  offload_optimizer_device: nvme\n"
@@ -284,10 +289,11 @@ private slots:
                                                             "  zero_stage: 2\n  offload_param_device: cpu\n"
                                                          << "deepspeed_config.offload_param_device"
                                                          << "parameters are offloaded only with ZeRO stage 3";
-        QTest::newRow("efficient loading without sync") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
-                                                           "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false\n"
-                                                        << "fsdp_config.fsdp_sync_module_states"
-                                                        << "set `--fsdp_sync_module_states` to `True`";
+        QTest::newRow("efficient loading without sync")
+            << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
+               "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false\n"
+            << "fsdp_config.fsdp_sync_module_states"
+            << "set `--fsdp_sync_module_states` to `True`";
         QTest::newRow("efficient loading by default, without sync") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
                                                                        "  fsdp_sync_module_states: false\n"
                                                                     << "fsdp_config.fsdp_sync_module_states"
@@ -296,12 +302,18 @@ private slots:
                                                   "  fsdp_sharding_strategy: NO_SHARD\n  fsdp_offload_params: true\n"
                                                << "fsdp_config.fsdp_offload_params"
                                                << "fsdp_offload_params: true with NO_SHARD is not supported";
-        QTest::newRow("activation offload") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
-                                               "  fsdp_activation_checkpointing: true\n  fsdp_activation_checkpointing_offload: true\n"
-                                            << "fsdp_config.fsdp_activation_checkpointing_offload" << "does not offload them";
-        QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n" << "num_processes" << "runs one process";
-        QTest::newRow("network address, one machine") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_ip: 10.1.2.3\n"
-                                                      << "main_process_ip" << "no authentication";
+        QTest::newRow("activation offload")
+            << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
+               "  fsdp_activation_checkpointing: true\n  fsdp_activation_checkpointing_offload: true\n"
+            << "fsdp_config.fsdp_activation_checkpointing_offload"
+            << "does not offload them";
+        QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n"
+                                             << "num_processes"
+                                             << "runs one process";
+        QTest::newRow("network address, one machine")
+            << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_ip: 10.1.2.3\n"
+            << "main_process_ip"
+            << "no authentication";
     }
     void unsupportedChoicesAreRefused()
     {
@@ -324,9 +336,10 @@ private slots:
         QTemporaryDir dir;
         QFile config(dir.filePath("fsdp.yaml"));
         config.open(QIODevice::WriteOnly);
-        config.write("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nmixed_precision: 'no'\nnum_processes: 4\n"
-                     "num_machines: 1\nmachine_rank: 0\nuse_cpu: true\nfsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
-                     "  fsdp_transformer_layer_cls_to_wrap: GPTBlock\n  fsdp_sharding_strategy: FULL_SHARD\n");
+        config.write(
+            "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nmixed_precision: 'no'\nnum_processes: 4\n"
+            "num_machines: 1\nmachine_rank: 0\nuse_cpu: true\nfsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+            "  fsdp_transformer_layer_cls_to_wrap: GPTBlock\n  fsdp_sharding_strategy: FULL_SHARD\n");
         config.close();
         QFile recipe(dir.filePath("r.yaml"));
         recipe.open(QIODevice::WriteOnly);
@@ -337,7 +350,8 @@ private slots:
             QProcess p;
             p.setProcessChannelMode(QProcess::MergedChannels);
             p.start(kShardscope, QStringList{"launch", "--recipe", recipe.fileName(), "--runs_dir", dir.filePath("runs"),
-                                             "--run_name", name, "--num_processes", "2"} + extra);
+                                             "--run_name", name, "--num_processes", "2"}
+                                     + extra);
             p.waitForFinished(120000);
             QVector<double> losses;
             int ranks = 0;
@@ -407,7 +421,8 @@ private slots:
         QTest::addColumn<QString>("named");
         QTest::newRow("misspelt key") << QByteArray("distributed_type: MULTI_CPU\nnum_procesess: 2\n") << "num_processes";
         // Used to launch on port 34463 (99999 mod 65536).
-        QTest::newRow("port out of range") << QByteArray("distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: 99999\n")
+        QTest::newRow("port out of range") << QByteArray(
+            "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: 99999\n")
                                            << "main_process_port is 99999, which is not a TCP port";
     }
     void invalidConfigStopsBeforeAnyRank()

@@ -79,8 +79,7 @@ private slots:
         QCOMPARE(runs->front().status, RunStatus::Failed);
         auto details = store->run(runs->front().id);
         QVERIFY(details->rootCauseRank.has_value());
-        QVERIFY2(details->error.find("mixed_precision fp8 needs a CUDA device") != std::string::npos,
-                 details->error.c_str());
+        QVERIFY2(details->error.find("mixed_precision fp8 needs a CUDA device") != std::string::npos, details->error.c_str());
         QVERIFY(details->error.find("last log lines") != std::string::npos);
         QVERIFY(details->exitCode.value_or(0) != 0);
     }

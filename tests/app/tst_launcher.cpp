@@ -36,10 +36,7 @@ std::map<std::string, std::string> readEnvFile(const QString& path)
     return values;
 }
 
-bool processGone(pid_t pid)
-{
-    return kill(pid, 0) != 0 && errno == ESRCH;
-}
+bool processGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 } // namespace
 
@@ -97,8 +94,8 @@ private slots:
         QFETCH(int, failingRank);
         QFETCH(int, code);
         const auto start = std::chrono::steady_clock::now();
-        auto outcome = runLaunch(fakeLaunch(ranks, {"--exit", std::to_string(failingRank) + ":" + std::to_string(code),
-                                                    "--hang"}));
+        auto outcome = runLaunch(
+            fakeLaunch(ranks, {"--exit", std::to_string(failingRank) + ":" + std::to_string(code), "--hang"}));
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         QVERIFY(outcome.ok());
         QCOMPARE(outcome->exitCode, code);
@@ -163,7 +160,8 @@ private slots:
         QVERIFY(lines > 3);
         QVERIFY2(seconds < 3.0, qPrintable(QString::number(seconds)));
         QCOMPARE(outcome->exitCode, kHungExitCode); // whatever the stopped rank exited with
-        QVERIFY2(outcome->failureSummary().find("hung (no event, not even a heartbeat, for 0.6 s since it started)") != std::string::npos,
+        QVERIFY2(outcome->failureSummary().find("hung (no event, not even a heartbeat, for 0.6 s since it started)")
+                     != std::string::npos,
                  outcome->failureSummary().c_str());
         for (const auto& r : outcome->ranks)
             QVERIFY(processGone(r.pid));

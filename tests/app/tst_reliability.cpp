@@ -56,11 +56,9 @@ public:
         QFile filler(m_dir.filePath("filler"));
         filler.open(QIODevice::WriteOnly);
         const QByteArray block(64 * 1024, 'x');
-        while (filler.write(block) == block.size() && filler.flush()) {
-        }
+        while (filler.write(block) == block.size() && filler.flush()) { }
         const QByteArray small(512, 'x'); // the last pages too
-        while (filler.write(small) == small.size() && filler.flush()) {
-        }
+        while (filler.write(small) == small.size() && filler.flush()) { }
     }
     void unfill() { QFile::remove(m_dir.filePath("filler")); }
     bool remountReadOnly()
@@ -77,7 +75,7 @@ private:
 struct Launch {
     Launch() = default;
     // The history and the runs in `homeParent`/home (a SmallDisk).
-    explicit Launch(const QString& homeParent) : home(homeParent + "/home-XXXXXX") {}
+    explicit Launch(const QString& homeParent) : home(homeParent + "/home-XXXXXX") { }
     QTemporaryDir home;
     QProcess process;
     QString recipe;
@@ -175,8 +173,9 @@ const char* kResume = "name: resume\nmodel: {type: mlp}\ndata: {type: synthetic_
 // A finished run to resume from: 2 ranks, checkpoints every 5 steps.
 QString checkpointedRun(Launch& l)
 {
-    l.start("first", "name: first\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
-                     "training: {per_device_batch_size: 8, max_steps: 10, checkpoint_every: 5}\n",
+    l.start("first",
+            "name: first\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+            "training: {per_device_batch_size: 8, max_steps: 10, checkpoint_every: 5}\n",
             {});
     l.process.waitForFinished(120000);
     return l.runDir("first") + "/checkpoints/step_10";
@@ -229,8 +228,9 @@ private slots:
     {
         Launch l;
         // Seconds a step on 2 cores, against a 0.5 s timeout.
-        l.start("slow", "name: slow\nmodel: {type: gpt, n_layer: 6, n_embd: 384, n_head: 6, block_size: 256}\n"
-                        "training: {per_device_batch_size: 16, max_steps: 2}\n",
+        l.start("slow",
+                "name: slow\nmodel: {type: gpt, n_layer: 6, n_embd: 384, n_head: 6, block_size: 256}\n"
+                "training: {per_device_batch_size: 16, max_steps: 2}\n",
                 {"--heartbeat_timeout", "0.5"});
         QVERIFY(l.process.waitForFinished(170000));
         const QString out = QString::fromUtf8(l.process.readAll());
@@ -260,7 +260,7 @@ private slots:
         QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
         QCOMPARE(p.exitCode(), 4);
         QVERIFY2(out.contains("optimizer_rank1.bin"), qPrintable(out)); // the message names the file
-        QVERIFY2(!out.contains("frame #"), qPrintable(out));           // no C++ backtrace
+        QVERIFY2(!out.contains("frame #"), qPrintable(out)); // no C++ backtrace
         QFile log0(l.runDir("resume") + "/logs/rank0.log");
         QVERIFY(log0.open(QIODevice::ReadOnly));
         const QString rank0 = QString::fromUtf8(log0.readAll());
@@ -315,8 +315,8 @@ private slots:
             << QByteArray("name: v\nmodel: {type: gpt, vocab_size: 64, n_layer: 1, n_embd: 16, n_head: 2, block_size: 16}\n"
                           "data: {type: text}\ntraining: {per_device_batch_size: 2, max_steps: 2}\n")
             << QStringList{} << "model.vocab_size is 64 but the text";
-        QTest::newRow("missing checkpoint")
-            << QByteArray(kEndless) << QStringList{"--resume_from_checkpoint", "/nonexistent/step_5"} << "does not exist";
+        QTest::newRow("missing checkpoint") << QByteArray(kEndless)
+                                            << QStringList{"--resume_from_checkpoint", "/nonexistent/step_5"} << "does not exist";
         QTest::newRow("store on every address")
             << QByteArray(kEndless) << QStringList{"--main_process_ip", "0.0.0.0"} << "has no authentication";
     }
@@ -340,8 +340,9 @@ private slots:
     {
         Launch l;
         const int port = 1 + (static_cast<int>(QCoreApplication::applicationPid()) % 20000) + 40000;
-        l.start("m1", kEndless, {"--num_machines", "2", "--machine_rank", "1", "--main_process_port", QString::number(port),
-                                 "--rendezvous_timeout", "3"});
+        l.start("m1", kEndless,
+                {"--num_machines", "2", "--machine_rank", "1", "--main_process_port", QString::number(port),
+                 "--rendezvous_timeout", "3"});
         QVERIFY(l.process.waitForFinished(30000));
         const QString out = QString::fromUtf8(l.process.readAll());
         QVERIFY(l.process.exitCode() != 0);
@@ -354,8 +355,9 @@ private slots:
     {
         Launch l;
         // Each rank evaluates 150,000 samples one at a time (tens of seconds) after step 2.
-        l.start("eval", "name: eval\nmodel: {type: mlp}\ndata: {type: synthetic_regression, num_samples: 400000, "
-                        "eval_fraction: 0.75}\ntraining: {per_device_batch_size: 1, max_steps: 4, eval_every: 2}\n",
+        l.start("eval",
+                "name: eval\nmodel: {type: mlp}\ndata: {type: synthetic_regression, num_samples: 400000, "
+                "eval_fraction: 0.75}\ntraining: {per_device_batch_size: 1, max_steps: 4, eval_every: 2}\n",
                 {});
         QVERIFY(l.pidAfterSteps("eval", 0, 2) > 0);
         QTest::qWait(500); // inside the eval
@@ -375,8 +377,9 @@ private slots:
         if (!disk.mounted())
             QSKIP("mounting a small filesystem for the history needs root (CI runs as root)");
         Launch l(disk.path());
-        l.start("full", "name: full\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
-                        "training: {per_device_batch_size: 8, max_steps: 4000}\nexport: {enabled: false}\n",
+        l.start("full",
+                "name: full\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                "training: {per_device_batch_size: 8, max_steps: 4000}\nexport: {enabled: false}\n",
                 {});
         QVERIFY(l.pidAfterSteps("full", 0, 4) > 0);
         disk.fill();
@@ -408,8 +411,9 @@ private slots:
         if (!disk.mounted())
             QSKIP("mounting a small filesystem for the history needs root (CI runs as root)");
         Launch l(disk.path());
-        l.start("late", "name: late\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
-                        "training: {per_device_batch_size: 8, max_steps: 1500}\nexport: {enabled: false}\n",
+        l.start("late",
+                "name: late\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                "training: {per_device_batch_size: 8, max_steps: 1500}\nexport: {enabled: false}\n",
                 {});
         QVERIFY(l.pidAfterSteps("late", 0, 4) > 0);
         disk.fill();
@@ -433,8 +437,9 @@ private slots:
         if (!disk.mounted())
             QSKIP("mounting a small filesystem for the history needs root (CI runs as root)");
         Launch l(disk.path());
-        l.start("done", "name: done\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
-                        "training: {per_device_batch_size: 8, max_steps: 5}\n",
+        l.start("done",
+                "name: done\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                "training: {per_device_batch_size: 8, max_steps: 5}\n",
                 {});
         QVERIFY(l.process.waitForFinished(60000));
         QCOMPARE(l.process.exitCode(), 0);

@@ -16,11 +16,16 @@ private slots:
     {
         QTest::addColumn<QString>("name");
         QTest::addColumn<QString>("id");
-        QTest::newRow("plain") << "demo-1" << "demo-1";
-        QTest::newRow("parent") << "../../etc/passwd" << "..-..-etc-passwd";
-        QTest::newRow("absolute") << "/tmp/x" << "-tmp-x";
-        QTest::newRow("spaces and quotes") << "my run 'a'" << "my-run--a-";
-        QTest::newRow("shell") << "$(rm -rf ~)" << "--rm--rf---";
+        QTest::newRow("plain") << "demo-1"
+                               << "demo-1";
+        QTest::newRow("parent") << "../../etc/passwd"
+                                << "..-..-etc-passwd";
+        QTest::newRow("absolute") << "/tmp/x"
+                                  << "-tmp-x";
+        QTest::newRow("spaces and quotes") << "my run 'a'"
+                                           << "my-run--a-";
+        QTest::newRow("shell") << "$(rm -rf ~)"
+                               << "--rm--rf---";
     }
     void namesStayInside()
     {

@@ -29,7 +29,7 @@ inline const QString& shardscopeBinary()
 inline int freeLoopbackPort()
 {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr {};
+    sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
@@ -54,7 +54,7 @@ inline QList<QJsonObject> readEvents(const QString& path)
 
 struct RecipeRun {
     int exitCode = -1; // -1 when the launcher did not exit normally
-    QString output;    // stdout and stderr together
+    QString output; // stdout and stderr together
     QString runDir;
     QList<QJsonObject> events;
 };
@@ -62,16 +62,15 @@ struct RecipeRun {
 // Writes `recipe` to <root>/<name>.yaml and runs it as run <name> under <root>/runs:
 // shardscope launch --num_processes <ranks> --recipe ... [launchArgs] [-- workerArgs].
 inline RecipeRun launchRecipe(const QString& root, const QString& name, const QString& recipe, int ranks,
-                              const QStringList& launchArgs = {}, const QStringList& workerArgs = {},
-                              int timeoutMs = 180000)
+                              const QStringList& launchArgs = {}, const QStringList& workerArgs = {}, int timeoutMs = 180000)
 {
     const QString recipePath = root + "/" + name + ".yaml";
     QFile file(recipePath);
     file.open(QIODevice::WriteOnly);
     file.write(recipe.toUtf8());
     file.close();
-    QStringList args{"launch", "--num_processes", QString::number(ranks), "--recipe", recipePath,
-                     "--runs_dir", root + "/runs", "--run_name", name};
+    QStringList args{"launch",     "--num_processes", QString::number(ranks), "--recipe", recipePath,
+                     "--runs_dir", root + "/runs",    "--run_name",           name};
     args << launchArgs;
     if (!workerArgs.isEmpty())
         args << "--" << workerArgs;

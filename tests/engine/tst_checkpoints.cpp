@@ -161,7 +161,7 @@ private slots:
         QVERIFY2(crashed.output.contains("rank 0 failed first"), qPrintable(crashed.output));
         const QDir checkpoints(runs() + "/crashed/checkpoints");
         QVERIFY(QFile::exists(checkpoints.filePath("step_5/manifest.json")));
-        QVERIFY(!checkpoints.exists("step_10"));                        // nothing half-written under a final name
+        QVERIFY(!checkpoints.exists("step_10")); // nothing half-written under a final name
         QVERIFY(!QFile::exists(checkpoints.filePath("step_10.tmp/manifest.json")));
         // `latest` skips the incomplete attempt (and the other runs' checkpoints are older or
         // elsewhere: only this recipe's runs count, the newest complete one wins).
@@ -209,7 +209,8 @@ private slots:
     {
         const Run ddp = launch("ddp-source", recipe(), {});
         QVERIFY(ddp.exitCode == 0);
-        const Run sharded = launch("wrong-strategy", recipe(), {"--resume_from_checkpoint", runs() + "/ddp-source/checkpoints/step_10"},
+        const Run sharded = launch("wrong-strategy", recipe(),
+                                   {"--resume_from_checkpoint", runs() + "/ddp-source/checkpoints/step_10"},
                                    {"--zero_stage", "2"});
         QVERIFY(sharded.exitCode != 0);
         QVERIFY2(sharded.output.contains("does not fit this run: its strategy is \"ddp\", this run's is \"zero2\""),
@@ -284,7 +285,8 @@ private slots:
         QVERIFY(tuned.losses.at(1) < fine.losses.at(1) - 0.5);
 
         QString mismatched = recipe();
-        mismatched.replace("n_embd: 32, n_head: 4, block_size: 32}", "n_embd: 64, n_head: 4, block_size: 32, pretrained: " + exportDir + "}");
+        mismatched.replace("n_embd: 32, n_head: 4, block_size: 32}",
+                           "n_embd: 64, n_head: 4, block_size: 32, pretrained: " + exportDir + "}");
         const Run refused = launch("mismatched", mismatched, {});
         QVERIFY(refused.exitCode != 0);
         QVERIFY2(refused.output.contains("n_embd is 32 but the recipe's model has 64"), qPrintable(refused.output));

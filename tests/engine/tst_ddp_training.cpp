@@ -68,7 +68,7 @@ struct RunResult {
 
 class Runner {
 public:
-    explicit Runner(const QString& root) : m_root(root) {}
+    explicit Runner(const QString& root) : m_root(root) { }
 
     RunResult launch(const QString& name, const QString& recipeText, int ranks, const QStringList& workerArgs = {},
                      int timeoutMs = 120000)
@@ -126,20 +126,14 @@ double maxParameterDifference(const QString& pathA, const QString& pathB)
     return worst;
 }
 
-QString mlp(int batch, int accumulation)
-{
-    return QString::fromLatin1(kMlpRecipe).arg(batch).arg(accumulation);
-}
+QString mlp(int batch, int accumulation) { return QString::fromLatin1(kMlpRecipe).arg(batch).arg(accumulation); }
 
 QString gpt(int batch, int accumulation, double bucketMb = 25, bool overlap = true, int steps = 12)
 {
     return QString::fromLatin1(kGptRecipe).arg(batch).arg(accumulation).arg(bucketMb).arg(overlap ? "true" : "false").arg(steps);
 }
 
-bool processGone(qint64 pid)
-{
-    return kill(pid_t(pid), 0) != 0 && errno == ESRCH;
-}
+bool processGone(qint64 pid) { return kill(pid_t(pid), 0) != 0 && errno == ESRCH; }
 
 } // namespace
 
@@ -218,8 +212,8 @@ private slots:
         QProcess python;
         python.setProcessChannelMode(QProcess::MergedChannels);
         const QString out = m_dir.path() + "/" + name + "-reference.json";
-        python.start(kPython, {kReference, "--recipe", m_dir.path() + "/" + name + ".yaml", "--initial", initial,
-                               "--ranks", QString::number(ranks), "--out", out});
+        python.start(kPython, {kReference, "--recipe", m_dir.path() + "/" + name + ".yaml", "--initial", initial, "--ranks",
+                               QString::number(ranks), "--out", out});
         QVERIFY(python.waitForFinished(300000));
         QVERIFY2(python.exitCode() == 0, python.readAll().constData());
         QFile file(out);
@@ -358,7 +352,7 @@ private:
         file.close();
         launcher.setProcessChannelMode(QProcess::MergedChannels);
         launcher.start(testing::shardscopeBinary(), {"launch", "--num_processes", "2", "--recipe", recipePath, "--runs_dir",
-                                     m_dir.path() + "/runs", "--run_name", name});
+                                                     m_dir.path() + "/runs", "--run_name", name});
     }
 
     QTemporaryDir m_dir;

@@ -48,12 +48,30 @@ private slots:
         QTest::addColumn<QString>("world");
         QTest::addColumn<QString>("port");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("no RANK") << "" << "2" << "1234" << "RANK is not set";
-        QTest::newRow("RANK not a number") << "x1" << "2" << "1234" << "RANK='x1' is not an integer";
-        QTest::newRow("RANK too large") << "2" << "2" << "1234" << "RANK=2 is not below WORLD_SIZE=2";
-        QTest::newRow("WORLD_SIZE zero") << "0" << "0" << "1234" << "WORLD_SIZE=0 must be at least 1";
-        QTest::newRow("port out of range") << "0" << "1" << "70000" << "MASTER_PORT=70000 is not a TCP port";
-        QTest::newRow("no port") << "0" << "1" << "" << "MASTER_PORT is not set";
+        QTest::newRow("no RANK") << ""
+                                 << "2"
+                                 << "1234"
+                                 << "RANK is not set";
+        QTest::newRow("RANK not a number") << "x1"
+                                           << "2"
+                                           << "1234"
+                                           << "RANK='x1' is not an integer";
+        QTest::newRow("RANK too large") << "2"
+                                        << "2"
+                                        << "1234"
+                                        << "RANK=2 is not below WORLD_SIZE=2";
+        QTest::newRow("WORLD_SIZE zero") << "0"
+                                         << "0"
+                                         << "1234"
+                                         << "WORLD_SIZE=0 must be at least 1";
+        QTest::newRow("port out of range") << "0"
+                                           << "1"
+                                           << "70000"
+                                           << "MASTER_PORT=70000 is not a TCP port";
+        QTest::newRow("no port") << "0"
+                                 << "1"
+                                 << ""
+                                 << "MASTER_PORT is not set";
     }
     void errors()
     {

@@ -24,7 +24,6 @@
 
 namespace {
 
-
 const char* kStallRecipe = "name: bf16-stall\n"
                            "seed: 3\n"
                            "model: {type: mlp, input_dim: 32, hidden_dim: 64, depth: 2, output_dim: 1}\n"
@@ -51,13 +50,13 @@ struct Run {
     int exitCode = -1;
     QString output;
     std::map<int, QVector<Step>> steps; // per rank
-    QStringList logs;                   // log event messages
+    QStringList logs; // log event messages
     std::map<int, std::array<qint64, 3>> memory; // per rank, last step: params, grads, optimizer bytes
 };
 
 class Runner {
 public:
-    explicit Runner(QString root) : m_root(std::move(root)) {}
+    explicit Runner(QString root) : m_root(std::move(root)) { }
 
     Run launch(const QString& name, const char* recipe, const QString& precision, const QStringList& extra = {})
     {
@@ -75,8 +74,7 @@ public:
             if (e["type"] != "step")
                 continue;
             const auto mem = e["mem"].toObject();
-            run.memory[e["rank"].toInt()] = {mem["params"].toInteger(), mem["grads"].toInteger(),
-                                             mem["optimizer"].toInteger()};
+            run.memory[e["rank"].toInt()] = {mem["params"].toInteger(), mem["grads"].toInteger(), mem["optimizer"].toInteger()};
             run.steps[e["rank"].toInt()].push_back(
                 {e["loss"].toDouble(), e["skipped"].toBool(), e["loss_scale"].toDouble(), e["skipped_steps"].toInteger()});
         }
@@ -129,8 +127,12 @@ private slots:
     void bf16PureStallsWhereBf16LearnsSharded_data()
     {
         QTest::addColumn<QStringList>("strategy");
-        QTest::newRow("FSDP FULL_SHARD") << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy",
-                                                       "TRANSFORMER_BASED_WRAP", "--fsdp_transformer_layer_cls_to_wrap", "Linear"};
+        QTest::newRow("FSDP FULL_SHARD") << QStringList{"--fsdp_sharding_strategy",
+                                                        "FULL_SHARD",
+                                                        "--fsdp_auto_wrap_policy",
+                                                        "TRANSFORMER_BASED_WRAP",
+                                                        "--fsdp_transformer_layer_cls_to_wrap",
+                                                        "Linear"};
         QTest::newRow("ZeRO-3") << QStringList{"--zero_stage", "3"};
     }
     void bf16PureStallsWhereBf16LearnsSharded()

@@ -27,7 +27,6 @@
 
 namespace {
 
-
 constexpr qint64 kPsi = 34688;
 constexpr qint64 kBlock = 12704;
 constexpr qint64 kRoot = 9280;
@@ -46,13 +45,10 @@ QString recipe(int accumulation, const QString& model = {}, const QString& optim
                .arg(accumulation)
                .arg(model.isEmpty() ? QString() : ", " + model)
                .arg(optimizer.isEmpty() ? QString() : ", " + optimizer)
-        + extra;
+           + extra;
 }
 
-bool closeRelative(double a, double b, double tolerance)
-{
-    return std::abs(a - b) <= tolerance * std::max(1.0, std::abs(b));
-}
+bool closeRelative(double a, double b, double tolerance) { return std::abs(a - b) <= tolerance * std::max(1.0, std::abs(b)); }
 
 struct Run {
     int exitCode = -1;
@@ -86,7 +82,6 @@ void compareRuns(const Run& run, const Run& reference, double tolerance, bool co
     }
 }
 
-
 } // namespace
 
 class TestSharding : public QObject {
@@ -102,10 +97,10 @@ private:
     {
         Run run;
         run.params = m_dir.path() + "/" + name + ".safetensors";
-        auto launched = shardscope::testing::launchRecipe(m_dir.path(), name, recipeText, ranks, launchArgs,
-                                                          QStringList{"--dump-params", run.params,
-                                                                      "--dump-initial", m_dir.path() + "/" + name + "-initial.safetensors"}
-                                                              + strategy);
+        auto launched = shardscope::testing::launchRecipe(
+            m_dir.path(), name, recipeText, ranks, launchArgs,
+            QStringList{"--dump-params", run.params, "--dump-initial", m_dir.path() + "/" + name + "-initial.safetensors"}
+                + strategy);
         run.runDir = launched.runDir;
         run.exitCode = launched.exitCode;
         run.output = launched.output;
@@ -137,13 +132,15 @@ private slots:
             {"ZeRO-3", {"--zero_stage", "3"}},
             {"FULL_SHARD", {"--fsdp_sharding_strategy", "FULL_SHARD"}},
             {"SHARD_GRAD_OP", {"--fsdp_sharding_strategy", "SHARD_GRAD_OP"}},
-            {"FULL_SHARD, backward and forward prefetch", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_backward_prefetch",
-                                                           "BACKWARD_PRE", "--fsdp_forward_prefetch"}},
+            {"FULL_SHARD, backward and forward prefetch",
+             {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_backward_prefetch", "BACKWARD_PRE", "--fsdp_forward_prefetch"}},
             {"ZeRO-3, backward prefetch", {"--zero_stage", "3", "--fsdp_backward_prefetch", "BACKWARD_POST"}},
             {"FULL_SHARD, NO_WRAP", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy", "NO_WRAP"}},
-            {"FULL_SHARD, SIZE_BASED_WRAP", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy",
-                                             "SIZE_BASED_WRAP", "--fsdp_min_num_params", "10000"}},
-            {"FULL_SHARD, activation checkpointing", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_activation_checkpointing"}},
+            {"FULL_SHARD, SIZE_BASED_WRAP",
+             {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_auto_wrap_policy", "SIZE_BASED_WRAP", "--fsdp_min_num_params",
+              "10000"}},
+            {"FULL_SHARD, activation checkpointing",
+             {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_activation_checkpointing"}},
             {"SHARD_GRAD_OP, activation checkpointing, use_orig_params",
              {"--fsdp_sharding_strategy", "SHARD_GRAD_OP", "--fsdp_activation_checkpointing", "--fsdp_use_orig_params"}},
             {"ZeRO-3, activation checkpointing, backward prefetch",
@@ -153,7 +150,8 @@ private slots:
             {"ZeRO-2, optimizer offload", {"--zero_stage", "2", "--offload_optimizer_device", "cpu"}},
             {"ZeRO-3, optimizer and parameter offload",
              {"--zero_stage", "3", "--offload_optimizer_device", "cpu", "--offload_param_device", "cpu"}},
-            {"FULL_SHARD, cpu_ram_efficient_loading", {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_cpu_ram_efficient_loading"}},
+            {"FULL_SHARD, cpu_ram_efficient_loading",
+             {"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_cpu_ram_efficient_loading"}},
             {"SHARD_GRAD_OP, cpu_ram_efficient_loading",
              {"--fsdp_sharding_strategy", "SHARD_GRAD_OP", "--fsdp_cpu_ram_efficient_loading"}},
         };
@@ -174,7 +172,8 @@ private slots:
         for (int i = 0; i < run.losses.size(); ++i)
             QVERIFY2(std::abs(run.losses[i] - reference.losses[i]) <= 1e-5 * std::abs(reference.losses[i]),
                      qPrintable(QStringLiteral("step %1: %2 vs DDP %3").arg(i + 1).arg(run.losses[i]).arg(reference.losses[i])));
-        const auto ours = shardscope::testing::readFloatSafetensors(run.params), theirs = shardscope::testing::readFloatSafetensors(reference.params);
+        const auto ours = shardscope::testing::readFloatSafetensors(run.params),
+                   theirs = shardscope::testing::readFloatSafetensors(reference.params);
         QCOMPARE(ours.size(), theirs.size());
         QCOMPARE(ours.size(), size_t(4 + 2 * 12)); // every parameter, by its model name
         for (const auto& [key, values] : theirs) {
@@ -194,8 +193,8 @@ private slots:
         QTest::addColumn<QStringList>("strategy");
         QTest::addColumn<QStringList>("launchArgs");
         QTest::newRow("FULL_SHARD, dropout 0.1") << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD"} << QStringList{};
-        QTest::newRow("ZeRO-2, dropout 0.1, bf16") << QStringList{"--zero_stage", "2"}
-                                                   << QStringList{"--mixed_precision", "bf16"};
+        QTest::newRow("ZeRO-2, dropout 0.1, bf16")
+            << QStringList{"--zero_stage", "2"} << QStringList{"--mixed_precision", "bf16"};
     }
     void activationCheckpointingRecomputesExactly()
     {
@@ -325,8 +324,9 @@ private slots:
         const Run& reference = ddp(2, 2); // accumulation 2, max_grad_norm 0.5
         QString plain = recipe(1);
         plain.replace(", max_grad_norm: 0.5", "");
-        const Run run = launchText("ds-knobs", 2, plain,
-                                   {"--zero_stage", "3", "--zero3_init", "--gradient_accumulation_steps", "2", "--max_grad_norm", "0.5"});
+        const Run run = launchText(
+            "ds-knobs", 2, plain,
+            {"--zero_stage", "3", "--zero3_init", "--gradient_accumulation_steps", "2", "--max_grad_norm", "0.5"});
         compareRuns(run, reference, 1e-5);
     }
 
@@ -351,8 +351,9 @@ private slots:
             bool rankOneSkipped = false;
             for (const auto& e : shardscope::testing::readEvents(run.runDir + "/events.jsonl"))
                 rankOneSkipped = rankOneSkipped
-                    || (e["type"] == "log" && e["rank"] == 1
-                        && e["message"].toString().contains("its shards come from rank 0 (fsdp_cpu_ram_efficient_loading)"));
+                                 || (e["type"] == "log" && e["rank"] == 1
+                                     && e["message"].toString().contains(
+                                         "its shards come from rank 0 (fsdp_cpu_ram_efficient_loading)"));
             QVERIFY(rankOneSkipped);
         }
         // A pretrained start differs from the random one: the check above could fail.
@@ -390,11 +391,26 @@ private slots:
         QProcess machines[2];
         for (int m = 1; m >= 0; --m) {
             machines[m].setProcessChannelMode(QProcess::MergedChannels);
-            machines[m].start(shardscope::testing::shardscopeBinary(),
-                              {"launch", "--num_processes", QString::number(ranks), "--num_machines", "2", "--machine_rank", QString::number(m),
-                               "--main_process_port", QString::number(port), "--recipe", recipePath, "--runs_dir",
-                               m_dir.path() + "/machine" + QString::number(m), "--run_name", name, "--", "--dump-params",
-                               run.params, "--fsdp_sharding_strategy", strategy});
+            machines[m].start(shardscope::testing::shardscopeBinary(), {"launch",
+                                                                        "--num_processes",
+                                                                        QString::number(ranks),
+                                                                        "--num_machines",
+                                                                        "2",
+                                                                        "--machine_rank",
+                                                                        QString::number(m),
+                                                                        "--main_process_port",
+                                                                        QString::number(port),
+                                                                        "--recipe",
+                                                                        recipePath,
+                                                                        "--runs_dir",
+                                                                        m_dir.path() + "/machine" + QString::number(m),
+                                                                        "--run_name",
+                                                                        name,
+                                                                        "--",
+                                                                        "--dump-params",
+                                                                        run.params,
+                                                                        "--fsdp_sharding_strategy",
+                                                                        strategy});
             QVERIFY(machines[m].waitForStarted());
         }
         run.exitCode = 0;
@@ -413,9 +429,9 @@ private slots:
             return;
         const auto mem = run.lastStep["mem"].toObject();
         const auto comm = run.lastStep["comm"].toObject();
-        QCOMPARE(mem["optimizer"].toInteger(), 8 * kPsi / perMachine);   // AdamW's moments of one of the machine's shards
-        QCOMPARE(comm["reduce_scatter"].toInteger(), 4 * kPsi);           // inside the machine, on the syncing micro-step
-        QCOMPARE(comm["all_reduce"].toInteger(), 4 * kPsi / perMachine);  // the shard, once per step, between machines
+        QCOMPARE(mem["optimizer"].toInteger(), 8 * kPsi / perMachine); // AdamW's moments of one of the machine's shards
+        QCOMPARE(comm["reduce_scatter"].toInteger(), 4 * kPsi); // inside the machine, on the syncing micro-step
+        QCOMPARE(comm["all_reduce"].toInteger(), 4 * kPsi / perMachine); // the shard, once per step, between machines
     }
 
     void memoryAndCommunicationFollowTheStage_data()
@@ -452,18 +468,18 @@ private slots:
             // 1-2 the fp32 master shard (at stage 3 the shard is the parameter itself).
             QCOMPARE(mem["optimizer"].toInteger(), (stage < 3 ? 12 : 8) * kPsi / n);
             const qint64 volume = comm["all_gather"].toInteger() + comm["reduce_scatter"].toInteger()
-                + 2 * comm["all_reduce"].toInteger();
+                                  + 2 * comm["all_reduce"].toInteger();
             QCOMPARE(comm["reduce_scatter"].toInteger(), 4 * kPsi);
             if (stage < 3) {
                 QCOMPARE(mem["params"].toInteger(), 4 * kPsi); // full parameters (the master shard is optimizer state)
-                QCOMPARE(volume, ddpVolume);                                  // stages 1-2 move what DDP moves
+                QCOMPARE(volume, ddpVolume); // stages 1-2 move what DDP moves
             } else {
                 QCOMPARE(mem["params"].toInteger(), 4 * kPsi / n + 4 * (kRoot + kBlock)); // shard + root + one block
-                QCOMPARE(volume * 2, ddpVolume * 3);                                       // ZeRO-3: 1.5x DDP
+                QCOMPARE(volume * 2, ddpVolume * 3); // ZeRO-3: 1.5x DDP
             }
         }
-        for (const QStringList& fsdp : {QStringList{"--fsdp_sharding_strategy", "FULL_SHARD"},
-                                        QStringList{"--fsdp_sharding_strategy", "SHARD_GRAD_OP"}}) {
+        for (const QStringList& fsdp :
+             {QStringList{"--fsdp_sharding_strategy", "FULL_SHARD"}, QStringList{"--fsdp_sharding_strategy", "SHARD_GRAD_OP"}}) {
             compareRuns(launch(QStringLiteral("mem-%1-%2").arg(fsdp.last()).arg(ranks), ranks, 1, fsdp), plain, 1e-5);
             if (QTest::currentTestFailed())
                 return;

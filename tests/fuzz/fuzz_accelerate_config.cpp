@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // /dev/zero or a FIFO, which is the user's own doing, not a loader bug: leave those out.
         const Value* dsFile = cfg->nested("deepspeed_config", "deepspeed_config_file");
         const bool namesFile = dsFile && !(dsFile->isString() && (dsFile->asString() == "none" || dsFile->asString().empty()))
-            && !dsFile->isNull();
+                               && !dsFile->isNull();
         if (!namesFile) {
             for (bool forLaunch : {false, true}) {
                 ValidationOptions options;

@@ -29,8 +29,8 @@ inline std::string text(const std::uint8_t* data, std::size_t size)
 
 // FUZZ_CHECK(condition, detail): `detail` (anything convertible to std::string_view) is evaluated
 // only on failure.
-#define FUZZ_CHECK(condition, detail)                                                                                  \
-    do {                                                                                                               \
-        if (!(condition))                                                                                              \
-            ::shardscope::fuzz::fail(#condition, (detail), __FILE__, __LINE__);                                        \
+#define FUZZ_CHECK(condition, detail)                                                                                            \
+    do {                                                                                                                         \
+        if (!(condition))                                                                                                        \
+            ::shardscope::fuzz::fail(#condition, (detail), __FILE__, __LINE__);                                                  \
     } while (false)

@@ -79,7 +79,7 @@ void onDeadlySignal(int sig)
 
 void installHandlers()
 {
-    struct sigaction action {};
+    struct sigaction action { };
     action.sa_handler = onDeadlySignal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESETHAND | SA_NODEFER;
@@ -96,20 +96,63 @@ std::string readFile(const fs::path& path)
 }
 
 // YAML and JSON tokens (every target reads one or the other) and numbers at type edges.
-const char* const kTokens[] = {
-    "{", "}", "[", "]", "\"", "'", ":", ": ", ",", "- ", "\n", "\n  ", "#", "&a ", "*a", "!!int ", "!!str ", "!!binary ",
-    "<<: ", "? ", "|", ">", "---\n", "...\n", "~", "null", "true", "false", "NO", "yes", "\"auto\"", "\\u0000", "\\ud800",
-    "\\", "\t", "\r", "\xc3\xa9", "\xff", "\xef\xbb\xbf", "%YAML 1.1\n", "{\"", "\":", "[]", "{}", "\"\"", "2020-01-01"};
-const char* const kNumbers[] = {"0", "-0", "1", "-1", "2", "7", "255", "256", "65535", "65536", "2147483647", "2147483648",
-                                "-2147483649", "4294967296", "9007199254740993", "9223372036854775807",
-                                "9223372036854775808", "-9223372036854775809", "18446744073709551616", "1e308", "1e309",
-                                "-1e309", "1e-400", "4.9e-324", "1.5", "0.1", ".inf", "-.inf", ".nan", "NaN", "0x7f",
-                                "0o17", "1_000", "010", "1e3", "3e2"};
+const char* const kTokens[] = {"{",           "}",       "[",
+                               "]",           "\"",      "'",
+                               ":",           ": ",      ",",
+                               "- ",          "\n",      "\n  ",
+                               "#",           "&a ",     "*a",
+                               "!!int ",      "!!str ",  "!!binary ",
+                               "<<: ",        "? ",      "|",
+                               ">",           "---\n",   "...\n",
+                               "~",           "null",    "true",
+                               "false",       "NO",      "yes",
+                               "\"auto\"",    "\\u0000", "\\ud800",
+                               "\\",          "\t",      "\r",
+                               "\xc3\xa9",    "\xff",    "\xef\xbb\xbf",
+                               "%YAML 1.1\n", "{\"",     "\":",
+                               "[]",          "{}",      "\"\"",
+                               "2020-01-01"};
+const char* const kNumbers[] = {"0",
+                                "-0",
+                                "1",
+                                "-1",
+                                "2",
+                                "7",
+                                "255",
+                                "256",
+                                "65535",
+                                "65536",
+                                "2147483647",
+                                "2147483648",
+                                "-2147483649",
+                                "4294967296",
+                                "9007199254740993",
+                                "9223372036854775807",
+                                "9223372036854775808",
+                                "-9223372036854775809",
+                                "18446744073709551616",
+                                "1e308",
+                                "1e309",
+                                "-1e309",
+                                "1e-400",
+                                "4.9e-324",
+                                "1.5",
+                                "0.1",
+                                ".inf",
+                                "-.inf",
+                                ".nan",
+                                "NaN",
+                                "0x7f",
+                                "0o17",
+                                "1_000",
+                                "010",
+                                "1e3",
+                                "3e2"};
 const std::uint8_t kBytes[] = {0x00, 0x01, 0x7f, 0x80, 0xff, '\n', '"', '\\', ':', '{', '[', ' ', '-', '0', 'e'};
 
 class Mutator {
 public:
-    Mutator(std::uint64_t seed, const std::vector<std::string>& corpus) : m_rng(seed), m_corpus(corpus) {}
+    Mutator(std::uint64_t seed, const std::vector<std::string>& corpus) : m_rng(seed), m_corpus(corpus) { }
 
     std::size_t below(std::size_t n) { return n == 0 ? 0 : std::uniform_int_distribution<std::size_t>(0, n - 1)(m_rng); }
 
@@ -212,9 +255,9 @@ private:
 
 struct Options {
     std::uint64_t seed = 1;
-    long long runs = -1;    // -1: not given
-    double seconds = -1;    // -1: not given
-    unsigned timeout = 10;  // seconds
+    long long runs = -1; // -1: not given
+    double seconds = -1; // -1: not given
+    unsigned timeout = 10; // seconds
     std::string artifactPrefix = "./";
     std::vector<std::string> paths;
 };
@@ -358,7 +401,7 @@ int main(int argc, char** argv)
         previous = mutator.mutate(base, maxSize);
         run(previous, "iteration" + std::to_string(iteration));
     }
-    std::printf("%s: %zu seeds, %lld mutated inputs in %.1f s (seed %llu), no failure\n", name.c_str(), seeds.size(),
-                iteration, elapsed(), static_cast<unsigned long long>(o.seed));
+    std::printf("%s: %zu seeds, %lld mutated inputs in %.1f s (seed %llu), no failure\n", name.c_str(), seeds.size(), iteration,
+                elapsed(), static_cast<unsigned long long>(o.seed));
     return 0;
 }

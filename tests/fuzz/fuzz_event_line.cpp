@@ -24,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::string encoded = encodeEvent(*event);
         FUZZ_CHECK(encoded.find('\n') == std::string::npos, "an encoded event spans lines: " + encoded);
         auto again = decodeEvent(encoded);
-        FUZZ_CHECK(again.ok(), "an accepted event does not decode after encoding: " + again.error().message
-                                   + "\n--- line ---\n" + std::string(line) + "\n--- encoded ---\n" + encoded);
+        FUZZ_CHECK(again.ok(), "an accepted event does not decode after encoding: " + again.error().message + "\n--- line ---\n"
+                                   + std::string(line) + "\n--- encoded ---\n" + encoded);
         FUZZ_CHECK(encodeEvent(*again) == encoded, "encoding is not a fixed point\n" + encoded);
     }
     return 0;

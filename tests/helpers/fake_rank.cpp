@@ -54,16 +54,32 @@ int main(int argc, char** argv)
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         const char* next = i + 1 < argc ? argv[i + 1] : "";
-        if (arg == "--out") { outDir = next; ++i; }
-        else if (arg == "--arg") { ++i; }
-        else if (arg == "--env") { extraEnv.push_back(next); ++i; }
-        else if (arg == "--exit") { parsePair(next, exitRank, exitCode); ++i; }
-        else if (arg == "--kill-self") { parsePair(next, killRank, killSignal); ++i; }
-        else if (arg == "--delay-ms") { delayMs = std::atoi(next); ++i; }
-        else if (arg == "--beat") { parsePair(next, beatRank, beatMs); ++i; }
-        else if (arg == "--hang") hang = true;
-        else if (arg == "--ignore-term") ignoreTerm = true;
-        else return 64;
+        if (arg == "--out") {
+            outDir = next;
+            ++i;
+        } else if (arg == "--arg") {
+            ++i;
+        } else if (arg == "--env") {
+            extraEnv.push_back(next);
+            ++i;
+        } else if (arg == "--exit") {
+            parsePair(next, exitRank, exitCode);
+            ++i;
+        } else if (arg == "--kill-self") {
+            parsePair(next, killRank, killSignal);
+            ++i;
+        } else if (arg == "--delay-ms") {
+            delayMs = std::atoi(next);
+            ++i;
+        } else if (arg == "--beat") {
+            parsePair(next, beatRank, beatMs);
+            ++i;
+        } else if (arg == "--hang")
+            hang = true;
+        else if (arg == "--ignore-term")
+            ignoreTerm = true;
+        else
+            return 64;
     }
 
     if (!outDir.empty()) {
@@ -83,7 +99,7 @@ int main(int argc, char** argv)
             socklen_t len = sizeof listening;
             if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening)
                 out << "LISTEN_FD_OK=1\n";
-            sockaddr_in bound {};
+            sockaddr_in bound{};
             socklen_t addrLen = sizeof bound;
             char ip[INET_ADDRSTRLEN] = {};
             if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &addrLen) == 0 && bound.sin_family == AF_INET

@@ -35,18 +35,40 @@ void TestProfilerAnalysis::intervalAlgebra_data()
 {
     QTest::addColumn<QString>("a");
     QTest::addColumn<QString>("b");
-    QTest::addColumn<QString>("merged");       // merge(a)
+    QTest::addColumn<QString>("merged"); // merge(a)
     QTest::addColumn<QString>("intersection"); // merge(a) ∩ merge(b)
-    QTest::addColumn<QString>("difference");   // merge(a) \ merge(b)
+    QTest::addColumn<QString>("difference"); // merge(a) \ merge(b)
 
-    QTest::newRow("disjoint") << "0-10 20-30" << "40-50" << "0-10 20-30" << "" << "0-10 20-30";
-    QTest::newRow("overlapping and touching merge") << "0-10 5-15 15-20 30-40" << "8-32"
-                                                    << "0-20 30-40" << "8-20 30-32" << "0-8 32-40";
-    QTest::newRow("b covers a") << "10-20" << "0-30" << "10-20" << "10-20" << "";
-    QTest::newRow("a covers several b") << "0-100" << "10-20 30-40 90-120" << "0-100" << "10-20 30-40 90-100"
+    QTest::newRow("disjoint") << "0-10 20-30"
+                              << "40-50"
+                              << "0-10 20-30"
+                              << ""
+                              << "0-10 20-30";
+    QTest::newRow("overlapping and touching merge") << "0-10 5-15 15-20 30-40"
+                                                    << "8-32"
+                                                    << "0-20 30-40"
+                                                    << "8-20 30-32"
+                                                    << "0-8 32-40";
+    QTest::newRow("b covers a") << "10-20"
+                                << "0-30"
+                                << "10-20"
+                                << "10-20"
+                                << "";
+    QTest::newRow("a covers several b") << "0-100"
+                                        << "10-20 30-40 90-120"
+                                        << "0-100"
+                                        << "10-20 30-40 90-100"
                                         << "0-10 20-30 40-90";
-    QTest::newRow("empty and reversed dropped") << "5-5 9-3 1-2" << "" << "1-2" << "" << "1-2";
-    QTest::newRow("unsorted input") << "50-60 0-10 5-20" << "15-55" << "0-20 50-60" << "15-20 50-55" << "0-15 55-60";
+    QTest::newRow("empty and reversed dropped") << "5-5 9-3 1-2"
+                                                << ""
+                                                << "1-2"
+                                                << ""
+                                                << "1-2";
+    QTest::newRow("unsorted input") << "50-60 0-10 5-20"
+                                    << "15-55"
+                                    << "0-20 50-60"
+                                    << "15-20 50-55"
+                                    << "0-15 55-60";
 }
 
 void TestProfilerAnalysis::intervalAlgebra()
@@ -78,30 +100,45 @@ void TestProfilerAnalysis::breakdownAndOverlap_data()
     QTest::addColumn<double>("overlap");
 
     // Each layout drawn on paper; the columns are read off the drawing, not computed.
-    QTest::newRow("comm fully hidden") << "0-100" << "20-60" << "" << 100LL << 100LL << 0LL << 0LL << 0LL << 40LL
-                                       << 40LL << 1.0;
-    QTest::newRow("one all-reduce after backward") << "0-50" << "50-100" << "" << 100LL << 50LL << 50LL << 0LL
-                                                   << 0LL << 50LL << 0LL << 0.0;
-    QTest::newRow("half hidden") << "0-60" << "40-80" << "" << 80LL << 60LL << 20LL << 0LL << 0LL << 40LL << 20LL
-                                 << 0.5;
-    QTest::newRow("gaps are idle") << "0-10 30-40" << "50-70" << "" << 70LL << 20LL << 20LL << 0LL << 30LL << 20LL
-                                   << 0LL << 0.0;
-    QTest::newRow("two buckets in flight merge") << "10-30" << "0-40 20-60" << "" << 60LL << 20LL << 40LL << 0LL
-                                                 << 0LL << 60LL << 20LL << 1.0 / 3.0;
+    QTest::newRow("comm fully hidden") << "0-100"
+                                       << "20-60"
+                                       << "" << 100LL << 100LL << 0LL << 0LL << 0LL << 40LL << 40LL << 1.0;
+    QTest::newRow("one all-reduce after backward") << "0-50"
+                                                   << "50-100"
+                                                   << "" << 100LL << 50LL << 50LL << 0LL << 0LL << 50LL << 0LL << 0.0;
+    QTest::newRow("half hidden") << "0-60"
+                                 << "40-80"
+                                 << "" << 80LL << 60LL << 20LL << 0LL << 0LL << 40LL << 20LL << 0.5;
+    QTest::newRow("gaps are idle") << "0-10 30-40"
+                                   << "50-70"
+                                   << "" << 70LL << 20LL << 20LL << 0LL << 30LL << 20LL << 0LL << 0.0;
+    QTest::newRow("two buckets in flight merge") << "10-30"
+                                                 << "0-40 20-60"
+                                                 << "" << 60LL << 20LL << 40LL << 0LL << 0LL << 60LL << 20LL << 1.0 / 3.0;
     QTest::newRow("memory exposed only outside compute and comm")
-        << "0-10" << "15-30" << "5-20" << 30LL << 10LL << 15LL << 5LL << 0LL << 15LL << 0LL << 0.0;
-    QTest::newRow("three computes, two comms") << "0-10 20-30 40-50" << "5-25 45-60" << "" << 60LL << 30LL << 20LL
-                                               << 0LL << 10LL << 35LL << 15LL << 15.0 / 35.0;
-    QTest::newRow("no communication") << "0-10" << "" << "" << 10LL << 10LL << 0LL << 0LL << 0LL << 0LL << 0LL
-                                      << 0.0;
+        << "0-10"
+        << "15-30"
+        << "5-20" << 30LL << 10LL << 15LL << 5LL << 0LL << 15LL << 0LL << 0.0;
+    QTest::newRow("three computes, two comms") << "0-10 20-30 40-50"
+                                               << "5-25 45-60"
+                                               << "" << 60LL << 30LL << 20LL << 0LL << 10LL << 35LL << 15LL << 15.0 / 35.0;
+    QTest::newRow("no communication") << "0-10"
+                                      << ""
+                                      << "" << 10LL << 10LL << 0LL << 0LL << 0LL << 0LL << 0LL << 0.0;
     QTest::newRow("nested compute (hooks inside backward)")
-        << "0-100 10-20 30-40" << "90-120" << "" << 120LL << 100LL << 20LL << 0LL << 0LL << 30LL << 10LL
-        << 10.0 / 30.0;
-    QTest::newRow("touching is not overlapping") << "0-10 10-20" << "20-30" << "" << 30LL << 20LL << 10LL << 0LL
-                                                 << 0LL << 10LL << 0LL << 0.0;
-    QTest::newRow("memory under compute is compute") << "0-100" << "" << "10-20 90-110" << 110LL << 100LL << 0LL
-                                                     << 10LL << 0LL << 0LL << 0LL << 0.0;
-    QTest::newRow("empty trace") << "" << "" << "" << 0LL << 0LL << 0LL << 0LL << 0LL << 0LL << 0LL << 0.0;
+        << "0-100 10-20 30-40"
+        << "90-120"
+        << "" << 120LL << 100LL << 20LL << 0LL << 0LL << 30LL << 10LL << 10.0 / 30.0;
+    QTest::newRow("touching is not overlapping") << "0-10 10-20"
+                                                 << "20-30"
+                                                 << "" << 30LL << 20LL << 10LL << 0LL << 0LL << 10LL << 0LL << 0.0;
+    QTest::newRow("memory under compute is compute")
+        << "0-100"
+        << ""
+        << "10-20 90-110" << 110LL << 100LL << 0LL << 10LL << 0LL << 0LL << 0LL << 0.0;
+    QTest::newRow("empty trace") << ""
+                                 << ""
+                                 << "" << 0LL << 0LL << 0LL << 0LL << 0LL << 0LL << 0LL << 0.0;
 }
 
 void TestProfilerAnalysis::breakdownAndOverlap()

@@ -34,8 +34,8 @@ RankTrace sampleTrace(int rank, std::int64_t base = 3'456'789'012'345'678LL)
     t.rank = rank;
     t.source = "host";
     t.clockOffsetNs = -1234 * rank;
-    auto add = [&](Lane lane, std::int64_t start, std::int64_t end, const char* name, const char* cat,
-                   std::int64_t bytes = 0, std::int64_t step = 5) {
+    auto add = [&](Lane lane, std::int64_t start, std::int64_t end, const char* name, const char* cat, std::int64_t bytes = 0,
+                   std::int64_t step = 5) {
         Span s = span(lane, base + start, base + end, name, cat, step);
         s.bytes = bytes;
         t.spans.push_back(s);
@@ -56,8 +56,7 @@ RankTrace sampleTrace(int rank, std::int64_t base = 3'456'789'012'345'678LL)
     kernel.device = 0;
     kernel.correlationId = 42;
     t.spans.push_back(kernel);
-    Span nccl = span(Lane::Communication, base + 2000, base + 4321, "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-                     "all_reduce", 5);
+    Span nccl = span(Lane::Communication, base + 2000, base + 4321, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "all_reduce", 5);
     nccl.track = "stream 13";
     nccl.device = 0;
     t.spans.push_back(nccl);
@@ -85,8 +84,8 @@ QString validateTraceEvents(const QByteArray& json, int* completeEvents = nullpt
     const QJsonObject root = doc.object();
     if (!root.value("traceEvents").isArray())
         return "no traceEvents array";
-    if (root.contains("displayTimeUnit") && root.value("displayTimeUnit").toString() != "ms" &&
-        root.value("displayTimeUnit").toString() != "ns")
+    if (root.contains("displayTimeUnit") && root.value("displayTimeUnit").toString() != "ms"
+        && root.value("displayTimeUnit").toString() != "ns")
         return "displayTimeUnit must be ms or ns";
     const QJsonArray events = root.value("traceEvents").toArray();
 
@@ -214,8 +213,8 @@ void TestProfilerChromeTrace::exportMatchesTraceEventFormat_data()
 
     QTest::newRow("host and device spans, one rank") << std::vector<RankTrace>{sampleTrace(0)} << false << 12;
     QTest::newRow("empty trace") << std::vector<RankTrace>{RankTrace{}} << false << 0;
-    QTest::newRow("merged, four ranks")
-        << std::vector<RankTrace>{sampleTrace(0), sampleTrace(1), sampleTrace(2), sampleTrace(3)} << true << 48;
+    QTest::newRow("merged, four ranks") << std::vector<RankTrace>{sampleTrace(0), sampleTrace(1), sampleTrace(2), sampleTrace(3)}
+                                        << true << 48;
 
     // Many identical overlapping spans (a pathological lane): each needs a thread of its own.
     RankTrace crowded;
@@ -304,9 +303,8 @@ void TestProfilerChromeTrace::unitsAndLayout()
     overlapping.spans.push_back(span(Lane::Communication, 0, 100, "b0", "all_reduce"));
     overlapping.spans.push_back(span(Lane::Communication, 50, 150, "b1", "all_reduce"));
     QStringList names;
-    for (const QJsonValue& v : QJsonDocument::fromJson(bytes(toChromeTraceJson(overlapping))).object()
-                                   .value("traceEvents")
-                                   .toArray()) {
+    for (const QJsonValue& v :
+         QJsonDocument::fromJson(bytes(toChromeTraceJson(overlapping))).object().value("traceEvents").toArray()) {
         if (v.toObject().value("name").toString() == "thread_name")
             names << v.toObject().value("args").toObject().value("name").toString();
     }
@@ -445,12 +443,12 @@ void TestProfilerChromeTrace::badInputIsAnError_data()
                              << "'ts' is out of range";
     QTest::newRow("pid a string") << QByteArray("[{\"name\":\"a\",\"ph\":\"X\",\"pid\":\"p\",\"tid\":1,\"ts\":1,\"dur\":2}]")
                                   << "'pid' must be an integer, got string";
-    QTest::newRow("pid too large") << QByteArray("[{\"name\":\"a\",\"ph\":\"X\",\"pid\":99999999999,\"tid\":1,\"ts\":1,\"dur\":2}]")
+    QTest::newRow("pid too large") << QByteArray(
+        "[{\"name\":\"a\",\"ph\":\"X\",\"pid\":99999999999,\"tid\":1,\"ts\":1,\"dur\":2}]")
                                    << "'pid' is out of range";
     QTest::newRow("tid an object") << QByteArray("[{\"name\":\"a\",\"ph\":\"X\",\"pid\":0,\"tid\":{},\"ts\":1,\"dur\":2}]")
                                    << "'tid' must be an integer or a string";
-    QTest::newRow("name missing") << QByteArray("[{\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":1,\"dur\":2}]")
-                                  << "'name' is missing";
+    QTest::newRow("name missing") << QByteArray("[{\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":1,\"dur\":2}]") << "'name' is missing";
     QTest::newRow("args an array") << QByteArray("[" + x + ",\"args\":[]}]") << "'args' must be an object, got array";
     QTest::newRow("unknown lane") << QByteArray("[" + x + ",\"args\":{\"lane\":\"gpu\"}}]")
                                   << "args.lane 'gpu' is not one of compute, communication, memory, host";
@@ -459,23 +457,20 @@ void TestProfilerChromeTrace::badInputIsAnError_data()
     QTest::newRow("bytes negative") << QByteArray("[" + x + ",\"args\":{\"bytes\":-1}}]") << "'bytes' is out of range";
     QTest::newRow("step a float") << QByteArray("[" + x + ",\"args\":{\"step\":1.5}}]")
                                   << "'step' must be an integer, got number";
-    QTest::newRow("counter not numeric")
-        << QByteArray("[{\"name\":\"memory\",\"ph\":\"C\",\"pid\":0,\"ts\":1,\"args\":{\"allocated\":\"big\"}}]")
-        << "counter series 'allocated' must be a number, got string";
-    QTest::newRow("thread_name without args")
-        << QByteArray("[{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1}]")
-        << "'thread_name' metadata needs an 'args' object";
+    QTest::newRow("counter not numeric") << QByteArray(
+        "[{\"name\":\"memory\",\"ph\":\"C\",\"pid\":0,\"ts\":1,\"args\":{\"allocated\":\"big\"}}]")
+                                         << "counter series 'allocated' must be a number, got string";
+    QTest::newRow("thread_name without args") << QByteArray("[{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1}]")
+                                              << "'thread_name' metadata needs an 'args' object";
     QTest::newRow("deep nesting") << QByteArray(100, '[') + QByteArray(100, ']') << "nested deeper than 64 levels";
-    QTest::newRow("newer version")
-        << QByteArray("{\"traceEvents\":[],\"otherData\":{\"shardscope\":{\"version\":99}}}")
-        << "version 99 is newer than this Shardscope reads";
-    QTest::newRow("ranks not an array")
-        << QByteArray("{\"traceEvents\":[],\"otherData\":{\"shardscope\":{\"version\":1,\"ranks\":{}}}}")
-        << "otherData.shardscope: 'ranks' must be an array";
-    QTest::newRow("notes with a number")
-        << QByteArray("{\"traceEvents\":[],\"otherData\":{\"shardscope\":{\"version\":1,\"ranks\":[{\"rank\":0,"
-                      "\"notes\":[1]}]}}}")
-        << "'notes' must be an array of strings";
+    QTest::newRow("newer version") << QByteArray("{\"traceEvents\":[],\"otherData\":{\"shardscope\":{\"version\":99}}}")
+                                   << "version 99 is newer than this Shardscope reads";
+    QTest::newRow("ranks not an array") << QByteArray(
+        "{\"traceEvents\":[],\"otherData\":{\"shardscope\":{\"version\":1,\"ranks\":{}}}}")
+                                        << "otherData.shardscope: 'ranks' must be an array";
+    QTest::newRow("notes with a number") << QByteArray(
+        "{\"traceEvents\":[],\"otherData\":{\"shardscope\":{\"version\":1,\"ranks\":[{\"rank\":0,"
+        "\"notes\":[1]}]}}}") << "'notes' must be an array of strings";
     QTest::newRow("invalid UTF-8") << QByteArray("[{\"name\":\"\xff\xfe\",\"ph\":\"X\"}]") << "not valid JSON";
 }
 
@@ -533,12 +528,12 @@ void TestProfilerChromeTrace::mutationLoop()
     // Bounded fuzzing: byte-level mutations of a valid file and type swaps of its fields. Every
     // outcome must be a trace or an error with a message naming the file; never a crash, hang or
     // exception. Accepted traces must export and import again.
-    const std::string seed = toChromeTraceJson(sampleTrace(1)) ;
+    const std::string seed = toChromeTraceJson(sampleTrace(1));
     const std::string mergedSeed = *toMergedChromeTraceJson({sampleTrace(0), sampleTrace(1)}, ClockAlignment{});
     std::mt19937 rng(424242);
     const std::string alphabet = "{}[]\":,-0123456789.eE tfnulXCMB\\\xc3\xa9\xff";
-    const QJsonValue replacements[] = {QJsonValue(), QJsonValue(true), QJsonValue(-1), QJsonValue(1e300),
-                                       QJsonValue("x"), QJsonArray{}, QJsonObject{}, QJsonValue(2.5)};
+    const QJsonValue replacements[] = {QJsonValue(),    QJsonValue(true), QJsonValue(-1), QJsonValue(1e300),
+                                       QJsonValue("x"), QJsonArray{},     QJsonObject{},  QJsonValue(2.5)};
     int accepted = 0;
     int rejected = 0;
     constexpr int kIterations = 4000;
@@ -570,8 +565,7 @@ void TestProfilerChromeTrace::mutationLoop()
             } else {
                 QJsonObject args = event.value(key).toObject();
                 if (!args.isEmpty())
-                    args[args.keys()[int(rng() % std::uint32_t(args.size()))]] =
-                        replacements[rng() % std::size(replacements)];
+                    args[args.keys()[int(rng() % std::uint32_t(args.size()))]] = replacements[rng() % std::size(replacements)];
                 event[key] = args;
             }
             events[index] = event;

@@ -22,8 +22,8 @@ Q_DECLARE_METATYPE(shardscope::profiler::ActivityRecord::Kind)
 
 namespace {
 
-ActivityRecord record(ActivityRecord::Kind kind, std::string name, std::int64_t start, std::int64_t end,
-                      std::uint32_t stream, std::int64_t bytes = 0, int device = 0)
+ActivityRecord record(ActivityRecord::Kind kind, std::string name, std::int64_t start, std::int64_t end, std::uint32_t stream,
+                      std::int64_t bytes = 0, int device = 0)
 {
     ActivityRecord r;
     r.kind = kind;
@@ -61,16 +61,14 @@ void TestProfilerCupti::classify_data()
     QTest::addColumn<Lane>("lane");
     using K = ActivityRecord::Kind;
     QTest::newRow("NCCL 2.19+ all-reduce") << K::Kernel << "ncclDevKernel_AllReduce_Sum_f32_RING_LL" << Lane::Communication;
-    QTest::newRow("NCCL 2.19+ reduce-scatter bf16") << K::Kernel << "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"
-                                                    << Lane::Communication;
+    QTest::newRow("NCCL 2.19+ reduce-scatter bf16")
+        << K::Kernel << "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL" << Lane::Communication;
     QTest::newRow("NCCL SendRecv") << K::Kernel << "ncclDevKernel_SendRecv" << Lane::Communication;
     QTest::newRow("NCCL Generic") << K::Kernel << "ncclDevKernel_Generic" << Lane::Communication;
     QTest::newRow("old NCCL name") << K::Kernel << "ncclKernel_AllGather_RING_LL_Sum_int8_t" << Lane::Communication;
-    QTest::newRow("demangled NCCL with args") << K::Kernel
-                                              << "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-                                              << Lane::Communication;
-    QTest::newRow("elementwise") << K::Kernel << "void at::native::vectorized_elementwise_kernel<4, float>(int)"
-                                 << Lane::Compute;
+    QTest::newRow("demangled NCCL with args")
+        << K::Kernel << "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)" << Lane::Communication;
+    QTest::newRow("elementwise") << K::Kernel << "void at::native::vectorized_elementwise_kernel<4, float>(int)" << Lane::Compute;
     QTest::newRow("cutlass gemm") << K::Kernel << "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n" << Lane::Compute;
     QTest::newRow("nccl not at the start") << K::Kernel << "my_nccl_like_kernel" << Lane::Compute;
     QTest::newRow("memcpy record") << K::Memcpy << "Memcpy HtoD" << Lane::Memory;
@@ -91,14 +89,22 @@ void TestProfilerCupti::collectiveKinds_data()
 {
     QTest::addColumn<QString>("name");
     QTest::addColumn<QString>("kind");
-    QTest::newRow("all_reduce") << "ncclDevKernel_AllReduce_Sum_f32_RING_LL" << "all_reduce";
-    QTest::newRow("all_gather") << "ncclDevKernel_AllGather_RING_LL" << "all_gather";
-    QTest::newRow("reduce_scatter") << "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL" << "reduce_scatter";
-    QTest::newRow("broadcast") << "ncclDevKernel_Broadcast_RING_LL" << "broadcast";
-    QTest::newRow("reduce, not reduce_scatter") << "ncclDevKernel_Reduce_Sum_f32_RING_LL" << "reduce";
-    QTest::newRow("send/recv") << "ncclDevKernel_SendRecv" << "send_recv";
-    QTest::newRow("old naming") << "ncclKernel_AllGather_RING_LL_Sum_int8_t" << "all_gather";
-    QTest::newRow("generic") << "ncclDevKernel_Generic" << "nccl";
+    QTest::newRow("all_reduce") << "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+                                << "all_reduce";
+    QTest::newRow("all_gather") << "ncclDevKernel_AllGather_RING_LL"
+                                << "all_gather";
+    QTest::newRow("reduce_scatter") << "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"
+                                    << "reduce_scatter";
+    QTest::newRow("broadcast") << "ncclDevKernel_Broadcast_RING_LL"
+                               << "broadcast";
+    QTest::newRow("reduce, not reduce_scatter") << "ncclDevKernel_Reduce_Sum_f32_RING_LL"
+                                                << "reduce";
+    QTest::newRow("send/recv") << "ncclDevKernel_SendRecv"
+                               << "send_recv";
+    QTest::newRow("old naming") << "ncclKernel_AllGather_RING_LL_Sum_int8_t"
+                                << "all_gather";
+    QTest::newRow("generic") << "ncclDevKernel_Generic"
+                             << "nccl";
     QTest::newRow("demangled") << "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
                                << "all_reduce";
 }
@@ -188,9 +194,9 @@ void TestProfilerCupti::attachToHostTrace()
     }
     QCOMPARE(device.size(), std::size_t(4));
     QCOMPARE(device[0]->step, -1LL); // 9000: before step 0
-    QCOMPARE(device[1]->step, 0LL);  // 10'000
-    QCOMPARE(device[2]->step, 0LL);  // 10'050
-    QCOMPARE(device[3]->step, 1LL);  // 20'100: in step 1's window
+    QCOMPARE(device[1]->step, 0LL); // 10'000
+    QCOMPARE(device[2]->step, 0LL); // 10'050
+    QCOMPARE(device[3]->step, 1LL); // 20'100: in step 1's window
 
     // Analysis uses device spans only: step 0 = host window 10'000-20'000, compute 100, comm 100, overlap 50.
     const RankAnalysis a = analyseRank(trace);

@@ -68,7 +68,9 @@ void TestProfilerRecorder::window()
     rec.setWindow(start, steps);
     QCOMPARE(rec.stepBegan(step), enabled);
     QCOMPARE(rec.enabled(), enabled);
-    { auto s = rec.scope(Lane::Compute, "forward", "forward"); }
+    {
+        auto s = rec.scope(Lane::Compute, "forward", "forward");
+    }
     const RankTrace trace = rec.take();
     QCOMPARE(trace.spans.size(), std::size_t(enabled ? 1 : 0));
     if (enabled)

@@ -44,10 +44,24 @@ using shardscope::testing::kFakeRank;
 // through a shell (or expanded it).
 const std::vector<std::string>& hostileArguments()
 {
-    static const std::vector<std::string> args = {
-        "$(touch PWNED1)", "`touch PWNED2`", "; touch PWNED3", "a && touch PWNED4", "| touch PWNED5", "> PWNED6",
-        "x\ntouch PWNED7", "'single' \"double\" \\back", "with space", "*", "$HOME ${PATH}", "~", "%s%n%x",
-        "--out", "-", "\t", "\xc3\xa9\xff", ""};
+    static const std::vector<std::string> args = {"$(touch PWNED1)",
+                                                  "`touch PWNED2`",
+                                                  "; touch PWNED3",
+                                                  "a && touch PWNED4",
+                                                  "| touch PWNED5",
+                                                  "> PWNED6",
+                                                  "x\ntouch PWNED7",
+                                                  "'single' \"double\" \\back",
+                                                  "with space",
+                                                  "*",
+                                                  "$HOME ${PATH}",
+                                                  "~",
+                                                  "%s%n%x",
+                                                  "--out",
+                                                  "-",
+                                                  "\t",
+                                                  "\xc3\xa9\xff",
+                                                  ""};
     return args;
 }
 
@@ -76,7 +90,7 @@ std::vector<std::string> readArgv(const fs::path& path)
 
 std::string boundAddress(int fd)
 {
-    sockaddr_in addr {};
+    sockaddr_in addr{};
     socklen_t len = sizeof addr;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.sin_family != AF_INET)
         return "?";
@@ -106,7 +120,7 @@ std::optional<in_addr> externalAddress()
 bool canConnect(in_addr ip, int port)
 {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr {};
+    sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     addr.sin_addr = ip;
@@ -185,8 +199,10 @@ private slots:
         QTest::addColumn<QString>("address");
         QTest::addColumn<QString>("bound");
         QTest::newRow("default") << QString::fromStdString(LaunchOptions{}.masterAddr) << "127.0.0.1";
-        QTest::newRow("localhost") << "localhost" << "127.0.0.1";
-        QTest::newRow("another loopback address") << "127.0.0.2" << "127.0.0.2";
+        QTest::newRow("localhost") << "localhost"
+                                   << "127.0.0.1";
+        QTest::newRow("another loopback address") << "127.0.0.2"
+                                                  << "127.0.0.2";
     }
     void listenOnBindsExactlyTheAddress()
     {
@@ -223,8 +239,10 @@ private slots:
     {
         QTest::addColumn<QString>("address"); // empty: the default
         QTest::addColumn<QString>("expected");
-        QTest::newRow("default") << "" << "127.0.0.1";
-        QTest::newRow("named") << "127.0.0.2" << "127.0.0.2";
+        QTest::newRow("default") << ""
+                                 << "127.0.0.1";
+        QTest::newRow("named") << "127.0.0.2"
+                               << "127.0.0.2";
     }
     void rankZeroInheritsTheBoundSocket()
     {
@@ -277,10 +295,10 @@ private slots:
             const auto got = readArgv(out / ("rank" + std::to_string(rank) + ".argv"));
             QCOMPARE(got.size(), expected.size());
             for (std::size_t i = 0; i < got.size(); ++i)
-                QVERIFY2(got[i] == expected[i], qPrintable(QString("argv[%1]: '%2' != '%3'")
-                                                               .arg(i)
-                                                               .arg(QString::fromStdString(got[i]),
-                                                                    QString::fromStdString(expected[i]))));
+                QVERIFY2(got[i] == expected[i],
+                         qPrintable(QString("argv[%1]: '%2' != '%3'")
+                                        .arg(i)
+                                        .arg(QString::fromStdString(got[i]), QString::fromStdString(expected[i]))));
             const auto env = readEnvFile(out / ("rank" + std::to_string(rank) + ".env"));
             QCOMPARE(env.at("SHARDSCOPE_TEST_HOSTILE"), hostileEnv);
         }
@@ -330,12 +348,14 @@ private slots:
             const std::string code = security_test::codeOnly(text);
             ++scanned;
             for (auto it = std::sregex_iterator(code.begin(), code.end(), shellCall); it != std::sregex_iterator(); ++it)
-                findings << QString("%1:%2: %3").arg(QString::fromStdString(file.string()))
+                findings << QString("%1:%2: %3")
+                                .arg(QString::fromStdString(file.string()))
                                 .arg(security_test::lineOf(code, std::size_t(it->position())))
                                 .arg(QString::fromStdString(it->str()));
             // "sh", "-c" needs the literal text, which codeOnly hides: look in the raw text.
             for (auto it = std::sregex_iterator(text.begin(), text.end(), shellLiteral); it != std::sregex_iterator(); ++it)
-                findings << QString("%1:%2: %3").arg(QString::fromStdString(file.string()))
+                findings << QString("%1:%2: %3")
+                                .arg(QString::fromStdString(file.string()))
                                 .arg(security_test::lineOf(text, std::size_t(it->position())))
                                 .arg(QString::fromStdString(it->str()));
         }

@@ -51,22 +51,19 @@ extern "C" {
 int __real_sqlite3_prepare_v2(sqlite3* db, const char* sql, int bytes, sqlite3_stmt** stmt, const char** tail);
 int __real_sqlite3_prepare_v3(sqlite3* db, const char* sql, int bytes, unsigned int flags, sqlite3_stmt** stmt,
                               const char** tail);
-int __real_sqlite3_exec(sqlite3* db, const char* sql, int (*callback)(void*, int, char**, char**), void* arg,
-                        char** error);
+int __real_sqlite3_exec(sqlite3* db, const char* sql, int (*callback)(void*, int, char**, char**), void* arg, char** error);
 
 int __wrap_sqlite3_prepare_v2(sqlite3* db, const char* sql, int bytes, sqlite3_stmt** stmt, const char** tail)
 {
     recordSql(sql, bytes);
     return __real_sqlite3_prepare_v2(db, sql, bytes, stmt, tail);
 }
-int __wrap_sqlite3_prepare_v3(sqlite3* db, const char* sql, int bytes, unsigned int flags, sqlite3_stmt** stmt,
-                              const char** tail)
+int __wrap_sqlite3_prepare_v3(sqlite3* db, const char* sql, int bytes, unsigned int flags, sqlite3_stmt** stmt, const char** tail)
 {
     recordSql(sql, bytes);
     return __real_sqlite3_prepare_v3(db, sql, bytes, flags, stmt, tail);
 }
-int __wrap_sqlite3_exec(sqlite3* db, const char* sql, int (*callback)(void*, int, char**, char**), void* arg,
-                        char** error)
+int __wrap_sqlite3_exec(sqlite3* db, const char* sql, int (*callback)(void*, int, char**, char**), void* arg, char** error)
 {
     recordSql(sql, -1);
     return __real_sqlite3_exec(db, sql, callback, arg, error);
@@ -112,10 +109,10 @@ std::int64_t count(const Database& db, const char* sql)
     return *value;
 }
 
-#define SS_VERIFY_OK(expr)                                                                                             \
-    do {                                                                                                               \
-        const auto& ss_result_ = (expr);                                                                               \
-        QVERIFY2(ss_result_.ok(), ss_result_.ok() ? "" : ss_result_.error().message.c_str());                          \
+#define SS_VERIFY_OK(expr)                                                                                                       \
+    do {                                                                                                                         \
+        const auto& ss_result_ = (expr);                                                                                         \
+        QVERIFY2(ss_result_.ok(), ss_result_.ok() ? "" : ss_result_.error().message.c_str());                                    \
     } while (false)
 
 } // namespace
@@ -265,8 +262,7 @@ private slots:
                 leaked << QString::fromStdString(statement);
         QVERIFY2(leaked.isEmpty(), qPrintable("user text in SQL:\n" + leaked.join('\n')));
         // The wrap saw the writer's statements too (its own thread and connection).
-        QVERIFY(std::any_of(sql.begin(), sql.end(),
-                            [](const std::string& s) { return s.rfind("INSERT INTO metrics", 0) == 0; }));
+        QVERIFY(std::any_of(sql.begin(), sql.end(), [](const std::string& s) { return s.rfind("INSERT INTO metrics", 0) == 0; }));
     }
 
     void sqlIsBuiltFromConstantsOnly()
@@ -274,9 +270,9 @@ private slots:
         namespace st = security_test;
         // Names allowed in a SQL argument besides literals and kConstants, each reviewed:
         const std::set<std::string> reviewed = {
-            "std", "string", "string_view", // glue: std::string("SELECT ") + kColumns + ...
-            "sql",           // a local assembled from literals only (checked below)
-            "item",          // RunWriter's table of statements: literals and multiRowInsert(n)
+            "std",       "string",        "string_view", // glue: std::string("SELECT ") + kColumns + ...
+            "sql", // a local assembled from literals only (checked below)
+            "item", // RunWriter's table of statements: literals and multiRowInsert(n)
             "to_string", "targetVersion", // PRAGMA user_version=<our own schema version>: PRAGMA takes no parameters
         };
         const std::regex call("(\\.|->)\\s*(prepare|preparePersistent|exec|queryInt)\\s*\\(");

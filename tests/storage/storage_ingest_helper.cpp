@@ -45,18 +45,30 @@ int main(int argc, char** argv)
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string arg = argv[i];
         const char* value = argv[i + 1];
-        if (arg == "--db") db = value;
-        else if (arg == "--ranks") ranks = std::atoi(value);
-        else if (arg == "--keys") keyCount = std::atoi(value);
-        else if (arg == "--steps") steps = std::atoll(value);
-        else if (arg == "--flush-every") flushEvery = std::atoi(value);
-        else if (arg == "--interval-ms") intervalMs = std::atoi(value);
-        else if (arg == "--max-buffered") maxBuffered = std::atoll(value);
-        else if (arg == "--busy-timeout-ms") busyMs = std::atoi(value);
-        else if (arg == "--step-sleep-us") sleepUs = std::atoi(value);
-        else if (arg == "--fsize-after") fsizeAfter = std::atoll(value);
-        else if (arg == "--fsize-slack") fsizeSlack = std::atoll(value);
-        else return 64;
+        if (arg == "--db")
+            db = value;
+        else if (arg == "--ranks")
+            ranks = std::atoi(value);
+        else if (arg == "--keys")
+            keyCount = std::atoi(value);
+        else if (arg == "--steps")
+            steps = std::atoll(value);
+        else if (arg == "--flush-every")
+            flushEvery = std::atoi(value);
+        else if (arg == "--interval-ms")
+            intervalMs = std::atoi(value);
+        else if (arg == "--max-buffered")
+            maxBuffered = std::atoll(value);
+        else if (arg == "--busy-timeout-ms")
+            busyMs = std::atoi(value);
+        else if (arg == "--step-sleep-us")
+            sleepUs = std::atoi(value);
+        else if (arg == "--fsize-after")
+            fsizeAfter = std::atoll(value);
+        else if (arg == "--fsize-slack")
+            fsizeSlack = std::atoll(value);
+        else
+            return 64;
     }
 
     auto store = RunStore::open(db);

@@ -9,10 +9,10 @@
 
 #include <string>
 
-#define SS_VERIFY_OK(expr)                                                                                             \
-    do {                                                                                                               \
-        const auto& ss_result_ = (expr);                                                                               \
-        QVERIFY2(ss_result_.ok(), ss_result_.ok() ? "" : ss_result_.error().message.c_str());                          \
+#define SS_VERIFY_OK(expr)                                                                                                       \
+    do {                                                                                                                         \
+        const auto& ss_result_ = (expr);                                                                                         \
+        QVERIFY2(ss_result_.ok(), ss_result_.ok() ? "" : ss_result_.error().message.c_str());                                    \
     } while (false)
 
 namespace storage_test {

@@ -77,7 +77,8 @@ private slots:
             for (int step = 0; step < 20; ++step)
                 for (int rank = 0; rank < 2; ++rank)
                     (*writer)->addMetrics(rank, step, 1.7e9 + step,
-                                          {{"loss", 4.0 - step * 0.1 - i}, {"tokens_per_s", 2000.0 * (i + 1)},
+                                          {{"loss", 4.0 - step * 0.1 - i},
+                                           {"tokens_per_s", 2000.0 * (i + 1)},
                                            {"mem.rss", 3.0 * 1024 * 1024 * 1024}});
             RunEnd end;
             end.status = i ? RunStatus::Failed : RunStatus::Completed;
@@ -111,8 +112,7 @@ private slots:
         QTest::newRow("precision") << QStringList{"--precision", "bf16"} << "bf16-run";
         QTest::newRow("tag") << QStringList{"--tag", "baseline"} << "fp32-run";
         QTest::newRow("search") << QStringList{"--search", "bf16"} << "bf16-run";
-        QTest::newRow("sort by loss, ascending") << QStringList{"--sort", "loss", "--asc", "--limit", "1"}
-                                                 << "bf16-run";
+        QTest::newRow("sort by loss, ascending") << QStringList{"--sort", "loss", "--asc", "--limit", "1"} << "bf16-run";
     }
 
     void listFilters()

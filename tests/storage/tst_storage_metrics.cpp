@@ -119,12 +119,14 @@ private slots:
             while (f.rows() == round && (elapsed = timer.elapsed()) < 10 * bound)
                 std::this_thread::sleep_for(std::chrono::milliseconds(2));
             elapsed = timer.elapsed();
-            QVERIFY2(f.rows() == round + 1, qPrintable(QString("round %1: nothing committed after %2 ms (interval %3 ms)")
-                                                           .arg(round).arg(elapsed).arg(interval)));
-            QVERIFY2(elapsed >= interval, qPrintable(QString("round %1: committed after %2 ms, before the interval")
-                                                         .arg(round).arg(elapsed)));
-            QVERIFY2(elapsed <= bound, qPrintable(QString("round %1: committed after %2 ms, bound %3 ms")
-                                                      .arg(round).arg(elapsed).arg(bound)));
+            QVERIFY2(
+                f.rows() == round + 1,
+                qPrintable(
+                    QString("round %1: nothing committed after %2 ms (interval %3 ms)").arg(round).arg(elapsed).arg(interval)));
+            QVERIFY2(elapsed >= interval,
+                     qPrintable(QString("round %1: committed after %2 ms, before the interval").arg(round).arg(elapsed)));
+            QVERIFY2(elapsed <= bound,
+                     qPrintable(QString("round %1: committed after %2 ms, bound %3 ms").arg(round).arg(elapsed).arg(bound)));
         }
         QCOMPARE(writer->committedRows(), std::int64_t(3));
     }
@@ -206,10 +208,10 @@ private slots:
     void downsample_data()
     {
         QTest::addColumn<int>("points");
-        QTest::addColumn<int>("stride");    // steps between points
+        QTest::addColumn<int>("stride"); // steps between points
         QTest::addColumn<int>("firstStep");
         QTest::addColumn<int>("buckets");
-        QTest::addColumn<int>("nanEvery");  // 0: none
+        QTest::addColumn<int>("nanEvery"); // 0: none
         QTest::newRow("fewer points than buckets: raw") << 50 << 1 << 0 << 100 << 0;
         QTest::newRow("narrow buckets: rows path") << 5000 << 1 << 0 << 2000 << 0;
         QTest::newRow("wide buckets: blocks path") << 200000 << 1 << 0 << 2000 << 0;

@@ -57,8 +57,8 @@ Snapshot snapshot(Database& db, std::int64_t runId)
 // Events whose rows are not all there (any (rank, step) without exactly kKeys rows).
 std::int64_t brokenEvents(Database& db, std::int64_t runId)
 {
-    return queryInt(db, "SELECT count(*) FROM (SELECT count(*) AS c FROM metrics WHERE run_id = " +
-                            std::to_string(runId) + " GROUP BY rank, step HAVING c != " + std::to_string(kKeys) + ")");
+    return queryInt(db, "SELECT count(*) FROM (SELECT count(*) AS c FROM metrics WHERE run_id = " + std::to_string(runId)
+                            + " GROUP BY rank, step HAVING c != " + std::to_string(kKeys) + ")");
 }
 
 std::int64_t runIdFrom(QProcess& process)
@@ -118,15 +118,14 @@ private slots:
         QCOMPARE(queryText(db, "PRAGMA integrity_check"), std::string("ok"));
         QCOMPARE(queryInt(db, "SELECT count(*) FROM pragma_foreign_key_check"), std::int64_t(0));
         const Snapshot s = snapshot(db, runId);
-        QVERIFY2(s.rows >= committed,
-                 qPrintable(QString("%1 rows stored, %2 reported committed").arg(s.rows).arg(committed)));
+        QVERIFY2(s.rows >= committed, qPrintable(QString("%1 rows stored, %2 reported committed").arg(s.rows).arg(committed)));
         QCOMPARE(s.rows % kKeys, std::int64_t(0));
         QCOMPARE(brokenEvents(db, runId), std::int64_t(0));
         QCOMPARE(s.blockRows, s.rows);
         QCOMPARE(s.lastStep, s.maxStep);
         QCOMPARE(store->run(runId)->summary.status, RunStatus::Interrupted);
-        qInfo("killed after %d ms: %lld rows stored, %lld reported committed", delayMs,
-              static_cast<long long>(s.rows), static_cast<long long>(committed));
+        qInfo("killed after %d ms: %lld rows stored, %lld reported committed", delayMs, static_cast<long long>(s.rows),
+              static_cast<long long>(committed));
     }
 
     void readerNeverSeesPartialBatchAndNeverBlocksWriter()
@@ -218,8 +217,7 @@ private slots:
         QCOMPARE(queryText(database, "PRAGMA integrity_check"), std::string("ok"));
         QCOMPARE(queryInt(database, "SELECT count(*) FROM pragma_foreign_key_check"), std::int64_t(0));
         const Snapshot s = snapshot(database, runId);
-        QVERIFY2(s.rows >= committed,
-                 qPrintable(QString("%1 rows stored, %2 reported committed").arg(s.rows).arg(committed)));
+        QVERIFY2(s.rows >= committed, qPrintable(QString("%1 rows stored, %2 reported committed").arg(s.rows).arg(committed)));
         QCOMPARE(s.rows % (kRanks * kKeys), std::int64_t(0)); // whole steps only
         QCOMPARE(brokenEvents(database, runId), std::int64_t(0));
         QCOMPARE(s.blockRows, s.rows);
@@ -238,11 +236,10 @@ private slots:
         SS_VERIFY_OK(nextWriter);
         (*nextWriter)->addMetrics(0, 0, 0, {{"loss", 1.0}});
         SS_VERIFY_OK((*nextWriter)->flush());
-        QCOMPARE(queryInt(database, "SELECT count(*) FROM metrics WHERE run_id = " + std::to_string(*nextId)),
-                 std::int64_t(1));
+        QCOMPARE(queryInt(database, "SELECT count(*) FROM metrics WHERE run_id = " + std::to_string(*nextId)), std::int64_t(1));
         qInfo("limit after %lld rows; %lld committed before the failure, %lld stored; error: %s",
-              static_cast<long long>(committedAtLimit), static_cast<long long>(committed),
-              static_cast<long long>(s.rows), qPrintable(err.trimmed()));
+              static_cast<long long>(committedAtLimit), static_cast<long long>(committed), static_cast<long long>(s.rows),
+              qPrintable(err.trimmed()));
     }
 };
 

@@ -101,10 +101,8 @@ private slots:
         QTest::newRow("pending -> failed (never started)") << QStringList{"failed"} << true << "failed";
         QTest::newRow("pending -> cancelled") << QStringList{"cancelled"} << true << "cancelled";
         QTest::newRow("running -> running refused") << QStringList{"start", "start"} << false << "running";
-        QTest::newRow("completed -> running refused") << QStringList{"start", "completed", "start"} << false
-                                                      << "completed";
-        QTest::newRow("completed -> failed refused") << QStringList{"start", "completed", "failed"} << false
-                                                     << "completed";
+        QTest::newRow("completed -> running refused") << QStringList{"start", "completed", "start"} << false << "completed";
+        QTest::newRow("completed -> failed refused") << QStringList{"start", "completed", "failed"} << false << "completed";
         QTest::newRow("ending as interrupted refused") << QStringList{"start", "interrupted"} << false << "running";
         QTest::newRow("ending as pending refused") << QStringList{"start", "pending"} << false << "running";
     }
@@ -135,8 +133,8 @@ private slots:
         }
         QCOMPARE(ok, lastSucceeds);
         if (!ok)
-            QVERIFY2(message.find("run " + std::to_string(id)) != std::string::npos ||
-                         message.find("completed, failed or cancelled") != std::string::npos,
+            QVERIFY2(message.find("run " + std::to_string(id)) != std::string::npos
+                         || message.find("completed, failed or cancelled") != std::string::npos,
                      message.c_str());
         QCOMPARE(QString::fromStdString(std::string(statusName(statusOf(store, id)))), finalStatus);
     }
@@ -230,8 +228,7 @@ private slots:
         QTest::addColumn<std::vector<std::string>>("expected"); // in order
         QTest::newRow("all, newest first") << "" << std::vector<std::string>{"e", "d", "c", "b", "a"};
         QTest::newRow("status failed") << "status=failed" << std::vector<std::string>{"d", "b"};
-        QTest::newRow("status completed or running") << "status=completed,running"
-                                                     << std::vector<std::string>{"e", "c", "a"};
+        QTest::newRow("status completed or running") << "status=completed,running" << std::vector<std::string>{"e", "c", "a"};
         QTest::newRow("type fsdp (any case)") << "type=fsdp" << std::vector<std::string>{"d", "c"};
         QTest::newRow("precision bf16") << "precision=bf16" << std::vector<std::string>{"e", "c"};
         QTest::newRow("tag sweep") << "tag=sweep" << std::vector<std::string>{"d", "b"};
@@ -244,8 +241,7 @@ private slots:
         QTest::newRow("combined") << "status=failed;type=FSDP" << std::vector<std::string>{"d"};
         QTest::newRow("sort name asc") << "sort=name;asc" << std::vector<std::string>{"a", "b", "c", "d", "e"};
         QTest::newRow("sort steps desc") << "sort=steps" << std::vector<std::string>{"c", "a", "b", "e", "d"};
-        QTest::newRow("sort loss asc (no loss last)")
-            << "sort=loss;asc" << std::vector<std::string>{"a", "c", "b", "d", "e"};
+        QTest::newRow("sort loss asc (no loss last)") << "sort=loss;asc" << std::vector<std::string>{"a", "c", "b", "d", "e"};
         QTest::newRow("limit and offset") << "limit=2;offset=1" << std::vector<std::string>{"d", "c"};
     }
 
@@ -269,8 +265,8 @@ private slots:
                 std::int64_t steps;
                 double loss;
             };
-            for (auto [id, steps, loss] : {Progress{a, 50, 0.5}, Progress{b, 10, 2.0}, Progress{c, 90, 1.0},
-                                           Progress{e, 5, std::nan("")}}) {
+            for (auto [id, steps, loss] :
+                 {Progress{a, 50, 0.5}, Progress{b, 10, 2.0}, Progress{c, 90, 1.0}, Progress{e, 5, std::nan("")}}) {
                 SS_VERIFY_OK(store.markRunning(id));
                 auto writer = RunWriter::open(f.db(), id);
                 SS_VERIFY_OK(writer);
@@ -372,8 +368,7 @@ private slots:
             QCOMPARE(*id, std::int64_t(expectedId));
         } else {
             QVERIFY(!id.ok());
-            QVERIFY2(id.error().message.find(errorPart.toStdString()) != std::string::npos,
-                     id.error().message.c_str());
+            QVERIFY2(id.error().message.find(errorPart.toStdString()) != std::string::npos, id.error().message.c_str());
         }
     }
 
@@ -407,8 +402,7 @@ private slots:
         for (const char* table : {"metrics", "metric_blocks", "evals", "traces", "checkpoints", "run_ranks", "run_tags"}) {
             const std::string sql = std::string("SELECT count(*) FROM ") + table + " WHERE run_id = " + std::to_string(id);
             QCOMPARE(queryInt(store.database(), sql), std::int64_t(0));
-            const std::string kept = std::string("SELECT count(*) > 0 FROM ") + table + " WHERE run_id = " +
-                                     std::to_string(keep);
+            const std::string kept = std::string("SELECT count(*) > 0 FROM ") + table + " WHERE run_id = " + std::to_string(keep);
             QVERIFY2(queryInt(store.database(), kept) == 1 || std::string(table) == "run_tags", table);
         }
         QVERIFY(!store.run(id).ok());
@@ -515,9 +509,8 @@ private slots:
         std::ostringstream csv;
         SS_VERIFY_OK(store.exportCsv(id, csv));
         const std::string r = std::to_string(id);
-        QCOMPARE(csv.str(), "run_id,rank,step,time,key,value\n" + r + ",0,1,100.5,loss,2.5\n" + r +
-                                ",0,2,101.25,loss,\n" + r + ",1,1,100.5,loss,2.5\n" + r + ",0,1,100.5,lr,0.001\n" + r +
-                                ",0,2,101.25,lr,0.002\n");
+        QCOMPARE(csv.str(), "run_id,rank,step,time,key,value\n" + r + ",0,1,100.5,loss,2.5\n" + r + ",0,2,101.25,loss,\n" + r
+                                + ",1,1,100.5,loss,2.5\n" + r + ",0,1,100.5,lr,0.001\n" + r + ",0,2,101.25,lr,0.002\n");
 
         std::ostringstream json;
         SS_VERIFY_OK(store.exportJson(id, json));
@@ -603,17 +596,18 @@ private slots:
     {
         QTest::addColumn<QString>("yaml");
         QTest::addColumn<QString>("expected"); // "path=value" lines
-        QTest::newRow("scalars and nesting")
-            << "a: 1\nb:\n  c: x\n  d:\n    e: 'quoted # not a comment'\nf: \"two words\"\n"
-            << "a=1\nb.c=x\nb.d.e=quoted # not a comment\nf=two words\n";
-        QTest::newRow("comments and documents") << "---\n# header\na: 1 # trailing\n\nb: 2\n...\n" << "a=1\nb=2\n";
+        QTest::newRow("scalars and nesting") << "a: 1\nb:\n  c: x\n  d:\n    e: 'quoted # not a comment'\nf: \"two words\"\n"
+                                             << "a=1\nb.c=x\nb.d.e=quoted # not a comment\nf=two words\n";
+        QTest::newRow("comments and documents") << "---\n# header\na: 1 # trailing\n\nb: 2\n...\n"
+                                                << "a=1\nb=2\n";
         QTest::newRow("empty mapping and flow values") << "deepspeed_config: {}\ngpu_ids: all\nx: [1, 2]\nempty:\n"
                                                        << "deepspeed_config={}\ngpu_ids=all\nx=[1, 2]\nempty=\n";
         QTest::newRow("sequences") << "list:\n  - a\n  - b\nsame:\n- c\nitems:\n  - name: n1\n    v: 1\n  - name: n2\n"
                                    << "list[0]=a\nlist[1]=b\nsame[0]=c\nitems[0].name=n1\nitems[0].v=1\nitems[1].name=n2\n";
         QTest::newRow("block scalar") << "text: |\n  line one\n  line: two\nnext: 1\n"
                                       << "text=line one\nline: two\nnext=1\n";
-        QTest::newRow("url value keeps its colon") << "url: http://host:80/x\n" << "url=http://host:80/x\n";
+        QTest::newRow("url value keeps its colon") << "url: http://host:80/x\n"
+                                                   << "url=http://host:80/x\n";
     }
 
     void flattenYaml()

@@ -87,8 +87,8 @@ int main(int argc, char** argv)
             QApplication::processEvents();
         }
         const auto s = summarize(ms);
-        std::printf("%-34s points %9d  frame ms: mean %6.2f  p50 %6.2f  p95 %6.2f  max %6.2f\n", label,
-                    chart.pointCount(series), s.mean, s.p50, s.p95, s.max);
+        std::printf("%-34s points %9d  frame ms: mean %6.2f  p50 %6.2f  p95 %6.2f  max %6.2f\n", label, chart.pointCount(series),
+                    s.mean, s.p50, s.p95, s.max);
         return s;
     };
 

@@ -20,7 +20,8 @@ struct SeedRun {
     std::string name{};
     std::string distributedType = "MULTI_CPU";
     std::string mixedPrecision = "no";
-    std::string configText = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nmixed_precision: no\nnum_processes: 2\n";
+    std::string configText =
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nmixed_precision: no\nnum_processes: 2\n";
     std::string recipeText = "name: demo\ntraining:\n  max_steps: 100\n";
     std::vector<std::string> tags{};
     int worldSize = 2;

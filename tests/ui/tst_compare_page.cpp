@@ -28,10 +28,12 @@ private slots:
         QTemporaryDir dir;
         const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
         SeedRun a{.name = "full-shard", .distributedType = "FSDP"};
-        a.configText = "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n  fsdp_offload_params: false\nnum_processes: 2\n";
+        a.configText = "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n  fsdp_offload_params: "
+                       "false\nnum_processes: 2\n";
         SeedRun b = a;
         b.name = "shard-grad-op";
-        b.configText = "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_offload_params: false\nnum_processes: 2\n";
+        b.configText = "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_offload_params: "
+                       "false\nnum_processes: 2\n";
         b.steps = 14;
         const auto ia = seedRun(db, a);
         const auto ib = seedRun(db, b);
@@ -98,8 +100,8 @@ private slots:
         request.maxSteps = 30;
         request.mixedPrecision = QStringLiteral("fp16");
         QCOMPARE(ui::launchArguments(request),
-                 (QStringList{"launch", "--num_processes", "2", "--recipe", "/r/demo.yaml", "--run_name", "s-fp16",
-                              "--max_steps", "30", "--mixed_precision", "fp16"}));
+                 (QStringList{"launch", "--num_processes", "2", "--recipe", "/r/demo.yaml", "--run_name", "s-fp16", "--max_steps",
+                              "30", "--mixed_precision", "fp16"}));
         QCOMPARE(ui::sweepPrecisionModes(false), (QStringList{"no", "fp16", "bf16", "bf16-pure"}));
     }
 };

@@ -137,16 +137,16 @@ private slots:
         QTest::newRow("01_no_distribution") << Script{"0", "0", "no", "no", "no", "", "", "1"};
         QTest::newRow("03_multi_cpu_mpirun") << Script{"0", "1", "", "", "yes", "", "no", "4", "2"};
         QTest::newRow("05_multi_gpu") << Script{"0", "4", "1", "no", "no", "no", "no", "no", "2", "0,1", "yes", "1"};
-        QTest::newRow("06_fsdp_v1") << Script{"0", "4", "", "", "no", "no", "yes", "0", "1", "no", "1", "2000", "", "2",
-                                              "no", "yes", "no", "no", "yes", "8", "2"};
-        QTest::newRow("08_fsdp_v2") << Script{"0", "4", "1", "no", "no", "no", "yes", "1", "yes", "no", "0", "yes", "0",
-                                              "yes", "no", "no", "2", "2"};
-        QTest::newRow("10_deepspeed") << Script{"0", "4", "", "", "no", "yes", "no", "3", "1", "2", "", "4", "yes", "0.5",
-                                                "yes", "yes", "no", "8", "2"};
-        QTest::newRow("14_multi_node_gpu") << Script{"0", "4", "2", "0", "192.168.1.1", "29501", "", "", "no", "no",
-                                                     "no", "no", "16", "", "", ""};
-        QTest::newRow("15_fp8_te") << Script{"0", "4", "", "", "no", "no", "no", "no", "2", "", "", "3", "1", "", "",
-                                             "2", "1", "", "1", "yes", "yes", "no", ""};
+        QTest::newRow("06_fsdp_v1") << Script{"0",    "4", "",  "",   "no",  "no", "yes", "0",   "1", "no", "1",
+                                              "2000", "",  "2", "no", "yes", "no", "no",  "yes", "8", "2"};
+        QTest::newRow("08_fsdp_v2") << Script{"0",  "4", "1",   "no", "no",  "no", "yes", "1", "yes",
+                                              "no", "0", "yes", "0",  "yes", "no", "no",  "2", "2"};
+        QTest::newRow("10_deepspeed") << Script{"0", "4", "",    "",    "no",  "yes", "no", "3", "1", "2",
+                                                "",  "4", "yes", "0.5", "yes", "yes", "no", "8", "2"};
+        QTest::newRow("14_multi_node_gpu") << Script{"0",  "4",  "2",  "0",  "192.168.1.1", "29501", "", "",
+                                                     "no", "no", "no", "no", "16",          "",      "", ""};
+        QTest::newRow("15_fp8_te") << Script{"0", "4", "", "",  "no", "no", "no", "no",  "2",   "",   "", "3",
+                                             "1", "",  "", "2", "1",  "",   "1",  "yes", "yes", "no", ""};
         QTest::newRow("18_dynamo") << Script{"0", "0", "no", "yes", "", "yes", "1", "yes", "no", "yes", "no", "", "", ""};
     }
     void wizardWritesWhatTheTerminalWrites()
@@ -181,8 +181,8 @@ private slots:
     {
         // Oracle-free anchor: the reference's FSDP2 example (as in tst_questionnaire).
         ConfigWizard wizard;
-        for (const char* line : {"0", "4", "1", "no", "no", "no", "yes", "1", "yes", "no", "0", "yes", "0", "yes", "no",
-                                 "no", "2", "2"}) {
+        for (const char* line :
+             {"0", "4", "1", "no", "no", "no", "yes", "1", "yes", "no", "0", "yes", "0", "yes", "no", "no", "2", "2"}) {
             typeAnswer(wizard, QString::fromLatin1(line));
             if (QTest::currentTestFailed())
                 return;
@@ -260,22 +260,62 @@ private slots:
         QTest::addColumn<QString>("mixedPrecision");
         QTest::addColumn<QString>("key");
         QTest::addColumn<bool>("shown");
-        QTest::newRow("fsdp key under MULTI_GPU") << "MULTI_GPU" << "1" << "no" << "fsdp_config.fsdp_version" << false;
-        QTest::newRow("fsdp key under FSDP") << "FSDP" << "1" << "no" << "fsdp_config.fsdp_version" << true;
-        QTest::newRow("fsdp1 key under FSDP (v1)") << "FSDP" << "1" << "no" << "fsdp_config.fsdp_sharding_strategy" << true;
-        QTest::newRow("deepspeed key under FSDP") << "FSDP" << "1" << "no" << "deepspeed_config.zero_stage" << false;
-        QTest::newRow("deepspeed key under DEEPSPEED") << "DEEPSPEED" << "1" << "no" << "deepspeed_config.zero_stage" << true;
-        QTest::newRow("fsdp key under DEEPSPEED") << "DEEPSPEED" << "1" << "no" << "fsdp_config.fsdp_version" << false;
-        QTest::newRow("ds multinode launcher, one machine") << "DEEPSPEED" << "1" << "no"
+        QTest::newRow("fsdp key under MULTI_GPU") << "MULTI_GPU"
+                                                  << "1"
+                                                  << "no"
+                                                  << "fsdp_config.fsdp_version" << false;
+        QTest::newRow("fsdp key under FSDP") << "FSDP"
+                                             << "1"
+                                             << "no"
+                                             << "fsdp_config.fsdp_version" << true;
+        QTest::newRow("fsdp1 key under FSDP (v1)") << "FSDP"
+                                                   << "1"
+                                                   << "no"
+                                                   << "fsdp_config.fsdp_sharding_strategy" << true;
+        QTest::newRow("deepspeed key under FSDP") << "FSDP"
+                                                  << "1"
+                                                  << "no"
+                                                  << "deepspeed_config.zero_stage" << false;
+        QTest::newRow("deepspeed key under DEEPSPEED") << "DEEPSPEED"
+                                                       << "1"
+                                                       << "no"
+                                                       << "deepspeed_config.zero_stage" << true;
+        QTest::newRow("fsdp key under DEEPSPEED") << "DEEPSPEED"
+                                                  << "1"
+                                                  << "no"
+                                                  << "fsdp_config.fsdp_version" << false;
+        QTest::newRow("ds multinode launcher, one machine") << "DEEPSPEED"
+                                                            << "1"
+                                                            << "no"
                                                             << "deepspeed_config.deepspeed_multinode_launcher" << false;
-        QTest::newRow("ds multinode launcher, two machines") << "DEEPSPEED" << "2" << "no"
+        QTest::newRow("ds multinode launcher, two machines") << "DEEPSPEED"
+                                                             << "2"
+                                                             << "no"
                                                              << "deepspeed_config.deepspeed_multinode_launcher" << true;
-        QTest::newRow("main_process_ip, one machine") << "MULTI_GPU" << "1" << "no" << "main_process_ip" << false;
-        QTest::newRow("main_process_ip, two machines") << "MULTI_GPU" << "2" << "no" << "main_process_ip" << true;
-        QTest::newRow("machine_rank, two machines") << "MULTI_GPU" << "2" << "no" << "machine_rank" << true;
-        QTest::newRow("num_machines always") << "NO" << "1" << "no" << "num_machines" << true;
-        QTest::newRow("fp8 backend under bf16") << "MULTI_GPU" << "1" << "bf16" << "fp8_config.backend" << false;
-        QTest::newRow("fp8 backend under fp8") << "MULTI_GPU" << "1" << "fp8" << "fp8_config.backend" << true;
+        QTest::newRow("main_process_ip, one machine") << "MULTI_GPU"
+                                                      << "1"
+                                                      << "no"
+                                                      << "main_process_ip" << false;
+        QTest::newRow("main_process_ip, two machines") << "MULTI_GPU"
+                                                       << "2"
+                                                       << "no"
+                                                       << "main_process_ip" << true;
+        QTest::newRow("machine_rank, two machines") << "MULTI_GPU"
+                                                    << "2"
+                                                    << "no"
+                                                    << "machine_rank" << true;
+        QTest::newRow("num_machines always") << "NO"
+                                             << "1"
+                                             << "no"
+                                             << "num_machines" << true;
+        QTest::newRow("fp8 backend under bf16") << "MULTI_GPU"
+                                                << "1"
+                                                << "bf16"
+                                                << "fp8_config.backend" << false;
+        QTest::newRow("fp8 backend under fp8") << "MULTI_GPU"
+                                               << "1"
+                                               << "fp8"
+                                               << "fp8_config.backend" << true;
     }
     void formShowsOnlyWhatApplies()
     {
@@ -318,7 +358,8 @@ private slots:
         QVERIFY(!form->isFieldShown(fsdpVersion));
         QVERIFY(!page.previewText().contains(QStringLiteral("fsdp_config")));
         // Every field carries the question accelerate config asks for it.
-        QVERIFY(form->fieldEditor(QStringLiteral("num_machines"))->toolTip().contains(QStringLiteral("How many different machines")));
+        QVERIFY(
+            form->fieldEditor(QStringLiteral("num_machines"))->toolTip().contains(QStringLiteral("How many different machines")));
     }
 
     void invalidValueDisablesLaunchWithTheMessage()
@@ -407,7 +448,8 @@ private slots:
     {
         const QString path = m_tmp.filePath(QStringLiteral("in.yaml"));
         const QByteArray text = "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: MULTI_GPU\n"
-                                "downcast_bf16: 'no'\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: main\nmixed_precision: bf16\n"
+                                "downcast_bf16: 'no'\nenable_cpu_affinity: false\nmachine_rank: 0\nmain_training_function: "
+                                "main\nmixed_precision: bf16\n"
                                 "num_machines: 1\nnum_processes: 2\nrdzv_backend: static\nsame_network: true\n"
                                 "tpu_env: []\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: false\n";
         QFile f(path);

@@ -26,10 +26,7 @@ namespace {
 
 constexpr int kSteps = 300;
 
-std::filesystem::path historyIn(const QString& home)
-{
-    return std::filesystem::path(home.toStdString()) / "history.sqlite";
-}
+std::filesystem::path historyIn(const QString& home) { return std::filesystem::path(home.toStdString()) / "history.sqlite"; }
 
 // The GUI process: launch from the Configure page and follow the run, until killed.
 int guiSession(int argc, char** argv)

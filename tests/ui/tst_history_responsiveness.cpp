@@ -91,9 +91,17 @@ private slots:
         std::vector<int> answered;
         auto* gone = new QObject;
         QObject alive;
-        history.submit<int>(gone, [] { return 1; }, [&](int v) { answered.push_back(v); });
-        history.submit<int>(&alive, [] { std::this_thread::sleep_for(50ms); return 2; }, [&](int v) { answered.push_back(v); });
-        history.submit<int>(&alive, [] { return 3; }, [&](int v) { answered.push_back(v); });
+        history.submit<int>(
+            gone, [] { return 1; }, [&](int v) { answered.push_back(v); });
+        history.submit<int>(
+            &alive,
+            [] {
+                std::this_thread::sleep_for(50ms);
+                return 2;
+            },
+            [&](int v) { answered.push_back(v); });
+        history.submit<int>(
+            &alive, [] { return 3; }, [&](int v) { answered.push_back(v); });
         delete gone;
         QTRY_COMPARE(history.pendingJobs(), 0);
         QCOMPARE(answered, (std::vector<int>{2, 3}));

@@ -156,8 +156,8 @@ private slots:
         const std::string runDir = dir.filePath(QStringLiteral("runs/bad")).toStdString();
         writeLog(runDir, 0, "step 1\nstep 2\nstopped by launcher\n");
         writeLog(runDir, 1, "step 1\nWARNING overflow\nstep 2\nERROR loss is NaN\n");
-        const auto id = seedRun(db, {.name = "bad", .steps = 2, .status = storage::RunStatus::Failed, .failingRank = 1,
-                                     .runDir = runDir});
+        const auto id = seedRun(
+            db, {.name = "bad", .steps = 2, .status = storage::RunStatus::Failed, .failingRank = 1, .runDir = runDir});
         RunPage page;
         page.openStoreRun(db, id);
         QTRY_VERIFY(!page.polling()); // the first answers from the history thread

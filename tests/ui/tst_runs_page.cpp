@@ -29,9 +29,8 @@ std::vector<storage::RunSummary> sampleRuns()
     const char* names[] = {"mlp-fp16", "mlp-bf16", "gpt-fsdp", "gpt-zero3", "mlp-baseline"};
     const char* types[] = {"MULTI_CPU", "MULTI_CPU", "FSDP", "DEEPSPEED", "NO"};
     const char* precisions[] = {"fp16", "bf16", "bf16", "fp16", "no"};
-    const storage::RunStatus statuses[] = {storage::RunStatus::Completed, storage::RunStatus::Failed,
-                                           storage::RunStatus::Running, storage::RunStatus::Completed,
-                                           storage::RunStatus::Cancelled};
+    const storage::RunStatus statuses[] = {storage::RunStatus::Completed, storage::RunStatus::Failed, storage::RunStatus::Running,
+                                           storage::RunStatus::Completed, storage::RunStatus::Cancelled};
     for (int i = 0; i < 5; ++i) {
         auto& r = runs[static_cast<std::size_t>(i)];
         r.id = i + 1;
@@ -95,19 +94,50 @@ private slots:
         QTest::addColumn<QString>("text");
         QTest::addColumn<QStringList>("expected");
         const QStringList all{"gpt-fsdp", "gpt-zero3", "mlp-baseline", "mlp-bf16", "mlp-fp16"};
-        QTest::newRow("none") << -1 << "" << "" << "" << "" << all;
-        QTest::newRow("completed") << int(storage::RunStatus::Completed) << "" << "" << "" << ""
-                                   << QStringList{"gpt-zero3", "mlp-fp16"};
-        QTest::newRow("failed") << int(storage::RunStatus::Failed) << "" << "" << "" << "" << QStringList{"mlp-bf16"};
-        QTest::newRow("type case-insensitive") << -1 << "fsdp" << "" << "" << "" << QStringList{"gpt-fsdp"};
-        QTest::newRow("precision bf16") << -1 << "" << "bf16" << "" << "" << QStringList{"gpt-fsdp", "mlp-bf16"};
-        QTest::newRow("tag sweep") << -1 << "" << "" << "sweep" << "" << QStringList{"mlp-bf16", "mlp-fp16"};
-        QTest::newRow("text in name") << -1 << "" << "" << "" << "MLP" << QStringList{"mlp-baseline", "mlp-bf16", "mlp-fp16"};
-        QTest::newRow("text in tag") << -1 << "" << "" << "" << "zero" << QStringList{"gpt-zero3"};
-        QTest::newRow("text in directory") << -1 << "" << "" << "" << "/runs/gpt-f" << QStringList{"gpt-fsdp"};
-        QTest::newRow("combined") << int(storage::RunStatus::Completed) << "" << "fp16" << "sweep" << "mlp"
-                                  << QStringList{"mlp-fp16"};
-        QTest::newRow("nothing") << int(storage::RunStatus::Interrupted) << "" << "" << "" << "" << QStringList{};
+        QTest::newRow("none") << -1 << ""
+                              << ""
+                              << ""
+                              << "" << all;
+        QTest::newRow("completed") << int(storage::RunStatus::Completed) << ""
+                                   << ""
+                                   << ""
+                                   << "" << QStringList{"gpt-zero3", "mlp-fp16"};
+        QTest::newRow("failed") << int(storage::RunStatus::Failed) << ""
+                                << ""
+                                << ""
+                                << "" << QStringList{"mlp-bf16"};
+        QTest::newRow("type case-insensitive") << -1 << "fsdp"
+                                               << ""
+                                               << ""
+                                               << "" << QStringList{"gpt-fsdp"};
+        QTest::newRow("precision bf16") << -1 << ""
+                                        << "bf16"
+                                        << ""
+                                        << "" << QStringList{"gpt-fsdp", "mlp-bf16"};
+        QTest::newRow("tag sweep") << -1 << ""
+                                   << ""
+                                   << "sweep"
+                                   << "" << QStringList{"mlp-bf16", "mlp-fp16"};
+        QTest::newRow("text in name") << -1 << ""
+                                      << ""
+                                      << ""
+                                      << "MLP" << QStringList{"mlp-baseline", "mlp-bf16", "mlp-fp16"};
+        QTest::newRow("text in tag") << -1 << ""
+                                     << ""
+                                     << ""
+                                     << "zero" << QStringList{"gpt-zero3"};
+        QTest::newRow("text in directory") << -1 << ""
+                                           << ""
+                                           << ""
+                                           << "/runs/gpt-f" << QStringList{"gpt-fsdp"};
+        QTest::newRow("combined") << int(storage::RunStatus::Completed) << ""
+                                  << "fp16"
+                                  << "sweep"
+                                  << "mlp" << QStringList{"mlp-fp16"};
+        QTest::newRow("nothing") << int(storage::RunStatus::Interrupted) << ""
+                                 << ""
+                                 << ""
+                                 << "" << QStringList{};
     }
 
     void filters()
@@ -149,8 +179,8 @@ private slots:
         QTemporaryDir dir;
         const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
         const auto a = seedRun(db, {.name = "alpha", .mixedPrecision = "fp16", .tags = {"sweep"}});
-        const auto b = seedRun(db, {.name = "beta", .mixedPrecision = "bf16", .status = storage::RunStatus::Failed,
-                                    .failingRank = 1});
+        const auto b = seedRun(
+            db, {.name = "beta", .mixedPrecision = "bf16", .status = storage::RunStatus::Failed, .failingRank = 1});
         seedRun(db, {.name = "gamma", .distributedType = "FSDP"});
 
         ui::RunsPage page(db);
@@ -195,7 +225,8 @@ private slots:
         QVERIFY(page.exportRun(a, dir.filePath(QStringLiteral("no-such-folder/alpha.json"))));
         QTRY_COMPARE(finished.count(), 3);
         QCOMPARE(finished.at(1).at(1).toString(), QString());
-        QVERIFY2(finished.at(2).at(1).toString().contains(QStringLiteral("cannot write")), qPrintable(finished.at(2).at(1).toString()));
+        QVERIFY2(finished.at(2).at(1).toString().contains(QStringLiteral("cannot write")),
+                 qPrintable(finished.at(2).at(1).toString()));
 
         QVERIFY(page.deleteRun(a));
         QTRY_COMPARE(page.model()->rowCount(), 2);

@@ -28,8 +28,8 @@ namespace {
 
 constexpr std::int64_t kMs = 1'000'000; // ns
 
-prof::Span span(std::string name, std::string category, prof::Lane lane, std::int64_t start, std::int64_t end,
-                std::int64_t step, std::int64_t bytes = 0)
+prof::Span span(std::string name, std::string category, prof::Lane lane, std::int64_t start, std::int64_t end, std::int64_t step,
+                std::int64_t bytes = 0)
 {
     prof::Span s;
     s.name = std::move(name);
@@ -149,9 +149,8 @@ private slots:
             labels << row.label;
             barCounts << int(row.bars.size());
         }
-        const QStringList expected{
-            "rank 0 · compute", "rank 0 · communication", "rank 0 · communication #2", "rank 0 · memory",
-            "rank 0 · host",    "rank 1 · compute",       "rank 1 · communication",    "rank 1 · host"};
+        const QStringList expected{"rank 0 · compute", "rank 0 · communication", "rank 0 · communication #2", "rank 0 · memory",
+                                   "rank 0 · host",    "rank 1 · compute",       "rank 1 · communication",    "rank 1 · host"};
         QCOMPARE(labels, expected);
         QCOMPARE(barCounts, (QList<int>{3, 2, 1, 1, 2, 2, 1, 2}));
 
@@ -251,9 +250,7 @@ private slots:
         page.setTraces({rank0(), rank1()});
         QCOMPARE(model->columnCount(), int(CollectiveTableModel::ColumnCount));
         QCOMPARE(model->rowCount(), 2);
-        const auto raw = [model](int row, int column) {
-            return model->index(row, column).data(CollectiveTableModel::RawRole);
-        };
+        const auto raw = [model](int row, int column) { return model->index(row, column).data(CollectiveTableModel::RawRole); };
         // rank 0: three all-reduces, 7 MB over 4 + 2 + 2 ms.
         QCOMPARE(raw(0, CollectiveTableModel::Rank).toInt(), 0);
         QCOMPARE(raw(0, CollectiveTableModel::Kind).toString(), QStringLiteral("all_reduce"));
@@ -303,8 +300,9 @@ private slots:
         const double range0 = double(end0 - start0);
         const double range1 = double(timeline->visibleEndNs() - timeline->visibleStartNs());
         QVERIFY2(std::abs(range1 - range0 * 0.512) < 2.0, qPrintable(QString::number(range1 / range0)));
-        QVERIFY2(std::abs(timeline->timeAt(at.x()) - anchor) < 1000.0,
-                 qPrintable(QStringLiteral("%1 vs %2, width %3").arg(timeline->timeAt(at.x())).arg(anchor).arg(timeline->width())));
+        QVERIFY2(
+            std::abs(timeline->timeAt(at.x()) - anchor) < 1000.0,
+            qPrintable(QStringLiteral("%1 vs %2, width %3").arg(timeline->timeAt(at.x())).arg(anchor).arg(timeline->width())));
 
         // Zoomed into the middle of step 2 only bars reaching into it are painted.
         timeline->setVisibleRange(16 * kMs, 17 * kMs);
@@ -317,8 +315,8 @@ private slots:
         const QPoint from(timeline->plotLeft() + plotWidth / 2, 50);
         QTest::mousePress(timeline, Qt::LeftButton, Qt::NoModifier, from);
         QMouseEvent move(QEvent::MouseMove, QPointF(from + QPoint(plotWidth / 4, 0)),
-                         timeline->mapToGlobal(QPointF(from + QPoint(plotWidth / 4, 0))), Qt::NoButton,
-                         Qt::LeftButton, Qt::NoModifier);
+                         timeline->mapToGlobal(QPointF(from + QPoint(plotWidth / 4, 0))), Qt::NoButton, Qt::LeftButton,
+                         Qt::NoModifier);
         QApplication::sendEvent(timeline, &move);
         QTest::mouseRelease(timeline, Qt::LeftButton, Qt::NoModifier, from + QPoint(plotWidth / 4, 0));
         QVERIFY(std::abs(double(timeline->visibleStartNs()) - (16 * kMs - 0.25 * kMs)) < 0.01 * kMs);
@@ -355,8 +353,7 @@ private slots:
         QCOMPARE(firstStart((*back)[1]) - firstStart((*back)[0]), std::int64_t(50'000));
         // The analysis of the exported file is the analysis of the originals.
         QCOMPARE(prof::analyseRank((*back)[0]).total.overlap(), prof::analyseRank(r0).total.overlap());
-        QCOMPARE(prof::analyseRank((*back)[1]).steps[0].breakdown.commNs,
-                 prof::analyseRank(r1).steps[0].breakdown.commNs);
+        QCOMPARE(prof::analyseRank((*back)[1]).steps[0].breakdown.commNs, prof::analyseRank(r1).steps[0].breakdown.commNs);
     }
 
     void findsRunTraceFiles()
@@ -387,8 +384,7 @@ private slots:
         QSignalSpy failed(&page, &TracePage::loadFailed);
         page.openFiles({bad}, QStringLiteral("bad"));
         QTRY_COMPARE(failed.count(), 1);
-        QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("bad.json")),
-                 qPrintable(failed.at(0).at(0).toString()));
+        QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("bad.json")), qPrintable(failed.at(0).at(0).toString()));
         QVERIFY(!page.hasTraces());
     }
 

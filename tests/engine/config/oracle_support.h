@@ -66,16 +66,20 @@ inline nlohmann::json toOracleJson(const config::Value& v)
 {
     using K = config::Value::Kind;
     switch (v.kind()) {
-    case K::Null: return nullptr;
-    case K::Bool: return v.asBool();
-    case K::Int: return v.asInt();
+    case K::Null:
+        return nullptr;
+    case K::Bool:
+        return v.asBool();
+    case K::Int:
+        return v.asInt();
     case K::Float:
         if (std::isnan(v.asFloat()))
             return nlohmann::json{{"__float__", "nan"}};
         if (std::isinf(v.asFloat()))
             return nlohmann::json{{"__float__", v.asFloat() > 0 ? "inf" : "-inf"}};
         return v.asFloat();
-    case K::String: return v.asString();
+    case K::String:
+        return v.asString();
     case K::List: {
         auto out = nlohmann::json::array();
         for (const auto& x : v.asList())

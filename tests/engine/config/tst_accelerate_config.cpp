@@ -22,13 +22,17 @@ namespace {
 const std::map<std::string, std::string> kScalarCases = {
     {"unquoted_no", "distributed_type: NO\nmixed_precision: no\nuse_cpu: Off\n"},
     {"exponent_without_dot", "distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: 1e8\n  a: 1.0e8\n  b: 1.0e+8\n"},
-    {"yaml11_ints", "distributed_type: 'NO'\nfsdp_config:\n  octal: 010\n  hex: 0x10\n  under: 1_000\n  sexa: 1:30\n  neg: -7\n  plus: +3\n"},
-    {"yaml11_floats", "distributed_type: 'NO'\nfsdp_config:\n  dot: .5\n  inf: .inf\n  ninf: -.Inf\n  trail: 1.\n  big: 6.02e+23\n"},
-    {"nulls_and_bools", "distributed_type: 'NO'\nfsdp_config:\n  a: ~\n  b: null\n  c:\n  d: y\n  e: n\n  f: 'yes'\n  g: TRUE\n  h: on\n"},
+    {"yaml11_ints",
+     "distributed_type: 'NO'\nfsdp_config:\n  octal: 010\n  hex: 0x10\n  under: 1_000\n  sexa: 1:30\n  neg: -7\n  plus: +3\n"},
+    {"yaml11_floats",
+     "distributed_type: 'NO'\nfsdp_config:\n  dot: .5\n  inf: .inf\n  ninf: -.Inf\n  trail: 1.\n  big: 6.02e+23\n"},
+    {"nulls_and_bools",
+     "distributed_type: 'NO'\nfsdp_config:\n  a: ~\n  b: null\n  c:\n  d: y\n  e: n\n  f: 'yes'\n  g: TRUE\n  h: on\n"},
     {"gpu_ids_forms", "distributed_type: MULTI_GPU\ngpu_ids: 0,1\nnum_processes: '4'\nmain_process_port: 29500\n"},
     {"duplicate_keys", "distributed_type: 'NO'\ndebug: false\ndebug: true\n"},
     {"merge_key", "distributed_type: 'NO'\nfsdp_config:\n  <<: {x: 1, y: 2}\n  y: 3\n"},
-    {"tuple_string", "distributed_type: MULTI_GPU\nmixed_precision: fp8\nfp8_config:\n  override_linear_precision: (false, false, false)\n"},
+    {"tuple_string",
+     "distributed_type: MULTI_GPU\nmixed_precision: fp8\nfp8_config:\n  override_linear_precision: (false, false, false)\n"},
     {"legacy_keys", "distributed_type: MULTI_GPU\nfp16: true\ndynamo_backend: INDUCTOR\n"},
     {"legacy_dynamo_no", "distributed_type: MULTI_GPU\ndynamo_backend: 'NO'\nnum_processes: 2\n"},
     {"unknown_nested_kept", "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  my_extra: {a: [1, 2, {b: c}]}\n"},
@@ -39,17 +43,19 @@ const std::map<std::string, std::string> kScalarCases = {
      "command_file: 'a: b'\ndeepspeed_config:\n  deepspeed_hostfile: '#x'\n  deepspeed_inclusion_filter: '2020-01-01'\n"
      "  deepspeed_exclusion_filter: \"caf\\u00e9 \\U0001F917\"\n  deepspeed_moe_layer_cls_names: \"line1\\nline2\"\n"
      "  zz: \"it's\"\n  zq: '- dash'\n  z1: '1.5'\n  z2: ':x'\n  z3: 'a #b'\n  z4: '@at'\n"},
-    {"long_strings",
-     "distributed_type: 'NO'\ncommands:\n- echo one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen\n"
-     "- 'quoted: with a colon and spaces that go on and on for a long time past the eighty column mark ok'\n"
-     "- \"tab\\there and a long long long long long long long long long long long long long long long text\"\n"
-     "tpu_vm:\n- [nested, list]\n- {k: v, j: [1]}\n"},
-    {"escape_then_wrap",
-     "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: \"/home/ubuntu/accelerate/examples/deepspeed_config_templates/z\\xE9ero_stage3_offload_config.jsonero_stage3_offload_config.jsonero\"\n"},
+    {"long_strings", "distributed_type: 'NO'\ncommands:\n- echo one two three four five six seven eight nine ten eleven twelve "
+                     "thirteen fourteen fifteen\n"
+                     "- 'quoted: with a colon and spaces that go on and on for a long time past the eighty column mark ok'\n"
+                     "- \"tab\\there and a long long long long long long long long long long long long long long long text\"\n"
+                     "tpu_vm:\n- [nested, list]\n- {k: v, j: [1]}\n"},
+    {"escape_then_wrap", "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: "
+                         "\"/home/ubuntu/accelerate/examples/deepspeed_config_templates/"
+                         "z\\xE9ero_stage3_offload_config.jsonero_stage3_offload_config.jsonero\"\n"},
     {"not_a_mapping", "- a\n- b\n"},
     {"empty_file", ""},
     {"invalid_distributed_type", "distributed_type: TP\n"},
-    {"invalid_compute_environment", "compute_environment: CLOUD\ndistributed_type: 'NO'\nec2_instance_type: x\niam_role_name: y\n"},
+    {"invalid_compute_environment",
+     "compute_environment: CLOUD\ndistributed_type: 'NO'\nec2_instance_type: x\niam_role_name: y\n"},
     {"sagemaker_missing_required", "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: DATA_PARALLEL\n"},
     {"ipex_removed", "distributed_type: MULTI_CPU\nipex_config:\n  ipex: false\n"},
     {"json_like_yaml", "{\"compute_environment\": \"LOCAL_MACHINE\", \"distributed_type\": \"NO\", \"downcast_bf16\": false}\n"},
@@ -111,8 +117,8 @@ private:
         }
 
         if (!ref["ok"].get<bool>()) {
-            QVERIFY2(!ours.ok(), ("Accelerate rejects this file (" + ref["error"].get<std::string>() + ") but we load it")
-                                     .c_str());
+            QVERIFY2(!ours.ok(),
+                     ("Accelerate rejects this file (" + ref["error"].get<std::string>() + ") but we load it").c_str());
             const std::string theirs = ref["error"].get<std::string>();
             // Same reason: our message carries Accelerate's sentence (Python's TypeError/ValueError
             // text), followed by where and how to fix it.
@@ -213,10 +219,10 @@ private slots:
             cfg.ok() ? ++loaded : ++rejected;
             const auto name = std::filesystem::path(f).filename().string();
             const bool expectReject = name == "tests__test_configs__invalid_keys.yaml"
-                || name == "docs__source__basic_tutorials__troubleshooting.md__L84-L85.yaml"
-                || name == "docs__source__usage_guides__sagemaker.md__L175-L175.yaml"
-                || name == "docs__source__usage_guides__sagemaker.md__L184-L186.yaml"
-                || name == "docs__source__usage_guides__sagemaker.md__L195-L197.yaml";
+                                      || name == "docs__source__basic_tutorials__troubleshooting.md__L84-L85.yaml"
+                                      || name == "docs__source__usage_guides__sagemaker.md__L175-L175.yaml"
+                                      || name == "docs__source__usage_guides__sagemaker.md__L184-L186.yaml"
+                                      || name == "docs__source__usage_guides__sagemaker.md__L195-L197.yaml";
             QVERIFY2(cfg.ok() != expectReject, (name + ": " + (cfg.ok() ? "loaded" : cfg.error().message)).c_str());
         }
         QCOMPARE(rejected, 5);
@@ -303,12 +309,15 @@ private slots:
     {
         QTest::addColumn<QString>("yaml");
         QTest::addColumn<QString>("cause");
-        QTest::newRow("lower-case local_machine") << "compute_environment: local_machine\ndistributed_type: MULTI_GPU\nnum_processes: 2\n"
-                                                  << "Write `compute_environment: LOCAL_MACHINE`";
-        QTest::newRow("sagemaker without its fields") << "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\nmixed_precision: 'no'\n"
-                                                      << "missing 2 required positional arguments: 'ec2_instance_type' and 'iam_role_name'";
-        QTest::newRow("tab indentation") << "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n\tfsdp_version: 2\n"
-                                         << "c.yaml:4:1: YAML syntax error: this line is indented with a tab";
+        QTest::newRow("lower-case local_machine")
+            << "compute_environment: local_machine\ndistributed_type: MULTI_GPU\nnum_processes: 2\n"
+            << "Write `compute_environment: LOCAL_MACHINE`";
+        QTest::newRow("sagemaker without its fields")
+            << "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\nmixed_precision: 'no'\n"
+            << "missing 2 required positional arguments: 'ec2_instance_type' and 'iam_role_name'";
+        QTest::newRow("tab indentation")
+            << "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n\tfsdp_version: 2\n"
+            << "c.yaml:4:1: YAML syntax error: this line is indented with a tab";
     }
     void rejectionsNameTheCause()
     {
@@ -320,7 +329,8 @@ private slots:
         auto ours = loadAccelerateConfig(path);
         QVERIFY(!ours.ok());
         const std::string mine = ours.error().message;
-        const std::string fullCause = cause.startsWith("c.yaml") ? dir.path().toStdString() + "/" + cause.toStdString() : cause.toStdString();
+        const std::string fullCause = cause.startsWith("c.yaml") ? dir.path().toStdString() + "/" + cause.toStdString()
+                                                                 : cause.toStdString();
         QVERIFY2(mine.find(fullCause) != std::string::npos, mine.c_str());
         QVERIFY2(mine.find("remove it") == std::string::npos, mine.c_str()); // num_processes is not the cause
         std::string why;
@@ -344,8 +354,7 @@ private slots:
         QVERIFY2(m.find("had unknown keys (['num_processs'])") != std::string::npos, m.c_str());
         QVERIFY2(m.find("typo.yaml:2:1") != std::string::npos, m.c_str());
         QVERIFY2(m.find("did you mean `num_processes`?") != std::string::npos, m.c_str());
-        auto ipex = parseAccelerateConfig("distributed_type: MULTI_CPU\nipex_config: {ipex: true}\n", "i.yaml",
-                                          FileFormat::Yaml);
+        auto ipex = parseAccelerateConfig("distributed_type: MULTI_CPU\nipex_config: {ipex: true}\n", "i.yaml", FileFormat::Yaml);
         QVERIFY(!ipex.ok());
         QVERIFY2(ipex.error().message.find("removed in Accelerate 1.13") != std::string::npos, ipex.error().message.c_str());
     }
@@ -367,7 +376,8 @@ private slots:
         qputenv("XDG_CACHE_HOME", "/tmp/xdg");
         QCOMPARE(defaultConfigFile(), std::string("/tmp/xdg/huggingface/accelerate/default_config.yaml"));
         qunsetenv("XDG_CACHE_HOME");
-        QCOMPARE(defaultConfigFile(), qEnvironmentVariable("HOME").toStdString() + "/.cache/huggingface/accelerate/default_config.yaml");
+        QCOMPARE(defaultConfigFile(),
+                 qEnvironmentVariable("HOME").toStdString() + "/.cache/huggingface/accelerate/default_config.yaml");
         if (!oldHf.isNull())
             qputenv("HF_HOME", oldHf);
         if (!oldXdg.isNull())

@@ -101,10 +101,11 @@ private slots:
 
     void envPrintsTheConfig()
     {
-        const Run r = run("env --config_file " + shellQuote(shardscope::testing::corpusDir() + "/tests__test_configs__latest.yaml"));
+        const Run r = run("env --config_file "
+                          + shellQuote(shardscope::testing::corpusDir() + "/tests__test_configs__latest.yaml"));
         QVERIFY2(r.rc == 0, r.out.c_str());
         QVERIFY(r.out.find("- `Accelerate` config passed:\n\t- compute_environment: LOCAL_MACHINE\n\t- distributed_type: NO\n"
-                            "\t- mixed_precision: no\n\t- use_cpu: False\n")
+                           "\t- mixed_precision: no\n\t- use_cpu: False\n")
                 != std::string::npos);
         QVERIFY(r.out.find("\t- same_network: True\n") != std::string::npos); // Python's str()
     }
@@ -117,7 +118,8 @@ private slots:
         auto docs = readTextFile(shardscope::testing::sourceDir() + "/docs/MEMORY_ESTIMATE.md");
         QVERIFY(docs.ok());
         QVERIFY2(docs->find(r.out) != std::string::npos, ("docs/MEMORY_ESTIMATE.md is stale; regenerate:\n" + r.out).c_str());
-        QVERIFY(r.out.find("| ZeRO-2 | fp16/bf16 mixed | 13.04 GB | 1.63 GB | 9.78 GB | - | 24.45 GB | - |") != std::string::npos);
+        QVERIFY(r.out.find("| ZeRO-2 | fp16/bf16 mixed | 13.04 GB | 1.63 GB | 9.78 GB | - | 24.45 GB | - |")
+                != std::string::npos);
         const Run table = run("estimate-memory --params 7B --num_processes 8");
         QVERIFY(table.out.find("\u250c") == 0);
         const Run noSize = run("estimate-memory");

@@ -16,13 +16,16 @@ using namespace shardscope::config;
 
 namespace {
 
-const char* const kTokens[] = {"NO",  "no",  "1e8", "~",  "''", "[",   "{",    "]",  "}",   "!!int ", "&a ", "*a",
-                               "<<:", ": ", "- ",  "#",  "\"", "'",   "\t",   "\n", "---\n", "010", "0x1F", "1_000",
-                               "\xc3\xa9", "\xff", "null", ".inf", "2020-01-01", "? ", "|", ">", "!", "%", "@", "`"};
+const char* const kTokens[] = {"NO",     "no",         "1e8",   "~",   "''",   "[",     "{",        "]",    "}",
+                               "!!int ", "&a ",        "*a",    "<<:", ": ",   "- ",    "#",        "\"",   "'",
+                               "\t",     "\n",         "---\n", "010", "0x1F", "1_000", "\xc3\xa9", "\xff", "null",
+                               ".inf",   "2020-01-01", "? ",    "|",   ">",    "!",     "%",        "@",    "`"};
 
 std::string mutate(std::string text, std::mt19937& rng)
 {
-    auto pick = [&](std::size_t n) { return n == 0 ? std::size_t{0} : std::uniform_int_distribution<std::size_t>(0, n - 1)(rng); };
+    auto pick = [&](std::size_t n) {
+        return n == 0 ? std::size_t{0} : std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
+    };
     const int edits = 1 + static_cast<int>(pick(4));
     for (int e = 0; e < edits; ++e) {
         const std::size_t pos = pick(text.size() + 1);
@@ -56,7 +59,8 @@ std::string mutate(std::string text, std::mt19937& rng)
             const auto colon = text.find(": ", pos);
             if (colon != std::string::npos) {
                 const auto eol = text.find('\n', colon);
-                text.replace(colon + 2, (eol == std::string::npos ? text.size() : eol) - colon - 2, kTokens[pick(std::size(kTokens))]);
+                text.replace(colon + 2, (eol == std::string::npos ? text.size() : eol) - colon - 2,
+                             kTokens[pick(std::size(kTokens))]);
             }
             break;
         }
@@ -89,21 +93,22 @@ private slots:
         QVERIFY(corpus.size() >= 60);
 
         const unsigned seed = qEnvironmentVariableIsSet("SHARDSCOPE_FUZZ_SEED")
-            ? static_cast<unsigned>(qEnvironmentVariableIntValue("SHARDSCOPE_FUZZ_SEED"))
-            : 20260801u;
+                                  ? static_cast<unsigned>(qEnvironmentVariableIntValue("SHARDSCOPE_FUZZ_SEED"))
+                                  : 20260801u;
         qInfo("fuzz seed %u (set SHARDSCOPE_FUZZ_SEED to replay)", seed);
         std::mt19937 rng(seed);
         const auto start = std::chrono::steady_clock::now();
         int iterations = 0, loaded = 0, rejected = 0;
         const int target = qEnvironmentVariableIsSet("SHARDSCOPE_FUZZ_ITERATIONS")
-            ? qEnvironmentVariableIntValue("SHARDSCOPE_FUZZ_ITERATIONS")
-            : 10000;
+                               ? qEnvironmentVariableIntValue("SHARDSCOPE_FUZZ_ITERATIONS")
+                               : 10000;
         for (; iterations < target; ++iterations) {
             const auto& [name, original] = corpus[iterations % corpus.size()];
             const std::string text = mutate(original, rng);
             const FileFormat format = (iterations / static_cast<int>(corpus.size())) % 3 == 2
-                ? (name.size() > 5 && name.substr(name.size() - 5) == ".json" ? FileFormat::Yaml : FileFormat::Json)
-                : formatForPath(name);
+                                          ? (name.size() > 5 && name.substr(name.size() - 5) == ".json" ? FileFormat::Yaml
+                                                                                                        : FileFormat::Json)
+                                          : formatForPath(name);
             const std::string source = "fuzz/" + name;
             if (qEnvironmentVariableIsSet("SHARDSCOPE_FUZZ_TRACE"))
                 fprintf(stderr, "iteration %d %s\n%s\n=====\n", iterations, name.c_str(), text.c_str());
@@ -139,9 +144,10 @@ private slots:
                 auto back2 = parseAccelerateConfig(second, "saved2", f);
                 QVERIFY(back2.ok());
                 const std::string third = f == FileFormat::Yaml ? toYamlText(*back2) : toJsonText(*back2);
-                QVERIFY2(third == second, ("iteration " + std::to_string(iterations) + " (" + name
-                                           + "): saving does not converge\n--- second ---\n" + second + "\n--- third ---\n" + third)
-                                              .c_str());
+                QVERIFY2(third == second,
+                         ("iteration " + std::to_string(iterations) + " (" + name
+                          + "): saving does not converge\n--- second ---\n" + second + "\n--- third ---\n" + third)
+                             .c_str());
             }
             const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             QVERIFY2(elapsed < 30.0 || target > 10000, "the fuzz run is too slow");
@@ -149,7 +155,7 @@ private slots:
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         qInfo("%d mutations: %d loaded, %d rejected with a message, %.2f s", iterations, loaded, rejected, elapsed);
         QCOMPARE(iterations, target);
-        QVERIFY(loaded > 100);   // the mutations are not all fatal...
+        QVERIFY(loaded > 100); // the mutations are not all fatal...
         QVERIFY(rejected > 500); // ...and not all harmless
     }
 };

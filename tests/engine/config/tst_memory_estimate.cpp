@@ -51,7 +51,7 @@ private slots:
     {
         QTest::addColumn<int>("mode");
         QTest::addColumn<double>("bytesPerParam");
-        QTest::newRow("fp32 Adam") << int(PrecisionMode::Fp32) << 16.0;     // 4 + 4 + 8
+        QTest::newRow("fp32 Adam") << int(PrecisionMode::Fp32) << 16.0; // 4 + 4 + 8
         QTest::newRow("mixed Adam") << int(PrecisionMode::Mixed16) << 16.0; // 2 + 2 + 12
         QTest::newRow("fp8 Adam") << int(PrecisionMode::Fp8) << 16.0;
         QTest::newRow("pure bf16 Adam") << int(PrecisionMode::PureBf16) << 8.0; // 2 + 2 + 4
@@ -110,13 +110,13 @@ private slots:
         QTest::addColumn<int>("ranks");
         QTest::addColumn<bool>("offloadOptimizer");
         QTest::addColumn<int>("precision");
-        QTest::newRow("ddp") << "distributed_type: MULTI_GPU\nnum_processes: 8\nmixed_precision: bf16\n" << 0 << 8 << false
-                             << int(PrecisionMode::Mixed16);
+        QTest::newRow("ddp") << "distributed_type: MULTI_GPU\nnum_processes: 8\nmixed_precision: bf16\n"
+                             << 0 << 8 << false << int(PrecisionMode::Mixed16);
         QTest::newRow("zero2 offload") << "distributed_type: DEEPSPEED\nnum_processes: 8\nmixed_precision: fp16\n"
                                           "deepspeed_config:\n  zero_stage: 2\n  offload_optimizer_device: cpu\n"
                                        << 2 << 8 << true << int(PrecisionMode::Mixed16);
-        QTest::newRow("deepspeed default stage") << "distributed_type: DEEPSPEED\nnum_processes: 4\n" << 2 << 4 << false
-                                                 << int(PrecisionMode::Fp32);
+        QTest::newRow("deepspeed default stage") << "distributed_type: DEEPSPEED\nnum_processes: 4\n"
+                                                 << 2 << 4 << false << int(PrecisionMode::Fp32);
         QTest::newRow("fsdp2 reshard") << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
                                           "  fsdp_reshard_after_forward: true\n"
                                        << 3 << 8 << false << int(PrecisionMode::Fp32);
@@ -128,8 +128,9 @@ private slots:
             << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 1\n"
                "  fsdp_reshard_after_forward: SHARD_GRAD_OP\n"
             << 2 << 8 << false << int(PrecisionMode::Fp32);
-        QTest::newRow("fsdp1 legacy int") << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: 3\n"
-                                          << 0 << 8 << false << int(PrecisionMode::Fp32);
+        QTest::newRow("fsdp1 legacy int")
+            << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: 3\n"
+            << 0 << 8 << false << int(PrecisionMode::Fp32);
         QTest::newRow("fsdp offload") << "distributed_type: FSDP\nnum_processes: 4\nmixed_precision: fp8\nfsdp_config:\n"
                                          "  fsdp_offload_params: true\n"
                                       << 3 << 4 << true << int(PrecisionMode::Fp8);

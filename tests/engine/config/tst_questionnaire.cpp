@@ -28,43 +28,44 @@ const std::map<std::string, Script>& scripts()
         {"03_multi_cpu_mpirun", {"0", "1", "", "", "yes", "", "no", "4", "2"}},
         {"04_multi_cpu_custom_hostfile", {"0", "1", "1", "yes", "yes", "  /etc/hosts.mpi  ", "no", "2", ""}},
         {"05_multi_gpu", {"0", "4", "1", "no", "no", "no", "no", "no", "2", "0,1", "yes", "1"}},
-        {"06_fsdp_v1", {"0", "4", "", "", "no", "no", "yes", "0", "1", "no", "1", "2000", "", "2", "no", "yes", "no",
-                        "no", "yes", "8", "2"}},
-        {"07_fsdp_v1_ram_efficient", {"0", "4", "", "", "no", "no", "yes", "0", "3", "yes", "0", "yes", "2", "1", "yes",
-                                      "", "", "", "4", "1"}},
-        {"08_fsdp_v2_reference_example", {"0", "4", "1", "no", "no", "no", "yes", "1", "yes", "no", "0", "yes", "0",
-                                          "yes", "no", "no", "2", "2"}},
-        {"09_fsdp_v2_parallelism", {"0", "4", "", "", "no", "no", "yes", "", "", "", "", "no", "LlamaDecoderLayer", "",
-                                    "", "", "yes", "2", "2", "1", "2", "1", "8", "2"}},
-        {"10_deepspeed_without_json", {"0", "4", "", "", "no", "yes", "no", "3", "1", "2", "", "4", "yes", "0.5", "yes",
-                                       "yes", "no", "8", "2"}},
-        {"11_deepspeed_with_json", {"0", "4", "", "", "no", "yes", "yes", "ds_config.json", "no", "yes",
-                                    "MixtralSparseMoeBlock", "4"}},
+        {"06_fsdp_v1",
+         {"0", "4", "", "", "no", "no", "yes", "0", "1", "no", "1", "2000", "", "2", "no", "yes", "no", "no", "yes", "8", "2"}},
+        {"07_fsdp_v1_ram_efficient",
+         {"0", "4", "", "", "no", "no", "yes", "0", "3", "yes", "0", "yes", "2", "1", "yes", "", "", "", "4", "1"}},
+        {"08_fsdp_v2_reference_example",
+         {"0", "4", "1", "no", "no", "no", "yes", "1", "yes", "no", "0", "yes", "0", "yes", "no", "no", "2", "2"}},
+        {"09_fsdp_v2_parallelism", {"0", "4", "", "",    "no", "no", "yes", "",  "",  "",  "", "no", "LlamaDecoderLayer",
+                                    "",  "",  "", "yes", "2",  "2",  "1",   "2", "1", "8", "2"}},
+        {"10_deepspeed_without_json",
+         {"0", "4", "", "", "no", "yes", "no", "3", "1", "2", "", "4", "yes", "0.5", "yes", "yes", "no", "8", "2"}},
+        {"11_deepspeed_with_json",
+         {"0", "4", "", "", "no", "yes", "yes", "ds_config.json", "no", "yes", "MixtralSparseMoeBlock", "4"}},
         {"12_deepspeed_single_process", {"0", "0", "no", "no", "yes", "no", "1", "", "no", "no", "", "1", "2"}},
-        {"13_multi_node_deepspeed", {"0", "4", "2", "1", "10.0.0.1", "29500", "no", "c10d", "yes", "no", "yes", "no", "",
-                                     "", "", "", "no", "no", "no", "", "/job/hostfile", "yes", "host1", "no", "16", "1"}},
-        {"14_multi_node_gpu", {"0", "4", "2", "0", "192.168.1.1", "29501", "", "", "no", "no", "no", "no", "16", "", "",
-                               ""}},
-        {"15_fp8_te", {"0", "4", "", "", "no", "no", "no", "no", "2", "", "", "3", "1", "", "", "2", "1", "", "1", "yes",
-                       "yes", "no", ""}},
+        {"13_multi_node_deepspeed",
+         {"0", "4", "2", "1",  "10.0.0.1", "29500", "no", "c10d",          "yes", "no",    "yes", "no", "",
+          "",  "",  "",  "no", "no",       "no",    "",   "/job/hostfile", "yes", "host1", "no",  "16", "1"}},
+        {"14_multi_node_gpu", {"0", "4", "2", "0", "192.168.1.1", "29501", "", "", "no", "no", "no", "no", "16", "", "", ""}},
+        {"15_fp8_te",
+         {"0", "4", "", "", "no", "no", "no", "no", "2", "", "", "3", "1", "", "", "2", "1", "", "1", "yes", "yes", "no", ""}},
         {"16_fp8_ao", {"0", "4", "", "", "no", "no", "no", "no", "2", "", "", "3", "0", "no", ""}},
         {"17_fp8_msamp", {"0", "0", "no", "no", "no", "", "", "3", "2", "0"}},
         {"18_dynamo", {"0", "0", "no", "yes", "", "yes", "1", "yes", "no", "yes", "no", "", "", ""}},
         {"19_megatron_lm", {"0", "4", "", "", "no", "no", "no", "yes", "2", "", "2", "4", "", "no", "0.5", "8", "2"}},
-        {"20_tpu_cluster", {"0", "10", "no", "8", "", "yes", "my-tpu", "us-central1-a", "", "yes", "no", "pip install x",
-                            "yes", "echo hi", "", "vm1,vm2", "A=1"}},
-        {"21_tpu_dynamo_command_file", {"0", "10", "yes", "3", "no", "4", "train", "yes", "t", "z", "sudo please", "yes",
-                                        "yes", "scripts/start.sh", "", ""}},
+        {"20_tpu_cluster",
+         {"0", "10", "no", "8", "", "yes", "my-tpu", "us-central1-a", "", "yes", "no", "pip install x", "yes", "echo hi", "",
+          "vm1,vm2", "A=1"}},
+        {"21_tpu_dynamo_command_file",
+         {"0", "10", "yes", "3", "no", "4", "train", "yes", "t", "z", "sudo please", "yes", "yes", "scripts/start.sh", "", ""}},
         {"22_multi_xpu", {"0", "2", "", "", "no", "no", "no", "4", "", "2"}},
         {"23_multi_neuron", {"0", "9", "", "", "no", "no", "no", "32", "", ""}},
-        {"24_bad_answers_reasked", {"0", "4", "x", "1", "maybe", "no", "Y", "no", "no", "no", "no", "no", "two", "2",
-                                    "", "", ""}},
+        {"24_bad_answers_reasked",
+         {"0", "4", "x", "1", "maybe", "no", "Y", "no", "no", "no", "no", "no", "two", "2", "", "", ""}},
         {"25_multi_gpu_one_process_is_an_error", {"0", "4", "", "", "no", "no", "no", "no", "1"}},
         {"26_deepspeed_on_neuron_is_an_error", {"0", "9", "", "", "no", "yes"}},
         {"27_multi_hpu_fsdp_nvme", {"0", "3", "", "", "no", "no", "yes", "1", "no", "", "2", "", "", "", "", "8", "1"}},
         {"29_mpirun_hostfile_of_a_user", {"0", "1", "1", "yes", "yes", "~root/hostfile", "no", "2", ""}},
-        {"28_deepspeed_nvme_offload", {"0", "4", "", "", "no", "yes", "no", "2", "2", "2", "/mnt/a", "/mnt/b", "", "", "no",
-                                       "no", "4", "0"}},
+        {"28_deepspeed_nvme_offload",
+         {"0", "4", "", "", "no", "yes", "no", "2", "2", "2", "/mnt/a", "/mnt/b", "", "", "no", "no", "4", "0"}},
     };
     return s;
 }
@@ -78,21 +79,20 @@ struct TextScript {
 const std::map<std::string, TextScript>& textScripts()
 {
     static const std::map<std::string, TextScript> s = {
-        {"29_text_multi_cpu", {{"This machine", "MULTI_CPU", "", "", "yes", "", "no", "4", "2"},
-                               {"0", "1", "", "", "yes", "", "no", "4", "2"}}},
-        {"30_text_fp8_te", {{"0", "multi-GPU", "", "", "no", "no", "no", "no", "2", "", "", "fp8", "te", "", "", "2", "e4m3", "",
-                             "most_recent", "yes", "yes", "no", ""},
-                            {"0", "4", "", "", "no", "no", "no", "no", "2", "", "", "3", "1", "", "", "2", "1", "", "1",
-                             "yes", "yes", "no", ""}}},
-        {"31_text_deepspeed_offload", {{"0", "4", "", "", "no", "yes", "no", "3", "CPU", " nvme ", "", "4", "yes", "0.5",
-                                        "yes", "yes", "no", "8", "2"},
-                                       {"0", "4", "", "", "no", "yes", "no", "3", "1", "2", "", "4", "yes", "0.5", "yes",
-                                        "yes", "no", "8", "2"}}},
-        {"32_text_dynamo_onnxrt", {{"0", "0", "no", "yes", "onnxrt", "yes", "reduce-overhead", "yes", "no", "yes", "no", "",
-                                    "", ""},
-                                   {"0", "0", "no", "yes", "8", "yes", "1", "yes", "no", "yes", "no", "", "", ""}}},
-        {"33_text_fp8_msamp", {{"0", "0", "no", "no", "no", "", "", "fp8", "msamp", "0"},
-                               {"0", "0", "no", "no", "no", "", "", "3", "2", "0"}}},
+        {"29_text_multi_cpu",
+         {{"This machine", "MULTI_CPU", "", "", "yes", "", "no", "4", "2"}, {"0", "1", "", "", "yes", "", "no", "4", "2"}}},
+        {"30_text_fp8_te",
+         {{"0",  "multi-GPU", "", "",  "no",   "no", "no",          "no",  "2",   "",   "", "fp8",
+           "te", "",          "", "2", "e4m3", "",   "most_recent", "yes", "yes", "no", ""},
+          {"0", "4", "", "", "no", "no", "no", "no", "2", "", "", "3", "1", "", "", "2", "1", "", "1", "yes", "yes", "no", ""}}},
+        {"31_text_deepspeed_offload",
+         {{"0", "4", "", "", "no", "yes", "no", "3", "CPU", " nvme ", "", "4", "yes", "0.5", "yes", "yes", "no", "8", "2"},
+          {"0", "4", "", "", "no", "yes", "no", "3", "1", "2", "", "4", "yes", "0.5", "yes", "yes", "no", "8", "2"}}},
+        {"32_text_dynamo_onnxrt",
+         {{"0", "0", "no", "yes", "onnxrt", "yes", "reduce-overhead", "yes", "no", "yes", "no", "", "", ""},
+          {"0", "0", "no", "yes", "8", "yes", "1", "yes", "no", "yes", "no", "", "", ""}}},
+        {"33_text_fp8_msamp",
+         {{"0", "0", "no", "no", "no", "", "", "fp8", "msamp", "0"}, {"0", "0", "no", "no", "no", "", "", "3", "2", "0"}}},
     };
     return s;
 }
@@ -242,8 +242,9 @@ private slots:
         QuestionnaireSession s(npu);
         for (const char* line : {"0", "5", "", "", "no", "no", "no", "2"})
             QVERIFY(s.answerLine(line).accepted);
-        QCOMPARE(s.currentPrompt(),
-                 std::string("What NPU(s) (by id) should be used for training on this machine as a comma-separated list? [all]:"));
+        QCOMPARE(
+            s.currentPrompt(),
+            std::string("What NPU(s) (by id) should be used for training on this machine as a comma-separated list? [all]:"));
     }
 
     void appleMpsHidesDeepSpeedAndGpuIds()
@@ -264,11 +265,11 @@ private slots:
         QVERIFY(s.answer(Value("MULTI_GPU")).ok());
         QVERIFY(!s.answer(Value("two")).ok()); // num_machines wants an integer
         QVERIFY(s.answer(Value(1)).ok());
-        QVERIFY(s.answer(Value(false)).ok());   // debug
-        QVERIFY(s.answer(Value(false)).ok());   // dynamo
-        QVERIFY(s.answer(Value(false)).ok());   // deepspeed
-        QVERIFY(s.answer(Value(true)).ok());    // fsdp
-        QVERIFY(!s.answer(Value(3)).ok());      // fsdp_version is 1 or 2
+        QVERIFY(s.answer(Value(false)).ok()); // debug
+        QVERIFY(s.answer(Value(false)).ok()); // dynamo
+        QVERIFY(s.answer(Value(false)).ok()); // deepspeed
+        QVERIFY(s.answer(Value(true)).ok()); // fsdp
+        QVERIFY(!s.answer(Value(3)).ok()); // fsdp_version is 1 or 2
         QVERIFY(s.answer(Value(2)).ok());
         QCOMPARE(s.current()->id, std::string("fsdp_reshard_after_forward"));
     }

@@ -53,27 +53,30 @@ private slots:
         QTest::addColumn<QString>("key");
         QTest::addColumn<bool>("isError");
         QTest::addColumn<QString>("mentions");
-        QTest::newRow("unquoted NO") << "distributed_type: NO\n" << "distributed_type" << true << "'NO'";
+        QTest::newRow("unquoted NO") << "distributed_type: NO\n"
+                                     << "distributed_type" << true << "'NO'";
         QTest::newRow("unquoted no precision") << "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: no\n"
                                                << "mixed_precision" << true << "'no'";
-        QTest::newRow("string number") << "distributed_type: MULTI_GPU\nnum_processes: '4'\n" << "num_processes" << true
-                                       << "must be an integer";
-        QTest::newRow("int gpu ids") << "distributed_type: 'NO'\ngpu_ids: 0\n" << "gpu_ids" << true << "gpu_ids: '0'";
-        QTest::newRow("multi gpu one id") << "distributed_type: MULTI_GPU\nnum_processes: 2\ngpu_ids: '0'\n" << "gpu_ids"
-                                          << true << "Less than two GPU ids";
+        QTest::newRow("string number") << "distributed_type: MULTI_GPU\nnum_processes: '4'\n"
+                                       << "num_processes" << true << "must be an integer";
+        QTest::newRow("int gpu ids") << "distributed_type: 'NO'\ngpu_ids: 0\n"
+                                     << "gpu_ids" << true << "gpu_ids: '0'";
+        QTest::newRow("multi gpu one id") << "distributed_type: MULTI_GPU\nnum_processes: 2\ngpu_ids: '0'\n"
+                                          << "gpu_ids" << true << "Less than two GPU ids";
         QTest::newRow("more processes than ids") << "distributed_type: MULTI_GPU\nnum_processes: 4\ngpu_ids: '0,1'\n"
                                                  << "num_processes" << true << "lists only 2";
-        QTest::newRow("multi gpu one process") << "distributed_type: MULTI_GPU\nnum_processes: 1\n" << "num_processes" << true
-                                               << "at least 2 processes";
+        QTest::newRow("multi gpu one process") << "distributed_type: MULTI_GPU\nnum_processes: 1\n"
+                                               << "num_processes" << true << "at least 2 processes";
         QTest::newRow("multinode without ip") << "distributed_type: MULTI_GPU\nnum_processes: 4\nnum_machines: 2\n"
                                               << "main_process_ip" << true << "main_process_ip";
         QTest::newRow("fsdp1 efficient loading without sync")
-            << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 1\n  fsdp_cpu_ram_efficient_loading: true\n"
+            << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 1\n  fsdp_cpu_ram_efficient_loading: "
+               "true\n"
                "  fsdp_sync_module_states: false\n"
             << "fsdp_config.fsdp_sync_module_states" << true << "set `--fsdp_sync_module_states` to `True`";
-        QTest::newRow("fsdp2 local state dict")
-            << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n  fsdp_state_dict_type: LOCAL_STATE_DICT\n"
-            << "fsdp_config.fsdp_state_dict_type" << true << "FSDP1-only";
+        QTest::newRow("fsdp2 local state dict") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n  "
+                                                   "fsdp_state_dict_type: LOCAL_STATE_DICT\n"
+                                                << "fsdp_config.fsdp_state_dict_type" << true << "FSDP1-only";
         QTest::newRow("fsdp2 strategy name") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
                                                 "  fsdp_reshard_after_forward: SHARD_GRAD_OP\n"
                                              << "fsdp_config.fsdp_reshard_after_forward" << true << "true or false";
@@ -83,28 +86,30 @@ private slots:
         QTest::newRow("param offload below stage 3")
             << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 2\n  offload_param_device: cpu\n"
             << "deepspeed_config.offload_param_device" << true << "only with ZeRO stage 3";
-        QTest::newRow("deepspeed json conflict")
-            << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n  zero_stage: 3\n"
-            << "deepspeed_config.zero_stage" << true << "deepspeed_config_file";
-        QTest::newRow("deepspeed json mixed precision")
-            << "distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: fp16\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
-            << "mixed_precision" << true << "ValueError";
-        QTest::newRow("parallelism product") << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
-                                                "parallelism_config:\n  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 2\n"
-                                             << "parallelism_config" << true << "multiply to 4";
+        QTest::newRow("deepspeed json conflict") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  "
+                                                    "deepspeed_config_file: ds.json\n  zero_stage: 3\n"
+                                                 << "deepspeed_config.zero_stage" << true << "deepspeed_config_file";
+        QTest::newRow("deepspeed json mixed precision") << "distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: "
+                                                           "fp16\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
+                                                        << "mixed_precision" << true << "ValueError";
+        QTest::newRow("parallelism product")
+            << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
+               "parallelism_config:\n  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 2\n"
+            << "parallelism_config" << true << "multiply to 4";
         QTest::newRow("cp with sp") << "distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
                                        "parallelism_config:\n  parallelism_config_cp_size: 2\n  parallelism_config_sp_size: 2\n"
                                     << "parallelism_config.parallelism_config_cp_size" << true << "cannot be combined";
         QTest::newRow("fp8 on cpu") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"
                                     << "mixed_precision" << true << "CPU";
-        QTest::newRow("unknown nested key") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_ofload_params: true\n"
-                                            << "fsdp_config.fsdp_ofload_params" << false << "did you mean `fsdp_offload_params`";
-        QTest::newRow("word for a number") << "distributed_type: MULTI_CPU\nnum_processes: abc\n" << "num_processes" << true
-                                           << "write a whole number, e.g. `num_processes: 2`";
-        QTest::newRow("no processes") << "distributed_type: MULTI_CPU\nnum_processes: 0\n" << "num_processes" << true
-                                      << "at least 1 process";
-        QTest::newRow("negative processes") << "distributed_type: MULTI_CPU\nnum_processes: -5\n" << "num_processes" << true
-                                            << "at least 1 process";
+        QTest::newRow("unknown nested key")
+            << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_ofload_params: true\n"
+            << "fsdp_config.fsdp_ofload_params" << false << "did you mean `fsdp_offload_params`";
+        QTest::newRow("word for a number") << "distributed_type: MULTI_CPU\nnum_processes: abc\n"
+                                           << "num_processes" << true << "write a whole number, e.g. `num_processes: 2`";
+        QTest::newRow("no processes") << "distributed_type: MULTI_CPU\nnum_processes: 0\n"
+                                      << "num_processes" << true << "at least 1 process";
+        QTest::newRow("negative processes") << "distributed_type: MULTI_CPU\nnum_processes: -5\n"
+                                            << "num_processes" << true << "at least 1 process";
         QTest::newRow("port out of range") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: 99999\n"
                                            << "main_process_port" << true << "not a TCP port";
         QTest::newRow("negative port") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: -1\n"
@@ -120,24 +125,26 @@ private slots:
         QTest::newRow("digit-string zero stage")
             << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: '2'\n"
             << "deepspeed_config.zero_stage" << false << "stage 2";
-        QTest::newRow("word zero stage") << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: two\n"
-                                         << "deepspeed_config.zero_stage" << true << "without quotes";
-        QTest::newRow("exponent as text") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_min_num_params: 1e8\n"
-                                          << "fsdp_config.fsdp_min_num_params" << true << "1e8 as 100000000";
+        QTest::newRow("word zero stage")
+            << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: two\n"
+            << "deepspeed_config.zero_stage" << true << "without quotes";
+        QTest::newRow("exponent as text")
+            << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_min_num_params: 1e8\n"
+            << "fsdp_config.fsdp_min_num_params" << true << "1e8 as 100000000";
         QTest::newRow("unprefixed fsdp key") << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  version: 2\n"
                                              << "fsdp_config.version" << false << "reads it as fsdp_version";
         QTest::newRow("unprefixed fsdp key with its value checked")
             << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  offload_params: maybe\n"
             << "fsdp_config.fsdp_offload_params" << true << "must be";
         QTest::newRow("fsdp section under MULTI_CPU")
-            << "distributed_type: MULTI_CPU\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n" << "fsdp_config" << false
-            << "distributed_type is MULTI_CPU, so it is ignored";
+            << "distributed_type: MULTI_CPU\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
+            << "fsdp_config" << false << "distributed_type is MULTI_CPU, so it is ignored";
         QTest::newRow("deepspeed section under MULTI_GPU")
-            << "distributed_type: MULTI_GPU\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n" << "deepspeed_config" << false
-            << "so it is ignored";
-        QTest::newRow("fp8 questionnaire spelling")
-            << "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\nfp8_config:\n  backend: TE\n  amax_history_length: 16\n"
-            << "fp8_config.amax_history_length" << false << "amax_history_len";
+            << "distributed_type: MULTI_GPU\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
+            << "deepspeed_config" << false << "so it is ignored";
+        QTest::newRow("fp8 questionnaire spelling") << "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: "
+                                                       "fp8\nfp8_config:\n  backend: TE\n  amax_history_length: 16\n"
+                                                    << "fp8_config.amax_history_length" << false << "amax_history_len";
     }
     void checks()
     {
@@ -189,9 +196,10 @@ private slots:
     void validCorpusConfigsHaveNoErrors_data()
     {
         QTest::addColumn<QString>("file");
-        for (const char* f : {"examples__torch_native_parallelism__configs__cp.yaml", "examples__config_yaml_templates__multi_gpu.yaml",
-                              "examples__config_yaml_templates__deepspeed.yaml", "tests__test_configs__latest.yaml",
-                              "examples__config_yaml_templates__fsdp.yaml"})
+        for (const char* f :
+             {"examples__torch_native_parallelism__configs__cp.yaml", "examples__config_yaml_templates__multi_gpu.yaml",
+              "examples__config_yaml_templates__deepspeed.yaml", "tests__test_configs__latest.yaml",
+              "examples__config_yaml_templates__fsdp.yaml"})
             QTest::newRow(f) << QString(f);
     }
     void validCorpusConfigsHaveNoErrors()
@@ -210,7 +218,8 @@ private slots:
     void corpusDeepSpeedScenarioIsRejectedAsAccelerateDoes()
     {
         // SOURCES.md: loads, then Accelerate raises when the DeepSpeed plugin is built.
-        auto cfg = loadAccelerateConfig(shardscope::testing::corpusDir() + "/docs__source__usage_guides__deepspeed.md__L467-L495.yaml");
+        auto cfg = loadAccelerateConfig(shardscope::testing::corpusDir()
+                                        + "/docs__source__usage_guides__deepspeed.md__L467-L495.yaml");
         QVERIFY(cfg.ok());
         const auto ds = validateConfig(*cfg);
         for (const char* k : {"gradient_accumulation_steps", "gradient_clipping", "offload_optimizer_device",
@@ -281,13 +290,15 @@ private slots:
         QCOMPARE(env(launchEnvironment(v1, bugCompatible), "FSDP_SHARDING_STRATEGY"), std::string("FULL_SHARD"));
         QCOMPARE(env(launchEnvironment(v1), "FSDP_RESHARD_AFTER_FORWARD"), std::string("shard_grad_op"));
 
-        auto ds = launchEnvironment(parse("distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: fp16\n"
-                                          "deepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: true\n  gradient_clipping: 1.0\n"));
+        auto ds = launchEnvironment(
+            parse("distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: fp16\n"
+                  "deepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: true\n  gradient_clipping: 1.0\n"));
         QCOMPARE(env(ds, "ACCELERATE_USE_DEEPSPEED"), std::string("true"));
         QCOMPARE(env(ds, "ACCELERATE_DEEPSPEED_ZERO_STAGE"), std::string("3"));
         QCOMPARE(env(ds, "ACCELERATE_DEEPSPEED_ZERO3_INIT"), std::string("true"));
         QCOMPARE(env(ds, "ACCELERATE_GRADIENT_CLIPPING"), std::string("1.0"));
-        QCOMPARE(env(ds, "ACCELERATE_CONFIG_DS_FIELDS"), std::string("zero_stage,zero3_init_flag,gradient_clipping,mixed_precision"));
+        QCOMPARE(env(ds, "ACCELERATE_CONFIG_DS_FIELDS"),
+                 std::string("zero_stage,zero3_init_flag,gradient_clipping,mixed_precision"));
         QCOMPARE(env(ds, "ACCELERATE_DYNAMO_BACKEND"), std::string("<unset>")); // not for DeepSpeed
         QCOMPARE(env(ds, "OMP_NUM_THREADS"), std::string("1")); // torchrun's, for several local ranks
 
@@ -351,10 +362,11 @@ private slots:
         // differs on purpose (docs/CONFIG.md): our launcher gives MASTER_ADDR to every rank itself and
         // binds a free port of its own.
         auto perRank = [](const std::string& k) {
-            static const std::set<std::string> names = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                                        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
-                                                        "MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                                                        "PYTHONPATH"};
+            static const std::set<std::string> names = {
+                "RANK",       "LOCAL_RANK",       "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
+                "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",   "ROLE_WORLD_SIZE",
+                "ROLE_NAME",  "MASTER_ADDR",      "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                "PYTHONPATH"};
             return names.count(k) > 0 || k.rfind("TORCHELASTIC_", 0) == 0;
         };
         std::map<std::string, std::string> theirs;
@@ -386,7 +398,8 @@ private slots:
     void deepSpeedAutoValues()
     {
         const auto cfg = parse("distributed_type: DEEPSPEED\nnum_processes: 4\ndeepspeed_config:\n  deepspeed_config_file: "
-                               + shardscope::testing::corpusDir() + "/examples__deepspeed_config_templates__zero_stage3_config.json\n");
+                               + shardscope::testing::corpusDir()
+                               + "/examples__deepspeed_config_templates__zero_stage3_config.json\n");
         DeepSpeedContext ctx;
         ctx.numProcesses = 4;
         ctx.microBatchPerGpu = 8;

@@ -85,8 +85,9 @@ private slots:
                  std::string("cuda:1"));
         EvalEvent eval{7, 1.5, {{"accuracy", 0.5}}};
         QCOMPARE(std::get<EvalEvent>(roundTrip({1, 0, 1.0, eval}).body).metrics.at("accuracy"), 0.5);
-        QCOMPARE(std::get<TraceEvent>(roundTrip({1, 0, 1.0, TraceEvent{"t.json", "host", {1, 2, 0, 0.5, 0.25}}}).body).summary.overlap,
-                 0.25);
+        QCOMPARE(
+            std::get<TraceEvent>(roundTrip({1, 0, 1.0, TraceEvent{"t.json", "host", {1, 2, 0, 0.5, 0.25}}}).body).summary.overlap,
+            0.25);
         QCOMPARE(std::get<CheckpointEvent>(roundTrip({1, 0, 1.0, CheckpointEvent{5, "c", "state", 99}}).body).bytes, 99);
         QCOMPARE(std::get<LogEvent>(roundTrip({1, 0, 1.0, LogEvent{"info", "a \"quoted\"\nline"}}).body).message,
                  std::string("a \"quoted\"\nline"));
@@ -100,17 +101,24 @@ private slots:
     {
         QTest::addColumn<QString>("line");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("truncated") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"ti" << "not valid JSON";
-        QTest::newRow("empty") << "" << "not valid JSON";
-        QTest::newRow("array") << "[1,2]" << "must be a JSON object";
-        QTest::newRow("no type") << "{\"v\":1,\"rank\":0,\"time\":1}" << "missing field 'type'";
-        QTest::newRow("unknown type") << "{\"v\":1,\"type\":\"bogus\",\"rank\":0,\"time\":1}" << "unknown event type 'bogus'";
-        QTest::newRow("future version") << "{\"v\":99,\"type\":\"log\",\"rank\":0,\"time\":1,\"level\":\"info\",\"message\":\"x\"}"
-                                        << "newer than this build";
+        QTest::newRow("truncated") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"ti"
+                                   << "not valid JSON";
+        QTest::newRow("empty") << ""
+                               << "not valid JSON";
+        QTest::newRow("array") << "[1,2]"
+                               << "must be a JSON object";
+        QTest::newRow("no type") << "{\"v\":1,\"rank\":0,\"time\":1}"
+                                 << "missing field 'type'";
+        QTest::newRow("unknown type") << "{\"v\":1,\"type\":\"bogus\",\"rank\":0,\"time\":1}"
+                                      << "unknown event type 'bogus'";
+        QTest::newRow("future version")
+            << "{\"v\":99,\"type\":\"log\",\"rank\":0,\"time\":1,\"level\":\"info\",\"message\":\"x\"}"
+            << "newer than this build";
         QTest::newRow("loss is a string") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1,\"loss\":\"high\"}"
                                           << "field 'loss' should be a number, not string";
-        QTest::newRow("nested wrong type") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1,\"loss\":1,\"mem\":{\"rss\":\"x\"}}"
-                                           << "field 'mem.rss' should be an integer";
+        QTest::newRow("nested wrong type")
+            << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1,\"loss\":1,\"mem\":{\"rss\":\"x\"}}"
+            << "field 'mem.rss' should be an integer";
         QTest::newRow("step without loss") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1}"
                                            << "step event: missing field 'loss'";
     }
@@ -120,8 +128,7 @@ private slots:
         QFETCH(QString, expected);
         auto decoded = decodeEvent(line.toStdString());
         QVERIFY(!decoded.ok());
-        QVERIFY2(decoded.error().message.find(expected.toStdString()) != std::string::npos,
-                 decoded.error().message.c_str());
+        QVERIFY2(decoded.error().message.find(expected.toStdString()) != std::string::npos, decoded.error().message.c_str());
     }
 
     // Seeded mutations of valid lines (truncation, byte flips, insertions): the decoder never
@@ -141,9 +148,15 @@ private slots:
             for (int e = 0; e < edits && !line.empty(); ++e) {
                 const size_t pos = rng() % line.size();
                 switch (rng() % 3) {
-                case 0: line.resize(pos); break;
-                case 1: line[pos] = char(rng() % 256); break;
-                default: line.insert(pos, 1, "{}[]\",:0e-"[rng() % 10]); break;
+                case 0:
+                    line.resize(pos);
+                    break;
+                case 1:
+                    line[pos] = char(rng() % 256);
+                    break;
+                default:
+                    line.insert(pos, 1, "{}[]\",:0e-"[rng() % 10]);
+                    break;
                 }
             }
             auto decoded = decodeEvent(line);

@@ -54,16 +54,22 @@ private slots:
         QTest::addColumn<QString>("expected");
         QTest::newRow("typo suggests") << "training:\n  max_step: 3\n"
                                        << "r.yaml:2:3: unknown key 'training.max_step'; did you mean 'max_steps'?";
-        QTest::newRow("unknown section") << "modle: {}\n" << "r.yaml:1:1: unknown key 'modle'; did you mean 'model'?";
+        QTest::newRow("unknown section") << "modle: {}\n"
+                                         << "r.yaml:1:1: unknown key 'modle'; did you mean 'model'?";
         QTest::newRow("wrong type") << "training:\n  max_steps: many\n"
                                     << "r.yaml:2:14: 'training.max_steps' should be an integer, not 'many'";
         QTest::newRow("out of range") << "training: {per_device_batch_size: 0}\n"
                                       << "'training.per_device_batch_size' is 0; it must be at least 1";
-        QTest::newRow("bad choice") << "optimizer: {type: adam}\n" << "'optimizer.type' is 'adam'; choose one of: adamw, sgd";
-        QTest::newRow("heads") << "model: {n_embd: 10, n_head: 3}\n" << "must be divisible by 'model.n_head'";
-        QTest::newRow("model/data") << "model: {type: mlp}\n" << "the mlp model trains on data.type 'synthetic_regression'";
-        QTest::newRow("yaml syntax") << "model: {type: gpt\n" << "r.yaml:2:1: not valid YAML";
-        QTest::newRow("section not a map") << "model: 3\n" << "'model' should be a mapping";
+        QTest::newRow("bad choice") << "optimizer: {type: adam}\n"
+                                    << "'optimizer.type' is 'adam'; choose one of: adamw, sgd";
+        QTest::newRow("heads") << "model: {n_embd: 10, n_head: 3}\n"
+                               << "must be divisible by 'model.n_head'";
+        QTest::newRow("model/data") << "model: {type: mlp}\n"
+                                    << "the mlp model trains on data.type 'synthetic_regression'";
+        QTest::newRow("yaml syntax") << "model: {type: gpt\n"
+                                     << "r.yaml:2:1: not valid YAML";
+        QTest::newRow("section not a map") << "model: 3\n"
+                                           << "'model' should be a mapping";
     }
     void errors()
     {
