@@ -250,6 +250,11 @@ private:
                          + "; fix or remove this event, or re-export the trace");
     }
     Error failFile(const std::string& what) const { return makeError(std::string(m_origin) + ": " + what); }
+    bool failed(std::size_t index, const json& event, const std::string& what)
+    {
+        m_error = fail(index, event, what);
+        return false;
+    }
 
     // Field readers: an empty optional with m_error set on a wrong type.
     bool readTime(std::size_t index, const json& event, const char* field, bool nonNegative, std::int64_t& out);
@@ -258,6 +263,13 @@ private:
     bool readString(std::size_t index, const json& event, const json& object, const char* field, std::string& out, bool required);
     bool readThreadId(std::size_t index, const json& event, std::string& out);
     bool readMeta(const json& root);
+    // Thread names by (pid, tid), from the metadata events wherever they are in the file.
+    using ThreadNames = std::map<std::pair<std::int64_t, std::string>, std::string>;
+    bool readThreadNames(const json& events, ThreadNames& names);
+    // One span or counter event into its rank's trace; other phases are counted in `skipped`.
+    bool readEvent(std::size_t i, const json& event, const ThreadNames& threadNames, std::map<std::string, std::size_t>& skipped);
+    bool readSpan(std::size_t i, const json& event, const json& args, const ThreadNames& threadNames, std::int64_t pid,
+                  const std::string& tid, std::int64_t ts, Span& span);
     RankTrace& traceFor(int rank);
 
     std::string_view m_origin;
@@ -459,6 +471,116 @@ Lane laneFromHints(const std::string& threadName, const std::string& cat, const 
     return Lane::Host;
 }
 
+bool Importer::readThreadNames(const json& events, ThreadNames& threadNames)
+{
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        const json& event = events[i];
+        if (!event.is_object())
+            return failed(i, event, std::string("an event must be an object, got ") + event.type_name());
+        std::string ph;
+        if (!readString(i, event, event, "ph", ph, true))
+            return false;
+        if (ph != "M")
+            continue;
+        std::string name;
+        std::int64_t pid = 0;
+        std::string tid;
+        if (!readString(i, event, event, "name", name, true)
+            || !readInt(i, event, event, "pid", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), pid, true)
+            || !readThreadId(i, event, tid))
+            return false;
+        if (name == "thread_name" || name == "process_name") {
+            auto args = event.find("args");
+            if (args == event.end() || !args->is_object())
+                return failed(i, event, "'" + name + "' metadata needs an 'args' object with a 'name' string");
+            std::string value;
+            if (!readString(i, event, *args, "name", value, true))
+                return false;
+            if (name == "thread_name")
+                threadNames[{pid, tid}] = value;
+        }
+    }
+    return true;
+}
+
+bool Importer::readEvent(std::size_t i, const json& event, const ThreadNames& threadNames,
+                         std::map<std::string, std::size_t>& skipped)
+{
+    const std::string ph = event.at("ph").get<std::string>();
+    if (ph == "M")
+        return true;
+    if (ph != "X" && ph != "C") {
+        ++skipped[ph];
+        return true;
+    }
+    std::int64_t pid = 0;
+    std::string name;
+    std::string tid;
+    std::int64_t ts = 0;
+    if (!readString(i, event, event, "name", name, true)
+        || !readInt(i, event, event, "pid", m_ours ? 0 : std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), pid,
+                    true)
+        || !readThreadId(i, event, tid) || !readTime(i, event, "ts", false, ts))
+        return false;
+    ts += m_timeOrigin;
+    const int rank = m_fixedRank ? *m_fixedRank : int(pid);
+    auto argsIt = event.find("args");
+    if (argsIt != event.end() && !argsIt->is_object())
+        return failed(i, event, std::string("'args' must be an object, got ") + argsIt->type_name());
+    const json emptyArgs = json::object();
+    const json& args = argsIt == event.end() ? emptyArgs : *argsIt;
+
+    if (ph == "C") {
+        RankTrace& trace = traceFor(rank);
+        for (auto it = args.begin(); it != args.end(); ++it) {
+            if (!it.value().is_number())
+                return failed(i, event, "counter series '" + it.key() + "' must be a number, got " + it.value().type_name());
+            trace.counters.push_back(CounterSample{name, it.key(), ts, it.value().get<double>()});
+        }
+        return true;
+    }
+    Span span;
+    span.name = std::move(name);
+    if (!readSpan(i, event, args, threadNames, pid, tid, ts, span))
+        return false;
+    traceFor(rank).spans.push_back(std::move(span));
+    return true;
+}
+
+bool Importer::readSpan(std::size_t i, const json& event, const json& args, const ThreadNames& threadNames, std::int64_t pid,
+                        const std::string& tid, std::int64_t ts, Span& span)
+{
+    std::int64_t dur = 0;
+    if (!readTime(i, event, "dur", true, dur) || !readString(i, event, event, "cat", span.category, false))
+        return false;
+    span.startNs = ts;
+    span.endNs = ts + dur;
+    std::string laneText;
+    std::int64_t device = -1;
+    std::int64_t correlation = 0;
+    if (!readString(i, event, args, "lane", laneText, false) || !readString(i, event, args, "track", span.track, false)
+        || !readInt(i, event, args, "bytes", 0, std::numeric_limits<std::int64_t>::max(), span.bytes, false)
+        || !readInt(i, event, args, "step", -1, std::numeric_limits<std::int64_t>::max(), span.step, false)
+        || !readInt(i, event, args, "device", -1, std::numeric_limits<int>::max(), device, false)
+        || !readInt(i, event, args, "correlation", 0, std::numeric_limits<std::int64_t>::max(), correlation, false))
+        return false;
+    span.device = int(device);
+    span.correlationId = std::uint64_t(correlation);
+    if (!laneText.empty()) {
+        auto lane = parseLane(laneText);
+        if (!lane)
+            return failed(i, event, "args.lane '" + laneText + "' is not one of compute, communication, memory, host");
+        span.lane = *lane;
+        return true;
+    }
+    auto named = threadNames.find({pid, tid});
+    const std::string threadName = named == threadNames.end() ? std::string() : named->second;
+    span.lane = laneFromHints(threadName, span.category, span.name);
+    if (!threadName.empty() && !parseLane(threadName))
+        span.track = threadName;
+    return true;
+}
+
 Result<std::vector<RankTrace>> Importer::run(std::string_view text)
 {
     if (auto at = tooDeepAt(text))
@@ -488,106 +610,13 @@ Result<std::vector<RankTrace>> Importer::run(std::string_view text)
     if (!readMeta(root))
         return *m_error;
 
-    // Pass 1: metadata (thread names), which may come anywhere in the file.
-    std::map<std::pair<std::int64_t, std::string>, std::string> threadNames;
+    ThreadNames threadNames;
+    if (!readThreadNames(*events, threadNames))
+        return *m_error;
     std::map<std::string, std::size_t> skipped;
-    for (std::size_t i = 0; i < events->size(); ++i) {
-        const json& event = (*events)[i];
-        if (!event.is_object())
-            return fail(i, event, std::string("an event must be an object, got ") + event.type_name());
-        std::string ph;
-        if (!readString(i, event, event, "ph", ph, true))
+    for (std::size_t i = 0; i < events->size(); ++i)
+        if (!readEvent(i, (*events)[i], threadNames, skipped))
             return *m_error;
-        if (ph != "M")
-            continue;
-        std::string name;
-        std::int64_t pid = 0;
-        std::string tid;
-        if (!readString(i, event, event, "name", name, true)
-            || !readInt(i, event, event, "pid", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), pid, true)
-            || !readThreadId(i, event, tid))
-            return *m_error;
-        if (name == "thread_name" || name == "process_name") {
-            auto args = event.find("args");
-            if (args == event.end() || !args->is_object())
-                return fail(i, event, "'" + name + "' metadata needs an 'args' object with a 'name' string");
-            std::string value;
-            if (!readString(i, event, *args, "name", value, true))
-                return *m_error;
-            if (name == "thread_name")
-                threadNames[{pid, tid}] = value;
-        }
-    }
-
-    // Pass 2: spans and counters.
-    for (std::size_t i = 0; i < events->size(); ++i) {
-        const json& event = (*events)[i];
-        const std::string ph = event.at("ph").get<std::string>();
-        if (ph == "M")
-            continue;
-        if (ph != "X" && ph != "C") {
-            ++skipped[ph];
-            continue;
-        }
-        std::int64_t pid = 0;
-        std::string name;
-        std::string tid;
-        std::int64_t ts = 0;
-        if (!readString(i, event, event, "name", name, true)
-            || !readInt(i, event, event, "pid", m_ours ? 0 : std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
-                        pid, true)
-            || !readThreadId(i, event, tid) || !readTime(i, event, "ts", false, ts))
-            return *m_error;
-        ts += m_timeOrigin;
-        const int rank = m_fixedRank ? *m_fixedRank : int(pid);
-        auto argsIt = event.find("args");
-        if (argsIt != event.end() && !argsIt->is_object())
-            return fail(i, event, std::string("'args' must be an object, got ") + argsIt->type_name());
-        const json emptyArgs = json::object();
-        const json& args = argsIt == event.end() ? emptyArgs : *argsIt;
-
-        if (ph == "C") {
-            RankTrace& trace = traceFor(rank);
-            for (auto it = args.begin(); it != args.end(); ++it) {
-                if (!it.value().is_number())
-                    return fail(i, event, "counter series '" + it.key() + "' must be a number, got " + it.value().type_name());
-                trace.counters.push_back(CounterSample{name, it.key(), ts, it.value().get<double>()});
-            }
-            continue;
-        }
-
-        Span span;
-        span.name = std::move(name);
-        std::int64_t dur = 0;
-        if (!readTime(i, event, "dur", true, dur) || !readString(i, event, event, "cat", span.category, false))
-            return *m_error;
-        span.startNs = ts;
-        span.endNs = ts + dur;
-        std::string laneText;
-        std::int64_t device = -1;
-        std::int64_t correlation = 0;
-        if (!readString(i, event, args, "lane", laneText, false) || !readString(i, event, args, "track", span.track, false)
-            || !readInt(i, event, args, "bytes", 0, std::numeric_limits<std::int64_t>::max(), span.bytes, false)
-            || !readInt(i, event, args, "step", -1, std::numeric_limits<std::int64_t>::max(), span.step, false)
-            || !readInt(i, event, args, "device", -1, std::numeric_limits<int>::max(), device, false)
-            || !readInt(i, event, args, "correlation", 0, std::numeric_limits<std::int64_t>::max(), correlation, false))
-            return *m_error;
-        span.device = int(device);
-        span.correlationId = std::uint64_t(correlation);
-        if (!laneText.empty()) {
-            auto lane = parseLane(laneText);
-            if (!lane)
-                return fail(i, event, "args.lane '" + laneText + "' is not one of compute, communication, memory, host");
-            span.lane = *lane;
-        } else {
-            auto named = threadNames.find({pid, tid});
-            const std::string threadName = named == threadNames.end() ? std::string() : named->second;
-            span.lane = laneFromHints(threadName, span.category, span.name);
-            if (!threadName.empty() && !parseLane(threadName))
-                span.track = threadName;
-        }
-        traceFor(rank).spans.push_back(std::move(span));
-    }
 
     std::vector<RankTrace> out;
     for (auto& [rank, trace] : m_traces) {

@@ -1,6 +1,7 @@
 // RunStore: a run as CSV metrics or one JSON document.
 
 #include "storage/run_store.h"
+#include "engine/common/json_string.h"
 #include "storage/run_store_detail.h"
 
 #include "engine/common/run_layout.h"
@@ -36,38 +37,7 @@ std::string formatNumber(double value)
     return std::string(buffer, end);
 }
 
-std::string jsonString(std::string_view text)
-{
-    std::string out = "\"";
-    for (unsigned char c : text) {
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\r':
-            out += "\\r";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        default:
-            if (c < 0x20) {
-                char buffer[8];
-                std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
-                out += buffer;
-            } else {
-                out += char(c);
-            }
-        }
-    }
-    return out + "\"";
-}
+std::string jsonString(std::string_view text) { return jsonStringLiteral(text); }
 
 std::string jsonNumber(double value) { return std::isfinite(value) ? formatNumber(value) : "null"; }
 

@@ -151,27 +151,7 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     vertical->setStretchFactor(1, 1);
     layout->addWidget(vertical, 1);
 
-    // Chart: per-rank device bytes by category, host (offloaded) bytes stacked on top.
-    m_deviceBars = new QCPBars(m_memoryChart->xAxis, m_memoryChart->yAxis);
-    m_deviceBars->setName(tr("device"));
-    m_deviceBars->setBrush(QColor(0x4f, 0x9c, 0xf0));
-    m_deviceBars->setPen(Qt::NoPen);
-    m_hostBars = new QCPBars(m_memoryChart->xAxis, m_memoryChart->yAxis);
-    m_hostBars->setName(tr("host (offloaded)"));
-    m_hostBars->setBrush(QColor(0xb0, 0xb0, 0xb0));
-    m_hostBars->setPen(Qt::NoPen);
-    m_hostBars->moveAbove(m_deviceBars);
-    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-    ticker->addTick(1, tr("parameters"));
-    ticker->addTick(2, tr("gradients"));
-    ticker->addTick(3, tr("optimizer"));
-    ticker->addTick(4, tr("activations"));
-    m_memoryChart->xAxis->setTicker(ticker);
-    m_memoryChart->xAxis->setRange(0.4, 4.6);
-    m_memoryChart->xAxis->grid()->setVisible(false);
-    m_memoryChart->legend->setVisible(true);
-    // Top left, above the headroom left over the bars (see updateMemoryChart), clear of any bar.
-    m_memoryChart->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+    setUpMemoryChart();
 
     m_pollTimer = new QTimer(this);
     m_pollTimer->setInterval(500);
@@ -198,6 +178,31 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     setRecipeText(qs(config::recipeToYaml(config::Recipe{})));
     m_recipeModified = false;
     updateTitles();
+}
+
+void ConfigurePage::setUpMemoryChart()
+{
+    // Chart: per-rank device bytes by category, host (offloaded) bytes stacked on top.
+    m_deviceBars = new QCPBars(m_memoryChart->xAxis, m_memoryChart->yAxis);
+    m_deviceBars->setName(tr("device"));
+    m_deviceBars->setBrush(QColor(0x4f, 0x9c, 0xf0));
+    m_deviceBars->setPen(Qt::NoPen);
+    m_hostBars = new QCPBars(m_memoryChart->xAxis, m_memoryChart->yAxis);
+    m_hostBars->setName(tr("host (offloaded)"));
+    m_hostBars->setBrush(QColor(0xb0, 0xb0, 0xb0));
+    m_hostBars->setPen(Qt::NoPen);
+    m_hostBars->moveAbove(m_deviceBars);
+    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+    ticker->addTick(1, tr("parameters"));
+    ticker->addTick(2, tr("gradients"));
+    ticker->addTick(3, tr("optimizer"));
+    ticker->addTick(4, tr("activations"));
+    m_memoryChart->xAxis->setTicker(ticker);
+    m_memoryChart->xAxis->setRange(0.4, 4.6);
+    m_memoryChart->xAxis->grid()->setVisible(false);
+    m_memoryChart->legend->setVisible(true);
+    // Top left, above the headroom left over the bars (see updateMemoryChart), clear of any bar.
+    m_memoryChart->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
 }
 
 void ConfigurePage::buildTopBar(QWidget* bar)

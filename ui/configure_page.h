@@ -70,6 +70,8 @@ signals:
 
 private:
     void buildTopBar(QWidget* bar);
+    // Per-rank device bytes by category, host (offloaded) bytes stacked on top.
+    void setUpMemoryChart();
     void configChanged(bool modified);
     void recipeChanged();
     void refresh();

@@ -54,41 +54,7 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
 {
     auto* layout = new QVBoxLayout(this);
 
-    auto* filters = new QHBoxLayout;
-    m_search = new QLineEdit(this);
-    m_search->setObjectName(QStringLiteral("runSearch"));
-    m_search->setPlaceholderText(tr("Search name, tags, directory…  (Ctrl+F)"));
-    m_search->setClearButtonEnabled(true);
-    auto* focusSearch = new QAction(this);
-    focusSearch->setShortcut(QKeySequence::Find);
-    connect(focusSearch, &QAction::triggered, m_search, [this] {
-        m_search->setFocus();
-        m_search->selectAll();
-    });
-    addAction(focusSearch);
-    m_statusBox = new QComboBox(this);
-    m_statusBox->setObjectName(QStringLiteral("statusFilter"));
-    m_statusBox->addItem(tr("Any status"), -1);
-    for (auto status : kStatuses)
-        m_statusBox->addItem(statusText(status), static_cast<int>(status));
-    m_typeBox = new QComboBox(this);
-    m_typeBox->setObjectName(QStringLiteral("typeFilter"));
-    m_typeBox->addItem(tr("Any type"), QString());
-    m_precisionBox = new QComboBox(this);
-    m_precisionBox->setObjectName(QStringLiteral("precisionFilter"));
-    m_precisionBox->addItem(tr("Any precision"), QString());
-    m_tagBox = new QComboBox(this);
-    m_tagBox->setObjectName(QStringLiteral("tagFilter"));
-    m_tagBox->addItem(tr("Any tag"), QString());
-    m_count = new QLabel(this);
-    m_count->setObjectName(QStringLiteral("runCount"));
-    filters->addWidget(m_search, 2);
-    filters->addWidget(m_statusBox);
-    filters->addWidget(m_typeBox);
-    filters->addWidget(m_precisionBox);
-    filters->addWidget(m_tagBox);
-    filters->addWidget(m_count);
-    layout->addLayout(filters);
+    layout->addLayout(buildFilters());
 
     m_model = new RunListModel(this);
     m_proxy = new RunFilterProxyModel(this);
@@ -172,6 +138,45 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
 }
 
 RunsPage::~RunsPage() = default;
+
+QHBoxLayout* RunsPage::buildFilters()
+{
+    auto* filters = new QHBoxLayout;
+    m_search = new QLineEdit(this);
+    m_search->setObjectName(QStringLiteral("runSearch"));
+    m_search->setPlaceholderText(tr("Search name, tags, directory…  (Ctrl+F)"));
+    m_search->setClearButtonEnabled(true);
+    auto* focusSearch = new QAction(this);
+    focusSearch->setShortcut(QKeySequence::Find);
+    connect(focusSearch, &QAction::triggered, m_search, [this] {
+        m_search->setFocus();
+        m_search->selectAll();
+    });
+    addAction(focusSearch);
+    m_statusBox = new QComboBox(this);
+    m_statusBox->setObjectName(QStringLiteral("statusFilter"));
+    m_statusBox->addItem(tr("Any status"), -1);
+    for (auto status : kStatuses)
+        m_statusBox->addItem(statusText(status), static_cast<int>(status));
+    m_typeBox = new QComboBox(this);
+    m_typeBox->setObjectName(QStringLiteral("typeFilter"));
+    m_typeBox->addItem(tr("Any type"), QString());
+    m_precisionBox = new QComboBox(this);
+    m_precisionBox->setObjectName(QStringLiteral("precisionFilter"));
+    m_precisionBox->addItem(tr("Any precision"), QString());
+    m_tagBox = new QComboBox(this);
+    m_tagBox->setObjectName(QStringLiteral("tagFilter"));
+    m_tagBox->addItem(tr("Any tag"), QString());
+    m_count = new QLabel(this);
+    m_count->setObjectName(QStringLiteral("runCount"));
+    filters->addWidget(m_search, 2);
+    filters->addWidget(m_statusBox);
+    filters->addWidget(m_typeBox);
+    filters->addWidget(m_precisionBox);
+    filters->addWidget(m_tagBox);
+    filters->addWidget(m_count);
+    return filters;
+}
 
 void RunsPage::refresh()
 {

@@ -17,6 +17,7 @@
 #include <vector>
 
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QTableView;
@@ -68,6 +69,8 @@ signals:
     void operationFinished(const QString& operation, const QString& error);
 
 private:
+    // The search box and the status, type, precision and tag filters, with the run count.
+    QHBoxLayout* buildFilters();
     void applyRuns(std::vector<storage::RunSummary> runs, const QString& error);
     void updateFilterChoices();
     void updateCount();

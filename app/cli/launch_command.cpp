@@ -175,20 +175,219 @@ bool writePlanFile(const config::RunPlan& plan, const std::string& path, std::st
     return static_cast<bool>(out);
 }
 
+// A training launch: the run directory with the files that define it (plan.json among them),
+// the event stream's monitor and the history's recorder.
+struct TrainingRun {
+    RunDirectory runDir;
+    config::RunPlan plan;
+    std::unique_ptr<RunMonitor> monitor;
+    std::unique_ptr<RunRecorder> recorder; // null: not recorded in the history
+};
+
+void printError(const std::string& message) { std::cerr << "shardscope launch: error: " << message << "\n"; }
+
+// The run keeps the recipe it really ran (the file as written, or with --max_steps that step
+// count, so the history and the workbench know the target), its Accelerate config and the plan
+// every rank reads.
+bool writeRunFiles(const LaunchArgs& args, const config::Recipe& recipe, const TrainingRun& run, std::string& error)
+{
+    const RunLayout layout = run.runDir.layout();
+    bool saved = true;
+    if (args.maxSteps > 0) {
+        config::Recipe effective = recipe;
+        effective.maxSteps = args.maxSteps;
+        std::ofstream out(layout.recipeFile());
+        out << config::recipeToYaml(effective);
+        saved = static_cast<bool>(out);
+        if (!saved)
+            error = "cannot write " + layout.recipeFile().string();
+    } else {
+        saved = copyFile(args.recipe, layout.recipeFile().string(), error);
+    }
+    const std::string configFile = configFileOf(args);
+    return saved && (configFile.empty() || copyFile(configFile, layout.configFile().string(), error))
+           && writePlanFile(run.plan, layout.planFile().string(), error);
+}
+
+// The run history: every run, every metric. A store that cannot be used costs the history, never
+// the run.
+void startHistory(const std::filesystem::path& home, const LaunchArgs& args, TrainingRun& run)
+{
+    const RunLayout layout = run.runDir.layout();
+    storage::NewRun newRun;
+    newRun.name = run.runDir.id;
+    newRun.recipeText = readText(layout.recipeFile().string());
+    newRun.configText = configFileOf(args).empty() ? std::string() : readText(layout.configFile().string());
+    newRun.runDir = run.runDir.path;
+    newRun.distributedType = run.plan.distributedType;
+    newRun.mixedPrecision = std::string(precision::modeName(run.plan.precision));
+    newRun.worldSize = run.plan.numProcesses;
+    auto started = RunRecorder::start(home, newRun);
+    if (!started) {
+        std::cerr << "shardscope launch: warning: the run is not recorded in the history: " << started.error().message << "\n";
+        return;
+    }
+    run.recorder = std::move(*started);
+    run.monitor->onEvent = [r = run.recorder.get()](const protocol::Event& e) { r->record(e); };
+}
+
+// With a recipe: the plan checked before anything is created, then the run directory and its
+// files, per-rank logs, the event stream and a progress line; `options` get the plan's shape.
+// Null with `exitCode` set when the launch is refused.
+std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOptions& options, int& exitCode)
+{
+    exitCode = 2;
+    auto recipe = config::loadRecipe(args.recipe);
+    if (!recipe) {
+        printError(recipe.error().message);
+        return nullptr;
+    }
+    auto plan = planRun(args, *recipe, std::string(), exitCode);
+    if (!plan)
+        return nullptr;
+    exitCode = 2;
+    auto home = storage::shardscopeHome();
+    if (!home && args.runsDir.empty()) {
+        printError(home.error().message);
+        return nullptr;
+    }
+    const std::string runsDir = args.runsDir.empty() ? storage::runsFolder(*home).string() : args.runsDir;
+    std::string resumeFrom;
+    if (!args.resumeFrom.empty()) {
+        auto resolved = checkpoint::resolveCheckpoint(args.resumeFrom, runsDir, recipe->name);
+        if (!resolved) {
+            printError(resolved.error().message);
+            return nullptr;
+        }
+        resumeFrom = *resolved;
+    }
+    auto created = createRunDirectory(runsDir, args.runName.empty() ? timestampedRunId(recipe->name) : args.runName);
+    if (!created) {
+        printError(created.error().message);
+        return nullptr;
+    }
+    auto run = std::make_unique<TrainingRun>(TrainingRun{*created, *plan, nullptr, nullptr});
+    run->plan.runDir = run->runDir.path;
+    run->plan.resumeFrom = resumeFrom;
+    if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
+        std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
+    if (std::string error; !writeRunFiles(args, *recipe, *run, error)) {
+        printError(error);
+        return nullptr;
+    }
+    const config::RunPlan& p = run->plan;
+    options.numProcesses = p.localProcesses();
+    options.numMachines = p.numMachines;
+    options.machineRank = p.machineRank;
+    options.masterAddr = p.mainProcessIp;
+    options.masterPort = p.mainProcessPort;
+    options.workerArgs = {"train", "--plan", run->runDir.layout().planFile().string()};
+    options.extraEnvironment = p.environment;
+    options.logDirectory = run->runDir.logs();
+    run->monitor = std::make_unique<RunMonitor>(run->runDir.eventsFile(), p.recipe.maxSteps, stdout, isatty(STDOUT_FILENO) != 0);
+    RunMonitor* monitor = run->monitor.get();
+    options.onEventLine = [monitor](int rank, std::string_view line) { monitor->onEventLine(rank, line); };
+    if (!args.noHistory && home)
+        startHistory(*home, args, *run);
+    options.onTick = [monitor] { monitor->tick(); };
+    options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
+    options.findStuckRank = [monitor](std::chrono::milliseconds timeout) { return monitor->stuckRank(timeout); };
+    options.rankIsEnding = [monitor](int rank) { return monitor->isEnding(rank); };
+    std::cout << "shardscope launch: run " << run->runDir.id << " (" << p.numProcesses << " ranks) in " << run->runDir.path
+              << std::endl;
+    exitCode = 0;
+    return run;
+}
+
+// What the ranks reported decides, not only their exit codes: the root cause is the rank whose
+// own error came first, and a run succeeded only when every rank finished its steps.
+void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t totalSteps)
+{
+    if (const std::string trouble = monitor.eventFileTrouble(); !trouble.empty()) {
+        std::cerr << "shardscope launch: warning: " << trouble << "\n";
+        outcome.reason += (outcome.reason.empty() ? "" : "; ") + ("warning: " + trouble);
+    }
+    outcome.blameFirstOwnError(monitor.reportedErrors());
+    if (outcome.exitCode != 0 || outcome.cancelled)
+        return;
+    const auto completed = monitor.completedRanks();
+    for (const auto& r : outcome.ranks) {
+        if (completed.count(r.rank))
+            continue;
+        outcome.exitCode = 1;
+        outcome.rootCauseRank = r.rank;
+        outcome.reason += std::string(outcome.reason.empty() ? "" : "; ") + "rank " + std::to_string(r.rank)
+                          + " exited with code " + std::to_string(r.status())
+                          + " without reporting that it finished its steps (last step "
+                          + std::to_string(monitor.lastStepOf(r.rank))
+                          + (totalSteps > 0 ? " of " + std::to_string(totalSteps) : std::string()) + "): the run is incomplete";
+        return;
+    }
+}
+
+// The end of the run: first into the run directory (its space reserved at the start), then the
+// history.
+void recordEnd(TrainingRun& run, const Result<LaunchOutcome>& outcome)
+{
+    LaunchOutcome ended;
+    if (outcome)
+        ended = *outcome;
+    else
+        ended.exitCode = 1; // the launch itself failed: no rank ran
+    std::string log;
+    if (ended.rootCauseRank)
+        log = tailOfFile(run.runDir.layout().rankLog(*ended.rootCauseRank).string(), 10);
+    const storage::RunEnd end = run.recorder->endOf(ended, log);
+    const auto kept = storage::writeOutcomeFile(run.runDir.path, end);
+    if (auto finished = run.recorder->finish(end); !finished) {
+        std::cerr << "shardscope launch: warning: recording the end of the run in the history failed: "
+                  << finished.error().message << "\n";
+        if (kept)
+            std::cerr << "  the outcome is kept in " << run.runDir.layout().outcomeFile().string()
+                      << "; the history records it the next time it is opened with space to write\n";
+        else
+            std::cerr << "  and it could not be kept in the run directory either: " << kept.error().message << "\n";
+    }
+}
+
+void reportFailure(const LaunchOutcome& outcome, const TrainingRun* run)
+{
+    std::cerr << "shardscope launch: " << outcome.failureSummary();
+    if (!run)
+        return;
+    for (const auto& message : run->monitor->errorMessages())
+        std::cerr << "  reported by " << message << "\n";
+    // A rank that ended without an error event (a bad option, a crash) said why in its log.
+    if (outcome.rootCauseRank) {
+        const auto& reported = run->monitor->reportedErrors();
+        const int cause = *outcome.rootCauseRank;
+        if (std::none_of(reported.begin(), reported.end(), [&](const ReportedError& e) { return e.rank == cause; })) {
+            const std::string tail = tailOfFile(run->runDir.layout().rankLog(cause).string(), 5);
+            if (!tail.empty()) {
+                std::cerr << "  last lines of rank " << cause << "'s log:\n";
+                std::istringstream lines(tail);
+                for (std::string line; std::getline(lines, line);)
+                    std::cerr << "    " << line << "\n";
+            }
+        }
+    }
+    std::cerr << "  logs: " << run->runDir.logs() << "/rank<N>.log\n";
+}
+
 int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
 {
     blockLauncherSignals(); // before the run store's writer thread starts
     // Refused before anything starts (runLaunch refuses these too, for every other caller; a
     // training launch's plan checks them with the config's values).
     if (args.recipe.empty() && args.numMachines == 1 && !isLoopbackHost(args.mainProcessIp)) {
-        std::cerr << "shardscope launch: error: --main_process_ip " << args.mainProcessIp
-                  << " would open the rendezvous store, which has no authentication, to the network for a run on this "
-                     "machine alone; leave it unset (127.0.0.1), or give --num_machines N for a job over several machines\n";
+        printError("--main_process_ip " + args.mainProcessIp
+                   + " would open the rendezvous store, which has no authentication, to the network for a run on this "
+                     "machine alone; leave it unset (127.0.0.1), or give --num_machines N for a job over several machines");
         return 2;
     }
     if (args.recipe.empty() && args.numProcesses % args.numMachines != 0) {
-        std::cerr << "shardscope launch: error: --num_processes " << args.numProcesses << " is not a multiple of --num_machines "
-                  << args.numMachines << "; num_processes counts the ranks of all machines together\n";
+        printError("--num_processes " + std::to_string(args.numProcesses) + " is not a multiple of --num_machines "
+                   + std::to_string(args.numMachines) + "; num_processes counts the ranks of all machines together");
         return 2;
     }
     LaunchOptions options;
@@ -199,198 +398,35 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     options.masterPort = args.mainProcessPort;
     options.rendezvousTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.rendezvousTimeout * 1000));
     options.workerPath = args.worker.empty() ? defaultWorkerPath(programPath) : args.worker;
-    options.workerArgs = args.workerArgs;
+    options.workerArgs = args.workerArgs; // without a recipe: the worker's command
 
-    // With a recipe, this is a training run: a plan checked before anything is created, a run
-    // directory with the files that define it (plan.json among them), per-rank logs, the event
-    // stream and a progress line. Without one, the arguments after -- are the worker's command.
-    std::optional<RunDirectory> runDir;
-    std::optional<config::RunPlan> plan;
-    std::unique_ptr<RunMonitor> monitor;
-    std::unique_ptr<RunRecorder> recorder;
+    std::unique_ptr<TrainingRun> run;
     if (!args.recipe.empty()) {
-        auto recipe = config::loadRecipe(args.recipe);
-        if (!recipe) {
-            std::cerr << "shardscope launch: error: " << recipe.error().message << "\n";
-            return 2;
-        }
         int exitCode = 0;
-        plan = planRun(args, *recipe, std::string(), exitCode);
-        if (!plan)
+        run = prepareTrainingRun(args, options, exitCode);
+        if (!run)
             return exitCode;
-        const std::string id = args.runName.empty() ? timestampedRunId(recipe->name) : args.runName;
-        auto home = storage::shardscopeHome();
-        if (!home && args.runsDir.empty()) {
-            std::cerr << "shardscope launch: error: " << home.error().message << "\n";
-            return 2;
-        }
-        const std::string runsDir = args.runsDir.empty() ? storage::runsFolder(*home).string() : args.runsDir;
-        std::string resumeFrom;
-        if (!args.resumeFrom.empty()) {
-            auto resolved = checkpoint::resolveCheckpoint(args.resumeFrom, runsDir, recipe->name);
-            if (!resolved) {
-                std::cerr << "shardscope launch: error: " << resolved.error().message << "\n";
-                return 2;
-            }
-            resumeFrom = *resolved;
-        }
-        auto created = createRunDirectory(runsDir, id);
-        if (!created) {
-            std::cerr << "shardscope launch: error: " << created.error().message << "\n";
-            return 2;
-        }
-        runDir = *created;
-        plan->runDir = runDir->path;
-        plan->resumeFrom = resumeFrom;
-        const RunLayout layout = runDir->layout();
-        if (auto reserved = storage::reserveOutcomeFile(runDir->path); !reserved)
-            std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
-        std::string error;
-        // The run keeps the recipe it really ran: the file as written, or, with --max_steps, the
-        // recipe with that step count (so the history and the workbench know the target); and
-        // the plan every rank reads.
-        bool saved = true;
-        if (args.maxSteps > 0) {
-            config::Recipe effective = *recipe;
-            effective.maxSteps = args.maxSteps;
-            std::ofstream out(layout.recipeFile());
-            out << config::recipeToYaml(effective);
-            saved = static_cast<bool>(out);
-            if (!saved)
-                error = "cannot write " + layout.recipeFile().string();
-        } else {
-            saved = copyFile(args.recipe, layout.recipeFile().string(), error);
-        }
-        const std::string configFile = configFileOf(args);
-        saved = saved && (configFile.empty() || copyFile(configFile, layout.configFile().string(), error))
-                && writePlanFile(*plan, layout.planFile().string(), error);
-        if (!saved) {
-            std::cerr << "shardscope launch: error: " << error << "\n";
-            return 2;
-        }
-        options.numProcesses = plan->localProcesses();
-        options.numMachines = plan->numMachines;
-        options.machineRank = plan->machineRank;
-        options.masterAddr = plan->mainProcessIp;
-        options.masterPort = plan->mainProcessPort;
-        options.workerArgs = {"train", "--plan", layout.planFile().string()};
-        options.extraEnvironment = plan->environment;
-        options.logDirectory = runDir->logs();
-        monitor = std::make_unique<RunMonitor>(runDir->eventsFile(), plan->recipe.maxSteps, stdout, isatty(STDOUT_FILENO) != 0);
-        options.onEventLine = [m = monitor.get()](int rank, std::string_view line) { m->onEventLine(rank, line); };
-        // The run history: every run, every metric. A store that cannot be used costs the history,
-        // never the run.
-        if (!args.noHistory && home) {
-            storage::NewRun newRun;
-            newRun.name = runDir->id;
-            newRun.recipeText = readText(layout.recipeFile().string());
-            newRun.configText = configFile.empty() ? std::string() : readText(layout.configFile().string());
-            newRun.runDir = runDir->path;
-            newRun.distributedType = plan->distributedType;
-            newRun.mixedPrecision = std::string(precision::modeName(plan->precision));
-            newRun.worldSize = plan->numProcesses;
-            auto started = RunRecorder::start(*home, newRun);
-            if (started) {
-                recorder = std::move(*started);
-                monitor->onEvent = [r = recorder.get()](const protocol::Event& e) { r->record(e); };
-            } else {
-                std::cerr << "shardscope launch: warning: the run is not recorded in the history: " << started.error().message
-                          << "\n";
-            }
-        }
-        options.onTick = [m = monitor.get()] { m->tick(); };
-        options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
-        options.findStuckRank = [m = monitor.get()](std::chrono::milliseconds timeout) { return m->stuckRank(timeout); };
-        options.rankIsEnding = [m = monitor.get()](int rank) { return m->isEnding(rank); };
-        std::cout << "shardscope launch: run " << runDir->id << " (" << plan->numProcesses << " ranks) in " << runDir->path
-                  << std::endl;
     }
-
     auto outcome = runLaunch(options);
-    if (monitor)
-        monitor->finish();
-    if (outcome && monitor && !monitor->eventFileTrouble().empty()) {
-        const std::string trouble = monitor->eventFileTrouble();
-        std::cerr << "shardscope launch: warning: " << trouble << "\n";
-        outcome->reason += (outcome->reason.empty() ? "" : "; ") + ("warning: " + trouble);
-    }
-    if (outcome && monitor) {
-        // The root cause is the rank whose own error came first, not the first rank to exit.
-        outcome->blameFirstOwnError(monitor->reportedErrors());
-        // A run succeeded only when every rank finished its steps, whatever the exit codes say.
-        if (outcome->exitCode == 0 && !outcome->cancelled) {
-            const auto completed = monitor->completedRanks();
-            for (const auto& r : outcome->ranks) {
-                if (completed.count(r.rank))
-                    continue;
-                const std::int64_t total = plan ? plan->recipe.maxSteps : 0;
-                outcome->exitCode = 1;
-                outcome->rootCauseRank = r.rank;
-                outcome->reason += std::string(outcome->reason.empty() ? "" : "; ") + "rank " + std::to_string(r.rank)
-                                   + " exited with code " + std::to_string(r.status())
-                                   + " without reporting that it finished its steps (last step "
-                                   + std::to_string(monitor->lastStepOf(r.rank))
-                                   + (total > 0 ? " of " + std::to_string(total) : std::string()) + "): the run is incomplete";
-                break;
-            }
-        }
-    }
-    if (runDir) {
-        if (auto merged = mergeRankTraces(runDir->layout().tracesDir().string()); !merged)
+    if (run) {
+        run->monitor->finish();
+        if (outcome)
+            judgeOutcome(*outcome, *run->monitor, run->plan.recipe.maxSteps);
+        if (auto merged = mergeRankTraces(run->runDir.layout().tracesDir().string()); !merged)
             std::cerr << "shardscope launch: warning: the ranks' traces could not be merged: " << merged.error().message << "\n";
         else if (!merged->empty())
             std::cout << "shardscope launch: trace of the run: " << *merged << " (open it in Perfetto or chrome://tracing)\n";
-    }
-    if (recorder) {
-        LaunchOutcome ended;
-        if (outcome) {
-            ended = *outcome;
-        } else {
-            ended.exitCode = 1; // the launch itself failed: no rank ran
-        }
-        std::string log;
-        if (ended.rootCauseRank)
-            log = tailOfFile(runDir->layout().rankLog(*ended.rootCauseRank).string(), 10);
-        const storage::RunEnd end = recorder->endOf(ended, log);
-        // First into the run directory (its space reserved at the start), then the history.
-        const auto kept = storage::writeOutcomeFile(runDir->path, end);
-        if (auto finished = recorder->finish(end); !finished) {
-            std::cerr << "shardscope launch: warning: recording the end of the run in the history failed: "
-                      << finished.error().message << "\n";
-            if (kept)
-                std::cerr << "  the outcome is kept in " << runDir->layout().outcomeFile().string()
-                          << "; the history records it the next time it is opened with space to write\n";
-            else
-                std::cerr << "  and it could not be kept in the run directory either: " << kept.error().message << "\n";
-        }
+        if (run->recorder)
+            recordEnd(*run, outcome);
     }
     if (!outcome) {
-        std::cerr << "shardscope launch: error: " << outcome.error().message << "\n";
+        printError(outcome.error().message);
         return 1;
     }
-    if (monitor && monitor->malformedLines() > 0)
-        std::cerr << "shardscope launch: " << monitor->malformedLines() << " malformed event lines were skipped\n";
+    if (run && run->monitor->malformedLines() > 0)
+        std::cerr << "shardscope launch: " << run->monitor->malformedLines() << " malformed event lines were skipped\n";
     if (outcome->exitCode != 0) {
-        std::cerr << "shardscope launch: " << outcome->failureSummary();
-        if (monitor)
-            for (const auto& message : monitor->errorMessages())
-                std::cerr << "  reported by " << message << "\n";
-        // A rank that ended without an error event (a bad option, a crash) said why in its log.
-        if (monitor && runDir && outcome->rootCauseRank) {
-            const auto& reported = monitor->reportedErrors();
-            const int cause = *outcome->rootCauseRank;
-            if (std::none_of(reported.begin(), reported.end(), [&](const ReportedError& e) { return e.rank == cause; })) {
-                const std::string tail = tailOfFile(runDir->layout().rankLog(cause).string(), 5);
-                if (!tail.empty()) {
-                    std::cerr << "  last lines of rank " << cause << "'s log:\n";
-                    std::istringstream lines(tail);
-                    for (std::string line; std::getline(lines, line);)
-                        std::cerr << "    " << line << "\n";
-                }
-            }
-        }
-        if (runDir)
-            std::cerr << "  logs: " << runDir->logs() << "/rank<N>.log\n";
+        reportFailure(*outcome, run.get());
         return outcome->exitCode;
     }
     double longest = 0;

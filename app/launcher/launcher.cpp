@@ -332,7 +332,9 @@ Result<void> waitForMachineZero(const LaunchOptions& options)
 
 } // namespace
 
-Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
+namespace {
+
+Result<void> checkLaunchOptions(const LaunchOptions& options)
 {
     if (options.numProcesses < 1)
         return makeError("num_processes must be at least 1 (got " + std::to_string(options.numProcesses) + ")");
@@ -345,7 +347,6 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     if (options.numMachines > 1 && options.masterPort == 0)
         return makeError("a job over " + std::to_string(options.numMachines)
                          + " machines needs --main_process_port: every machine's launcher must know where machine 0 listens");
-
     // The rendezvous store has no authentication: it listens beyond loopback only for a job over
     // several machines, which the user asked for with num_machines.
     if (options.numMachines == 1 && !isLoopbackHost(options.masterAddr))
@@ -354,6 +355,348 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
                            "authentication, to the network for a run on this machine alone; leave main_process_ip unset "
                            "(127.0.0.1), or give --num_machines N (and the same address on every machine) for a job over "
                            "several machines");
+    return {};
+}
+
+// One launch on this machine: starts its ranks, then waits for them while reading their event
+// lines, and stops them all (SIGTERM, then SIGKILL after the grace) when one fails, one hangs, or
+// the user asks (Ctrl-C, SIGTERM, SIGHUP; twice: SIGKILL at once). Signals arrive through a
+// signalfd, so one poll() waits for them and for event lines alike.
+class Supervisor {
+public:
+    explicit Supervisor(const LaunchOptions& options);
+    ~Supervisor();
+    Supervisor(const Supervisor&) = delete;
+    Supervisor& operator=(const Supervisor&) = delete;
+
+    // Starts every rank; on a failure stops and reaps those already started.
+    Result<void> start(ListeningSocket listener);
+    // Returns when every rank has exited and every events pipe is closed.
+    void supervise();
+    LaunchOutcome outcome();
+
+private:
+    Result<void> startRank(int rank, const ListeningSocket& listener);
+    std::size_t index(int localRank) const { return static_cast<std::size_t>(localRank); }
+    void stopAll(int sig);
+    void beginStopping(); // SIGTERM now, SIGKILL after the grace
+    void reapExited();
+    void checkHeartbeats();
+    void checkStuckRank();
+    void pollOnce();
+    void readSignals();
+    bool drainEvents(int localRank); // false at EOF
+    long openEventFds() const;
+    double elapsed() const { return std::chrono::duration<double>(Clock::now() - m_start).count(); }
+
+    const LaunchOptions& m_options;
+    sigset_t m_originalMask{};
+    sigset_t m_rankMask{};
+    int m_signalFd = -1;
+    LaunchOutcome m_outcome;
+    std::vector<Child> m_children;
+    std::vector<int> m_eventReadFds;
+    std::vector<std::string> m_partialLines;
+    // Heartbeat: the last time each rank sent anything on its events pipe, and whether it has yet.
+    std::vector<Clock::time_point> m_lastHeard;
+    std::vector<bool> m_heardFrom;
+    Clock::time_point m_start = Clock::now();
+    int m_running = 0;
+    bool m_stopping = false;
+    Clock::time_point m_killDeadline{};
+};
+
+Supervisor::Supervisor(const LaunchOptions& options)
+    : m_options(options), m_eventReadFds(index(options.numProcesses), -1), m_partialLines(index(options.numProcesses))
+{
+    const sigset_t supervised = supervisedSignals();
+    sigprocmask(SIG_BLOCK, &supervised, &m_originalMask);
+    // Ranks start with the caller's mask minus the supervised signals, which they must receive
+    // (SIGTERM stops them) even when the caller had blocked them already (blockLauncherSignals).
+    m_rankMask = m_originalMask;
+    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
+        sigdelset(&m_rankMask, sig);
+    m_signalFd = signalfd(-1, &supervised, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+Supervisor::~Supervisor()
+{
+    for (int fd : m_eventReadFds)
+        if (fd >= 0)
+            close(fd);
+    if (m_signalFd >= 0)
+        close(m_signalFd);
+    sigprocmask(SIG_SETMASK, &m_originalMask, nullptr);
+}
+
+Result<void> Supervisor::start(ListeningSocket listener)
+{
+    m_outcome.masterPort = listener.port;
+    for (int rank = 0; rank < m_options.numProcesses; ++rank) {
+        if (auto started = startRank(rank, listener); !started) {
+            stopAll(SIGKILL);
+            for (auto& c : m_children)
+                waitpid(c.pid, nullptr, 0);
+            if (listener.fd >= 0)
+                close(listener.fd);
+            return started.error();
+        }
+    }
+    // Rank 0 holds its own copy of the listening socket now.
+    if (listener.fd >= 0)
+        close(listener.fd);
+    m_running = m_options.numProcesses;
+    m_lastHeard.assign(index(m_options.numProcesses), Clock::now());
+    m_heardFrom.assign(index(m_options.numProcesses), false);
+    return {};
+}
+
+Result<void> Supervisor::startRank(int rank, const ListeningSocket& listener)
+{
+    DistEnv dist;
+    dist.rank = m_options.machineRank * m_options.numProcesses + rank;
+    dist.localRank = rank;
+    dist.worldSize = m_options.numMachines * m_options.numProcesses;
+    dist.localWorldSize = m_options.numProcesses;
+    dist.groupRank = m_options.machineRank;
+    dist.masterAddr = m_options.masterAddr;
+    dist.masterPort = listener.port;
+    dist.masterListenFd = dist.rank == 0 ? listener.fd : -1;
+
+    ChildFds fds;
+    fds.listenFd = dist.masterListenFd;
+    std::vector<std::string> extra = m_options.extraEnvironment;
+    if (m_options.hangTimeout.count() > 0 && m_options.onEventLine) {
+        const auto beat = std::clamp<std::int64_t>(m_options.hangTimeout.count() / 4, 100, 2000);
+        extra.push_back("SHARDSCOPE_HEARTBEAT_MS=" + std::to_string(beat));
+    }
+    int eventsPipe[2] = {-1, -1};
+    if (m_options.onEventLine) {
+        if (pipe2(eventsPipe, O_CLOEXEC) != 0)
+            return makeError("pipe failed: " + errnoText(errno));
+        fds.eventsFd = eventsPipe[1];
+        extra.push_back("SHARDSCOPE_EVENTS_FD=" + std::to_string(eventsPipe[1]));
+    }
+    // The launcher keeps only the read end of the events pipe, so a rank's exit closes it.
+    m_eventReadFds[index(rank)] = eventsPipe[0];
+    auto closeRankEnds = [&] {
+        if (eventsPipe[1] >= 0)
+            close(eventsPipe[1]);
+        if (fds.logFd >= 0)
+            close(fds.logFd);
+    };
+    if (!m_options.logDirectory.empty()) {
+        const std::string logPath = (std::filesystem::path(m_options.logDirectory) / RunLayout::rankLogName(rank)).string();
+        fds.logFd = open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fds.logFd < 0) {
+            const int error = errno;
+            closeRankEnds();
+            return makeError("cannot create the log file " + logPath + ": " + errnoText(error));
+        }
+    }
+    std::vector<std::string> argv{m_options.workerPath};
+    argv.insert(argv.end(), m_options.workerArgs.begin(), m_options.workerArgs.end());
+    auto pid = spawnRank(m_options.workerPath, std::move(argv), rankEnvironment(dist, extra), fds, m_rankMask);
+    closeRankEnds();
+    if (!pid)
+        return pid.error();
+    m_children.push_back({rank, *pid, true});
+    RankExit started;
+    started.rank = dist.rank;
+    started.pid = *pid;
+    m_outcome.ranks.push_back(started);
+    return {};
+}
+
+void Supervisor::stopAll(int sig)
+{
+    for (auto& c : m_children)
+        if (c.running)
+            kill(-c.pid, sig);
+}
+
+void Supervisor::beginStopping()
+{
+    m_stopping = true;
+    m_killDeadline = Clock::now() + m_options.stopGrace;
+    stopAll(SIGTERM);
+}
+
+long Supervisor::openEventFds() const
+{
+    return std::count_if(m_eventReadFds.begin(), m_eventReadFds.end(), [](int fd) { return fd >= 0; });
+}
+
+void Supervisor::supervise()
+{
+    while (m_running > 0 || openEventFds() > 0) {
+        reapExited();
+        if (m_running == 0 && openEventFds() == 0)
+            break;
+        if (!m_stopping && m_options.hangTimeout.count() > 0 && m_options.onEventLine)
+            checkHeartbeats();
+        if (!m_stopping && m_options.hangTimeout.count() > 0 && m_options.findStuckRank)
+            checkStuckRank();
+        if (m_stopping && m_running > 0 && Clock::now() >= m_killDeadline) {
+            stopAll(SIGKILL);
+            m_killDeadline = Clock::now() + std::chrono::hours(1);
+        }
+        pollOnce();
+    }
+}
+
+void Supervisor::reapExited()
+{
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (auto& c : m_children) {
+            if (c.pid != pid || !c.running)
+                continue;
+            c.running = false;
+            --m_running;
+            RankExit& exit = m_outcome.ranks[index(c.rank)];
+            exit.seconds = elapsed();
+            exit.exitedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+            if (WIFSIGNALED(status))
+                exit.signal = WTERMSIG(status);
+            else if (WIFEXITED(status))
+                exit.exitCode = WEXITSTATUS(status);
+            if (m_stopping) {
+                exit.stoppedByLauncher = true;
+            } else if (exit.failed()) {
+                m_outcome.rootCauseRank = exit.rank;
+                beginStopping();
+            }
+        }
+    }
+}
+
+void Supervisor::checkHeartbeats()
+{
+    const auto startingTimeout = std::max(m_options.hangTimeout, m_options.startupGrace);
+    for (auto& c : m_children) {
+        // A rank that said it is done (or failed) is tearing down, its heartbeat stopped on
+        // purpose: it gets as long as a starting rank.
+        const bool ending = m_options.rankIsEnding && m_options.rankIsEnding(m_outcome.ranks[index(c.rank)].rank);
+        const bool heard = m_heardFrom[index(c.rank)];
+        const auto limit = heard && !ending ? m_options.hangTimeout : startingTimeout;
+        if (!c.running || Clock::now() - m_lastHeard[index(c.rank)] < limit)
+            continue;
+        RankExit& exit = m_outcome.ranks[index(c.rank)];
+        exit.hung = true;
+        char detail[96];
+        std::snprintf(detail, sizeof detail, "no event, not even a heartbeat, for %.1f s%s",
+                      static_cast<double>(limit.count()) / 1000.0, heard ? "" : " since it started");
+        exit.hungDetail = detail;
+        m_outcome.rootCauseRank = exit.rank;
+        beginStopping();
+        return;
+    }
+}
+
+void Supervisor::checkStuckRank()
+{
+    auto stuck = m_options.findStuckRank(m_options.hangTimeout);
+    if (!stuck)
+        return;
+    const auto [globalRank, detail] = *stuck;
+    for (auto& r : m_outcome.ranks)
+        if (r.rank == globalRank) {
+            r.hung = true;
+            r.hungDetail = detail;
+            m_outcome.rootCauseRank = globalRank;
+            beginStopping();
+        }
+}
+
+void Supervisor::pollOnce()
+{
+    std::vector<pollfd> polled{{m_signalFd, POLLIN, 0}};
+    std::vector<int> polledRanks{-1};
+    for (int rank = 0; rank < m_options.numProcesses; ++rank) {
+        if (m_eventReadFds[index(rank)] >= 0) {
+            polled.push_back({m_eventReadFds[index(rank)], POLLIN, 0});
+            polledRanks.push_back(rank);
+        }
+    }
+    const int ready = poll(polled.data(), polled.size(), 50);
+    if (m_options.onTick)
+        m_options.onTick();
+    if (ready <= 0)
+        return;
+    for (std::size_t i = 1; i < polled.size(); ++i)
+        if (polled[i].revents & (POLLIN | POLLHUP | POLLERR))
+            drainEvents(polledRanks[i]);
+    if (polled[0].revents & POLLIN)
+        readSignals();
+}
+
+void Supervisor::readSignals()
+{
+    signalfd_siginfo info{};
+    while (read(m_signalFd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        const int sig = static_cast<int>(info.ssi_signo);
+        if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
+            continue; // SIGCHLD: reaped at the top of the loop
+        if (!m_stopping) {
+            m_outcome.cancelled = true;
+            beginStopping();
+        } else {
+            stopAll(SIGKILL); // asked twice: stop waiting for a graceful exit
+        }
+    }
+}
+
+bool Supervisor::drainEvents(int rank)
+{
+    // Reads what a rank's events pipe holds and hands over complete lines; at EOF, the rest.
+    m_lastHeard[index(rank)] = Clock::now();
+    m_heardFrom[index(rank)] = true;
+    int& fd = m_eventReadFds[index(rank)];
+    std::string& partial = m_partialLines[index(rank)];
+    char buffer[65536];
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (n <= 0) {
+        if (!partial.empty())
+            m_options.onEventLine(rank, partial);
+        partial.clear();
+        close(fd);
+        fd = -1;
+        return false;
+    }
+    partial.append(buffer, static_cast<std::size_t>(n));
+    std::size_t begin = 0, newline;
+    while ((newline = partial.find('\n', begin)) != std::string::npos) {
+        if (newline > begin)
+            m_options.onEventLine(rank, std::string_view(partial).substr(begin, newline - begin));
+        begin = newline + 1;
+    }
+    partial.erase(0, begin);
+    return true;
+}
+
+LaunchOutcome Supervisor::outcome()
+{
+    if (m_outcome.rootCauseRank) {
+        for (const auto& r : m_outcome.ranks)
+            if (r.rank == *m_outcome.rootCauseRank)
+                // A hung rank stopped by SIGTERM may cancel cleanly and exit 0: the run still failed.
+                m_outcome.exitCode = r.hung ? kHungExitCode : r.status();
+    } else if (m_outcome.cancelled) {
+        m_outcome.exitCode = 130;
+    }
+    return m_outcome;
+}
+
+} // namespace
+
+Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
+{
+    if (auto valid = checkLaunchOptions(options); !valid)
+        return valid.error();
     if (options.machineRank > 0)
         if (auto reached = waitForMachineZero(options); !reached)
             return reached.error();
@@ -368,262 +711,11 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
             return bound.error();
         listener = *bound;
     }
-
-    const sigset_t supervised = supervisedSignals();
-    sigset_t originalMask;
-    sigprocmask(SIG_BLOCK, &supervised, &originalMask);
-    // Ranks start with the caller's mask minus the supervised signals, which they must receive
-    // (SIGTERM stops them) even when the caller had blocked them already (blockLauncherSignals).
-    sigset_t rankMask = originalMask;
-    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
-        sigdelset(&rankMask, sig);
-    // Signals arrive as readable data, so one poll() waits for them and for event lines alike.
-    const int signalFd = signalfd(-1, &supervised, SFD_CLOEXEC | SFD_NONBLOCK);
-
-    LaunchOutcome outcome;
-    outcome.masterPort = listener.port;
-    std::vector<Child> children;
-    std::vector<int> eventReadFds(static_cast<std::size_t>(options.numProcesses), -1);
-    std::vector<std::string> partialLines(static_cast<std::size_t>(options.numProcesses));
-    const auto start = Clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-
-    auto stopAll = [&](int sig) {
-        for (auto& c : children)
-            if (c.running)
-                kill(-c.pid, sig);
-    };
-    auto cleanup = [&] {
-        for (int fd : eventReadFds)
-            if (fd >= 0)
-                close(fd);
-        if (signalFd >= 0)
-            close(signalFd);
-        sigprocmask(SIG_SETMASK, &originalMask, nullptr);
-    };
-
-    for (int rank = 0; rank < options.numProcesses; ++rank) {
-        DistEnv dist;
-        dist.rank = options.machineRank * options.numProcesses + rank;
-        dist.localRank = rank;
-        dist.worldSize = options.numMachines * options.numProcesses;
-        dist.localWorldSize = options.numProcesses;
-        dist.groupRank = options.machineRank;
-        dist.masterAddr = options.masterAddr;
-        dist.masterPort = listener.port;
-        dist.masterListenFd = dist.rank == 0 ? listener.fd : -1;
-
-        ChildFds fds;
-        fds.listenFd = dist.masterListenFd;
-        std::vector<std::string> extra = options.extraEnvironment;
-        if (options.hangTimeout.count() > 0 && options.onEventLine) {
-            const auto beat = std::clamp<std::int64_t>(options.hangTimeout.count() / 4, 100, 2000);
-            extra.push_back("SHARDSCOPE_HEARTBEAT_MS=" + std::to_string(beat));
-        }
-        int eventsPipe[2] = {-1, -1};
-        if (options.onEventLine) {
-            if (pipe2(eventsPipe, O_CLOEXEC) != 0) {
-                stopAll(SIGKILL);
-                cleanup();
-                return makeError("pipe failed: " + errnoText(errno));
-            }
-            fds.eventsFd = eventsPipe[1];
-            extra.push_back("SHARDSCOPE_EVENTS_FD=" + std::to_string(eventsPipe[1]));
-        }
-        if (!options.logDirectory.empty()) {
-            const std::string logPath = (std::filesystem::path(options.logDirectory) / RunLayout::rankLogName(rank)).string();
-            fds.logFd = open(logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-            if (fds.logFd < 0) {
-                const int error = errno;
-                stopAll(SIGKILL);
-                cleanup();
-                return makeError("cannot create the log file " + logPath + ": " + errnoText(error));
-            }
-        }
-
-        std::vector<std::string> argv{options.workerPath};
-        argv.insert(argv.end(), options.workerArgs.begin(), options.workerArgs.end());
-        auto pid = spawnRank(options.workerPath, std::move(argv), rankEnvironment(dist, extra), fds, rankMask);
-        // The launcher keeps only the read end of the events pipe, so a rank's exit closes it.
-        if (eventsPipe[1] >= 0)
-            close(eventsPipe[1]);
-        if (fds.logFd >= 0)
-            close(fds.logFd);
-        eventReadFds[static_cast<std::size_t>(rank)] = eventsPipe[0];
-        if (!pid) {
-            stopAll(SIGKILL);
-            for (auto& c : children)
-                waitpid(c.pid, nullptr, 0);
-            if (listener.fd >= 0)
-                close(listener.fd);
-            cleanup();
-            return pid.error();
-        }
-        children.push_back({rank, *pid, true});
-        {
-            RankExit started;
-            started.rank = dist.rank;
-            started.pid = *pid;
-            outcome.ranks.push_back(started);
-        }
-    }
-    // Rank 0 holds its own copy of the listening socket now.
-    if (listener.fd >= 0)
-        close(listener.fd);
-
-    // Heartbeat: the last time each rank sent anything on its events pipe, and whether it has yet.
-    std::vector<Clock::time_point> lastHeard(static_cast<std::size_t>(options.numProcesses), Clock::now());
-    std::vector<bool> heardFrom(static_cast<std::size_t>(options.numProcesses), false);
-    const auto startingTimeout = std::max(options.hangTimeout, options.startupGrace);
-
-    // Reads what a rank's events pipe holds and hands over complete lines; at EOF, the rest.
-    auto drainEvents = [&](int rank) -> bool {
-        lastHeard[static_cast<std::size_t>(rank)] = Clock::now();
-        heardFrom[static_cast<std::size_t>(rank)] = true;
-        int& fd = eventReadFds[static_cast<std::size_t>(rank)];
-        std::string& partial = partialLines[static_cast<std::size_t>(rank)];
-        char buffer[65536];
-        const ssize_t n = read(fd, buffer, sizeof buffer);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-            return true;
-        if (n <= 0) {
-            if (!partial.empty())
-                options.onEventLine(rank, partial);
-            partial.clear();
-            close(fd);
-            fd = -1;
-            return false;
-        }
-        partial.append(buffer, static_cast<std::size_t>(n));
-        std::size_t begin = 0, newline;
-        while ((newline = partial.find('\n', begin)) != std::string::npos) {
-            if (newline > begin)
-                options.onEventLine(rank, std::string_view(partial).substr(begin, newline - begin));
-            begin = newline + 1;
-        }
-        partial.erase(0, begin);
-        return true;
-    };
-
-    int running = options.numProcesses;
-    bool stopping = false;
-    Clock::time_point killDeadline{};
-    auto openEventFds = [&] { return std::count_if(eventReadFds.begin(), eventReadFds.end(), [](int fd) { return fd >= 0; }); };
-
-    while (running > 0 || openEventFds() > 0) {
-        int status = 0;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            for (auto& c : children) {
-                if (c.pid != pid || !c.running)
-                    continue;
-                c.running = false;
-                --running;
-                RankExit& exit = outcome.ranks[static_cast<std::size_t>(c.rank)];
-                exit.seconds = elapsed();
-                exit.exitedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-                if (WIFSIGNALED(status))
-                    exit.signal = WTERMSIG(status);
-                else if (WIFEXITED(status))
-                    exit.exitCode = WEXITSTATUS(status);
-                if (stopping) {
-                    exit.stoppedByLauncher = true;
-                } else if (exit.failed()) {
-                    outcome.rootCauseRank = exit.rank;
-                    stopping = true;
-                    killDeadline = Clock::now() + options.stopGrace;
-                    stopAll(SIGTERM);
-                }
-            }
-        }
-        if (running == 0 && openEventFds() == 0)
-            break;
-        if (!stopping && options.hangTimeout.count() > 0 && options.onEventLine) {
-            for (auto& c : children) {
-                // A rank that said it is done (or failed) is tearing down, its heartbeat stopped on
-                // purpose: it gets as long as a starting rank.
-                const bool ending = options.rankIsEnding
-                                    && options.rankIsEnding(outcome.ranks[static_cast<std::size_t>(c.rank)].rank);
-                const auto limit = heardFrom[static_cast<std::size_t>(c.rank)] && !ending ? options.hangTimeout : startingTimeout;
-                if (!c.running || Clock::now() - lastHeard[static_cast<std::size_t>(c.rank)] < limit)
-                    continue;
-                RankExit& exit = outcome.ranks[static_cast<std::size_t>(c.rank)];
-                exit.hung = true;
-                char detail[96];
-                std::snprintf(detail, sizeof detail, "no event, not even a heartbeat, for %.1f s%s",
-                              static_cast<double>(limit.count()) / 1000.0,
-                              heardFrom[static_cast<std::size_t>(c.rank)] ? "" : " since it started");
-                exit.hungDetail = detail;
-                outcome.rootCauseRank = exit.rank;
-                stopping = true;
-                killDeadline = Clock::now() + options.stopGrace;
-                stopAll(SIGTERM);
-                break;
-            }
-        }
-        if (!stopping && options.hangTimeout.count() > 0 && options.findStuckRank) {
-            if (auto stuck = options.findStuckRank(options.hangTimeout)) {
-                const auto [globalRank, detail] = *stuck;
-                for (auto& r : outcome.ranks)
-                    if (r.rank == globalRank) {
-                        r.hung = true;
-                        r.hungDetail = detail;
-                        outcome.rootCauseRank = globalRank;
-                        stopping = true;
-                        killDeadline = Clock::now() + options.stopGrace;
-                        stopAll(SIGTERM);
-                    }
-            }
-        }
-        if (stopping && running > 0 && Clock::now() >= killDeadline) {
-            stopAll(SIGKILL);
-            killDeadline = Clock::now() + std::chrono::hours(1);
-        }
-
-        std::vector<pollfd> polled{{signalFd, POLLIN, 0}};
-        std::vector<int> polledRanks{-1};
-        for (int rank = 0; rank < options.numProcesses; ++rank) {
-            if (eventReadFds[static_cast<std::size_t>(rank)] >= 0) {
-                polled.push_back({eventReadFds[static_cast<std::size_t>(rank)], POLLIN, 0});
-                polledRanks.push_back(rank);
-            }
-        }
-        const int ready = poll(polled.data(), polled.size(), 50);
-        if (options.onTick)
-            options.onTick();
-        if (ready <= 0)
-            continue;
-        for (std::size_t i = 1; i < polled.size(); ++i)
-            if (polled[i].revents & (POLLIN | POLLHUP | POLLERR))
-                drainEvents(polledRanks[i]);
-        if (!(polled[0].revents & POLLIN))
-            continue;
-        signalfd_siginfo info{};
-        while (read(signalFd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-            const int sig = static_cast<int>(info.ssi_signo);
-            if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
-                continue; // SIGCHLD: reaped at the top of the loop
-            if (!stopping) {
-                outcome.cancelled = true;
-                stopping = true;
-                killDeadline = Clock::now() + options.stopGrace;
-                stopAll(SIGTERM);
-            } else {
-                // Asked twice: stop waiting for a graceful exit.
-                stopAll(SIGKILL);
-            }
-        }
-    }
-    cleanup();
-
-    if (outcome.rootCauseRank) {
-        for (const auto& r : outcome.ranks)
-            if (r.rank == *outcome.rootCauseRank)
-                // A hung rank stopped by SIGTERM may cancel cleanly and exit 0: the run still failed.
-                outcome.exitCode = r.hung ? kHungExitCode : r.status();
-    } else if (outcome.cancelled)
-        outcome.exitCode = 130;
-    return outcome;
+    Supervisor supervisor(options);
+    if (auto started = supervisor.start(listener); !started)
+        return started.error();
+    supervisor.supervise();
+    return supervisor.outcome();
 }
 
 } // namespace shardscope

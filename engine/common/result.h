@@ -15,11 +15,25 @@
 
 namespace shardscope {
 
+// What kind of mistake an Error is, so that a front end can choose how to show it (a syntax
+// error points into the file, an unknown key offers the known ones, a file that cannot be read
+// offers to pick another) without reading the text.
+enum class ErrorKind {
+    Unspecified,
+    Io, // a file or folder that cannot be read or written
+    Syntax, // text that cannot be parsed (YAML, JSON)
+    UnknownKey, // a key the format does not have
+    BadValue, // a value of the wrong type, out of range or not one of the choices
+    Conflict, // values that do not go together, or that this machine cannot run
+};
+
 // An error a user can act on: what went wrong, where, and how to fix it, in one message (what
-// people read), with the "where" also as fields when it is known, so that an editor can point at
-// it without parsing the text.
+// people read), with the kind, the "where" and the fix also as fields when they are known, so
+// that an editor can point at it without parsing the text.
 struct Error {
     std::string message; // the whole text, "file:line:column: what ...; how to fix"
+    ErrorKind kind = ErrorKind::Unspecified;
+    std::string fix; // how to fix it, when said apart from the message (it is in the message too)
     std::string file; // where, when known
     int line = 0; // 1-based; 0: unknown
     int column = 0; // 1-based; 0: unknown
@@ -85,10 +99,26 @@ private:
     std::optional<Error> m_error;
 };
 
-inline Error makeError(std::string message)
+inline Error makeError(std::string message, ErrorKind kind = ErrorKind::Unspecified)
 {
     Error error;
     error.message = std::move(message);
+    error.kind = kind;
+    return error;
+}
+
+// An error at a place in a file: the message is "file:line:column: what; fix", the parts are
+// fields too.
+inline Error errorAt(ErrorKind kind, std::string file, int line, int column, const std::string& what, std::string fix = {})
+{
+    Error error;
+    error.message = file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + what
+                    + (fix.empty() ? std::string() : "; " + fix);
+    error.kind = kind;
+    error.fix = std::move(fix);
+    error.file = std::move(file);
+    error.line = line;
+    error.column = column;
     return error;
 }
 

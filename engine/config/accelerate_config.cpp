@@ -32,6 +32,17 @@ std::string at(const std::string& source, const Value& v)
     return source + ":" + std::to_string(v.line) + ":" + std::to_string(v.column);
 }
 
+// An error about the value `v` of `key` in `source`: "source:line:column: what", with the fields.
+Error valueError(ErrorKind kind, const std::string& source, const Value& v, const std::string& key, const std::string& what)
+{
+    Error error = makeError(at(source, v) + ": " + what, kind);
+    error.file = source;
+    error.line = std::max(0, v.line);
+    error.column = std::max(0, v.column);
+    error.keyPath = key;
+    return error;
+}
+
 // Python's sorted() of the unknown keys, for the message (str keys by code point).
 std::vector<Value> sortedKeys(std::vector<Value> keys)
 {
@@ -135,23 +146,12 @@ FileFormat formatForPath(std::string_view path)
     return (path.size() >= 5 && path.substr(path.size() - 5) == ".json") ? FileFormat::Json : FileFormat::Yaml;
 }
 
-Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const std::string& source, FileFormat format)
+namespace {
+
+// Accelerate's process_config: the defaults and legacy keys it rewrites before the dataclass
+// sees the dict. Returns whether it added num_processes (a distributed_type NO config).
+Result<bool> processConfig(Value& dict, const std::string& source)
 {
-    auto parsed = format == FileFormat::Json ? parseJson(text, source) : parseYaml(text, source);
-    if (!parsed)
-        return parsed.error();
-    Value dict = std::move(*parsed);
-    if (!dict.isMap())
-        return makeError(source + ": the file holds " + (dict.isNull() ? std::string("nothing") : dict.typeName())
-                         + ", not a mapping of config keys; an Accelerate config is `key: value` lines such as "
-                           "`distributed_type: MULTI_GPU` (run `shardscope config` to write one)");
-
-    // Schema choice: compute_environment missing or equal to LOCAL_MACHINE -> ClusterConfig.
-    const Value* env = dict.find("compute_environment");
-    const ConfigKind kind = (!env || (env->isString() && env->asString() == "LOCAL_MACHINE")) ? ConfigKind::Cluster
-                                                                                              : ConfigKind::SageMaker;
-
-    // process_config, in Accelerate's order.
     if (!dict.contains("compute_environment"))
         dict.set("compute_environment", Value("LOCAL_MACHINE"));
     const Value* dt = dict.find("distributed_type");
@@ -186,6 +186,73 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
     for (const char* k : {"use_cpu", "debug", "enable_cpu_affinity"})
         if (!dict.contains(k))
             dict.set(k, Value(false));
+    return injectedNumProcesses;
+}
+
+// Accelerate's "had unknown keys" message (the keys sorted), then a line per key: removed, a near
+// miss, or not a key at all. `causeNamed`: the keys follow from the schema a misspelt
+// compute_environment chose, so they get no line of their own.
+std::string unknownKeysMessage(std::vector<Value> unknown, ConfigKind kind, const std::string& source, const std::string& cause,
+                               bool causeNamed, bool injectedNumProcesses)
+{
+    const std::string_view section = sectionOf(kind);
+    unknown = sortedKeys(unknown);
+    std::string list = "[";
+    for (std::size_t i = 0; i < unknown.size(); ++i)
+        list += (i ? ", " : "") + unknown[i].pyRepr();
+    list += "]";
+    std::string message = cause + "The config file at " + source + " had unknown keys (" + list
+                          + "), please try upgrading your `accelerate` version or fix (and potentially remove) these keys from "
+                            "your config file.";
+    for (const auto& k : unknown) {
+        if (causeNamed)
+            break;
+        const KeySpec* spec = k.isString() ? findKeySpec(section, k.asString()) : nullptr;
+        if (injectedNumProcesses && k.isString() && k.asString() == "num_processes") {
+            message += "\n  " + source
+                       + ": `num_processes` is not in the file: Accelerate's loader adds num_processes: 1 "
+                         "to every distributed_type 'NO' config, and its SageMakerConfig has no such key, so no SageMaker "
+                         "config with distributed_type 'NO' loads; use DATA_PARALLEL or MODEL_PARALLEL";
+            continue;
+        }
+        message += "\n  " + at(source, k) + ": `" + k.pyStr() + "`: ";
+        if (spec && !spec->removedIn.empty())
+            message += "removed in Accelerate " + spec->removedIn + "; delete this key";
+        else if (std::string near = k.isString() ? nearestKey(section, k.asString()) : std::string(); !near.empty())
+            message += "not a key of Accelerate's "
+                       + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig") + "; did you mean `"
+                       + near + "`?";
+        else
+            message += "not a key of Accelerate's "
+                       + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig") + "; remove it";
+    }
+    return message;
+}
+
+} // namespace
+
+Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const std::string& source, FileFormat format)
+{
+    auto parsed = format == FileFormat::Json ? parseJson(text, source) : parseYaml(text, source);
+    if (!parsed)
+        return parsed.error();
+    Value dict = std::move(*parsed);
+    if (!dict.isMap())
+        return makeError(source + ": the file holds " + (dict.isNull() ? std::string("nothing") : dict.typeName())
+                             + ", not a mapping of config keys; an Accelerate config is `key: value` lines such as "
+                               "`distributed_type: MULTI_GPU` (run `shardscope config` to write one)",
+                         ErrorKind::Syntax);
+
+    // Schema choice: compute_environment missing or equal to LOCAL_MACHINE -> ClusterConfig.
+    const Value* env = dict.find("compute_environment");
+    const ConfigKind kind = (!env || (env->isString() && env->asString() == "LOCAL_MACHINE")) ? ConfigKind::Cluster
+                                                                                              : ConfigKind::SageMaker;
+
+    // process_config, in Accelerate's order.
+    auto processed = processConfig(dict, source);
+    if (!processed)
+        return processed.error();
+    const bool injectedNumProcesses = *processed;
 
     // The real cause first, where Accelerate's own message names a consequence: a
     // compute_environment that is LOCAL_MACHINE in another case selects the SageMaker schema.
@@ -226,49 +293,18 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
         if (!spec || !spec->removedIn.empty())
             unknown.push_back(e.key);
     }
-    if (!unknown.empty()) {
-        unknown = sortedKeys(unknown);
-        std::string list = "[";
-        for (std::size_t i = 0; i < unknown.size(); ++i)
-            list += (i ? ", " : "") + unknown[i].pyRepr();
-        list += "]";
-        std::string message =
-            cause + "The config file at " + source + " had unknown keys (" + list
-            + "), please try upgrading your `accelerate` version or fix (and potentially remove) these keys from "
-              "your config file.";
-        for (const auto& k : unknown) {
-            if (!computeCause.empty())
-                break; // the keys follow from the schema the misspelt compute_environment chose
-            const KeySpec* spec = k.isString() ? findKeySpec(section, k.asString()) : nullptr;
-            if (injectedNumProcesses && k.isString() && k.asString() == "num_processes") {
-                message += "\n  " + source
-                           + ": `num_processes` is not in the file: Accelerate's loader adds num_processes: 1 "
-                             "to every distributed_type 'NO' config, and its SageMakerConfig has no such key, so no SageMaker "
-                             "config with distributed_type 'NO' loads; use DATA_PARALLEL or MODEL_PARALLEL";
-                continue;
-            }
-            message += "\n  " + at(source, k) + ": `" + k.pyStr() + "`: ";
-            if (spec && !spec->removedIn.empty())
-                message += "removed in Accelerate " + spec->removedIn + "; delete this key";
-            else if (std::string near = k.isString() ? nearestKey(section, k.asString()) : std::string(); !near.empty())
-                message += "not a key of Accelerate's "
-                           + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig") + "; did you mean `"
-                           + near + "`?";
-            else
-                message += "not a key of Accelerate's "
-                           + std::string(kind == ConfigKind::Cluster ? "ClusterConfig" : "SageMakerConfig") + "; remove it";
-        }
-        return makeError(message);
-    }
+    if (!unknown.empty())
+        return makeError(unknownKeysMessage(unknown, kind, source, cause, !computeCause.empty(), injectedNumProcesses),
+                         ErrorKind::UnknownKey);
 
     if (!missing.empty())
-        return makeError(computeCause + missingMessage());
+        return makeError(computeCause + missingMessage(), ErrorKind::BadValue);
 
     // __post_init__: enum conversion of strings (non-strings are left alone, as in Accelerate).
     const Value* ce = dict.find("compute_environment");
     if (ce->isString() && ce->asString() != "LOCAL_MACHINE" && ce->asString() != "AMAZON_SAGEMAKER")
-        return makeError(at(source, *ce) + ": '" + ce->asString()
-                         + "' is not a valid ComputeEnvironment. Use LOCAL_MACHINE or AMAZON_SAGEMAKER.");
+        return valueError(ErrorKind::BadValue, source, *ce, "compute_environment",
+                          "'" + ce->asString() + "' is not a valid ComputeEnvironment. Use LOCAL_MACHINE or AMAZON_SAGEMAKER.");
     const Value* dtype = dict.find("distributed_type");
     if (dtype->isString()) {
         const auto& allowed = kind == ConfigKind::Cluster ? distributedTypes() : sageMakerDistributedTypes();
@@ -279,9 +315,10 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
             std::string hint;
             if (dtype->asString() == "TP")
                 hint = " (TP existed in Accelerate 1.4-1.6 and was removed; use FSDP with parallelism_config_tp_size)";
-            return makeError(at(source, *dtype) + ": '" + dtype->asString() + "' is not a valid "
-                             + (kind == ConfigKind::Cluster ? "DistributedType" : "SageMakerDistributedType") + hint
-                             + ". distributed_type must be one of: " + all + ".");
+            return valueError(ErrorKind::BadValue, source, *dtype, "distributed_type",
+                              "'" + dtype->asString() + "' is not a valid "
+                                  + (kind == ConfigKind::Cluster ? "DistributedType" : "SageMakerDistributedType") + hint
+                                  + ". distributed_type must be one of: " + all + ".");
         }
     }
     return AccelerateConfig(kind, std::move(dict), source);
@@ -292,8 +329,9 @@ Result<AccelerateConfig> loadAccelerateConfig(const std::string& path)
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
         return makeError("The passed configuration file `" + path
-                         + "` does not exist. Please pass an existing file, or create one with `shardscope config` "
-                           "(or `accelerate config`).");
+                             + "` does not exist. Please pass an existing file, or create one with `shardscope config` "
+                               "(or `accelerate config`).",
+                         ErrorKind::Io);
     auto text = readTextFile(path);
     if (!text)
         return text.error();

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 
 namespace shardscope::config {
@@ -46,73 +47,81 @@ const std::vector<std::string>& deepSpeedConflictKeys()
     return keys;
 }
 
-Result<Value> resolveDeepSpeedConfig(const AccelerateConfig& config, const DeepSpeedContext& ctx, const std::string& baseDir)
-{
-    auto ds = [&](const char* k) { return config.nested("deepspeed_config", k); };
-    const Value* fileV = ds("deepspeed_config_file");
-    const std::string file = fileV && fileV->isString() ? fileV->asString() : std::string("none");
-    Value out;
-    if (file != "none" && !file.empty()) {
-        std::vector<std::string> conflicts;
-        for (const auto& k : deepSpeedConflictKeys())
-            if (ds(k.c_str()))
-                conflicts.push_back(k);
-        if (!config.field("mixed_precision").isNull())
-            conflicts.push_back("mixed_precision");
-        if (!conflicts.empty()) {
-            std::string list;
-            for (const auto& c : conflicts)
-                list += (list.empty() ? "" : ", ") + c;
-            return makeError("When using `deepspeed_config_file`, the following accelerate config variables will be ignored: ["
-                             + list + "]. Please specify them appropriately in the DeepSpeed config file (" + file
-                             + ") or assign them the value \"auto\" there, then remove them from the accelerate config file.");
-        }
-        std::filesystem::path p(file);
-        if (p.is_relative() && !baseDir.empty())
-            p = std::filesystem::path(baseDir) / p;
-        auto json = loadDeepSpeedJson(p.string());
-        if (!json)
-            return json.error();
-        out = std::move(*json);
-        if (!out.contains("gradient_accumulation_steps"))
-            out.set("gradient_accumulation_steps", Value(1));
-        if (!out.contains("zero_optimization"))
-            return makeError(p.string()
-                             + ": Please specify the ZeRO optimization config in the DeepSpeed config "
-                               "(\"zero_optimization\": {\"stage\": ...}).");
-    } else {
-        // Synthesised as the plugin does without a file.
-        out = Value::emptyMap();
-        out.set("train_batch_size", Value("auto"));
-        out.set("train_micro_batch_size_per_gpu", Value("auto"));
-        const Value* gas = ds("gradient_accumulation_steps");
-        out.set("gradient_accumulation_steps", gas ? *gas : Value("auto"));
-        Value zo = Value::emptyMap();
-        const Value* stage = ds("zero_stage");
-        zo.set("stage", stage ? *stage : Value(2));
-        for (const char* which : {"optimizer", "param"}) {
-            Value off = Value::emptyMap();
-            const std::string devKey = std::string("offload_") + which + "_device";
-            const std::string pathKey = std::string("offload_") + which + "_nvme_path";
-            const Value* dev = ds(devKey.c_str());
-            off.set("device", dev ? *dev : Value("none"));
-            if (dev && dev->isString() && dev->asString() == "nvme") {
-                const Value* path = ds(pathKey.c_str());
-                off.set("nvme_path", path ? *path : Value("none"));
-            }
-            zo.set(std::string("offload_") + which, off);
-        }
-        const Value* save16 = ds("zero3_save_16bit_model");
-        zo.set("stage3_gather_16bit_weights_on_model_save", save16 ? *save16 : Value(false));
-        out.set("zero_optimization", zo);
-        const Value* clip = ds("gradient_clipping");
-        if (!clip || clip->truthy())
-            out.set("gradient_clipping", clip ? *clip : Value("auto"));
-        out.set("steps_per_print", Value(std::numeric_limits<double>::infinity()));
-    }
+namespace {
 
-    // Mixed precision (AcceleratorState's setter).
-    const std::string mp = ctx.mixedPrecision;
+using ConfigValue = std::function<const Value*(const char*)>;
+
+// The user's DeepSpeed JSON file, checked against the Accelerate config's own DeepSpeed keys.
+Result<Value> fromFile(const AccelerateConfig& config, const ConfigValue& ds, const std::string& file, const std::string& baseDir)
+{
+    std::vector<std::string> conflicts;
+    for (const auto& k : deepSpeedConflictKeys())
+        if (ds(k.c_str()))
+            conflicts.push_back(k);
+    if (!config.field("mixed_precision").isNull())
+        conflicts.push_back("mixed_precision");
+    if (!conflicts.empty()) {
+        std::string list;
+        for (const auto& c : conflicts)
+            list += (list.empty() ? "" : ", ") + c;
+        return makeError("When using `deepspeed_config_file`, the following accelerate config variables will be ignored: [" + list
+                         + "]. Please specify them appropriately in the DeepSpeed config file (" + file
+                         + ") or assign them the value \"auto\" there, then remove them from the accelerate config file.");
+    }
+    std::filesystem::path p(file);
+    if (p.is_relative() && !baseDir.empty())
+        p = std::filesystem::path(baseDir) / p;
+    auto json = loadDeepSpeedJson(p.string());
+    if (!json)
+        return json.error();
+    Value out = std::move(*json);
+    if (!out.contains("gradient_accumulation_steps"))
+        out.set("gradient_accumulation_steps", Value(1));
+    if (!out.contains("zero_optimization"))
+        return makeError(p.string()
+                         + ": Please specify the ZeRO optimization config in the DeepSpeed config "
+                           "(\"zero_optimization\": {\"stage\": ...}).");
+    return out;
+}
+
+// Without a file: the config DeepSpeed's plugin synthesises from the Accelerate config's keys.
+Value synthesised(const ConfigValue& ds)
+{
+    Value out;
+    // Synthesised as the plugin does without a file.
+    out = Value::emptyMap();
+    out.set("train_batch_size", Value("auto"));
+    out.set("train_micro_batch_size_per_gpu", Value("auto"));
+    const Value* gas = ds("gradient_accumulation_steps");
+    out.set("gradient_accumulation_steps", gas ? *gas : Value("auto"));
+    Value zo = Value::emptyMap();
+    const Value* stage = ds("zero_stage");
+    zo.set("stage", stage ? *stage : Value(2));
+    for (const char* which : {"optimizer", "param"}) {
+        Value off = Value::emptyMap();
+        const std::string devKey = std::string("offload_") + which + "_device";
+        const std::string pathKey = std::string("offload_") + which + "_nvme_path";
+        const Value* dev = ds(devKey.c_str());
+        off.set("device", dev ? *dev : Value("none"));
+        if (dev && dev->isString() && dev->asString() == "nvme") {
+            const Value* path = ds(pathKey.c_str());
+            off.set("nvme_path", path ? *path : Value("none"));
+        }
+        zo.set(std::string("offload_") + which, off);
+    }
+    const Value* save16 = ds("zero3_save_16bit_model");
+    zo.set("stage3_gather_16bit_weights_on_model_save", save16 ? *save16 : Value(false));
+    out.set("zero_optimization", zo);
+    const Value* clip = ds("gradient_clipping");
+    if (!clip || clip->truthy())
+        out.set("gradient_clipping", clip ? *clip : Value("auto"));
+    out.set("steps_per_print", Value(std::numeric_limits<double>::infinity()));
+    return out;
+}
+
+// Mixed precision, as AcceleratorState's setter writes it into the DeepSpeed config.
+Result<void> applyMixedPrecision(Value& out, const std::string& mp)
+{
     const bool wantFp16 = mp == "fp16", wantBf16 = mp == "bf16" || mp == "fp8";
     auto enabled = [&](const char* k) -> std::optional<bool> {
         const Value* s = out.find(k);
@@ -148,7 +157,12 @@ Result<Value> resolveDeepSpeedConfig(const AccelerateConfig& config, const DeepS
             s->set("enabled", Value(std::string(k) == "fp16" ? wantFp16 : wantBf16));
     }
 
-    // "auto" values filled at prepare().
+    return {};
+}
+
+// The "auto" values, filled at prepare() from the training's own settings.
+Result<void> fillAutoValues(Value& out, const DeepSpeedContext& ctx)
+{
     auto need = [&](const std::string& what, const std::string& from) -> Error {
         return makeError("The DeepSpeed config has \"auto\" for " + what + ", which is filled from " + from
                          + "; give it a concrete value in the JSON file, or set " + from + " in the recipe.");
@@ -222,7 +236,29 @@ Result<Value> resolveDeepSpeedConfig(const AccelerateConfig& config, const DeepS
             }
         }
     }
-    return out;
+    return {};
 }
 
+} // namespace
+
+Result<Value> resolveDeepSpeedConfig(const AccelerateConfig& config, const DeepSpeedContext& ctx, const std::string& baseDir)
+{
+    const ConfigValue ds = [&](const char* k) { return config.nested("deepspeed_config", k); };
+    const Value* fileV = ds("deepspeed_config_file");
+    const std::string file = fileV && fileV->isString() ? fileV->asString() : std::string("none");
+    Value out;
+    if (file != "none" && !file.empty()) {
+        auto loaded = fromFile(config, ds, file, baseDir);
+        if (!loaded)
+            return loaded.error();
+        out = std::move(*loaded);
+    } else {
+        out = synthesised(ds);
+    }
+    if (auto applied = applyMixedPrecision(out, ctx.mixedPrecision); !applied)
+        return applied.error();
+    if (auto filled = fillAutoValues(out, ctx); !filled)
+        return filled.error();
+    return out;
+}
 } // namespace shardscope::config

@@ -2,6 +2,7 @@
 // See Note [PyYAML compatibility] in yaml_io.cpp.
 
 #include "engine/config/yaml_io.h"
+#include "engine/common/json_string.h"
 #include "engine/config/yaml_detail.h"
 
 #include <nlohmann/json.hpp>
@@ -151,46 +152,8 @@ namespace {
 void jsonString(std::string& out, const std::string& s)
 {
     out += '"';
-    std::u32string cps = fromUtf8Lenient(s);
-    for (char32_t c : cps) {
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\r':
-            out += "\\r";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        case '\b':
-            out += "\\b";
-            break;
-        case '\f':
-            out += "\\f";
-            break;
-        default:
-            if (c < 0x20 || (c >= 0x7f && c <= 0xffff && c > 0x7e)) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-                out += buf;
-            } else if (c > 0xffff) {
-                const char32_t v = c - 0x10000;
-                char buf[16];
-                std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xd800 + (v >> 10)),
-                              static_cast<unsigned>(0xdc00 + (v & 0x3ff)));
-                out += buf;
-            } else {
-                out += static_cast<char>(c);
-            }
-        }
-    }
+    for (char32_t c : fromUtf8Lenient(s))
+        appendJsonCodePoint(out, c, /*asciiOnly=*/true); // json.dumps' ensure_ascii
     out += '"';
 }
 

@@ -112,7 +112,8 @@ private:
 // ignored): how a typed menu answer is read, in the terminal and in the wizard.
 std::optional<std::size_t> matchChoice(const std::vector<Choice>& choices, const std::string& text);
 
-// Accelerate's converters, shared by the terminal and tests.
+// Accelerate's converters, shared by the terminal and tests. pythonStrip is str.strip().
+std::string pythonStrip(const std::string& text);
 std::optional<std::int64_t> pythonInt(const std::string& text);
 std::optional<double> pythonFloat(const std::string& text);
 

@@ -33,20 +33,21 @@ public:
         if (!node.IsMap())
             return error(node,
                          "'" + (m_path.empty() ? std::string("the recipe") : m_path) + "' should be a mapping of keys to values",
-                         m_path);
+                         m_path, ErrorKind::BadValue);
         for (const auto& entry : node) {
             // A complex key (`? [a, b]: 1`) would throw from as<std::string>().
             if (!entry.first.IsScalar())
                 return error(entry.first,
                              "a key of '" + (m_path.empty() ? std::string("the recipe") : m_path)
                                  + "' should be a plain name, not a list or a mapping",
-                             m_path);
+                             m_path, ErrorKind::Syntax);
             const std::string key = entry.first.as<std::string>();
             auto it = m_setters.find(key);
             if (it == m_setters.end())
-                return error(entry.first, "unknown key '" + qualified(key) + "'" + suggestion(key), qualified(key));
+                return error(entry.first, "unknown key '" + qualified(key) + "'" + suggestion(key), qualified(key),
+                             ErrorKind::UnknownKey);
             if (std::string problem = it->second(entry.second); !problem.empty())
-                return error(entry.second, "'" + qualified(key) + "' " + problem, qualified(key));
+                return error(entry.second, "'" + qualified(key) + "' " + problem, qualified(key), ErrorKind::BadValue);
         }
         return {};
     }
@@ -54,10 +55,11 @@ public:
     std::string qualified(const std::string& key) const { return m_path.empty() ? key : m_path + "." + key; }
 
 private:
-    Error error(const YAML::Node& node, const std::string& what, const std::string& keyPath) const
+    Error error(const YAML::Node& node, const std::string& what, const std::string& keyPath, ErrorKind kind) const
     {
         const auto mark = node.Mark();
         Error e;
+        e.kind = kind;
         e.file = m_source;
         e.keyPath = keyPath;
         std::ostringstream out;
@@ -183,12 +185,7 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     try {
         root = YAML::Load(yamlText);
     } catch (const YAML::ParserException& e) {
-        Error error = makeError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1)
-                                + ": not valid YAML: " + e.msg);
-        error.file = source;
-        error.line = e.mark.line + 1;
-        error.column = e.mark.column + 1;
-        return error;
+        return errorAt(ErrorKind::Syntax, source, e.mark.line + 1, e.mark.column + 1, "not valid YAML: " + e.msg);
     }
     Recipe r;
     if (root.IsNull())

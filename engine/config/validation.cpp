@@ -87,6 +87,8 @@ public:
 
 private:
     void types();
+    void topLevelTypes(const std::string& section);
+    void nestedTypes(const std::string& section);
     void launchChecks();
     void fsdp();
     void deepspeed();
@@ -104,6 +106,13 @@ void Checker::types()
 {
     const std::string section = m_raw.kind() == ConfigKind::Cluster ? std::string(kClusterSection)
                                                                     : std::string(kSageMakerSection);
+    topLevelTypes(section);
+    nestedTypes(section);
+}
+
+// The file's own keys: each value's type, and the YAML 1.1 readings that surprise.
+void Checker::topLevelTypes(const std::string& section)
+{
     for (const auto& e : m_raw.given().asMap()) {
         if (!e.key.isString())
             continue;
@@ -163,6 +172,11 @@ void Checker::types()
                     return s;
                 }());
     }
+}
+
+// The keys of fsdp_config, deepspeed_config, ...: unprefixed names, unknown and removed keys, types.
+void Checker::nestedTypes(const std::string& section)
+{
     for (auto nestedSection : kNestedSections) {
         const Value* sec = m_raw.given().find(nestedSection);
         if (!sec || sec->isNull())

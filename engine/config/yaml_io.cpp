@@ -28,9 +28,14 @@ namespace shardscope::config {
 Result<std::string> readTextFile(const std::string& path)
 {
     std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return makeError(path + ": cannot open the file for reading (" + std::string(std::strerror(errno))
-                         + "); check the path and its permissions");
+    if (!in) {
+        Error error = makeError(path + ": cannot open the file for reading (" + std::string(std::strerror(errno))
+                                    + "); check the path and its permissions",
+                                ErrorKind::Io);
+        error.file = path;
+        error.fix = "check the path and its permissions";
+        return error;
+    }
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
@@ -41,11 +46,12 @@ Result<void> writeTextFile(const std::string& path, const std::string& text)
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out)
         return makeError(path + ": cannot open the file for writing (" + std::string(std::strerror(errno))
-                         + "); check that its folder exists and is writable");
+                             + "); check that its folder exists and is writable",
+                         ErrorKind::Io);
     out << text;
     out.close();
     if (!out)
-        return makeError(path + ": writing failed; check the free disk space");
+        return makeError(path + ": writing failed; check the free disk space", ErrorKind::Io);
     return {};
 }
 

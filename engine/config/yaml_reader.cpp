@@ -35,8 +35,9 @@ public:
         const int line = node.Mark().line + 1;
         const int column = node.Mark().column + 1;
         if (depth > kMaxDepth)
-            return makeError(where(m_source, line, column) + ": nesting deeper than " + std::to_string(kMaxDepth)
-                             + " levels (or a recursive alias); a config file is never this deep");
+            return errorAt(ErrorKind::Syntax, m_source, line, column,
+                           "nesting deeper than " + std::to_string(kMaxDepth) + " levels (or a recursive alias)",
+                           "a config file is never this deep");
         Result<Value> r = convertInner(node, depth);
         if (r) {
             r->line = line;
@@ -50,7 +51,9 @@ private:
     {
         const std::string& tag = node.Tag();
         const std::string& text = node.Scalar();
-        const std::string at = where(m_source, node.Mark().line + 1, node.Mark().column + 1);
+        auto fail = [&](ErrorKind kind, const std::string& what, const std::string& fix) {
+            return errorAt(kind, m_source, node.Mark().line + 1, node.Mark().column + 1, what, fix);
+        };
         auto asTagged = [&](PlainTag t) -> Result<Value> {
             switch (t) {
             case PlainTag::Null:
@@ -62,19 +65,21 @@ private:
                     return Value(true);
                 if (isOneOf(lower, {"no", "false", "off"}))
                     return Value(false);
-                return makeError(at + ": '" + text + "' is not a boolean; write true or false");
+                return fail(ErrorKind::BadValue, "'" + text + "' is not a boolean", "write true or false");
             }
             case PlainTag::Int: {
                 std::int64_t v = 0;
                 if (!constructInt(text, v))
-                    return makeError(at + ": the integer '" + text
-                                     + "' cannot be read (out of the 64-bit range or malformed); quote it to keep it as text");
+                    return fail(ErrorKind::BadValue,
+                                "the integer '" + text + "' cannot be read (out of the 64-bit range or malformed)",
+                                "quote it to keep it as text");
                 return Value(v);
             }
             case PlainTag::Float: {
                 double v = 0;
                 if (!constructFloat(text, v))
-                    return makeError(at + ": the number '" + text + "' cannot be read as a float; quote it to keep it as text");
+                    return fail(ErrorKind::BadValue, "the number '" + text + "' cannot be read as a float",
+                                "quote it to keep it as text");
                 return Value(v);
             }
             case PlainTag::Timestamp:
@@ -83,9 +88,9 @@ private:
             case PlainTag::Merge:
                 return Value(text); // handled by the mapping
             case PlainTag::ValueTag:
-                return makeError(at
-                                 + ": could not determine a constructor for the tag 'tag:yaml.org,2002:value' "
-                                   "(a bare '='); quote it: '='");
+                return fail(ErrorKind::Syntax,
+                            "could not determine a constructor for the tag 'tag:yaml.org,2002:value' (a bare '=')",
+                            "quote it: '='");
             }
             return Value(text);
         };
@@ -101,8 +106,8 @@ private:
             return asTagged(PlainTag::Bool);
         if (tag == "tag:yaml.org,2002:null")
             return Value();
-        return makeError(at + ": could not determine a constructor for the tag '" + tag
-                         + "'; remove the tag, `yaml.safe_load` accepts only the standard ones");
+        return fail(ErrorKind::Syntax, "could not determine a constructor for the tag '" + tag + "'",
+                    "remove the tag, `yaml.safe_load` accepts only the standard ones");
     }
 
     Result<Value> convertInner(const YAML::Node& node, int depth)
@@ -128,9 +133,11 @@ private:
             Value::Map merged;
             for (const auto& kv : node) {
                 const YAML::Node& keyNode = kv.first;
-                const std::string at = where(m_source, keyNode.Mark().line + 1, keyNode.Mark().column + 1);
+                auto fail = [&](const std::string& what, const std::string& fix) {
+                    return errorAt(ErrorKind::Syntax, m_source, keyNode.Mark().line + 1, keyNode.Mark().column + 1, what, fix);
+                };
                 if (keyNode.IsSequence() || keyNode.IsMap())
-                    return makeError(at + ": found unhashable key (a list or mapping used as a key); use a plain name");
+                    return fail("found unhashable key (a list or mapping used as a key)", "use a plain name");
                 if (keyNode.IsScalar() && keyNode.Tag() == "?" && keyNode.Scalar() == "<<") {
                     auto mv = convert(kv.second, depth + 1);
                     if (!mv)
@@ -142,12 +149,13 @@ private:
                     else if (mv->isList()) {
                         for (const auto& s : mv->asList()) {
                             if (!s.isMap())
-                                return makeError(at + ": expected a mapping for merging, but found " + s.typeName());
+                                return fail("expected a mapping for merging, but found " + s.typeName(),
+                                            "merge a mapping (<<: *anchor)");
                             sources.push_back(&s);
                         }
                     } else {
-                        return makeError(at + ": expected a mapping or list of mappings for merging, but found "
-                                         + mv->typeName());
+                        return fail("expected a mapping or list of mappings for merging, but found " + mv->typeName(),
+                                    "merge a mapping (<<: *anchor)");
                     }
                     for (const Value* s : sources)
                         for (const auto& e : s->asMap())
@@ -224,9 +232,9 @@ Result<Value> parseYaml(const std::string& text, const std::string& source)
             return Value();
         if (documents > 1) {
             const YAML::Mark m = counter.starts.size() > 1 ? counter.starts[1] : YAML::Mark();
-            return makeError(where(source, m.line + 1, m.column + 1)
-                             + ": expected a single document in the stream, but found another document; remove what "
-                               "follows the first document (a second `---` section or stray characters)");
+            return errorAt(ErrorKind::Syntax, source, m.line + 1, m.column + 1,
+                           "expected a single document in the stream, but found another document",
+                           "remove what follows the first document (a second `---` section or stray characters)");
         }
         root = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
@@ -239,21 +247,22 @@ Result<Value> parseYaml(const std::string& text, const std::string& source)
             const auto first = line.find_first_not_of(" \t");
             const auto tab = line.find('\t');
             if (number <= e.mark.line + 1 && first != std::string::npos && tab < first && line[first] != '#')
-                return makeError(where(source, number, static_cast<int>(tab) + 1)
-                                 + ": YAML syntax error: this line is indented with a tab (found character '\\t' that cannot "
-                                   "start any token); YAML indents with spaces only: replace the tab with spaces");
+                return errorAt(ErrorKind::Syntax, source, number, static_cast<int>(tab) + 1,
+                               "YAML syntax error: this line is indented with a tab (found character '\\t' that cannot "
+                               "start any token)",
+                               "YAML indents with spaces only: replace the tab with spaces");
         }
-        return makeError(where(source, e.mark.line + 1, e.mark.column + 1) + ": YAML syntax error: " + e.msg
-                         + "; fix the indentation, quoting or brackets at this place");
+        return errorAt(ErrorKind::Syntax, source, e.mark.line + 1, e.mark.column + 1, "YAML syntax error: " + e.msg,
+                       "fix the indentation, quoting or brackets at this place");
     } catch (const YAML::Exception& e) {
-        return makeError(where(source, e.mark.line + 1, e.mark.column + 1) + ": YAML error: " + e.msg);
+        return errorAt(ErrorKind::Syntax, source, e.mark.line + 1, e.mark.column + 1, "YAML error: " + e.msg);
     } catch (const std::exception& e) {
-        return makeError(source + ": YAML error: " + e.what());
+        return makeError(source + ": YAML error: " + e.what(), ErrorKind::Syntax);
     }
     try {
         return Converter(source).convert(root, 0);
     } catch (const std::exception& e) {
-        return makeError(source + ": YAML error: " + e.what());
+        return makeError(source + ": YAML error: " + e.what(), ErrorKind::Syntax);
     }
 }
 

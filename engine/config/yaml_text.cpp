@@ -138,19 +138,19 @@ Result<void> checkReadable(const std::string& text, const std::string& source)
     if (!decodeUtf8(text, decoded, bad)) {
         int line = 0, column = 0;
         lineColumnOf(text, bad, line, column);
-        return makeError(where(source, line, column) + ": the file is not valid UTF-8 (byte 0x" + [&] {
-            char b[4];
-            std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(text[bad]));
-            return std::string(b);
-        }() + "); save it as UTF-8 text");
+        char b[4];
+        std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(text[bad]));
+        return errorAt(ErrorKind::Syntax, source, line, column, "the file is not valid UTF-8 (byte 0x" + std::string(b) + ")",
+                       "save it as UTF-8 text");
     }
     int line = 1, column = 1;
     for (char32_t c : decoded) {
         if (!pyyamlPrintable(c)) {
             char b[16];
             std::snprintf(b, sizeof b, "#x%04x", static_cast<unsigned>(c));
-            return makeError(where(source, line, column) + ": unacceptable character " + b
-                             + ": special characters are not allowed in YAML; remove it");
+            return errorAt(ErrorKind::Syntax, source, line, column,
+                           "unacceptable character " + std::string(b) + ": special characters are not allowed in YAML",
+                           "remove it");
         }
         if (c == '\n') {
             ++line;

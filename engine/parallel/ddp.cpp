@@ -6,17 +6,20 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace shardscope::parallel {
 
-DistributedDataParallel::DistributedDataParallel(std::vector<at::Tensor> parameters, dist::Communicator& comm, DdpOptions options)
-    : m_params(std::move(parameters)), m_comm(comm), m_options(options)
+DistributedDataParallel::DistributedDataParallel(NamedTensors parameters, dist::Communicator& comm, DdpOptions options)
+    : ReplicatedDataParallel(parameters), m_comm(comm), m_options(options)
 {
     // Bucket assignment as compute_bucket_assignment_by_size does it for DDP: parameters in
     // reverse registration order, one dtype per bucket, a bucket closes once it reaches its cap
     // (the first bucket's cap is smaller so that communication starts early). Without overlap,
     // everything goes into one bucket per dtype.
+    for (auto& [name, p] : parameters)
+        m_params.push_back(std::move(p));
     m_bucketOf.assign(m_params.size(), 0);
     std::int64_t openBytes = 0;
     bool open = false;
@@ -86,6 +89,19 @@ void DistributedDataParallel::broadcastParameters()
         }
         m_broadcastBytes += flat.numel() * static_cast<std::int64_t>(flat.element_size());
     }
+}
+
+void DistributedDataParallel::beginStep()
+{
+    m_footprint.broadcast = m_stepsBegun ? 0 : m_broadcastBytes;
+    m_stepsBegun = true;
+}
+
+std::string DistributedDataParallel::firstStepReport() const
+{
+    const auto during = std::count_if(m_issues.begin(), m_issues.end(), [](const BucketIssue& i) { return i.duringBackward; });
+    return "ddp: " + std::to_string(m_buckets.size()) + " buckets, " + std::to_string(during)
+           + " all-reduces issued before backward finished";
 }
 
 void DistributedDataParallel::prepareForBackward(bool synchronize)
@@ -159,6 +175,8 @@ void DistributedDataParallel::finishGradientSync()
         m_allReducedBytes += bucket.numel * static_cast<std::int64_t>(bucket.flat.element_size());
         bucket.pending = 0;
     }
+    m_footprint.allReduced = m_allReducedBytes;
+    measureGradients();
 }
 
 } // namespace shardscope::parallel

@@ -9,6 +9,7 @@
 // optimizer step. On accumulation steps no hook is armed and nothing is communicated.
 
 #include "engine/dist/communicator.h"
+#include "engine/parallel/data_parallel.h"
 #include "profiler/span_recorder.h"
 
 #include <torch/csrc/autograd/function.h>
@@ -39,19 +40,24 @@ struct BucketIssue {
     bool duringBackward = false; // issued from a gradient hook, i.e. before backward returned
 };
 
-class DistributedDataParallel {
+class DistributedDataParallel final : public ReplicatedDataParallel {
 public:
-    DistributedDataParallel(std::vector<at::Tensor> parameters, dist::Communicator& comm, DdpOptions options);
-    ~DistributedDataParallel();
+    // Every parameter of the model by name, frozen ones included (they get no bucket).
+    DistributedDataParallel(NamedTensors parameters, dist::Communicator& comm, DdpOptions options);
+    ~DistributedDataParallel() override;
     DistributedDataParallel(const DistributedDataParallel&) = delete;
     DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
     // Makes every rank's parameters equal to rank 0's (one flat broadcast per dtype).
     void broadcastParameters();
+    // The parameters' broadcast is reported with the first step this process runs.
+    void beginStep() override;
     // Before each backward: arm the hooks when this backward's gradients are to be synchronised.
-    void prepareForBackward(bool synchronize);
+    void prepareForBackward(bool synchronize) override;
     // After the last backward of an optimizer step: launch what is left, wait, average, copy back.
-    void finishGradientSync();
+    void finishGradientSync() override;
+    // "ddp: N buckets, M all-reduces issued before backward finished": the overlap, in words.
+    std::string firstStepReport() const override;
 
     std::size_t bucketCount() const { return m_buckets.size(); }
     const std::vector<BucketIssue>& lastIssues() const { return m_issues; }
@@ -59,7 +65,7 @@ public:
     std::int64_t allReducedBytes() const { return m_allReducedBytes; }
     std::int64_t broadcastBytes() const { return m_broadcastBytes; }
     // Spans for each bucket's all-reduce, from issue to completion (null: none).
-    void setRecorder(profiler::SpanRecorder* recorder) { m_recorder = recorder; }
+    void setRecorder(profiler::SpanRecorder* recorder) override { m_recorder = recorder; }
 
 private:
     struct Bucket {
@@ -88,6 +94,7 @@ private:
     std::int64_t m_allReducedBytes = 0;
     std::int64_t m_broadcastBytes = 0;
     profiler::SpanRecorder* m_recorder = nullptr;
+    bool m_stepsBegun = false;
 };
 
 } // namespace shardscope::parallel

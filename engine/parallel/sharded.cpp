@@ -32,8 +32,6 @@ void allocateStorage(const at::Tensor& t, std::size_t bytes)
     storage->set_nbytes(bytes);
 }
 
-std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * static_cast<std::int64_t>(t.element_size()) : 0; }
-
 bool matchesPolicy(const models::WrappableModule& m, const ShardingOptions& options)
 {
     switch (options.wrapPolicy) {
@@ -59,28 +57,41 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
 {
     if (m_options.zeroStage < 1 || m_options.zeroStage > 3)
         throw std::invalid_argument("ZeRO stage must be 1, 2 or 3");
-    const int world = m_comm.size();
-    if (m_options.hybridGroupSize > 0 && m_options.hybridGroupSize < world) {
-        const int group = m_options.hybridGroupSize;
-        if (world % group != 0)
-            throw std::invalid_argument("HYBRID sharding needs the same number of ranks on every machine: "
-                                        + std::to_string(world) + " ranks do not split into groups of " + std::to_string(group));
-        const int rank = m_comm.rank();
-        std::vector<int> machine, replicas;
-        for (int r = 0; r < world; ++r) {
-            if (r / group == rank / group)
-                machine.push_back(r);
-            if (r % group == rank % group)
-                replicas.push_back(r);
-        }
-        m_shardGroup = m_comm.subgroup("hybrid_shard_" + std::to_string(rank / group), machine);
-        m_replicateGroup = m_comm.subgroup("hybrid_replicate_" + std::to_string(rank % group), replicas);
-    }
-    const int shardCount = shardGroup().size();
-    const int shardIndex = shardGroup().rank();
-    // Scattering from rank 0 needs one shard per rank of the world.
-    const bool scatterFromRankZero = m_options.rankZeroLoadsWeights && !m_shardGroup;
+    makeHybridGroups();
+    const std::vector<models::WrappableModule> wrapped = collectUnits(model);
+    at::NoGradGuard noGrad;
+    const c10::ScalarType dtype = m_units.empty() ? at::kFloat : m_units.front().params.front().scalar_type();
+    for (auto& unit : m_units)
+        shardUnit(unit, dtype);
+    if (m_options.activationCheckpointing)
+        checkpointActivations(wrapped);
+    installHooks(model, wrapped);
+    updatePeaks();
+}
 
+void ShardedDataParallel::makeHybridGroups()
+{
+    const int world = m_comm.size();
+    if (m_options.hybridGroupSize <= 0 || m_options.hybridGroupSize >= world)
+        return;
+    const int group = m_options.hybridGroupSize;
+    if (world % group != 0)
+        throw std::invalid_argument("HYBRID sharding needs the same number of ranks on every machine: " + std::to_string(world)
+                                    + " ranks do not split into groups of " + std::to_string(group));
+    const int rank = m_comm.rank();
+    std::vector<int> machine, replicas;
+    for (int r = 0; r < world; ++r) {
+        if (r / group == rank / group)
+            machine.push_back(r);
+        if (r % group == rank % group)
+            replicas.push_back(r);
+    }
+    m_shardGroup = m_comm.subgroup("hybrid_shard_" + std::to_string(rank / group), machine);
+    m_replicateGroup = m_comm.subgroup("hybrid_replicate_" + std::to_string(rank % group), replicas);
+}
+
+std::vector<models::WrappableModule> ShardedDataParallel::collectUnits(models::TrainableModel& model)
+{
     // Units: the wrappable submodules the policy names, then the root for everything else.
     std::set<const c10::TensorImpl*> claimed;
     std::vector<models::WrappableModule> wrapped;
@@ -111,102 +122,108 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
     }
     if (!root.params.empty())
         m_units.push_back(std::move(root));
+    return wrapped;
+}
 
-    // Flatten each unit: one padded buffer, rank 0's values broadcast (sync_module_states), the
-    // parameters turned into views of it, this rank's shard copied out.
-    at::NoGradGuard noGrad;
-    const c10::ScalarType dtype = m_units.empty() ? at::kFloat : m_units.front().params.front().scalar_type();
-    for (auto& unit : m_units) {
-        for (std::size_t i = 0; i < unit.params.size(); ++i) {
-            const auto& p = unit.params[i];
-            if (p.scalar_type() != dtype)
-                throw std::invalid_argument("sharded training needs one parameter dtype: '" + unit.paramNames[i] + "' is "
-                                            + c10::toString(p.scalar_type()) + ", others " + c10::toString(dtype));
-            unit.offsets.push_back(unit.numel);
-            unit.numel += p.numel();
-        }
-        unit.padded = (unit.numel + shardCount - 1) / shardCount * shardCount;
-        const std::int64_t shardNumel = unit.padded / shardCount;
-        const auto flatOptions = unit.params.front().options().requires_grad(false);
-        at::Tensor receivedShard;
-        if (scatterFromRankZero && m_comm.rank() != 0) {
-            // Only the shard arrives; the full buffer stays unwritten (stage 3 frees it below).
-            unit.full = at::empty({unit.padded}, flatOptions);
+void ShardedDataParallel::shardUnit(Unit& unit, c10::ScalarType dtype)
+{
+    // One padded buffer, rank 0's values broadcast (sync_module_states), the parameters turned
+    // into views of it, this rank's shard copied out.
+    const int shardCount = shardGroup().size();
+    const int shardIndex = shardGroup().rank();
+    // Scattering from rank 0 needs one shard per rank of the world.
+    const bool scatterFromRankZero = m_options.rankZeroLoadsWeights && !m_shardGroup;
+    for (std::size_t i = 0; i < unit.params.size(); ++i) {
+        const auto& p = unit.params[i];
+        if (p.scalar_type() != dtype)
+            throw std::invalid_argument("sharded training needs one parameter dtype: '" + unit.paramNames[i] + "' is "
+                                        + c10::toString(p.scalar_type()) + ", others " + c10::toString(dtype));
+        unit.offsets.push_back(unit.numel);
+        unit.numel += p.numel();
+    }
+    unit.padded = (unit.numel + shardCount - 1) / shardCount * shardCount;
+    const std::int64_t shardNumel = unit.padded / shardCount;
+    const auto flatOptions = unit.params.front().options().requires_grad(false);
+    at::Tensor receivedShard;
+    if (scatterFromRankZero && m_comm.rank() != 0) {
+        // Only the shard arrives; the full buffer stays unwritten (stage 3 frees it below).
+        unit.full = at::empty({unit.padded}, flatOptions);
+        receivedShard = at::empty({shardNumel}, flatOptions);
+        m_comm.scatter(receivedShard, {}, 0)->wait();
+    } else {
+        unit.full = at::zeros({unit.padded}, flatOptions);
+        for (std::size_t i = 0; i < unit.params.size(); ++i)
+            unit.full.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(unit.params[i].reshape({-1}));
+        if (scatterFromRankZero) {
             receivedShard = at::empty({shardNumel}, flatOptions);
-            m_comm.scatter(receivedShard, {}, 0)->wait();
+            m_comm.scatter(receivedShard, unit.full.chunk(shardCount), 0)->wait();
         } else {
-            unit.full = at::zeros({unit.padded}, flatOptions);
-            for (std::size_t i = 0; i < unit.params.size(); ++i)
-                unit.full.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(unit.params[i].reshape({-1}));
-            if (scatterFromRankZero) {
-                receivedShard = at::empty({shardNumel}, flatOptions);
-                m_comm.scatter(receivedShard, unit.full.chunk(shardCount), 0)->wait();
-            } else {
-                m_comm.broadcast(unit.full, 0)->wait(); // sync_module_states
-            }
+            m_comm.broadcast(unit.full, 0)->wait(); // sync_module_states
         }
+    }
+    for (std::size_t i = 0; i < unit.params.size(); ++i) {
+        auto& p = unit.params[i];
+        p.set_data(unit.full.narrow(0, unit.offsets[i], p.numel()).view(p.sizes()));
+    }
+    if (receivedShard.defined()) {
+        unit.full.narrow(0, shardIndex * shardNumel, shardNumel).copy_(receivedShard);
+        if (m_options.zeroStage < 3) // the full parameters are needed now: assemble them
+            shardGroup().allGatherSingle(unit.full, receivedShard)->wait();
+    }
+    for (const auto& p : unit.params)
+        unit.trainable += p.requires_grad() ? 1 : 0;
+    if (!m_options.useOrigParams && unit.trainable != 0 && unit.trainable != static_cast<int>(unit.params.size()))
+        throw std::invalid_argument("unit '" + unit.name
+                                    + "' mixes frozen and trainable parameters; a flat shard "
+                                      "trains all or nothing. Set fsdp_use_orig_params: true, or freeze whole units");
+    auto mine = unit.full.narrow(0, shardIndex * shardNumel, shardNumel);
+    if (m_options.offloadToHost && !mine.device().is_cpu()) // pinned, so host<->device copies can be asynchronous
+        unit.shard = at::empty({shardNumel}, mine.options().device(at::kCPU).pinned_memory(true)).copy_(mine);
+    else
+        unit.shard = mine.clone();
+    unit.shard.requires_grad_(unit.trainable > 0);
+    if (m_options.useOrigParams) {
+        const std::int64_t begin = shardIndex * shardNumel, end = begin + shardNumel;
         for (std::size_t i = 0; i < unit.params.size(); ++i) {
-            auto& p = unit.params[i];
-            p.set_data(unit.full.narrow(0, unit.offsets[i], p.numel()).view(p.sizes()));
-        }
-        if (receivedShard.defined()) {
-            unit.full.narrow(0, shardIndex * shardNumel, shardNumel).copy_(receivedShard);
-            if (m_options.zeroStage < 3) // the full parameters are needed now: assemble them
-                shardGroup().allGatherSingle(unit.full, receivedShard)->wait();
-        }
-        for (const auto& p : unit.params)
-            unit.trainable += p.requires_grad() ? 1 : 0;
-        if (!m_options.useOrigParams && unit.trainable != 0 && unit.trainable != static_cast<int>(unit.params.size()))
-            throw std::invalid_argument("unit '" + unit.name
-                                        + "' mixes frozen and trainable parameters; a flat shard "
-                                          "trains all or nothing. Set fsdp_use_orig_params: true, or freeze whole units");
-        auto mine = unit.full.narrow(0, shardIndex * shardNumel, shardNumel);
-        if (m_options.offloadToHost && !mine.device().is_cpu()) // pinned, so host<->device copies can be asynchronous
-            unit.shard = at::empty({shardNumel}, mine.options().device(at::kCPU).pinned_memory(true)).copy_(mine);
-        else
-            unit.shard = mine.clone();
-        unit.shard.requires_grad_(unit.trainable > 0);
-        if (m_options.useOrigParams) {
-            const std::int64_t begin = shardIndex * shardNumel, end = begin + shardNumel;
-            for (std::size_t i = 0; i < unit.params.size(); ++i) {
-                const std::int64_t lo = std::max(begin, unit.offsets[i]);
-                const std::int64_t hi = std::min(end, unit.offsets[i] + unit.params[i].numel());
-                if (!unit.params[i].requires_grad())
-                    continue;
-                // A parameter outside this rank's shard gets an empty view: every rank's optimizer
-                // then has every trainable parameter (FSDP and DeepSpeed accept empty partitions).
-                const std::int64_t offset = lo < hi ? lo - begin : 0;
-                auto view = unit.shard.detach().narrow(0, offset, std::max<std::int64_t>(0, hi - lo)).requires_grad_(true);
-                unit.segments.push_back({unit.paramNames[i], view, offset});
-            }
-        }
-        unit.gathered = true;
-        if (m_options.zeroStage == 3)
-            reshard(unit);
-    }
-
-    if (m_options.activationCheckpointing) {
-        for (std::size_t u = 0; u < m_units.size(); ++u) {
-            if (m_units[u].isRoot)
+            const std::int64_t lo = std::max(begin, unit.offsets[i]);
+            const std::int64_t hi = std::min(end, unit.offsets[i] + unit.params[i].numel());
+            if (!unit.params[i].requires_grad())
                 continue;
-            wrapped[u].hooks->setAround([this, u](const at::Tensor& input, const models::ForwardHooks::Body& body) {
-                // The first run is without grad; the one with grad is the recomputation in backward,
-                // which the trace shows as its own span.
-                return checkpointed(input, [this, u, body](const at::Tensor& x) {
-                    if (!m_recorder || !at::GradMode::is_enabled())
-                        return body(x);
-                    auto span = m_recorder->scope(profiler::Lane::Compute, "recompute " + m_units[u].name, "recompute");
-                    return body(x);
-                });
-            });
+            // A parameter outside this rank's shard gets an empty view: every rank's optimizer
+            // then has every trainable parameter (FSDP and DeepSpeed accept empty partitions).
+            const std::int64_t offset = lo < hi ? lo - begin : 0;
+            auto view = unit.shard.detach().narrow(0, offset, std::max<std::int64_t>(0, hi - lo)).requires_grad_(true);
+            unit.segments.push_back({unit.paramNames[i], view, offset});
         }
     }
+    unit.gathered = true;
+    if (m_options.zeroStage == 3)
+        reshard(unit);
+}
 
-    // Hooks: gather before a unit's forward; with FULL_SHARD free after it and gather again
-    // before its backward (a hook on its output's gradient).
+void ShardedDataParallel::checkpointActivations(const std::vector<models::WrappableModule>& wrapped)
+{
     for (std::size_t u = 0; u < m_units.size(); ++u) {
-        if (m_options.zeroStage < 3)
-            break;
+        if (m_units[u].isRoot)
+            continue;
+        wrapped[u].hooks->setAround([this, u](const at::Tensor& input, const models::ForwardHooks::Body& body) {
+            // The first run is without grad; the one with grad is the recomputation in backward,
+            // which the trace shows as its own span.
+            return checkpointed(input, [this, u, body](const at::Tensor& x) {
+                if (!m_recorder || !at::GradMode::is_enabled())
+                    return body(x);
+                auto span = m_recorder->scope(profiler::Lane::Compute, "recompute " + m_units[u].name, "recompute");
+                return body(x);
+            });
+        });
+    }
+}
+
+void ShardedDataParallel::installHooks(models::TrainableModel& model, const std::vector<models::WrappableModule>& wrapped)
+{
+    // Stage 3: gather before a unit's forward; with FULL_SHARD free after it and gather again
+    // before its backward (a hook on its output's gradient).
+    for (std::size_t u = 0; u < m_units.size() && m_options.zeroStage == 3; ++u) {
         models::ForwardHooks* hooks = m_units[u].isRoot ? &model.forwardHooks : wrapped[u].hooks;
         hooks->addPreHook([this, u] {
             if (m_units[u].isRoot) {
@@ -222,19 +239,19 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
             continue;
         hooks->addPostHook([this, u](const at::Tensor& output) {
             reshard(m_units[u]);
-            if (output.requires_grad()) {
-                auto alias = output.view_as(output);
-                alias.register_hook([this, u](const at::Tensor& grad) {
-                    gather(m_units[u]);
-                    if (m_options.backwardPrefetch)
-                        prefetchAfter(u, /*backward=*/true);
-                    return grad;
-                });
-                return alias;
-            }
-            return output;
+            if (!output.requires_grad())
+                return output;
+            auto alias = output.view_as(output);
+            alias.register_hook([this, u](const at::Tensor& grad) {
+                gather(m_units[u]);
+                if (m_options.backwardPrefetch)
+                    prefetchAfter(u, /*backward=*/true);
+                return grad;
+            });
+            return alias;
         });
     }
+    // Every stage: count each unit's gradients as backward produces them.
     for (std::size_t u = 0; u < m_units.size(); ++u) {
         for (const auto& p : m_units[u].params) {
             if (!p.requires_grad())
@@ -248,7 +265,6 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
             m_accumulators.push_back(std::move(accumulator));
         }
     }
-    updatePeaks();
 }
 
 ShardedDataParallel::~ShardedDataParallel()
@@ -261,7 +277,7 @@ ShardedDataParallel::~ShardedDataParallel()
     }
 }
 
-std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::namedOptimizerParameters() const
+NamedTensors ShardedDataParallel::namedOptimizerParameters() const
 {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (const auto& unit : m_units) {
@@ -295,7 +311,7 @@ at::Tensor ShardedDataParallel::shardForCollective(Unit& unit)
     const c10::Device device = unit.full.device();
     if (unit.shard.device() == device)
         return unit.shard.detach();
-    auto copy = m_recorder ? m_recorder->scope(profiler::Lane::Memory, "h2d " + unit.name, "offload", bytesOf(unit.shard))
+    auto copy = m_recorder ? m_recorder->scope(profiler::Lane::Memory, "h2d " + unit.name, "offload", tensorBytes(unit.shard))
                            : profiler::SpanRecorder::Scope{};
     unit.shardOnDevice = unit.shard.detach().to(device, /*non_blocking=*/true);
     return unit.shardOnDevice;
@@ -384,11 +400,11 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
     }
     unit.shardGrad = at::empty({unit.padded / shardGroup().size()}, unit.fullGrad.options());
     const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication, "reduce_scatter " + unit.name,
-                                                     "reduce_scatter", bytesOf(unit.fullGrad))
+                                                     "reduce_scatter", tensorBytes(unit.fullGrad))
                                  : profiler::SpanRecorder::kNoSpan;
     unit.gradWork = shardGroup().reduceScatterSingle(unit.shardGrad, unit.fullGrad);
     unit.gradSpan = endSpanAtCompletion(unit.gradWork, m_recorder, span);
-    m_stats.reduceScattered += bytesOf(unit.fullGrad);
+    m_stats.reduceScattered += tensorBytes(unit.fullGrad);
     unit.reduced = true;
 }
 
@@ -413,18 +429,18 @@ void ShardedDataParallel::finishGradientSync()
         unit.fullGrad = at::Tensor();
         if (m_replicateGroup) { // HYBRID: sum the shard over the machines holding it
             auto span = m_recorder ? m_recorder->scope(profiler::Lane::Communication, "all_reduce replicas " + unit.name,
-                                                       "all_reduce", bytesOf(unit.shardGrad))
+                                                       "all_reduce", tensorBytes(unit.shardGrad))
                                    : profiler::SpanRecorder::Scope{};
             m_replicateGroup->allreduce(unit.shardGrad)->wait();
-            m_stats.allReduced += bytesOf(unit.shardGrad);
+            m_stats.allReduced += tensorBytes(unit.shardGrad);
         }
         unit.shardGrad.mul_(scale);
         if (unit.shardGrad.scalar_type() != unit.shard.scalar_type())
             unit.shardGrad = unit.shardGrad.to(unit.shard.scalar_type()); // reduced in fp32 (bf16-pure)
         if (unit.shardGrad.device() != unit.shard.device()) { // offloaded: the optimizer steps on the host
-            auto copy = m_recorder
-                            ? m_recorder->scope(profiler::Lane::Memory, "d2h " + unit.name, "offload", bytesOf(unit.shardGrad))
-                            : profiler::SpanRecorder::Scope{};
+            auto copy = m_recorder ? m_recorder->scope(profiler::Lane::Memory, "d2h " + unit.name, "offload",
+                                                       tensorBytes(unit.shardGrad))
+                                   : profiler::SpanRecorder::Scope{};
             unit.shardGrad = unit.shardGrad.to(unit.shard.device());
         }
         if (!m_options.useOrigParams)
@@ -447,7 +463,7 @@ void ShardedDataParallel::afterOptimizerStep()
         auto input = shardForCollective(unit);
         shardGroup().allGatherSingle(unit.full, input)->wait();
         unit.shardOnDevice = at::Tensor();
-        m_stats.allGathered += bytesOf(unit.full);
+        m_stats.allGathered += tensorBytes(unit.full);
     }
 }
 
@@ -460,7 +476,7 @@ void ShardedDataParallel::releaseGradients()
     }
 }
 
-std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatheredNamedParameters(bool keep)
+NamedTensors ShardedDataParallel::gatheredNamedParameters(bool keep)
 {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (auto& unit : m_units) {
@@ -474,7 +490,7 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatheredNam
     return out;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::namedShards() const
+NamedTensors ShardedDataParallel::namedShards() const
 {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (const auto& unit : m_units)
@@ -515,11 +531,11 @@ at::Tensor ShardedDataParallel::flatten(const Unit& unit, const std::map<std::st
     return flat;
 }
 
-void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Tensor>& parameters)
+void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Tensor>& parameters, const std::string& source)
 {
     at::NoGradGuard noGrad;
     for (auto& unit : m_units) {
-        const auto flat = flatten(unit, parameters, /*trainableOnly=*/false, "the checkpoint");
+        const auto flat = flatten(unit, parameters, /*trainableOnly=*/false, source);
         const std::int64_t n = unit.shard.numel();
         unit.shard.detach().copy_(flat.narrow(0, shardGroup().rank() * n, n));
         if (unit.gathered)
@@ -527,7 +543,7 @@ void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Ten
     }
 }
 
-std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatherByParameter(const PartOf& part, bool keep)
+NamedTensors ShardedDataParallel::gatherByParameter(const PartOf& part, bool keep)
 {
     at::NoGradGuard noGrad;
     std::vector<std::pair<std::string, at::Tensor>> out;
@@ -557,13 +573,14 @@ std::vector<std::pair<std::string, at::Tensor>> ShardedDataParallel::gatherByPar
     return out;
 }
 
-void ShardedDataParallel::scatterByParameter(const std::map<std::string, at::Tensor>& full, const SetPart& set)
+void ShardedDataParallel::scatterByParameter(const std::map<std::string, at::Tensor>& full, const SetPart& set,
+                                             const std::string& source)
 {
     at::NoGradGuard noGrad;
     for (auto& unit : m_units) {
         if (unit.trainable == 0)
             continue;
-        const auto flat = flatten(unit, full, /*trainableOnly=*/true, "the full optimizer state");
+        const auto flat = flatten(unit, full, /*trainableOnly=*/true, source);
         const std::int64_t n = unit.shard.numel();
         auto mine = flat.narrow(0, shardGroup().rank() * n, n).to(unit.shard.device());
         if (!m_options.useOrigParams)
@@ -580,22 +597,51 @@ void ShardedDataParallel::updatePeaks()
     for (const auto& unit : m_units) {
         const std::int64_t full = unit.gathered ? unit.padded * static_cast<std::int64_t>(unit.full.element_size()) : 0;
         if (m_options.zeroStage < 3) {
-            masters += bytesOf(unit.shard);
+            masters += tensorBytes(unit.shard);
             params += full;
         } else {
-            params += bytesOf(unit.shard) + full;
+            params += tensorBytes(unit.shard) + full;
         }
-        grads += bytesOf(unit.shard.grad()) + bytesOf(unit.shardGrad) + bytesOf(unit.fullGrad);
+        grads += tensorBytes(unit.shard.grad()) + tensorBytes(unit.shardGrad) + tensorBytes(unit.fullGrad);
         for (const auto& segment : unit.segments)
-            grads += bytesOf(segment.view.grad());
+            grads += tensorBytes(segment.view.grad());
         for (const auto& p : unit.params)
-            grads += bytesOf(p.grad());
+            grads += tensorBytes(p.grad());
     }
     m_stats.masterShards = masters;
     m_stats.params = params;
     m_stats.grads = grads;
     m_stats.peakParams = std::max(m_stats.peakParams, params);
     m_stats.peakGrads = std::max(m_stats.peakGrads, grads);
+}
+
+void ShardedDataParallel::beginStep()
+{
+    resetPeaks();
+    resetCommunication();
+}
+
+double ShardedDataParallel::globalGradSquaredNorm(double local)
+{
+    if (m_comm.size() == 1)
+        return local;
+    auto t = at::full({1}, local, at::TensorOptions().dtype(at::kDouble).device(m_comm.device()));
+    m_comm.allreduce(t)->wait();
+    return t.item<double>() / static_cast<double>(replicas());
+}
+
+StepFootprint ShardedDataParallel::stepFootprint() const
+{
+    // Peak residency over the step: parameters (shards, plus units while gathered) and gradients
+    // (full ones while not yet reduced, plus shards).
+    StepFootprint footprint;
+    footprint.params = m_stats.peakParams;
+    footprint.grads = m_stats.peakGrads;
+    footprint.masterShards = m_stats.masterShards;
+    footprint.allReduced = m_stats.allReduced;
+    footprint.allGathered = m_stats.allGathered;
+    footprint.reduceScattered = m_stats.reduceScattered;
+    return footprint;
 }
 
 void ShardedDataParallel::resetPeaks()

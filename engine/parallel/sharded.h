@@ -20,6 +20,7 @@
 
 #include "engine/dist/communicator.h"
 #include "engine/config/sharding_options.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/models/models.h"
 #include "profiler/span_recorder.h"
 
@@ -50,58 +51,53 @@ struct ShardingStats {
     std::int64_t allReduced = 0; // HYBRID: bytes all-reduced between replicas
 };
 
-class ShardedDataParallel {
+class ShardedDataParallel final : public DataParallel {
 public:
     ShardedDataParallel(models::TrainableModel& model, dist::Communicator& comm, ShardingOptions options);
-    ~ShardedDataParallel();
+    ~ShardedDataParallel() override;
     ShardedDataParallel(const ShardedDataParallel&) = delete;
     ShardedDataParallel& operator=(const ShardedDataParallel&) = delete;
 
     // What the optimizer steps, by name: with useOrigParams each trainable parameter's part of
     // this rank's shard, by the parameter's name (possibly empty parts are left out); otherwise
     // the flat fp32 shard of each trainable unit, by the unit's name.
-    std::vector<std::pair<std::string, at::Tensor>> namedOptimizerParameters() const;
-    void prepareForBackward(bool synchronize);
+    NamedTensors namedOptimizerParameters() const override;
+    // Resets the peaks and the communication counters of stepFootprint.
+    void beginStep() override;
+    void prepareForBackward(bool synchronize) override;
     // After the last backward of a step: reduce what is left, wait, and set the shards' gradients.
-    void finishGradientSync();
+    void finishGradientSync() override;
+    // Each rank holds a shard of the gradients: the global norm needs every rank's part (and
+    // with HYBRID every shard is held by each machine: counted once).
+    double globalGradSquaredNorm(double local) override;
     // After the optimizer step: stages 1 and 2 all-gather the updated shards into the parameters.
-    void afterOptimizerStep();
+    void afterOptimizerStep() override;
     // Drops the shards' gradients (with useOrigParams, views of one reduced shard per unit).
-    void releaseGradients();
-    // Every parameter in full (gathered), by name: the FULL_STATE_DICT. Every rank calls it (the
-    // units are gathered one at a time); only a rank with `keep` gets copies, the others none.
-    std::vector<std::pair<std::string, at::Tensor>> gatheredNamedParameters(bool keep);
+    void releaseGradients() override;
+    // Gathered copies (the live parameters are views of buffers that are freed when resharded).
+    NamedTensors gatheredNamedParameters(bool keep) override;
 
-    // Checkpoints: this rank's shards by unit name (SHARDED_STATE_DICT), and loading them back or
-    // loading full parameters by name (FULL_STATE_DICT). Loading throws on a missing or misshaped
-    // tensor, naming it.
-    std::vector<std::pair<std::string, at::Tensor>> namedShards() const;
+    // Checkpoints: this rank's shards by unit name (SHARDED_STATE_DICT), and loading them back
+    // (throws naming a missing or misshaped shard).
+    NamedTensors namedShards() const;
     void loadShards(const std::map<std::string, at::Tensor>& shards);
-    void loadFullParameters(const std::map<std::string, at::Tensor>& parameters);
+    void loadFullParameters(const std::map<std::string, at::Tensor>& parameters, const std::string& source) override;
 
-    // Per-parameter tensors shaped like the optimizer's parameters (its state: Adam's moments),
-    // in full and by parameter name, whatever the world size: what a FULL_STATE_DICT optimizer
-    // checkpoint holds. `part(p)` is the tensor of optimizer parameter p (a shard or, with
-    // useOrigParams, a segment; undefined: zeros). Every rank calls it (it all-gathers, one unit at
-    // a time); the ranks with `keep` get every trainable parameter's full tensor, on the host, the
-    // others an empty list (a checkpoint needs them on rank 0 only).
-    using PartOf = std::function<at::Tensor(const at::Tensor& optimizerParameter)>;
-    std::vector<std::pair<std::string, at::Tensor>> gatherByParameter(const PartOf& part, bool keep);
-    // The reverse: `set(p, value)` receives this rank's part of `full` for each optimizer
-    // parameter p. Throws naming a trainable parameter `full` lacks or has misshaped.
-    using SetPart = std::function<void(const at::Tensor& optimizerParameter, const at::Tensor& value)>;
-    void scatterByParameter(const std::map<std::string, at::Tensor>& full, const SetPart& set);
+    NamedTensors gatherByParameter(const PartOf& part, bool keep) override;
+    void scatterByParameter(const std::map<std::string, at::Tensor>& full, const SetPart& set,
+                            const std::string& source) override;
+    StepFootprint stepFootprint() const override;
 
     std::size_t unitCount() const { return m_units.size(); }
     // How many ranks hold each shard: 1, or the number of machines with HYBRID sharding.
     int replicas() const { return m_replicateGroup ? m_replicateGroup->size() : 1; }
     const ShardingStats& stats() const { return m_stats; }
-    void resetPeaks();
-    void resetCommunication();
     // Spans for every all-gather and reduce-scatter (null: none).
-    void setRecorder(profiler::SpanRecorder* recorder) { m_recorder = recorder; }
+    void setRecorder(profiler::SpanRecorder* recorder) override { m_recorder = recorder; }
 
 private:
+    void resetPeaks();
+    void resetCommunication();
     struct Unit {
         std::string name;
         std::vector<at::Tensor> params;
@@ -132,6 +128,15 @@ private:
         int pending = 0; // parameters whose gradient has not arrived in this backward
         bool isRoot = false;
     };
+
+    // The constructor's parts, in order: HYBRID's groups; the units the wrap policy makes (returns
+    // the wrappable module of each non-root unit, by unit index); each unit flattened, synchronised
+    // from rank 0 and sharded; activation checkpointing; the forward, backward and gradient hooks.
+    void makeHybridGroups();
+    std::vector<models::WrappableModule> collectUnits(models::TrainableModel& model);
+    void shardUnit(Unit& unit, c10::ScalarType dtype);
+    void checkpointActivations(const std::vector<models::WrappableModule>& wrapped);
+    void installHooks(models::TrainableModel& model, const std::vector<models::WrappableModule>& wrapped);
 
     // The group the parameters are sharded over: every rank, or this machine's (HYBRID).
     dist::Communicator& shardGroup() { return m_shardGroup ? *m_shardGroup : m_comm; }

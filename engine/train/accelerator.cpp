@@ -50,30 +50,25 @@ void Accelerator::prepareModel(models::TrainableModel& model)
     if (m_options.sharding) {
         parallel::ShardingOptions sharding = *m_options.sharding;
         sharding.reduceInFloat32 = m_options.backend == dist::BackendKind::Gloo;
-        m_sharded = std::make_unique<parallel::ShardedDataParallel>(model, *m_comm, sharding);
-        m_parameters = model.parameters();
-        setOptimizerParameters(m_sharded->namedOptimizerParameters());
-        return;
+        auto sharded = std::make_unique<parallel::ShardedDataParallel>(model, *m_comm, sharding);
+        m_sharded = sharded.get();
+        m_dataParallel = std::move(sharded);
+    } else {
+        parallel::NamedTensors named;
+        for (const auto& item : model.named_parameters())
+            named.emplace_back(item.key(), item.value());
+        if (numProcesses() > 1) {
+            auto ddp = std::make_unique<parallel::DistributedDataParallel>(std::move(named), *m_comm, m_options.ddp);
+            ddp->broadcastParameters();
+            m_dataParallel = std::move(ddp);
+        } else {
+            m_dataParallel = std::make_unique<parallel::LocalDataParallel>(std::move(named));
+        }
     }
-    m_parameters = model.parameters();
-    std::vector<std::pair<std::string, torch::Tensor>> trainable;
-    for (const auto& item : model.named_parameters())
-        if (item.value().requires_grad())
-            trainable.emplace_back(item.key(), item.value());
-    setOptimizerParameters(std::move(trainable));
-    if (numProcesses() > 1) {
-        m_ddp = std::make_unique<parallel::DistributedDataParallel>(m_parameters, *m_comm, m_options.ddp);
-        m_ddp->broadcastParameters();
-    }
+    setOptimizerParameters(m_dataParallel->namedOptimizerParameters());
 }
 
-void Accelerator::setRecorder(profiler::SpanRecorder* recorder)
-{
-    if (m_ddp)
-        m_ddp->setRecorder(recorder);
-    if (m_sharded)
-        m_sharded->setRecorder(recorder);
-}
+void Accelerator::setRecorder(profiler::SpanRecorder* recorder) { m_dataParallel->setRecorder(recorder); }
 
 void Accelerator::setOptimizerParameters(std::vector<std::pair<std::string, torch::Tensor>> named)
 {
@@ -83,14 +78,9 @@ void Accelerator::setOptimizerParameters(std::vector<std::pair<std::string, torc
     m_namedOptimizerParameters = std::move(named);
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> Accelerator::fullNamedParameters(torch::nn::Module& model)
+std::vector<std::pair<std::string, torch::Tensor>> Accelerator::fullNamedParameters()
 {
-    if (m_sharded)
-        return m_sharded->gatheredNamedParameters(/*keep=*/isMainProcess());
-    std::vector<std::pair<std::string, torch::Tensor>> out;
-    for (const auto& item : model.named_parameters())
-        out.emplace_back(item.key(), item.value());
-    return out;
+    return m_dataParallel->gatheredNamedParameters(/*keep=*/isMainProcess());
 }
 
 Accelerator::AccumulateGuard::AccumulateGuard(Accelerator& a)
@@ -116,10 +106,7 @@ c10::ScalarType Accelerator::inputDtype() const { return m_parameterDtype; }
 
 void Accelerator::backward(const torch::Tensor& loss)
 {
-    if (m_ddp)
-        m_ddp->prepareForBackward(m_syncGradients);
-    if (m_sharded)
-        m_sharded->prepareForBackward(m_syncGradients);
+    m_dataParallel->prepareForBackward(m_syncGradients);
     const auto k = m_options.gradientAccumulationSteps;
     torch::Tensor scaled = k > 1 ? loss / static_cast<double>(k) : loss;
     if (m_scaler)
@@ -136,10 +123,8 @@ std::optional<double> Accelerator::lossScale() const
 
 void Accelerator::finishGradientSync()
 {
-    if (m_ddp && !m_gradientsSynced)
-        m_ddp->finishGradientSync();
-    if (m_sharded && !m_gradientsSynced)
-        m_sharded->finishGradientSync();
+    if (!m_gradientsSynced)
+        m_dataParallel->finishGradientSync();
     m_gradientsSynced = true;
 }
 
@@ -163,13 +148,7 @@ double Accelerator::clipGradNorm(double maxNorm)
     double sumOfSquares = 0;
     if (!grads.empty())
         sumOfSquares = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).pow(2).sum().item<double>();
-    if (m_sharded && numProcesses() > 1) {
-        // Each rank holds a shard of the gradients: the global norm needs every rank's part.
-        auto t = at::full({1}, sumOfSquares, at::TensorOptions().dtype(at::kDouble).device(device()));
-        m_comm->allreduce(t)->wait();
-        // HYBRID: every shard is held by each machine; count it once.
-        sumOfSquares = t.item<double>() / static_cast<double>(m_sharded->replicas());
-    }
+    sumOfSquares = m_dataParallel->globalGradSquaredNorm(sumOfSquares);
     const double total = std::sqrt(sumOfSquares);
     if (maxNorm > 0) {
         // torch.nn.utils.clip_grad_norm_: scale by max_norm / (total + 1e-6), clamped at 1.
@@ -198,11 +177,9 @@ void Accelerator::step(torch::optim::Optimizer& optimizer)
         ++m_skippedSteps;
     } else {
         optimizer.step();
-        if (m_sharded)
-            m_sharded->afterOptimizerStep();
+        m_dataParallel->afterOptimizerStep();
     }
-    if (m_sharded)
-        m_sharded->releaseGradients(); // views of the reduced shard, which zero_grad cannot detach
+    m_dataParallel->releaseGradients(); // views of the reduced shard, which zero_grad cannot detach
     optimizer.zero_grad(/*set_to_none=*/true);
 }
 

@@ -9,6 +9,7 @@
 #include "engine/common/dist_env.h"
 #include "engine/dist/communicator.h"
 #include "engine/models/models.h"
+#include "engine/parallel/data_parallel.h"
 #include "engine/parallel/ddp.h"
 #include "engine/parallel/sharded.h"
 #include "engine/precision/autocast.h"
@@ -45,7 +46,8 @@ public:
     dist::Communicator& communicator() { return *m_comm; }
 
     // Moves the model to this rank's device, makes its parameters equal to rank 0's and wraps it
-    // for data parallelism (DDP with more than one process, or sharded when configured).
+    // for data parallelism: sharded when configured, else DDP with more than one process, else
+    // LocalDataParallel.
     void prepareModel(models::TrainableModel& model);
     // Whether prepareModel found low-precision parameters and made them fp32 (a model loaded in
     // bf16, trained in a mode with fp32 master weights).
@@ -61,8 +63,8 @@ public:
     }
     const std::vector<torch::Tensor>& optimizerParameters() const { return m_optimizerParameters; }
     // Every parameter in full, by name, on the main process (gathered from the shards when
-    // sharded: then every rank must call it; the others get nothing, as FSDP's rank0_only).
-    std::vector<std::pair<std::string, torch::Tensor>> fullNamedParameters(torch::nn::Module& model);
+    // sharded: every rank must call it; the others get nothing, as FSDP's rank0_only).
+    std::vector<std::pair<std::string, torch::Tensor>> fullNamedParameters();
 
     // Accelerate's `with accelerator.accumulate(model):` — one micro-step; `syncGradients()` is
     // true on the micro-step that ends an optimizer step.
@@ -119,8 +121,10 @@ public:
     torch::Tensor gatherForMetrics(const torch::Tensor& tensor);
     void waitForEveryone();
 
-    parallel::DistributedDataParallel* ddp() { return m_ddp.get(); }
-    parallel::ShardedDataParallel* sharded() { return m_sharded.get(); }
+    // The data-parallel wrapper, after prepareModel.
+    parallel::DataParallel& dataParallel() { return *m_dataParallel; }
+    // The same, when it is sharded (for what only shards have: the SHARDED_STATE_DICT); else null.
+    parallel::ShardedDataParallel* sharded() { return m_sharded; }
     // Collective spans go to this recorder (call after prepareModel).
     void setRecorder(profiler::SpanRecorder* recorder);
 
@@ -130,15 +134,14 @@ private:
 
     AcceleratorOptions m_options;
     std::unique_ptr<dist::Communicator> m_comm;
-    std::unique_ptr<parallel::DistributedDataParallel> m_ddp;
-    std::unique_ptr<parallel::ShardedDataParallel> m_sharded;
+    std::unique_ptr<parallel::DataParallel> m_dataParallel;
+    parallel::ShardedDataParallel* m_sharded = nullptr; // m_dataParallel, when sharded
     std::vector<torch::Tensor> m_optimizerParameters;
     std::vector<std::pair<std::string, torch::Tensor>> m_namedOptimizerParameters;
     std::unique_ptr<precision::GradScaler> m_scaler;
     bool m_lastStepSkipped = false;
     double m_lastLossScale = 0; // the scale the last step's loss was multiplied by
     std::int64_t m_skippedSteps = 0;
-    std::vector<torch::Tensor> m_parameters;
     std::int64_t m_microStep = 0;
     bool m_syncGradients = true;
     bool m_gradientsSynced = false;

@@ -60,14 +60,8 @@ std::vector<std::pair<std::string, at::Tensor>> fullOptimizerState(Accelerator& 
     at::NoGradGuard noGrad;
     for (const std::string& kind : stateKinds(optimizer)) {
         auto part = [&](const at::Tensor& p) { return stateTensor(optimizer, p, kind); };
-        if (auto* sharded = acc.sharded()) {
-            for (auto& [name, tensor] : sharded->gatherByParameter(part, /*keep=*/acc.isMainProcess()))
-                out.emplace_back(kind + "/" + name, std::move(tensor));
-        } else if (acc.isMainProcess()) {
-            for (const auto& [name, p] : acc.namedOptimizerParameters())
-                if (at::Tensor t = part(p); t.defined())
-                    out.emplace_back(kind + "/" + name, t.detach().cpu().clone());
-        }
+        for (auto& [name, tensor] : acc.dataParallel().gatherByParameter(part, /*keep=*/acc.isMainProcess()))
+            out.emplace_back(kind + "/" + name, std::move(tensor));
     }
     if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) {
         const auto& state = static_cast<const torch::optim::AdamWParamState&>(*optimizer.state().begin()->second);
@@ -93,17 +87,7 @@ void loadFullOptimizerState(Accelerator& acc, torch::optim::Optimizer& optimizer
             if (key.compare(0, prefix.size(), prefix) == 0)
                 byName.emplace(key.substr(prefix.size()), tensor);
         auto set = [&](const at::Tensor& p, const at::Tensor& value) { setStateTensor(optimizer, p, kind, value, step); };
-        if (auto* sharded = acc.sharded()) {
-            sharded->scatterByParameter(byName, set);
-            continue;
-        }
-        for (const auto& [name, p] : acc.namedOptimizerParameters()) {
-            auto it = byName.find(name);
-            if (it == byName.end() || it->second.numel() != p.numel())
-                throw std::runtime_error("the full optimizer state has no " + kind + " of " + std::to_string(p.numel())
-                                         + " elements for parameter '" + name + "'");
-            set(p, it->second.to(p.device(), p.scalar_type()).reshape(p.sizes()).clone());
-        }
+        acc.dataParallel().scatterByParameter(byName, set, "the full optimizer state's " + kind);
     }
 }
 

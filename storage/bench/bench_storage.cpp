@@ -73,82 +73,58 @@ std::pair<double, double> firstAndMedian(const std::filesystem::path& db, F&& qu
     return {first, rest[rest.size() / 2]};
 }
 
-} // namespace
-
-int main(int argc, char** argv)
+// 1. Ingestion: 20 metrics of 4 ranks per step through the run writer.
+void benchIngestion(const std::filesystem::path& db, std::int64_t totalRows)
 {
-    std::filesystem::path dir = std::filesystem::temp_directory_path() / "shardscope-bench-storage";
-    std::int64_t totalRows = 2'000'000, runCount = 10'000, points = 1'000'000;
-    int bucketCount = 2000;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string arg = argv[i];
-        if (arg == "--dir")
-            dir = argv[i + 1];
-        else if (arg == "--rows")
-            totalRows = std::atoll(argv[i + 1]);
-        else if (arg == "--runs")
-            runCount = std::atoll(argv[i + 1]);
-        else if (arg == "--points")
-            points = std::atoll(argv[i + 1]);
-        else if (arg == "--buckets")
-            bucketCount = std::atoi(argv[i + 1]);
-        else
-            fail("unknown option " + arg);
-    }
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    const auto db = dir / "history.sqlite";
-    std::printf("database: %s\n", db.c_str());
-
-    // 1. Ingestion.
-    {
-        auto store = check(RunStore::open(db), "open");
-        NewRun run;
-        run.name = "ingest";
-        const auto runId = check(store.createRun(run), "createRun");
-        check(store.markRunning(runId), "markRunning");
-        auto writer = check(RunWriter::open(db, runId), "RunWriter::open");
-        const char* names[20] = {"loss",
-                                 "local_loss",
-                                 "lr",
-                                 "grad_norm",
-                                 "loss_scale",
-                                 "skipped",
-                                 "tokens",
-                                 "samples",
-                                 "step_time",
-                                 "tokens_per_s",
-                                 "mem.params",
-                                 "mem.grads",
-                                 "mem.optimizer",
-                                 "mem.activations_peak",
-                                 "mem.allocated",
-                                 "mem.reserved",
-                                 "mem.peak_allocated",
-                                 "mem.rss",
-                                 "comm.all_reduce",
-                                 "comm.all_gather"};
-        constexpr int kRanks = 4;
-        std::vector<MetricValue> values(20);
-        const std::int64_t steps = totalRows / (20 * kRanks);
-        const auto start = Clock::now();
-        for (std::int64_t step = 0; step < steps; ++step) {
-            for (int rank = 0; rank < kRanks; ++rank) {
-                for (int k = 0; k < 20; ++k)
-                    values[std::size_t(k)] = {names[k], std::sin(double(step) * 0.01 + k) + rank};
-                writer->addMetrics(rank, step, 1.7e9 + double(step) * 0.1, values);
-            }
+    auto store = check(RunStore::open(db), "open");
+    NewRun run;
+    run.name = "ingest";
+    const auto runId = check(store.createRun(run), "createRun");
+    check(store.markRunning(runId), "markRunning");
+    auto writer = check(RunWriter::open(db, runId), "RunWriter::open");
+    const char* names[20] = {"loss",
+                             "local_loss",
+                             "lr",
+                             "grad_norm",
+                             "loss_scale",
+                             "skipped",
+                             "tokens",
+                             "samples",
+                             "step_time",
+                             "tokens_per_s",
+                             "mem.params",
+                             "mem.grads",
+                             "mem.optimizer",
+                             "mem.activations_peak",
+                             "mem.allocated",
+                             "mem.reserved",
+                             "mem.peak_allocated",
+                             "mem.rss",
+                             "comm.all_reduce",
+                             "comm.all_gather"};
+    constexpr int kRanks = 4;
+    std::vector<MetricValue> values(20);
+    const std::int64_t steps = totalRows / (20 * kRanks);
+    const auto start = Clock::now();
+    for (std::int64_t step = 0; step < steps; ++step) {
+        for (int rank = 0; rank < kRanks; ++rank) {
+            for (int k = 0; k < 20; ++k)
+                values[std::size_t(k)] = {names[k], std::sin(double(step) * 0.01 + k) + rank};
+            writer->addMetrics(rank, step, 1.7e9 + double(step) * 0.1, values);
         }
-        const double addMs = msSince(start);
-        check(writer->flush(), "flush");
-        const double totalMs = msSince(start);
-        const double rows = double(steps * 20 * kRanks);
-        std::printf("ingest: %.0f rows in %.1f ms (adding %.1f ms) = %.0f rows/s (goal >= 500000)\n", rows, totalMs, addMs,
-                    rows / (totalMs / 1000.0));
-        check(writer->finish({}), "finish");
     }
+    const double addMs = msSince(start);
+    check(writer->flush(), "flush");
+    const double totalMs = msSince(start);
+    const double rows = double(steps * 20 * kRanks);
+    std::printf("ingest: %.0f rows in %.1f ms (adding %.1f ms) = %.0f rows/s (goal >= 500000)\n", rows, totalMs, addMs,
+                rows / (totalMs / 1000.0));
+    check(writer->finish({}), "finish");
+}
 
-    // 2. Listing runs.
+// 2. Listing runs: all, filtered and by tag, over runCount runs.
+void benchListing(const std::filesystem::path& db, std::int64_t runCount)
+{
     {
         auto store = check(RunStore::open(db), "open");
         const char* types[] = {"MULTI_CPU", "MULTI_GPU", "FSDP", "DEEPSPEED"};
@@ -188,8 +164,11 @@ int main(int argc, char** argv)
               tmedian] = firstAndMedian(db, [&](RunStore& store) { listed = check(store.listRuns(tagged), "listRuns").size(); });
         std::printf("list by tag (%zu runs): first %.1f ms, median %.1f ms\n", listed, tfirst, tmedian);
     }
+}
 
-    // 3. Downsampling one long series.
+// 3. Downsampling one long series (with spikes that must survive) to bucketCount buckets.
+void benchDownsampling(const std::filesystem::path& db, std::int64_t points, int bucketCount)
+{
     std::int64_t seriesRun = 0;
     {
         auto store = check(RunStore::open(db), "open");
@@ -215,6 +194,38 @@ int main(int argc, char** argv)
             db, [&](RunStore& store) { read = check(store.series(seriesRun, 0, "loss"), "series").size(); });
         std::printf("for reference, reading all %zu points: first %.1f ms, median %.1f ms\n", read, rfirst, rmedian);
     }
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::filesystem::path dir = std::filesystem::temp_directory_path() / "shardscope-bench-storage";
+    std::int64_t totalRows = 2'000'000, runCount = 10'000, points = 1'000'000;
+    int bucketCount = 2000;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string arg = argv[i];
+        if (arg == "--dir")
+            dir = argv[i + 1];
+        else if (arg == "--rows")
+            totalRows = std::atoll(argv[i + 1]);
+        else if (arg == "--runs")
+            runCount = std::atoll(argv[i + 1]);
+        else if (arg == "--points")
+            points = std::atoll(argv[i + 1]);
+        else if (arg == "--buckets")
+            bucketCount = std::atoi(argv[i + 1]);
+        else
+            fail("unknown option " + arg);
+    }
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const auto db = dir / "history.sqlite";
+    std::printf("database: %s\n", db.c_str());
+
+    benchIngestion(db, totalRows);
+    benchListing(db, runCount);
+    benchDownsampling(db, points, bucketCount);
     std::printf("database size: %.1f MiB\n", double(std::filesystem::file_size(db)) / (1024.0 * 1024.0));
     std::filesystem::remove_all(dir);
     return 0;

@@ -196,6 +196,42 @@ private slots:
         }
     }
 
+    // The errors carry their kind and place as fields (the Configure page and editors read them).
+    void errorsCarryKindAndPlace()
+    {
+        using shardscope::ErrorKind;
+        auto syntax = parseAccelerateConfig("distributed_type: NO\nmixed_precision: [bf16\n", "c.yaml", FileFormat::Yaml);
+        QVERIFY(!syntax.ok());
+        QVERIFY(syntax.error().kind == ErrorKind::Syntax);
+        QCOMPARE(syntax.error().file, std::string("c.yaml"));
+        QVERIFY(syntax.error().line >= 2);
+        QVERIFY(syntax.error().column >= 1);
+        QVERIFY(!syntax.error().fix.empty());
+        QVERIFY(syntax.error().message.find(syntax.error().fix) != std::string::npos);
+
+        auto tab = parseAccelerateConfig("fsdp_config:\n\tfsdp_version: 2\n", "c.yaml", FileFormat::Yaml);
+        QVERIFY(!tab.ok());
+        QVERIFY(tab.error().kind == ErrorKind::Syntax);
+        QCOMPARE(tab.error().line, 2);
+        QCOMPARE(tab.error().column, 1);
+        QVERIFY(tab.error().fix.find("spaces") != std::string::npos);
+
+        auto badValue = parseAccelerateConfig("num_processes: 2\ndistributed_type: MULTI_GPUS\n", "c.yaml", FileFormat::Yaml);
+        QVERIFY(!badValue.ok());
+        QVERIFY(badValue.error().kind == ErrorKind::BadValue);
+        QCOMPARE(badValue.error().keyPath, std::string("distributed_type"));
+        QCOMPARE(badValue.error().line, 2);
+        QCOMPARE(badValue.error().column, 19);
+
+        auto unknown = parseAccelerateConfig("distributed_type: NO\nnum_procesess: 2\n", "c.yaml", FileFormat::Yaml);
+        QVERIFY(!unknown.ok());
+        QVERIFY(unknown.error().kind == ErrorKind::UnknownKey);
+
+        auto missing = loadAccelerateConfig("/nonexistent/shardscope/config.yaml");
+        QVERIFY(!missing.ok());
+        QVERIFY(missing.error().kind == ErrorKind::Io);
+    }
+
     void corpusYaml_data()
     {
         QTest::addColumn<QString>("path");

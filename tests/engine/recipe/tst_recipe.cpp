@@ -6,6 +6,7 @@
 #include <QtTest>
 
 using namespace shardscope::config;
+using shardscope::ErrorKind;
 
 class TestRecipe : public QObject {
     Q_OBJECT
@@ -89,13 +90,16 @@ private slots:
         QCOMPARE(r.error().line, 3);
         QCOMPARE(r.error().column, 14);
         QCOMPARE(r.error().keyPath, std::string("training.max_steps"));
+        QVERIFY(r.error().kind == ErrorKind::BadValue);
         auto syntax = parseRecipe("model: {type: gpt\n", "r.yaml");
         QVERIFY(!syntax.ok());
         QCOMPARE(syntax.error().line, 2);
         QCOMPARE(syntax.error().column, 1);
+        QVERIFY(syntax.error().kind == ErrorKind::Syntax);
         auto unknown = parseRecipe("modle: {}\n", "r.yaml");
         QCOMPARE(unknown.error().keyPath, std::string("modle"));
         QCOMPARE(unknown.error().line, 1);
+        QVERIFY(unknown.error().kind == ErrorKind::UnknownKey);
     }
 
     void shippedRecipesLoad()

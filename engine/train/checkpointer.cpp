@@ -1,0 +1,144 @@
+#include "engine/train/checkpointer.h"
+
+#include "engine/config/run_plan.h"
+#include "engine/data/data.h"
+#include "engine/train/accelerator.h"
+#include "engine/train/event_sink.h"
+#include "engine/train/full_optimizer_state.h"
+
+#include <ATen/ATen.h>
+#include <torch/serialize.h>
+
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+
+namespace shardscope::train {
+
+namespace {
+
+std::string strategyName(const config::RunPlan& plan)
+{
+    if (!plan.sharding)
+        return "ddp";
+    if (plan.sharding->reshardRootAfterForward)
+        return "zero" + std::to_string(plan.sharding->zeroStage);
+    // The optimizer's archive differs with use_orig_params (one entry per parameter, not per unit).
+    const std::string layout = plan.sharding->useOrigParams ? " (use_orig_params)" : "";
+    if (plan.sharding->hybridGroupSize > 0)
+        return (plan.sharding->reshardAfterForward ? "HYBRID_SHARD" : "HYBRID_SHARD_ZERO2") + layout;
+    return (plan.sharding->reshardAfterForward ? "FULL_SHARD" : "SHARD_GRAD_OP") + layout;
+}
+
+// Every rank must resume the same step of the same checkpoint: ranks that disagree (an edited
+// state_rank<N>.json, a checkpoint folder mixed from two runs) would wait in different
+// collectives forever. All-gathers each rank's step and checkpoint and fails naming who differs.
+void checkResumeAgreement(Accelerator& acc, std::int64_t step, const std::string& path)
+{
+    if (acc.numProcesses() == 1)
+        return;
+    const auto pathHash = static_cast<std::int64_t>(std::hash<std::string>{}(path)&0x7fffffffffffffffULL);
+    auto mine = at::tensor(std::vector<std::int64_t>{step, pathHash}, at::kLong).to(acc.device());
+    auto all = acc.gatherForMetrics(mine).to(at::kCPU).view({acc.numProcesses(), 2});
+    std::string differ;
+    for (int r = 0; r < acc.numProcesses(); ++r) {
+        const auto s = all[r][0].item<std::int64_t>();
+        const auto h = all[r][1].item<std::int64_t>();
+        if (s != all[0][0].item<std::int64_t>() || h != all[0][1].item<std::int64_t>())
+            differ += (differ.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " resumes after step "
+                      + std::to_string(s) + (h != all[0][1].item<std::int64_t>() ? " of another checkpoint" : "");
+    }
+    if (!differ.empty())
+        throw std::runtime_error("the ranks do not resume the same point: rank 0 resumes after step "
+                                 + std::to_string(all[0][0].item<std::int64_t>()) + " of " + path + ", but " + differ
+                                 + ". Each rank's state_rank<N>.json in the checkpoint must name the same step; resume "
+                                   "from a checkpoint saved by one run, unchanged");
+}
+
+} // namespace
+
+checkpoint::Compatibility compatibilityOf(const config::RunPlan& plan, int worldSize)
+{
+    config::Recipe modelOnly;
+    modelOnly.model = plan.recipe.model;
+    modelOnly.model.pretrained.clear(); // where the weights first came from does not matter
+    const std::string yaml = config::recipeToYaml(modelOnly);
+    const auto begin = yaml.find("model:"), end = yaml.find("\ndata:");
+    return {worldSize, strategyName(plan),
+            config::stateDictTypeName(plan.sharding ? plan.stateDictType : config::StateDictType::Full),
+            std::string(precision::modeName(plan.precision)), yaml.substr(begin, end - begin)};
+}
+
+Checkpointer::Checkpointer(const config::RunPlan& plan, Accelerator& acc, torch::optim::Optimizer& optimizer,
+                           data::BatchIterator& batches, EventSink& events)
+    : m_plan(plan), m_acc(acc), m_optimizer(optimizer), m_batches(batches), m_events(events), m_layout(plan.runDir),
+      m_compatibility(compatibilityOf(plan, acc.numProcesses()))
+{
+}
+
+std::int64_t Checkpointer::resume()
+{
+    // Parameters, optimizer, data position, RNG and scaler exactly as they were.
+    auto loaded = checkpoint::loadCheckpoint(m_plan.resumeFrom, m_acc.processIndex(), m_compatibility);
+    if (!loaded)
+        throw std::runtime_error(loaded.error().message);
+    if (auto* sharded = m_acc.sharded(); sharded && m_plan.stateDictType == config::StateDictType::Sharded)
+        sharded->loadShards(loaded->modelTensors);
+    else
+        m_acc.dataParallel().loadFullParameters(loaded->modelTensors, loaded->path);
+    if (loaded->savedWorldSize) {
+        loadFullOptimizerState(m_acc, m_optimizer, loaded->fullOptimizerTensors);
+        m_events.emit(protocol::LogEvent{"info", "resharded the checkpoint from " + std::to_string(*loaded->savedWorldSize)
+                                                     + " to " + std::to_string(m_acc.numProcesses()) + " ranks"});
+    } else {
+        try {
+            torch::load(m_optimizer, loaded->optimizerFile);
+        } catch (const c10::Error& e) {
+            throw std::runtime_error("cannot read the optimizer state " + loaded->optimizerFile + " ("
+                                     + e.what_without_backtrace()
+                                     + "); the file is damaged or truncated: resume from an earlier checkpoint");
+        }
+    }
+    m_batches.restore(loaded->loop.dataEpoch, loaded->loop.dataPosition);
+    m_acc.restoreStepCounters(loaded->loop.skippedSteps, loaded->loop.lossScale, loaded->loop.scalerGrowthTracker);
+    const std::int64_t stepsDone = loaded->loop.step;
+    checkResumeAgreement(m_acc, stepsDone, loaded->path);
+    m_events.emit(protocol::LogEvent{"info", "resumed from " + loaded->path + " after step " + std::to_string(stepsDone)});
+    return stepsDone;
+}
+
+void Checkpointer::save(std::int64_t stepsDone)
+{
+    checkpoint::SaveRequest request;
+    request.checkpointsDir = m_layout.checkpointsDir().string();
+    request.rank = m_acc.processIndex();
+    request.compatibility = m_compatibility;
+    request.loop = {stepsDone, m_batches.epoch(), m_batches.position(), m_acc.skippedSteps(), std::nullopt, 0};
+    if (auto* scaler = m_acc.gradScaler()) {
+        request.loop.lossScale = scaler->currentScale();
+        request.loop.scalerGrowthTracker = scaler->growthTracker();
+    }
+    // SHARDED_STATE_DICT: each rank its shards; FULL_STATE_DICT: rank 0 everything, gathered.
+    auto* sharded = m_plan.stateDictType == config::StateDictType::Sharded ? m_acc.sharded() : nullptr;
+    if (sharded) {
+        request.modelTensors = sharded->namedShards();
+    } else {
+        request.modelTensors = m_acc.fullNamedParameters(); // a collective when sharded; empty off rank 0
+        auto optimizerState = fullOptimizerState(m_acc, m_optimizer); // a collective when sharded
+        if (m_acc.isMainProcess())
+            request.fullOptimizerTensors = std::move(optimizerState);
+    }
+    request.serializeOptimizer = [this] {
+        std::ostringstream bytes;
+        torch::save(m_optimizer, bytes);
+        return bytes.str();
+    };
+    request.barrier = [this] { m_acc.waitForEveryone(); };
+    request.allRanksOk = [this](bool ok) { return m_acc.meanOverRanks(ok ? 1.0 : 0.0) == 1.0; };
+    request.keep = m_plan.recipe.checkpointKeep;
+    request.crashWhileWriting = stepsDone == m_plan.faults.crashInCheckpointAtStep;
+    auto [path, bytes] = checkpoint::saveCheckpoint(request);
+    m_events.emit(protocol::CheckpointEvent{stepsDone, path, "state", bytes});
+}
+
+} // namespace shardscope::train

@@ -1,0 +1,35 @@
+#pragma once
+
+// The step event: what one optimizer step measured (loss, timing) together with what the rank
+// holds after it (memory by kind, the process's and the device's) and what it communicated.
+
+#include "engine/protocol/events.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace shardscope::train {
+
+class Accelerator;
+
+// What the training step itself measured.
+struct StepMeasurement {
+    std::int64_t step = 0; // optimizer steps done
+    std::int64_t epoch = 0;
+    double loss = 0; // mean over ranks
+    double localLoss = 0; // this rank's
+    double lr = 0;
+    double gradNorm = 0; // before clipping
+    std::int64_t samples = 0; // this rank's, this step
+    std::int64_t tokens = 0; // this rank's, this step
+    double stepTime = 0; // seconds
+};
+
+// After the optimizer step (the data-parallel footprint is the step's then).
+protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& acc, torch::optim::Optimizer& optimizer);
+
+} // namespace shardscope::train

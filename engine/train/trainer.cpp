@@ -1,0 +1,335 @@
+#include "engine/train/trainer.h"
+
+#include "engine/checkpoint/hf_export.h"
+#include "engine/checkpoint/safetensors.h"
+#include "engine/config/run_plan.h"
+#include "engine/models/models.h"
+#include "engine/train/checkpointer.h"
+#include "engine/train/event_sink.h"
+#include "engine/train/heartbeat.h"
+#include "engine/train/optimizer_setup.h"
+#include "engine/train/profiling_window.h"
+#include "engine/train/runner.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+namespace shardscope::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_stopRequested{false};
+
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Fault injection (tests): writes past 64 KiB fail with EFBIG from now on, as on a full disk.
+void limitFileSize()
+{
+    std::signal(SIGXFSZ, SIG_IGN); // a write past the limit fails instead of killing
+    const rlimit limit{64 * 1024, 64 * 1024};
+    setrlimit(RLIMIT_FSIZE, &limit);
+}
+
+} // namespace
+
+void requestStop() { g_stopRequested.store(true); }
+
+bool stopRequested() { return g_stopRequested.load(); }
+
+AcceleratorOptions Trainer::acceleratorOptions(const config::RunPlan& plan)
+{
+    const config::Recipe& recipe = plan.recipe;
+    AcceleratorOptions options;
+    options.backend = plan.backend;
+    options.gradientAccumulationSteps = recipe.gradientAccumulationSteps;
+    options.ddp.bucketCapBytes = static_cast<std::int64_t>(recipe.ddp.bucketCapMb * 1024 * 1024);
+    options.ddp.firstBucketCapBytes = static_cast<std::int64_t>(recipe.ddp.firstBucketCapMb * 1024 * 1024);
+    options.ddp.overlap = recipe.ddp.overlap;
+    options.precision = plan.precision;
+    if (plan.sharding) {
+        if (!plan.sharding->useOrigParams && !recipe.optimizer.noWeightDecay.empty())
+            throw std::runtime_error("recipe: optimizer.no_weight_decay needs per-parameter optimizer groups, and "
+                                     "sharded units give the optimizer one flat shard each; set fsdp_use_orig_params: "
+                                     "true in fsdp_config (DeepSpeed always keeps parameter groups)");
+        options.sharding = *plan.sharding;
+    }
+    options.scaler.initScale = recipe.lossScaler.initScale;
+    options.scaler.growthFactor = recipe.lossScaler.growthFactor;
+    options.scaler.backoffFactor = recipe.lossScaler.backoffFactor;
+    options.scaler.growthInterval = recipe.lossScaler.growthInterval;
+    return options;
+}
+
+Trainer::Trainer(const DistEnv& env, const config::RunPlan& plan, EventSink& events)
+    : m_plan(plan), m_recipe(plan.recipe), m_events(events), m_layout(plan.runDir), m_acc(env, acceleratorOptions(plan))
+{
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    m_events.emit(protocol::HelloEvent{static_cast<std::int64_t>(getpid()), host, m_acc.device().str(), TORCH_VERSION,
+                                       m_acc.numProcesses(), env.localRank, env.groupRank});
+    prepareModel();
+    prepareData();
+    m_optimizer = makeOptimizer(m_recipe.optimizer, m_acc.namedOptimizerParameters());
+    m_model->train();
+    m_checkpointer = std::make_unique<Checkpointer>(m_plan, m_acc, *m_optimizer, *m_batches, m_events);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::prepareModel()
+{
+    // Every rank builds the same initial weights from the seed; rank 0's are broadcast anyway.
+    torch::manual_seed(m_recipe.seed);
+    m_model = models::buildModel(m_recipe.model);
+    const config::ModelRecipe& model = m_recipe.model;
+    // fsdp_cpu_ram_efficient_loading: only rank 0 reads the pretrained weights; the others get
+    // their shards from it when the model is sharded.
+    const bool weightsFromRankZero = m_plan.sharding && m_plan.sharding->rankZeroLoadsWeights && m_acc.processIndex() != 0;
+    if (weightsFromRankZero && !model.pretrained.empty())
+        m_events.emit(protocol::LogEvent{"info", "rank " + std::to_string(m_acc.processIndex()) + " does not read "
+                                                     + model.pretrained
+                                                     + "; its shards come from rank 0 (fsdp_cpu_ram_efficient_loading)"});
+    if (!model.pretrained.empty() && !weightsFromRankZero) {
+        auto pretrained = checkpoint::loadGpt2(model.pretrained, model);
+        if (!pretrained)
+            throw std::runtime_error(pretrained.error().message);
+        copyByName(*m_model, *pretrained, model.pretrained);
+    }
+    if (model.loadDtype != "float32")
+        m_model->to(model.loadDtype == "bfloat16" ? at::kBFloat16 : at::kHalf);
+    freezeParameters(*m_model, model.frozen);
+    m_acc.prepareModel(*m_model);
+    if (m_acc.upcastParameters())
+        m_events.emit(protocol::LogEvent{"info", "parameters loaded in " + model.loadDtype
+                                                     + " are trained as fp32 master weights (bf16-pure keeps them in bf16)"});
+    else if (model.loadDtype != "float32" && m_plan.precision == precision::PrecisionMode::No)
+        m_events.emit(protocol::LogEvent{"info", "parameters loaded in " + model.loadDtype + " train in " + model.loadDtype
+                                                     + ": mixed_precision no does not upcast (as in Accelerate)"});
+    if (!m_plan.faults.dumpInitialPath.empty()) {
+        auto initial = m_acc.fullNamedParameters(); // a collective when sharded: every rank
+        if (m_acc.isMainProcess())
+            checkpoint::writeSafetensors(m_plan.faults.dumpInitialPath, initial);
+    }
+}
+
+void Trainer::prepareData()
+{
+    m_split = std::make_unique<data::Split>(
+        m_recipe.data.type == "text"
+            ? data::makeByteText(m_recipe, m_recipe.data.path.empty() ? data::defaultTextPath() : m_recipe.data.path)
+            : data::makeSyntheticRegression(m_recipe));
+    m_sampler = std::make_unique<data::DistributedSampler>(m_split->train.size(), m_acc.processIndex(), m_acc.numProcesses(),
+                                                           m_recipe.data.shuffle, m_recipe.seed,
+                                                           /*dropLast=*/!m_recipe.data.evenBatches);
+    m_batches = std::make_unique<data::BatchIterator>(m_split->train, *m_sampler, m_recipe.perDeviceBatchSize);
+}
+
+void Trainer::run()
+{
+    const std::int64_t firstStep = m_plan.resumeFrom.empty() ? 0 : m_checkpointer->resume();
+    m_profiling = std::make_unique<ProfilingWindow>(m_plan, m_acc, m_events);
+    m_runStart = Clock::now();
+    for (std::int64_t step = firstStep; step < m_recipe.maxSteps; ++step) {
+        const StepOutcome outcome = trainStep(step);
+        if ((step + 1) % m_recipe.logEvery == 0 || step + 1 == m_recipe.maxSteps)
+            m_events.emit(makeStepEvent(outcome.measured, m_acc, *m_optimizer));
+        if (outcome.stop) {
+            m_events.emit(protocol::LogEvent{"info", "stopping after step " + std::to_string(step + 1) + " as asked"});
+            m_events.emit(protocol::DoneEvent{"cancelled", step + 1, secondsSince(m_runStart)});
+            return;
+        }
+        betweenSteps(step + 1);
+    }
+    setProgress(m_recipe.maxSteps, Phase::Finish);
+    m_profiling->runEnded();
+    finish();
+}
+
+Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
+{
+    setProgress(step, Phase::Train);
+    const auto stepStart = Clock::now();
+    if (step + 1 == m_plan.faults.fillDiskAtStep)
+        limitFileSize();
+    m_acc.dataParallel().beginStep();
+    const double lr = m_recipe.optimizer.lr * scheduleFactor(m_recipe.schedule, step, m_recipe.maxSteps);
+    setLearningRate(*m_optimizer, lr);
+
+    m_profiling->stepBegins(step + 1);
+    profiler::SpanRecorder& recorder = m_profiling->recorder();
+    auto stepSpan = recorder.enabled() ? recorder.scope(profiler::Lane::Host, "step " + std::to_string(step + 1), "step")
+                                       : profiler::SpanRecorder::Scope{};
+    const MicroSteps micro = forwardAndBackward();
+    if (step + 1 == m_plan.faults.injectNonfiniteGradAtStep)
+        injectNonfiniteGradient();
+    const double gradNorm = m_acc.clipGradNorm(m_recipe.maxGradNorm);
+    checkFinite(micro.lossSum.item<double>(), gradNorm, step);
+    if (step == 0)
+        if (std::string report = m_acc.dataParallel().firstStepReport(); !report.empty())
+            m_events.emit(protocol::LogEvent{"info", std::move(report)});
+    {
+        auto optimizerSpan = recorder.scope(profiler::Lane::Compute, "optimizer", "optimizer");
+        m_acc.step(*m_optimizer);
+    }
+    stepSpan.finish();
+    m_profiling->stepEnded();
+
+    const auto agreement = m_acc.finishStepAgreement();
+    StepOutcome outcome;
+    outcome.stop = agreement.stop;
+    StepMeasurement& m = outcome.measured;
+    m.step = step + 1;
+    m.epoch = micro.epoch;
+    m.loss = agreement.meanLoss;
+    m.localLoss = agreement.localLoss;
+    m.lr = lr;
+    m.gradNorm = gradNorm;
+    m.samples = micro.samples;
+    m.tokens = micro.samples * m_split->train.tokensPerSample;
+    m.stepTime = secondsSince(stepStart);
+    return outcome;
+}
+
+Trainer::MicroSteps Trainer::forwardAndBackward()
+{
+    profiler::SpanRecorder& recorder = m_profiling->recorder();
+    MicroSteps out;
+    for (std::int64_t micro = 0; micro < m_recipe.gradientAccumulationSteps; ++micro) {
+        auto dataSpan = recorder.scope(profiler::Lane::Host, "data", "data");
+        auto batch = m_batches->next();
+        dataSpan.finish();
+        out.epoch = batch.epoch;
+        [[maybe_unused]] Accelerator::AccumulateGuard guard = m_acc.accumulate();
+        auto inputs = batch.inputs.to(m_acc.device());
+        auto targets = batch.targets.to(m_acc.device());
+        if (inputs.is_floating_point())
+            inputs = inputs.to(m_acc.inputDtype());
+        if (targets.is_floating_point())
+            targets = targets.to(m_acc.inputDtype());
+        torch::Tensor loss;
+        {
+            auto forwardSpan = recorder.scope(profiler::Lane::Compute, "forward", "forward");
+            auto autocast = m_acc.autocast();
+            loss = m_model->loss(m_model->forward(inputs), targets);
+        }
+        out.lossSum = micro == 0 ? loss.detach().to(at::kDouble) : out.lossSum + loss.detach().to(at::kDouble);
+        if (micro + 1 == m_recipe.gradientAccumulationSteps)
+            m_acc.startStepAgreement(out.lossSum / static_cast<double>(m_recipe.gradientAccumulationSteps), stopRequested());
+        {
+            auto backwardSpan = recorder.scope(profiler::Lane::Compute, "backward", "backward");
+            m_acc.backward(loss);
+        }
+        out.samples += batch.inputs.size(0);
+    }
+    return out;
+}
+
+void Trainer::injectNonfiniteGradient()
+{
+    // Fault injection (tests): a NaN in the first synchronised gradient, on every rank alike, as
+    // an overflow in the reduced gradients would be.
+    m_acc.synchronizeGradients();
+    for (auto& p : m_acc.optimizerParameters())
+        if (p.grad().defined()) {
+            torch::NoGradGuard noGrad;
+            p.mutable_grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
+            break;
+        }
+}
+
+void Trainer::checkFinite(double lossSum, double gradNorm, std::int64_t step)
+{
+    // Non-finite values outside fp16 (where the scaler skips the step): stop or flag.
+    if (m_acc.gradScaler() || (std::isfinite(lossSum) && std::isfinite(gradNorm)))
+        return;
+    const std::string what = std::string(!std::isfinite(lossSum) ? "loss" : "gradient norm") + " is "
+                             + std::to_string(!std::isfinite(lossSum) ? lossSum : gradNorm) + " at step "
+                             + std::to_string(step + 1);
+    if (m_recipe.stopOnNonfinite) {
+        m_events.emit(protocol::ErrorEvent{"nonfinite", what + " (training.stop_on_nonfinite)"});
+        throw std::runtime_error(what + "; stopping (training.stop_on_nonfinite is true)");
+    }
+    m_events.emit(protocol::LogEvent{"warning", "non-finite " + what});
+}
+
+void Trainer::betweenSteps(std::int64_t stepsDone)
+{
+    const bool last = stepsDone == m_recipe.maxSteps;
+    if (m_recipe.evalEvery > 0 && m_split->eval.size() > 0 && (stepsDone % m_recipe.evalEvery == 0 || last)) {
+        setProgress(stepsDone, Phase::Eval);
+        m_events.emit(protocol::EvalEvent{stepsDone, evaluate(), {}});
+    }
+    if (!m_plan.runDir.empty() && m_recipe.checkpointEvery > 0 && stepsDone % m_recipe.checkpointEvery == 0) {
+        setProgress(stepsDone, Phase::Checkpoint);
+        m_checkpointer->save(stepsDone);
+    }
+}
+
+double Trainer::evaluate()
+{
+    torch::NoGradGuard noGrad;
+    m_model->eval();
+    // Each rank evaluates its strided share of the eval set; the mean over ranks is reported.
+    const data::Dataset& eval = m_split->eval;
+    const auto batchSize = static_cast<std::size_t>(m_recipe.perDeviceBatchSize);
+    double sum = 0;
+    std::int64_t count = 0;
+    std::vector<std::int64_t> mine;
+    for (std::int64_t i = m_acc.processIndex(); i < eval.size(); i += m_acc.numProcesses())
+        mine.push_back(i);
+    for (std::size_t start = 0; start < mine.size(); start += batchSize) {
+        // A stop (Ctrl-C, or the launcher stopping the run after a rank died) ends the eval at
+        // the next batch instead of after all of them; every rank still joins the mean below.
+        if (stopRequested())
+            break;
+        const auto len = std::min(batchSize, mine.size() - start);
+        auto index = at::from_blob(mine.data() + start, {static_cast<std::int64_t>(len)}, at::kLong).clone();
+        auto inputs = eval.inputs.index_select(0, index).to(m_acc.device());
+        auto targets = eval.targets.index_select(0, index).to(m_acc.device());
+        if (inputs.is_floating_point())
+            inputs = inputs.to(m_acc.inputDtype());
+        if (targets.is_floating_point())
+            targets = targets.to(m_acc.inputDtype());
+        auto autocast = m_acc.autocast();
+        sum += m_model->loss(m_model->forward(inputs), targets).item<double>() * static_cast<double>(len);
+        count += static_cast<std::int64_t>(len);
+    }
+    m_model->train();
+    return m_acc.meanOverRanks(count > 0 ? sum / static_cast<double>(count) : 0.0);
+}
+
+void Trainer::finish()
+{
+    if (!m_plan.runDir.empty() && m_recipe.exportModel.enabled) {
+        auto full = m_acc.fullNamedParameters(); // a collective when sharded; empty off rank 0
+        if (m_acc.isMainProcess()) {
+            const auto& wanted = m_recipe.exportModel;
+            checkpoint::ExportOptions exportOptions;
+            exportOptions.dtype = wanted.dtype == "bfloat16" ? at::kBFloat16 : wanted.dtype == "float16" ? at::kHalf : at::kFloat;
+            exportOptions.maxShardBytes = static_cast<std::int64_t>(wanted.maxShardMb * 1e6);
+            const auto bytes = checkpoint::exportModel(m_layout.exportDir().string(), full, m_recipe.model, exportOptions);
+            m_events.emit(protocol::CheckpointEvent{m_recipe.maxSteps, m_layout.exportDir().string(), "model", bytes});
+        }
+    }
+    if (!m_plan.faults.dumpParamsPath.empty()) {
+        auto final = m_acc.fullNamedParameters();
+        if (m_acc.isMainProcess())
+            checkpoint::writeSafetensors(m_plan.faults.dumpParamsPath, final);
+    }
+    m_acc.waitForEveryone();
+    m_events.emit(protocol::DoneEvent{"completed", m_recipe.maxSteps, secondsSince(m_runStart)});
+}
+
+} // namespace shardscope::train

@@ -1,0 +1,88 @@
+#pragma once
+
+// One rank's training, in the parts of Accelerate's examples: setup (the accelerator, the model
+// with its weights, the data, the optimizer), resume, the steps, evaluation and checkpoints
+// between them, and the end (export, the done event). The parts it hands work to:
+//   Accelerator      data parallelism, precision, the step's agreement (accelerator.h)
+//   Checkpointer     saving and resuming the whole training state (checkpointer.h)
+//   ProfilingWindow  the --profile window's spans and device trace (profiling_window.h)
+//   makeStepEvent    what a step reports (step_event.h)
+// Includes torch: only runner.cpp includes it (the worker sees runner.h).
+
+#include "engine/common/dist_env.h"
+#include "engine/common/run_layout.h"
+#include "engine/data/data.h"
+#include "engine/train/accelerator.h"
+#include "engine/train/step_event.h"
+
+#include <torch/optim/optimizer.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+namespace shardscope::config {
+struct RunPlan;
+struct Recipe;
+} // namespace shardscope::config
+
+namespace shardscope::train {
+
+class Checkpointer;
+class EventSink;
+class ProfilingWindow;
+
+// Whether requestStop() was called (runner.h).
+bool stopRequested();
+
+class Trainer {
+public:
+    // Setup: rendezvous, model, data, optimizer. Throws on what ends the run before it starts
+    // (a bad data file, weights that do not fit the model).
+    Trainer(const DistEnv& env, const config::RunPlan& plan, EventSink& events);
+    ~Trainer();
+    Trainer(const Trainer&) = delete;
+    Trainer& operator=(const Trainer&) = delete;
+
+    // Resumes when the plan says so, trains to max_steps (or until the ranks agree to stop) and
+    // emits the done event.
+    void run();
+
+private:
+    struct StepOutcome {
+        StepMeasurement measured;
+        bool stop = false; // some rank was asked to stop: every rank stops after this step
+    };
+    struct MicroSteps {
+        at::Tensor lossSum; // this rank's losses of the step, summed without a host sync
+        std::int64_t samples = 0;
+        std::int64_t epoch = 0;
+    };
+
+    static AcceleratorOptions acceleratorOptions(const config::RunPlan& plan);
+    void prepareModel();
+    void prepareData();
+    StepOutcome trainStep(std::int64_t step);
+    MicroSteps forwardAndBackward();
+    void injectNonfiniteGradient();
+    void checkFinite(double lossSum, double gradNorm, std::int64_t step);
+    void betweenSteps(std::int64_t stepsDone); // evaluation and checkpoint
+    double evaluate();
+    void finish();
+
+    const config::RunPlan& m_plan;
+    const config::Recipe& m_recipe;
+    EventSink& m_events;
+    RunLayout m_layout;
+    Accelerator m_acc;
+    std::shared_ptr<models::TrainableModel> m_model;
+    std::unique_ptr<data::Split> m_split;
+    std::unique_ptr<data::DistributedSampler> m_sampler;
+    std::unique_ptr<data::BatchIterator> m_batches;
+    std::unique_ptr<torch::optim::Optimizer> m_optimizer;
+    std::unique_ptr<Checkpointer> m_checkpointer;
+    std::unique_ptr<ProfilingWindow> m_profiling;
+    std::chrono::steady_clock::time_point m_runStart;
+};
+
+} // namespace shardscope::train
