@@ -29,14 +29,25 @@ inline std::string shellQuote(const std::string& s)
     return out + "'";
 }
 
-// Runs the oracle; on failure returns nullopt and says why (missing venv, script error).
+// Runs tests/tools/<script> on the project venv and parses the JSON it prints; on failure returns
+// nullopt and says why (missing venv, script error).
+inline std::optional<nlohmann::json> runPythonTool(const std::string& script, const std::vector<std::string>& args,
+                                                   std::string& why);
+
+// Runs the Accelerate oracle (tests/tools/accelerate_oracle.py).
 inline std::optional<nlohmann::json> runOracle(const std::vector<std::string>& args, std::string& why)
+{
+    return runPythonTool("accelerate_oracle.py", args, why);
+}
+
+inline std::optional<nlohmann::json> runPythonTool(const std::string& script, const std::vector<std::string>& args,
+                                                   std::string& why)
 {
     if (!std::filesystem::exists(venvPython())) {
         why = "no project venv at " + venvPython() + " (run scripts/setup.sh): the reference Accelerate is missing";
         return std::nullopt;
     }
-    std::string cmd = shellQuote(venvPython()) + " " + shellQuote(sourceDir() + "/tests/tools/accelerate_oracle.py");
+    std::string cmd = shellQuote(venvPython()) + " " + shellQuote(sourceDir() + "/tests/tools/" + script);
     for (const auto& a : args)
         cmd += " " + shellQuote(a);
     cmd += " 2>/dev/null";
