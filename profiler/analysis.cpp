@@ -234,7 +234,7 @@ std::vector<StepSkew> findStragglers(const std::vector<RankTrace>& traces)
     for (const RankTrace& trace : traces) {
         PerRank r{trace.rank, trace.clockOffsetNs, {}};
         for (StepAnalysis& step : analyseRank(trace).steps)
-            r.steps.emplace(step.step, std::move(step));
+            r.steps.emplace(step.step, step);
         ranks.push_back(std::move(r));
     }
     std::vector<StepSkew> out;

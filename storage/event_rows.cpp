@@ -57,7 +57,7 @@ void writeEventRows(RunWriter& writer, const protocol::Event& event)
         writer.addRank({rank, hello->pid, hello->host, hello->device, hello->torch, hello->localRank, hello->machineRank});
     } else if (const auto* eval = std::get_if<protocol::EvalEvent>(&event.body)) {
         for (auto& record : evalRecords(rank, event.time, *eval))
-            writer.addEval(std::move(record));
+            writer.addEval(record);
     } else if (const auto* trace = std::get_if<protocol::TraceEvent>(&event.body)) {
         writer.addTrace({rank, event.time, trace->path, trace->source, trace->summary.compute, trace->summary.comm,
                          trace->summary.memory, trace->summary.idle, trace->summary.overlap});

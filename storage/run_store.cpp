@@ -41,7 +41,7 @@ bool isInside(const std::filesystem::path& root, const std::filesystem::path& pa
 
 } // namespace
 
-Result<RunStore> RunStore::open(const std::filesystem::path& databaseFile, StoreOptions options)
+Result<RunStore> RunStore::open(const std::filesystem::path& databaseFile, const StoreOptions& options)
 {
     auto opened = openAs(databaseFile, options, OpenMode::ReadWriteCreate);
     if (opened || options.readOnly || !options.fallBackToReadOnly)

@@ -35,7 +35,7 @@ struct StoreOptions {
 class RunStore {
 public:
     // Creates the file (and its folder) when missing, upgrades an older schema.
-    static Result<RunStore> open(const std::filesystem::path& databaseFile, StoreOptions options = {});
+    static Result<RunStore> open(const std::filesystem::path& databaseFile, const StoreOptions& options = {});
 
     // --- lifecycle (the launcher) ---
     Result<std::int64_t> createRun(const NewRun& run); // status pending

@@ -59,7 +59,7 @@ Result<Value> fromFile(const AccelerateConfig& config, const ConfigValue& ds, co
         if (ds(k.c_str()))
             conflicts.push_back(k);
     if (!config.field("mixed_precision").isNull())
-        conflicts.push_back("mixed_precision");
+        conflicts.emplace_back("mixed_precision");
     if (!conflicts.empty()) {
         std::string list;
         for (const auto& c : conflicts)

@@ -27,7 +27,7 @@ private:
 };
 
 // A launcher arg's value: the file's, else Accelerate's CLI default.
-Value arg(const AccelerateConfig& c, const char* section, const char* key, Value cliDefault)
+Value arg(const AccelerateConfig& c, const char* section, const char* key, const Value& cliDefault)
 {
     const Value* v = c.nested(section, key);
     return v && !v->isNull() ? *v : cliDefault;
@@ -126,7 +126,7 @@ void parallelism(const AccelerateConfig& c, Env& env)
     if (!pc || !pc->isMap() || pc->asMap().empty())
         return;
     env.set("ACCELERATE_USE_PARALLELISM_CONFIG", "true");
-    auto p = [&](const char* k, Value d) { return arg(c, "parallelism_config", k, std::move(d)); };
+    auto p = [&](const char* k, const Value& d) { return arg(c, "parallelism_config", k, d); };
     env.set("PARALLELISM_CONFIG_DP_REPLICATE_SIZE", p("parallelism_config_dp_replicate_size", Value(1)).pyStr());
     env.set("PARALLELISM_CONFIG_DP_SHARD_SIZE", p("parallelism_config_dp_shard_size", Value(1)).pyStr());
     env.set("PARALLELISM_CONFIG_TP_SIZE", p("parallelism_config_tp_size", Value(1)).pyStr());
@@ -150,7 +150,7 @@ void parallelism(const AccelerateConfig& c, Env& env)
 void fsdp(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
 {
     env.set("ACCELERATE_USE_FSDP", "true");
-    auto f = [&](const char* k, Value d) {
+    auto f = [&](const char* k, const Value& d) {
         const Value* v = c.nested("fsdp_config", k);
         if (!v) // a key without the fsdp_ prefix is prefixed by the launcher
             v = c.nested("fsdp_config", std::string(k).substr(5).c_str());
@@ -191,7 +191,7 @@ void fsdp(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
 void megatron(const AccelerateConfig& c, Env& env)
 {
     env.set("ACCELERATE_USE_MEGATRON_LM", "true");
-    auto m = [&](const char* k, Value d) { return arg(c, "megatron_lm_config", k, std::move(d)); };
+    auto m = [&](const char* k, const Value& d) { return arg(c, "megatron_lm_config", k, d); };
     env.set("MEGATRON_LM_TP_DEGREE", m("megatron_lm_tp_degree", Value(1)).pyStr());
     env.set("MEGATRON_LM_PP_DEGREE", m("megatron_lm_pp_degree", Value(1)).pyStr());
     env.set("MEGATRON_LM_GRADIENT_CLIPPING", m("megatron_lm_gradient_clipping", Value(1.0)).pyStr());

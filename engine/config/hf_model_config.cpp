@@ -92,7 +92,7 @@ private:
         auto read_ = (expression);                                                                                               \
         if (!read_)                                                                                                              \
             return read_.error();                                                                                                \
-        target = *read_;                                                                                                         \
+        (target) = *read_;                                                                                                       \
     } while (false)
 
 // Each class's defaults (transformers/models/<family>/configuration_<family>.py, 5.23).
@@ -108,7 +108,7 @@ FamilyDefaults defaultsOf(DecoderFamily family)
     case DecoderFamily::Llama:
         return {32000, 4096, 11008, 32, 32, 2048, std::nullopt, 1, 2};
     case DecoderFamily::Mistral:
-        return {32000, 4096, 14336, 32, 32, 4096 * 32, 8, 1, 2};
+        return {32000, 4096, 14336, 32, 32, std::int64_t{4096} * 32, 8, 1, 2};
     case DecoderFamily::Qwen2:
         return {151936, 4096, 22016, 32, 32, 32768, 32, std::nullopt, std::nullopt};
     case DecoderFamily::Gpt2:
@@ -393,7 +393,7 @@ std::vector<std::string> unsupportedFeatures(const HfModelConfig& c, std::int64_
     std::vector<std::string> out;
     const bool gpt2 = c.family == DecoderFamily::Gpt2;
     if (c.quantized)
-        out.push_back("quantization_config: quantized weights are not trained by the engine; use a bf16/fp16/fp32 checkpoint");
+        out.emplace_back("quantization_config: quantized weights are not trained by the engine; use a bf16/fp16/fp32 checkpoint");
     if (!gpt2 && c.hiddenAct != "silu")
         out.push_back("hidden_act '" + c.hiddenAct + "': the engine's decoder MLP is SwiGLU with silu");
     if (gpt2 && c.hiddenAct != "gelu_new" && c.hiddenAct != "gelu_pytorch_tanh")
@@ -427,10 +427,10 @@ std::vector<std::string> unsupportedFeatures(const HfModelConfig& c, std::int64_
         }
     }
     if (gpt2 && (c.gpt2ScaleAttnByInverseLayerIdx || c.gpt2ReorderAndUpcastAttn || !c.gpt2ScaleAttnWeights))
-        out.push_back("scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn / scale_attn_weights: false are not "
-                      "implemented; the engine's GPT-2 attention is the standard one");
+        out.emplace_back("scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn / scale_attn_weights: false are not "
+                         "implemented; the engine's GPT-2 attention is the standard one");
     if (gpt2 && c.addCrossAttention)
-        out.push_back("add_cross_attention: the engine trains decoder-only GPT-2");
+        out.emplace_back("add_cross_attention: the engine trains decoder-only GPT-2");
     if (sequenceLength > c.maxPositionEmbeddings && (gpt2 || c.rope.type == "default"))
         out.push_back("sequences of " + std::to_string(sequenceLength) + " tokens exceed max_position_embeddings ("
                       + std::to_string(c.maxPositionEmbeddings) + ")");

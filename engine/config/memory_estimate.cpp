@@ -208,7 +208,7 @@ Result<MemorySetup> memorySetupFromConfig(const AccelerateConfig& config, const 
         setup.sharding.label = setup.sharding.shardRanks > 1 ? "DDP (replicated)" : "single process";
     }
     if (setup.precision == PrecisionMode::Fp8)
-        setup.notes.push_back("fp8: model states counted as bf16 with fp32 master weights, as Accelerate keeps them");
+        setup.notes.emplace_back("fp8: model states counted as bf16 with fp32 master weights, as Accelerate keeps them");
     return setup;
 }
 

@@ -344,8 +344,8 @@ std::vector<std::string> QuestionnaireSession::closingNotes() const
     std::vector<std::string> notes;
     const std::string mp = tpu(m_answers) ? "no" : m_answers.str("mixed_precision");
     if (m_answers.yes("use_dynamo") && mp == "no" && !useCpu(m_answers))
-        notes.push_back("Torch dynamo used without mixed precision requires TF32 to be efficient. Accelerate will "
-                        "enable it by default when launching your scripts.");
+        notes.emplace_back("Torch dynamo used without mixed precision requires TF32 to be efficient. Accelerate will "
+                           "enable it by default when launching your scripts.");
     return notes;
 }
 

@@ -211,6 +211,7 @@ std::vector<Question> buildTree()
         [](A a, H) { return ds(a) && a.yes("use_deepspeed_config_file"); }, "deepspeed_config.deepspeed_config_file");
     {
         std::vector<Choice> stages;
+        stages.reserve(4);
         for (int s = 0; s < 4; ++s)
             stages.push_back({std::to_string(s), Value(s)});
         choice(

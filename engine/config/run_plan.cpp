@@ -640,7 +640,7 @@ public:
             m_error = m_where + name + " is missing or not an object";
         return m_error.empty() && it->is_object() ? &*it : nullptr;
     }
-    void fail(std::string message)
+    void fail(const std::string& message)
     {
         if (m_error.empty())
             m_error = m_where + message;

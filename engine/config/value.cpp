@@ -95,7 +95,7 @@ std::string pythonFloatRepr(double d)
             std::string intPart = digits.substr(0, std::min<std::size_t>(digits.size(), exponent + 1));
             while (static_cast<int>(intPart.size()) < exponent + 1)
                 intPart += '0';
-            std::string frac = digits.size() > static_cast<std::size_t>(exponent + 1) ? digits.substr(exponent + 1) : "";
+            std::string frac = digits.size() > static_cast<std::size_t>(exponent) + 1 ? digits.substr(exponent + 1) : "";
             out = intPart + "." + (frac.empty() ? "0" : frac);
         } else {
             out = "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;

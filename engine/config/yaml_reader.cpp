@@ -84,9 +84,8 @@ private:
             }
             case PlainTag::Timestamp:
             case PlainTag::Str:
+            case PlainTag::Merge: // the mapping handles the merge key itself
                 return Value(text);
-            case PlainTag::Merge:
-                return Value(text); // handled by the mapping
             case PlainTag::ValueTag:
                 return fail(ErrorKind::Syntax,
                             "could not determine a constructor for the tag 'tag:yaml.org,2002:value' (a bare '=')",
