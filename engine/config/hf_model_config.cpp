@@ -43,6 +43,15 @@ public:
             return v.error();
         return std::optional<std::int64_t>(*v);
     }
+    Result<std::optional<double>> optionalNumber(const char* key) const
+    {
+        if (!has(key))
+            return std::optional<double>();
+        auto v = number(key, 0.0);
+        if (!v)
+            return v.error();
+        return std::optional<double>(*v);
+    }
     Result<double> number(const char* key, double fallback) const
     {
         if (!has(key))
@@ -158,21 +167,9 @@ Result<RopeParameters> ropeOf(const json& root, const Fields& fields, std::int64
     std::string type;
     SHARDSCOPE_READ(type, inner.text("type", "default"));
     SHARDSCOPE_READ(rope.type, inner.text("rope_type", type));
-    if (params.contains("factor")) {
-        double factor = 0;
-        SHARDSCOPE_READ(factor, inner.number("factor", 1.0));
-        rope.factor = factor;
-    }
-    if (params.contains("low_freq_factor")) {
-        double v = 0;
-        SHARDSCOPE_READ(v, inner.number("low_freq_factor", 0.0));
-        rope.lowFreqFactor = v;
-    }
-    if (params.contains("high_freq_factor")) {
-        double v = 0;
-        SHARDSCOPE_READ(v, inner.number("high_freq_factor", 0.0));
-        rope.highFreqFactor = v;
-    }
+    SHARDSCOPE_READ(rope.factor, inner.optionalNumber("factor"));
+    SHARDSCOPE_READ(rope.lowFreqFactor, inner.optionalNumber("low_freq_factor"));
+    SHARDSCOPE_READ(rope.highFreqFactor, inner.optionalNumber("high_freq_factor"));
     if (rope.type == "llama3" || rope.type == "yarn" || rope.type == "longrope") {
         std::int64_t original = 0;
         SHARDSCOPE_READ(original, fields.integer("original_max_position_embeddings", maxPositions));

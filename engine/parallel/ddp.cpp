@@ -150,7 +150,7 @@ void DistributedDataParallel::finishGradientSync()
 {
     at::NoGradGuard noGrad;
     m_armed = false;
-    m_allReducedBytes = 0;
+    m_footprint.allReduced = 0;
     // Buckets whose gradients never all arrived (unused parameters) or that wait for the end
     // (overlap off) go now, in bucket order.
     for (std::size_t b = 0; b < m_buckets.size(); ++b)
@@ -172,10 +172,9 @@ void DistributedDataParallel::finishGradientSync()
                 p.mutable_grad() = averaged.clone();
             offset += p.numel();
         }
-        m_allReducedBytes += bucket.numel * static_cast<std::int64_t>(bucket.flat.element_size());
+        m_footprint.allReduced += bucket.numel * static_cast<std::int64_t>(bucket.flat.element_size());
         bucket.pending = 0;
     }
-    m_footprint.allReduced = m_allReducedBytes;
     measureGradients();
 }
 

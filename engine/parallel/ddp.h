@@ -59,11 +59,6 @@ public:
     // "ddp: N buckets, M all-reduces issued before backward finished": the overlap, in words.
     std::string firstStepReport() const override;
 
-    std::size_t bucketCount() const { return m_buckets.size(); }
-    const std::vector<BucketIssue>& lastIssues() const { return m_issues; }
-    // Bytes this rank all-reduced in the last finishGradientSync (and broadcast at start).
-    std::int64_t allReducedBytes() const { return m_allReducedBytes; }
-    std::int64_t broadcastBytes() const { return m_broadcastBytes; }
     // Spans for each bucket's all-reduce, from issue to completion (null: none).
     void setRecorder(profiler::SpanRecorder* recorder) override { m_recorder = recorder; }
 
@@ -91,8 +86,7 @@ private:
     std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> m_accumulators;
     bool m_armed = false;
     std::vector<BucketIssue> m_issues;
-    std::int64_t m_allReducedBytes = 0;
-    std::int64_t m_broadcastBytes = 0;
+    std::int64_t m_broadcastBytes = 0; // by broadcastParameters, reported with the first step
     profiler::SpanRecorder* m_recorder = nullptr;
     bool m_stepsBegun = false;
 };

@@ -88,10 +88,8 @@ public:
                             const std::string& source) override;
     StepFootprint stepFootprint() const override;
 
-    std::size_t unitCount() const { return m_units.size(); }
     // How many ranks hold each shard: 1, or the number of machines with HYBRID sharding.
     int replicas() const { return m_replicateGroup ? m_replicateGroup->size() : 1; }
-    const ShardingStats& stats() const { return m_stats; }
     // Spans for every all-gather and reduce-scatter (null: none).
     void setRecorder(profiler::SpanRecorder* recorder) override { m_recorder = recorder; }
 

@@ -32,15 +32,6 @@ inline std::string shellQuote(const std::string& s)
 // Runs tests/tools/<script> on the project venv and parses the JSON it prints; on failure returns
 // nullopt and says why (missing venv, script error).
 inline std::optional<nlohmann::json> runPythonTool(const std::string& script, const std::vector<std::string>& args,
-                                                   std::string& why);
-
-// Runs the Accelerate oracle (tests/tools/accelerate_oracle.py).
-inline std::optional<nlohmann::json> runOracle(const std::vector<std::string>& args, std::string& why)
-{
-    return runPythonTool("accelerate_oracle.py", args, why);
-}
-
-inline std::optional<nlohmann::json> runPythonTool(const std::string& script, const std::vector<std::string>& args,
                                                    std::string& why)
 {
     if (!std::filesystem::exists(venvPython())) {
@@ -71,6 +62,12 @@ inline std::optional<nlohmann::json> runPythonTool(const std::string& script, co
         why = std::string("the oracle printed no JSON: ") + e.what();
         return std::nullopt;
     }
+}
+
+// Runs the Accelerate oracle (tests/tools/accelerate_oracle.py).
+inline std::optional<nlohmann::json> runOracle(const std::vector<std::string>& args, std::string& why)
+{
+    return runPythonTool("accelerate_oracle.py", args, why);
 }
 
 inline nlohmann::json toOracleJson(const config::Value& v)
