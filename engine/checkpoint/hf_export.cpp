@@ -1,6 +1,9 @@
 #include "engine/checkpoint/hf_export.h"
 
+#include "engine/checkpoint/hf_weights.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/config/hf_config_keys.h"
+#include "engine/config/model_architecture.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -8,8 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
-#include <set>
 
 namespace shardscope::checkpoint {
 
@@ -34,6 +37,11 @@ std::string gpt2Name(const std::string& ours)
     return "transformer." + ours;
 }
 
+const char* dtypeName(c10::ScalarType dtype)
+{
+    return dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32";
+}
+
 json gpt2Config(const config::ModelRecipe& m, c10::ScalarType dtype)
 {
     return {{"architectures", {"GPT2LMHeadModel"}},
@@ -56,9 +64,7 @@ json gpt2Config(const config::ModelRecipe& m, c10::ScalarType dtype)
             {"use_cache", true},
             {"bos_token_id", m.vocabSize - 1},
             {"eos_token_id", m.vocabSize - 1},
-            {"torch_dtype", dtype == at::kBFloat16 ? "bfloat16"
-                            : dtype == at::kHalf   ? "float16"
-                                                   : "float32"}};
+            {"torch_dtype", dtypeName(dtype)}};
 }
 
 } // namespace
@@ -75,7 +81,17 @@ std::int64_t exportModel(const std::string& dir, const std::vector<std::pair<std
                          const config::ModelRecipe& model, const ExportOptions& options)
 {
     fs::create_directories(dir);
-    auto named = model.type == "gpt" ? toGpt2(parameters) : parameters;
+    // The engine's GPT (model.type gpt, or the gpt2 family) keeps its own names; the Llama-family
+    // decoders already carry transformers' names.
+    std::optional<config::HfModelConfig> architecture;
+    if (config::isHfFamilyType(model.type)) {
+        auto resolved = config::resolveArchitecture(model, "the recipe");
+        if (!resolved)
+            throw std::runtime_error(resolved.error().message);
+        architecture = *resolved;
+    }
+    const bool gpt2Layout = model.type == "gpt" || (architecture && architecture->family == config::DecoderFamily::Gpt2);
+    auto named = gpt2Layout ? toGpt2(parameters) : parameters;
     for (auto& [name, tensor] : named)
         tensor = tensor.detach().to(at::kCPU).to(options.dtype).contiguous();
 
@@ -112,9 +128,19 @@ std::int64_t exportModel(const std::string& dir, const std::vector<std::pair<std
         std::ofstream index(fs::path(dir) / "model.safetensors.index.json");
         index << json{{"metadata", {{"total_size", total}}}, {"weight_map", weightMap}}.dump(2) << "\n";
     }
-    if (model.type == "gpt") {
+    if (gpt2Layout) {
         std::ofstream config(fs::path(dir) / "config.json");
-        config << gpt2Config(model, options.dtype).dump(2) << "\n";
+        config << gpt2Config(architecture ? config::withArchitecture(model, *architecture) : model, options.dtype).dump(2)
+               << "\n";
+    } else if (architecture) {
+        auto text = config::architectureConfigJson(model);
+        if (!text)
+            throw std::runtime_error(text.error().message);
+        json object = json::parse(*text);
+        object.erase("torch_dtype");
+        object["dtype"] = dtypeName(options.dtype);
+        std::ofstream config(fs::path(dir) / "config.json");
+        config << object.dump(2) << "\n";
     }
     return written;
 }
@@ -140,28 +166,10 @@ Result<std::map<std::string, at::Tensor>> loadGpt2(const std::string& dir, const
         return makeError(configPath.string() + ": n_positions " + config.value("n_positions", json()).dump()
                          + " is shorter than the recipe's block_size " + std::to_string(model.blockSize));
 
-    std::map<std::string, at::Tensor> hf;
-    try {
-        std::vector<fs::path> files;
-        if (fs::exists(fs::path(dir) / "model.safetensors")) {
-            files.push_back(fs::path(dir) / "model.safetensors");
-        } else {
-            std::ifstream indexIn(fs::path(dir) / "model.safetensors.index.json");
-            if (!indexIn)
-                return makeError("model.pretrained: " + dir + " has neither model.safetensors nor model.safetensors.index.json");
-            std::set<std::string> names;
-            const json index = json::parse(indexIn); // named: a temporary would die before the loop
-            for (const auto& [tensor, file] : index.at("weight_map").items())
-                names.insert(file.get<std::string>());
-            for (const auto& name : names)
-                files.push_back(fs::path(dir) / name);
-        }
-        for (const auto& file : files)
-            for (auto& [name, tensor] : readSafetensors(file.string()))
-                hf[name] = tensor;
-    } catch (const std::exception& e) {
-        return makeError("model.pretrained: reading " + dir + " failed: " + e.what());
-    }
+    auto read = readHfTensors(dir);
+    if (!read)
+        return read.error();
+    const std::map<std::string, at::Tensor>& hf = *read;
 
     // Our names from GPT-2's: invert gpt2Name over the names our model has.
     std::map<std::string, at::Tensor> ours;

@@ -105,8 +105,12 @@ std::map<std::string, at::Tensor> readSafetensors(const std::string& path)
         const auto range = info.at("data_offsets").get<std::vector<std::int64_t>>();
         auto t = at::empty(shape, at::TensorOptions().dtype(type));
         const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(t.element_size());
-        if (range.size() != 2 || range[1] - range[0] != bytes || range[1] > static_cast<std::int64_t>(data.size()))
+        if (range.size() != 2 || range[0] < 0 || range[1] - range[0] != bytes)
             throw std::runtime_error(path + ": tensor '" + name + "' has a byte range that does not fit its shape");
+        if (range[1] > static_cast<std::int64_t>(data.size()))
+            throw std::runtime_error(path + " is truncated: tensor '" + name + "' ends at data byte " + std::to_string(range[1])
+                                     + " but the file holds " + std::to_string(data.size())
+                                     + "; copy or download the file again");
         std::memcpy(t.data_ptr(), data.data() + range[0], static_cast<std::size_t>(bytes));
         tensors.emplace(name, t);
     }

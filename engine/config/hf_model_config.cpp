@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -426,6 +427,14 @@ std::vector<std::string> unsupportedFeatures(const HfModelConfig& c, std::int64_
     if (gpt2 && (c.gpt2ScaleAttnByInverseLayerIdx || c.gpt2ReorderAndUpcastAttn || !c.gpt2ScaleAttnWeights))
         out.emplace_back("scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn / scale_attn_weights: false are not "
                          "implemented; the engine's GPT-2 attention is the standard one");
+    if (gpt2 && c.intermediateSize != 4 * c.hiddenSize)
+        out.push_back("n_inner " + std::to_string(c.intermediateSize)
+                      + ": the engine's GPT-2 MLP is 4 x n_embd wide; set n_inner to null or "
+                      + std::to_string(4 * c.hiddenSize));
+    if (gpt2 && std::abs(c.normEps - 1e-5) > 1e-12)
+        out.emplace_back("layer_norm_epsilon other than 1e-5: the engine's GPT-2 LayerNorms use 1e-5");
+    if (gpt2 && !c.tieWordEmbeddings)
+        out.emplace_back("tie_word_embeddings false: the engine's GPT-2 head is the token embedding");
     if (gpt2 && c.addCrossAttention)
         out.emplace_back("add_cross_attention: the engine trains decoder-only GPT-2");
     if (sequenceLength > c.maxPositionEmbeddings && (gpt2 || c.rope.type == "default"))

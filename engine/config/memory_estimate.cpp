@@ -1,5 +1,8 @@
 #include "engine/config/memory_estimate.h"
 
+#include "engine/config/hf_config_keys.h"
+#include "engine/config/model_architecture.h"
+
 #include "engine/config/schema.h"
 #include "engine/config/yaml_io.h"
 
@@ -349,6 +352,33 @@ ModelShape modelShapeOf(const Recipe& r)
         m.heads = mr.nHead;
         m.sequence = mr.blockSize;
         m.vocab = mr.vocabSize;
+    } else if (isHfFamilyType(mr.type)) {
+        // The shape config.json gives (model.pretrained's or the recipe's keys); an architecture
+        // that does not resolve has no estimate (the launch check reports why).
+        if (auto a = resolveArchitecture(mr, "the recipe"); a && a->family != DecoderFamily::Gpt2) {
+            const S h{a->hiddenSize}, q{a->numAttentionHeads * a->headDim}, kv{a->numKeyValueHeads * a->headDim},
+                inter{a->intermediateSize}, vocab{a->vocabSize};
+            const S attention = h * q + S{2} * h * kv + q * h + (a->qkvBias ? q + S{2} * kv : S{0})
+                                + S{a->outputProjBias ? 1 : 0} * h;
+            const S mlp = S{3} * h * inter + S{a->mlpBias ? 1 : 0} * (S{2} * inter + h);
+            m.parameters =
+                (vocab * h * S{a->tieWordEmbeddings ? 1 : 2} + S{a->numHiddenLayers} * (attention + mlp + S{2} * h) + h).v;
+            m.layers = a->numHiddenLayers;
+            m.hidden = a->hiddenSize;
+            m.heads = a->numAttentionHeads;
+            m.vocab = a->vocabSize;
+        } else if (a) {
+            const S h{a->hiddenSize}, positions{a->maxPositionEmbeddings}, inner{a->intermediateSize};
+            m.parameters = (S{a->vocabSize} * h + positions * h
+                            + S{a->numHiddenLayers} * (S{4} * h * h + S{4} * h + S{2} * h * inner + inner + h + S{4} * h)
+                            + S{2} * h)
+                               .v;
+            m.layers = a->numHiddenLayers;
+            m.hidden = a->hiddenSize;
+            m.heads = a->numAttentionHeads;
+            m.vocab = a->vocabSize;
+        }
+        m.sequence = mr.blockSize;
     } else {
         // input -> hidden, (depth - 1) x hidden -> hidden, then -> output; no hidden layer at depth 0.
         const S hidden{mr.hiddenDim};

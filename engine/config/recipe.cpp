@@ -1,6 +1,7 @@
 #include "engine/config/recipe.h"
 
 #include "engine/common/edit_distance.h"
+#include "engine/config/hf_config_keys.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -177,6 +178,33 @@ SectionReader::Setter choice(std::string& out, std::vector<std::string> allowed)
     };
 }
 
+// Where the model's architecture comes from: the engine's own keys, a pretrained folder, or the
+// config.json keys of the recipe, never two of them.
+Result<void> checkModelSource(const ModelRecipe& m, const std::string& source)
+{
+    if (m.type == "mlp" && !m.pretrained.empty())
+        return makeError(source
+                             + ": 'model.pretrained' loads a Hugging Face model folder; the mlp model has none. "
+                               "Remove model.pretrained or set model.type to the folder's family (or auto)",
+                         ErrorKind::Conflict);
+    if (m.type == "auto" && m.pretrained.empty())
+        return makeError(source
+                             + ": model.type auto takes the architecture from model.pretrained's config.json; set "
+                               "model.pretrained: DIR, or name the family (llama, mistral, qwen2, gpt2) with its keys",
+                         ErrorKind::Conflict);
+    if (m.lora.enabled && m.type != "llama" && m.type != "mistral" && m.type != "qwen2" && m.type != "auto")
+        return makeError(source + ": 'model.lora' adapts the Hugging Face decoders (llama, mistral, qwen2); the " + m.type
+                             + " model has none. Remove model.lora, or train a Llama, Mistral or Qwen2 model",
+                         ErrorKind::Conflict);
+    if (!m.pretrained.empty() && !m.architecture.empty())
+        return makeError(source + ": 'model." + m.architecture.front().first
+                             + "': with model.pretrained the architecture comes from " + m.pretrained
+                             + "/config.json; remove the key from the recipe (or remove model.pretrained to build the "
+                               "model from the recipe's keys)",
+                         ErrorKind::Conflict);
+    return {};
+}
+
 } // namespace
 
 Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& source)
@@ -192,20 +220,60 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
         return r;
 
     const double big = 1e300;
+    // A nested section's message is already complete (file:line:column of the inner key); it is
+    // kept aside rather than marked in-band, since keys and values may hold any byte.
+    std::optional<Error> nestedError;
+    auto nested = [&nestedError](const SectionReader& section) {
+        return [&section, &nestedError](const YAML::Node& node) -> std::string {
+            auto applied = section.apply(node);
+            if (applied)
+                return {};
+            if (!nestedError) // the innermost section's error (model.lora's within model's) names the key
+                nestedError = applied.error();
+            return "is invalid";
+        };
+    };
+    // Which keys the model section takes depends on its type: the engine's own models' or a
+    // Hugging Face family's config.json keys. A named pretrained folder without a type is "auto".
+    const YAML::Node modelNode = root.IsMap() ? root["model"] : YAML::Node();
+    std::string declaredType;
+    // (A missing key gives an invalid node, which throws when asked its kind: test it first.)
+    if (modelNode.IsMap() && modelNode["type"] && modelNode["type"].IsScalar())
+        declaredType = modelNode["type"].Scalar();
+    else if (modelNode.IsMap() && modelNode["pretrained"])
+        r.model.type = declaredType = "auto";
     SectionReader model(source, "model");
-    model.add("type", choice(r.model.type, {"gpt", "mlp"}));
-    model.add("vocab_size", integer(r.model.vocabSize, 2));
-    model.add("n_layer", integer(r.model.nLayer, 1));
-    model.add("n_embd", integer(r.model.nEmbd, 1));
-    model.add("n_head", integer(r.model.nHead, 1));
+    model.add("type", choice(r.model.type, {"gpt", "mlp", "llama", "mistral", "qwen2", "gpt2", "auto"}));
     model.add("block_size", integer(r.model.blockSize, 1));
-    model.add("dropout", number(r.model.dropout, 0, 0.99));
-    model.add("input_dim", integer(r.model.inputDim, 1));
-    model.add("hidden_dim", integer(r.model.hiddenDim, 1));
-    model.add("depth", integer(r.model.depth, 0));
-    model.add("output_dim", integer(r.model.outputDim, 1));
     model.add("pretrained", text(r.model.pretrained));
+    if (isHfFamilyType(declaredType)) {
+        for (const auto& key : hfConfigKeys(declaredType))
+            model.add(key, [&r, key](const YAML::Node& node) -> std::string {
+                r.model.architecture.emplace_back(key, YAML::Dump(node));
+                return {};
+            });
+    } else {
+        model.add("vocab_size", integer(r.model.vocabSize, 2));
+        model.add("n_layer", integer(r.model.nLayer, 1));
+        model.add("n_embd", integer(r.model.nEmbd, 1));
+        model.add("n_head", integer(r.model.nHead, 1));
+        model.add("dropout", number(r.model.dropout, 0, 0.99));
+        model.add("input_dim", integer(r.model.inputDim, 1));
+        model.add("hidden_dim", integer(r.model.hiddenDim, 1));
+        model.add("depth", integer(r.model.depth, 0));
+        model.add("output_dim", integer(r.model.outputDim, 1));
+    }
     model.add("frozen", textList(r.model.frozen));
+    SectionReader lora(source, "model.lora");
+    lora.add("r", integer(r.model.lora.r, 1));
+    lora.add("alpha", number(r.model.lora.alpha, 1e-12, 1e12));
+    lora.add("dropout", number(r.model.lora.dropout, 0, 0.99));
+    lora.add("target_modules", textList(r.model.lora.targetModules));
+    lora.add("bias", choice(r.model.lora.bias, {"none", "all", "lora_only"}));
+    model.add("lora", [&r, apply = nested(lora)](const YAML::Node& node) {
+        r.model.lora.enabled = true;
+        return node.IsNull() ? std::string() : apply(node); // `lora:` alone takes PEFT's defaults
+    });
     model.add("load_dtype", choice(r.model.loadDtype, {"float32", "bfloat16", "float16"}));
 
     SectionReader data(source, "data");
@@ -259,23 +327,12 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     exportSection.add("enabled", boolean(r.exportModel.enabled));
     exportSection.add("dtype", choice(r.exportModel.dtype, {"float32", "bfloat16", "float16"}));
     exportSection.add("max_shard_mb", number(r.exportModel.maxShardMb, 1e-6, big));
+    exportSection.add("merge_lora", boolean(r.exportModel.mergeLora));
 
     SectionReader profile(source, "profile");
     profile.add("start_step", integer(r.profileStartStep, 0));
     profile.add("steps", integer(r.profileSteps, 1));
 
-    // A nested section's message is already complete (file:line:column of the inner key); it is
-    // kept aside rather than marked in-band, since keys and values may hold any byte.
-    std::optional<Error> nestedError;
-    auto nested = [&nestedError](const SectionReader& section) {
-        return [&section, &nestedError](const YAML::Node& node) -> std::string {
-            auto applied = section.apply(node);
-            if (applied)
-                return {};
-            nestedError = applied.error();
-            return "is invalid";
-        };
-    };
     SectionReader top(source, "");
     top.add("name", text(r.name));
     top.add("seed", [&r](const YAML::Node& node) { return convert(node, r.seed, "a non-negative integer"); });
@@ -296,19 +353,23 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     if ((r.profileStartStep >= 0) != (r.profileSteps > 0))
         return makeError(source + ": 'profile' needs both 'start_step' and 'steps' (e.g. profile: {start_step: 5, steps: 3})");
 
+    if (auto checked = checkModelSource(r.model, source); !checked)
+        return checked.error();
     if (r.model.type == "gpt") {
         if (r.model.nEmbd % r.model.nHead != 0)
             return makeError(source + ": 'model.n_embd' (" + std::to_string(r.model.nEmbd)
                              + ") must be divisible by 'model.n_head' (" + std::to_string(r.model.nHead) + ")");
         if (r.data.type != "text")
             return makeError(source + ": the gpt model trains on data.type 'text'; set data.type: text or model.type: mlp");
+    } else if (r.model.type != "mlp") {
+        if (r.data.type != "text")
+            return makeError(source + ": the " + r.model.type
+                             + " model trains on data.type 'text'; set data.type: text or model.type: mlp");
     } else if (r.data.type != "synthetic_regression") {
         return makeError(source
                          + ": the mlp model trains on data.type 'synthetic_regression'; set data.type: "
                            "synthetic_regression or model.type: gpt");
     }
-    if (!r.model.pretrained.empty() && r.model.type != "gpt")
-        return makeError(source + ": 'model.pretrained' loads GPT-2 folders; it needs model.type: gpt");
     if (r.schedule.warmupSteps > r.maxSteps)
         return makeError(source + ": 'schedule.warmup_steps' (" + std::to_string(r.schedule.warmupSteps)
                          + ") exceeds 'training.max_steps' (" + std::to_string(r.maxSteps) + ")");
@@ -401,6 +462,12 @@ std::string recipeToYaml(const Recipe& r)
             out << YAML::Key << "dropout" << YAML::Value << r.model.dropout;
         if (!r.model.pretrained.empty())
             out << YAML::Key << "pretrained" << YAML::Value << r.model.pretrained;
+    } else if (isHfFamilyType(r.model.type)) {
+        out << YAML::Key << "block_size" << YAML::Value << r.model.blockSize;
+        if (!r.model.pretrained.empty())
+            out << YAML::Key << "pretrained" << YAML::Value << r.model.pretrained;
+        for (const auto& [key, value] : r.model.architecture)
+            out << YAML::Key << key << YAML::Value << YAML::Load(value);
     } else {
         out << YAML::Key << "input_dim" << YAML::Value << r.model.inputDim << YAML::Key << "hidden_dim" << YAML::Value
             << r.model.hiddenDim << YAML::Key << "depth" << YAML::Value << r.model.depth << YAML::Key << "output_dim"
@@ -410,6 +477,14 @@ std::string recipeToYaml(const Recipe& r)
         out << YAML::Key << "frozen" << YAML::Value << YAML::Flow << r.model.frozen;
     if (r.model.loadDtype != "float32")
         out << YAML::Key << "load_dtype" << YAML::Value << r.model.loadDtype;
+    if (r.model.lora.enabled) {
+        const LoraRecipe& l = r.model.lora;
+        out << YAML::Key << "lora" << YAML::Value << YAML::BeginMap << YAML::Key << "r" << YAML::Value << l.r << YAML::Key
+            << "alpha" << YAML::Value << l.alpha << YAML::Key << "dropout" << YAML::Value << l.dropout;
+        if (!l.targetModules.empty())
+            out << YAML::Key << "target_modules" << YAML::Value << YAML::Flow << l.targetModules;
+        out << YAML::Key << "bias" << YAML::Value << l.bias << YAML::EndMap;
+    }
     out << YAML::EndMap;
     out << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.data.type << YAML::Key
         << "path" << YAML::Value << r.data.path << YAML::Key << "num_samples" << YAML::Value << r.data.numSamples << YAML::Key
@@ -441,7 +516,8 @@ std::string recipeToYaml(const Recipe& r)
         << r.checkpointEvery << YAML::Key << "checkpoint_keep" << YAML::Value << r.checkpointKeep << YAML::EndMap;
     out << YAML::Key << "export" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
         << r.exportModel.enabled << YAML::Key << "dtype" << YAML::Value << r.exportModel.dtype << YAML::Key << "max_shard_mb"
-        << YAML::Value << r.exportModel.maxShardMb << YAML::EndMap;
+        << YAML::Value << r.exportModel.maxShardMb << YAML::Key << "merge_lora" << YAML::Value << r.exportModel.mergeLora
+        << YAML::EndMap;
     if (r.profileStartStep >= 0)
         out << YAML::Key << "profile" << YAML::Value << YAML::BeginMap << YAML::Key << "start_step" << YAML::Value
             << r.profileStartStep << YAML::Key << "steps" << YAML::Value << r.profileSteps << YAML::EndMap;

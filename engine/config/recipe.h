@@ -9,12 +9,30 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardscope::config {
 
+// model.lora: low-rank adapters with PEFT's LoraConfig meanings and defaults. The base weights are
+// frozen; each targeted projection W gains lora_A [r, in] and lora_B [out, r], and computes
+// W x + lora_B(lora_A(dropout(x))) * alpha / r. Hugging Face decoders (llama, mistral, qwen2) only.
+struct LoraRecipe {
+    bool enabled = false; // the recipe has a lora section
+    std::int64_t r = 8;
+    double alpha = 8; // PEFT's lora_alpha
+    double dropout = 0.0; // PEFT's lora_dropout
+    // Module names matched as PEFT matches them (the name, or its last dotted parts); "all-linear"
+    // takes every projection; empty: PEFT's default for the family, [q_proj, v_proj].
+    std::vector<std::string> targetModules;
+    std::string bias = "none"; // none, all (every bias trains), lora_only (the adapted layers' biases)
+};
+
 struct ModelRecipe {
-    std::string type = "gpt"; // "gpt" or "mlp"
+    // "gpt" or "mlp" (the engine's own), or a Hugging Face decoder family: "llama", "mistral",
+    // "qwen2", "gpt2", or "auto" (the family of model.pretrained's config.json; the default when
+    // a recipe names `pretrained` without a type).
+    std::string type = "gpt";
     // gpt: a byte-level decoder (pre-norm blocks, causal self-attention, tied head)
     std::int64_t vocabSize = 256;
     std::int64_t nLayer = 2;
@@ -22,13 +40,23 @@ struct ModelRecipe {
     std::int64_t nHead = 4;
     std::int64_t blockSize = 64; // sequence length, tokens
     double dropout = 0.0; // gpt: on the blocks' residual branches (GPT-2's resid_pdrop)
+    // The gpt2 family's attn_pdrop and embd_pdrop, from its config.json (config::withArchitecture);
+    // not recipe keys (the engine's own gpt has neither).
+    double attentionDropout = 0.0;
+    double embeddingDropout = 0.0;
     // mlp: input_dim -> hidden_dim (x depth, ReLU) -> output_dim
     std::int64_t inputDim = 32;
     std::int64_t hiddenDim = 64;
     std::int64_t depth = 2;
     std::int64_t outputDim = 1;
-    // gpt: start from a folder holding config.json and safetensors in GPT-2's layout
+    // gpt: start from a folder holding config.json and safetensors in GPT-2's layout. A Hugging
+    // Face family: the model folder (config.json + model.safetensors or its sharded index) whose
+    // config.json gives the architecture and whose weights start the run.
     std::string pretrained;
+    // A Hugging Face family without `pretrained`: the config.json keys the recipe's model section
+    // writes (hidden_size, num_key_value_heads, rope_scaling, ...), in order, each value as YAML
+    // text. config::resolveArchitecture reads them as transformers reads config.json.
+    std::vector<std::pair<std::string, std::string>> architecture;
     // The dtype the weights are loaded in (from_pretrained's torch_dtype): the initial values are
     // rounded to it. Mixed precision (fp16, bf16) then trains an fp32 copy; bf16-pure and "no" keep
     // them as they are (Accelerate's rule: no upcast without mixed precision).
@@ -36,6 +64,7 @@ struct ModelRecipe {
     // Parameters that do not train (requires_grad false): those whose name starts with one of
     // these, e.g. [wpe, h.0.attn]. Sharded runs need fsdp_use_orig_params (or DeepSpeed).
     std::vector<std::string> frozen;
+    LoraRecipe lora;
 };
 
 struct DataRecipe {
@@ -85,6 +114,10 @@ struct ExportRecipe { // save_model at the end of training (run directory's expo
     bool enabled = true;
     std::string dtype = "float32"; // float32, bfloat16, float16
     double maxShardMb = 10000; // Accelerate's max_shard_size default, "10GB"
+    // A LoRA run saves its adapter in PEFT's format in export/adapter/; with merge_lora the
+    // adapter is also merged into the base weights and the whole model saved in export/ (PEFT's
+    // merge_and_unload, then save_pretrained).
+    bool mergeLora = false;
 };
 
 struct Recipe {

@@ -4,6 +4,8 @@
 
 #include "engine/common/dist_env.h"
 #include "engine/config/deepspeed_json.h"
+#include "engine/config/hf_config_keys.h"
+#include "engine/config/model_architecture.h"
 #include "engine/config/yaml_io.h"
 
 #include <nlohmann/json.hpp>
@@ -25,7 +27,7 @@ struct EngineChoices {
     int zeroStage = 0;
     std::string fsdpShardingStrategy; // empty or NO_SHARD: not FSDP
     std::string fsdpAutoWrapPolicy = "TRANSFORMER_BASED_WRAP";
-    std::vector<std::string> fsdpLayerClasses = {"GPTBlock"};
+    std::vector<std::string> fsdpLayerClasses; // empty: the model's own layer classes
     std::int64_t fsdpMinNumParams = 100000000;
     std::string fsdpStateDictType = "FULL_STATE_DICT";
     std::string fsdpBackwardPrefetch = "NO_PREFETCH";
@@ -272,7 +274,7 @@ void planFsdp(const AccelerateConfig& c, EngineChoices& e, std::vector<Diagnosti
     e.fsdpShardingStrategy = strategy;
     e.fsdpAutoWrapPolicy = text(key("fsdp_auto_wrap_policy"), "NO_WRAP");
     if (e.fsdpAutoWrapPolicy == "TRANSFORMER_BASED_WRAP") {
-        const std::string classes = text(key("fsdp_transformer_layer_cls_to_wrap"), "GPTBlock");
+        const std::string classes = text(key("fsdp_transformer_layer_cls_to_wrap"), "");
         e.fsdpLayerClasses.clear();
         std::istringstream names(classes);
         for (std::string name; std::getline(names, name, ',');) {
@@ -493,8 +495,14 @@ void planRecipe(const PlanInputs& in, const EngineChoices& e, RunPlan& plan, std
     if (!changed.empty())
         if (auto checked = parseRecipe(recipeToYaml(r), in.recipeSource + changed); !checked)
             problems.push_back({Severity::Error, "recipe", checked.error().message});
-    if (auto inputs = checkRecipeInputs(r); !inputs)
+    // A Hugging Face model is refused here, before any rank starts, for anything the engine does
+    // not implement (unsupportedFeatures), with its data checked against its vocabulary.
+    if (isHfFamilyType(r.model.type)) {
+        if (auto architecture = checkArchitecture(r, in.recipeSource); !architecture)
+            problems.push_back({Severity::Error, "recipe", architecture.error().message});
+    } else if (auto inputs = checkRecipeInputs(r); !inputs) {
         problems.push_back({Severity::Error, "recipe", in.recipeSource + ": " + inputs.error().message});
+    }
     // Profiling: --profile's window after warm-up (steps 3 to 7, or the whole run when shorter),
     // or the recipe's; the engine flags win over both.
     plan.profileStartStep = r.profileStartStep;

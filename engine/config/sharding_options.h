@@ -19,7 +19,9 @@ struct ShardingOptions {
     // gathered twice: 1.5x DDP's communication); FSDP keeps the root gathered until backward.
     bool reshardRootAfterForward = false;
     WrapPolicy wrapPolicy = WrapPolicy::TransformerBased;
-    std::vector<std::string> transformerLayerClasses = {"GPTBlock"}; // fsdp_transformer_layer_cls_to_wrap
+    // fsdp_transformer_layer_cls_to_wrap; empty: the model's own layer classes (transformers'
+    // _no_split_modules, which is what Accelerate falls back to): GPTBlock, LlamaDecoderLayer, ...
+    std::vector<std::string> transformerLayerClasses;
     std::int64_t minNumParams = 100000000; // fsdp_min_num_params
     // Stage 3: start the all-gather of the unit that runs next while the current one computes.
     // backwardPrefetch is FSDP's BACKWARD_PRE (issued when a unit's backward begins; BACKWARD_POST

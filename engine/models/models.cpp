@@ -48,7 +48,8 @@ std::vector<WrappableModule> MlpImpl::wrappableModules()
 
 torch::Tensor MlpImpl::loss(const torch::Tensor& output, const torch::Tensor& target) { return F::mse_loss(output, target); }
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead_) : nHead(nHead_)
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead_, double attentionDropout_)
+    : nHead(nHead_), attentionDropout(attentionDropout_)
 {
     c_attn = register_module("c_attn", torch::nn::Linear(nEmbd, 3 * nEmbd));
     c_proj = register_module("c_proj", torch::nn::Linear(nEmbd, nEmbd));
@@ -59,14 +60,15 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x)
     const auto B = x.size(0), T = x.size(1), C = x.size(2);
     auto qkv = c_attn->forward(x).split(C, 2);
     auto heads = [&](const torch::Tensor& t) { return t.view({B, T, nHead, C / nHead}).transpose(1, 2); };
-    auto y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {}, 0.0, /*is_causal=*/true);
+    const double dropoutP = is_training() ? attentionDropout : 0.0;
+    auto y = at::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {}, dropoutP, /*is_causal=*/true);
     return c_proj->forward(y.transpose(1, 2).contiguous().view({B, T, C}));
 }
 
-GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropout_) : dropout(dropout_)
+GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropout_, double attentionDropout) : dropout(dropout_)
 {
     ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({nEmbd})));
-    attn = register_module("attn", CausalSelfAttention(nEmbd, nHead));
+    attn = register_module("attn", CausalSelfAttention(nEmbd, nHead, attentionDropout));
     ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({nEmbd})));
     c_fc = register_module("c_fc", torch::nn::Linear(nEmbd, 4 * nEmbd));
     c_proj = register_module("c_proj", torch::nn::Linear(4 * nEmbd, nEmbd));
@@ -90,12 +92,12 @@ torch::Tensor GPTBlockImpl::residualDropout(const torch::Tensor& t)
     return F::dropout(t, F::DropoutFuncOptions().p(dropout).training(true));
 }
 
-GptImpl::GptImpl(const config::ModelRecipe& recipe)
+GptImpl::GptImpl(const config::ModelRecipe& recipe) : embeddingDropout(recipe.embeddingDropout)
 {
     wte = register_module("wte", torch::nn::Embedding(recipe.vocabSize, recipe.nEmbd));
     wpe = register_module("wpe", torch::nn::Embedding(recipe.blockSize, recipe.nEmbd));
     for (std::int64_t i = 0; i < recipe.nLayer; ++i)
-        h->push_back(GPTBlock(recipe.nEmbd, recipe.nHead, recipe.dropout));
+        h->push_back(GPTBlock(recipe.nEmbd, recipe.nHead, recipe.dropout, recipe.attentionDropout));
     register_module("h", h);
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({recipe.nEmbd})));
 
@@ -123,6 +125,8 @@ torch::Tensor GptImpl::forward(const torch::Tensor& input)
         const auto T = tokens.size(1);
         auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(tokens.device()));
         auto x = wte->forward(tokens) + wpe->forward(positions);
+        if (embeddingDropout > 0.0 && is_training())
+            x = F::dropout(x, F::DropoutFuncOptions().p(embeddingDropout).training(true));
         for (auto& block : *h)
             x = block->as<GPTBlock>()->forward(x);
         return torch::matmul(ln_f->forward(x), wte->weight.t()); // tied head
@@ -142,13 +146,6 @@ std::vector<WrappableModule> GptImpl::wrappableModules()
 torch::Tensor GptImpl::loss(const torch::Tensor& output, const torch::Tensor& target)
 {
     return F::cross_entropy(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
-}
-
-std::shared_ptr<TrainableModel> buildModel(const config::ModelRecipe& recipe)
-{
-    if (recipe.type == "mlp")
-        return std::make_shared<MlpImpl>(recipe);
-    return std::make_shared<GptImpl>(recipe);
 }
 
 } // namespace shardscope::models

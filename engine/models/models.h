@@ -34,6 +34,9 @@ public:
     virtual torch::Tensor forward(const torch::Tensor& input) = 0;
     virtual torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) = 0;
     virtual std::vector<WrappableModule> wrappableModules() = 0;
+    // The classes a transformer-based wrap policy wraps when the config names none (transformers'
+    // _no_split_modules; Accelerate's fallback for fsdp_transformer_layer_cls_to_wrap).
+    virtual std::vector<std::string> noSplitModules() const { return {}; }
 
     ForwardHooks forwardHooks;
 };
@@ -49,19 +52,20 @@ struct MlpImpl : TrainableModel {
 };
 
 struct CausalSelfAttentionImpl : torch::nn::Module {
-    CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead);
+    CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead, double attentionDropout = 0.0);
     torch::Tensor forward(const torch::Tensor& x);
 
     torch::nn::Linear c_attn{nullptr};
     torch::nn::Linear c_proj{nullptr};
     std::int64_t nHead;
+    double attentionDropout; // on the attention weights while training (GPT-2's attn_pdrop)
 };
 TORCH_MODULE(CausalSelfAttention);
 
 // One pre-norm transformer block. Its class name, GPTBlock, is what
 // fsdp_transformer_layer_cls_to_wrap names.
 struct GPTBlockImpl : torch::nn::Module {
-    GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropout = 0.0);
+    GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropout = 0.0, double attentionDropout = 0.0);
     torch::Tensor forward(const torch::Tensor& x);
     torch::Tensor residualDropout(const torch::Tensor& t);
 
@@ -81,14 +85,13 @@ struct GptImpl : TrainableModel {
     torch::Tensor forward(const torch::Tensor& input) override;
     torch::Tensor loss(const torch::Tensor& output, const torch::Tensor& target) override; // cross entropy
     std::vector<WrappableModule> wrappableModules() override;
+    std::vector<std::string> noSplitModules() const override { return {"GPTBlock"}; }
 
     torch::nn::Embedding wte{nullptr}; // token embedding, tied with the output head
     torch::nn::Embedding wpe{nullptr}; // position embedding
     torch::nn::ModuleList h;
     torch::nn::LayerNorm ln_f{nullptr};
+    double embeddingDropout = 0.0; // on token + position embeddings while training (GPT-2's embd_pdrop)
 };
-
-// Builds the model a recipe names, initialised from the global torch seed.
-std::shared_ptr<TrainableModel> buildModel(const config::ModelRecipe& recipe);
 
 } // namespace shardscope::models

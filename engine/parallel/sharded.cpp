@@ -58,6 +58,7 @@ ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Co
     if (m_options.zeroStage < 1 || m_options.zeroStage > 3)
         throw std::invalid_argument("ZeRO stage must be 1, 2 or 3");
     makeHybridGroups();
+    checkLayerClasses(model);
     const std::vector<models::WrappableModule> wrapped = collectUnits(model);
     at::NoGradGuard noGrad;
     const c10::ScalarType dtype = m_units.empty() ? at::kFloat : m_units.front().params.front().scalar_type();
@@ -88,6 +89,37 @@ void ShardedDataParallel::makeHybridGroups()
     }
     m_shardGroup = m_comm.subgroup("hybrid_shard_" + std::to_string(rank / group), machine);
     m_replicateGroup = m_comm.subgroup("hybrid_replicate_" + std::to_string(rank % group), replicas);
+}
+
+std::string ShardedDataParallel::firstStepReport() const
+{
+    std::string names;
+    for (const auto& unit : m_units)
+        names += (names.empty() ? "" : ", ") + unit.name;
+    return "sharding: " + std::to_string(m_units.size()) + " units (" + names + "), ZeRO stage "
+           + std::to_string(m_options.zeroStage);
+}
+
+void ShardedDataParallel::checkLayerClasses(models::TrainableModel& model)
+{
+    if (m_options.wrapPolicy != WrapPolicy::TransformerBased)
+        return;
+    if (m_options.transformerLayerClasses.empty())
+        m_options.transformerLayerClasses = model.noSplitModules();
+    std::set<std::string> present;
+    for (const auto& m : model.wrappableModules())
+        present.insert(m.className);
+    for (const auto& name : m_options.transformerLayerClasses) {
+        if (present.count(name))
+            continue;
+        std::string classes;
+        for (const auto& c : present)
+            classes += (classes.empty() ? "" : ", ") + c;
+        // Accelerate refuses the same: "Could not find the transformer layer class ... in the model."
+        throw std::invalid_argument("fsdp_transformer_layer_cls_to_wrap names " + name
+                                    + ", which the model does not have; its layer classes are " + classes
+                                    + " (leave the key out to wrap them)");
+    }
 }
 
 std::vector<models::WrappableModule> ShardedDataParallel::collectUnits(models::TrainableModel& model)

@@ -87,6 +87,8 @@ public:
     void scatterByParameter(const std::map<std::string, at::Tensor>& full, const SetPart& set,
                             const std::string& source) override;
     StepFootprint stepFootprint() const override;
+    // "sharding: 3 units (model.layers.0, model.layers.1, (root)), ZeRO stage 3": what the wrap policy made.
+    std::string firstStepReport() const override;
 
     // How many ranks hold each shard: 1, or the number of machines with HYBRID sharding.
     int replicas() const { return m_replicateGroup ? m_replicateGroup->size() : 1; }
@@ -131,6 +133,7 @@ private:
     // the wrappable module of each non-root unit, by unit index); each unit flattened, synchronised
     // from rank 0 and sharded; activation checkpointing; the forward, backward and gradient hooks.
     void makeHybridGroups();
+    void checkLayerClasses(models::TrainableModel& model); // fills in the model's own classes when none are named
     std::vector<models::WrappableModule> collectUnits(models::TrainableModel& model);
     void shardUnit(Unit& unit, c10::ScalarType dtype);
     void checkpointActivations(const std::vector<models::WrappableModule>& wrapped);

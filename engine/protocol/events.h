@@ -92,7 +92,7 @@ struct TraceEvent {
 struct CheckpointEvent {
     std::int64_t step = 0;
     std::string path;
-    std::string kind; // "state" or "model"
+    std::string kind; // "state", "model" or "adapter" (a LoRA run's PEFT adapter)
     std::int64_t bytes = 0;
 };
 

@@ -101,15 +101,4 @@ std::int64_t optimizerStateBytes(torch::optim::Optimizer& optimizer)
     return bytes;
 }
 
-void copyByName(torch::nn::Module& model, const std::map<std::string, at::Tensor>& tensors, const std::string& source)
-{
-    torch::NoGradGuard noGrad;
-    for (auto& item : model.named_parameters()) {
-        auto it = tensors.find(item.key());
-        if (it == tensors.end() || it->second.sizes() != item.value().sizes())
-            throw std::runtime_error(source + " has no parameter '" + item.key() + "' of the model's shape");
-        item.value().copy_(it->second);
-    }
-}
-
 } // namespace shardscope::train

@@ -31,8 +31,5 @@ std::int64_t optimizerStateBytes(torch::optim::Optimizer& optimizer);
 // model.frozen: parameters whose name starts with one of the prefixes stop requiring grad. A
 // prefix that names nothing is an error (a typo would otherwise train what was meant frozen).
 void freezeParameters(torch::nn::Module& model, const std::vector<std::string>& prefixes);
-// Copies `tensors` into the model's parameters by name; throws naming one that `source` lacks or
-// has in another shape.
-void copyByName(torch::nn::Module& model, const std::map<std::string, at::Tensor>& tensors, const std::string& source);
 
 } // namespace shardscope::train

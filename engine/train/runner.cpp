@@ -1,9 +1,7 @@
 #include "engine/train/runner.h"
 
-#include "engine/checkpoint/hf_export.h"
 #include "engine/checkpoint/safetensors.h"
-#include "engine/models/models.h"
-#include "engine/train/optimizer_setup.h"
+#include "engine/models/pretrained.h"
 #include "engine/train/trainer.h"
 
 #include <ATen/ATen.h>
@@ -27,10 +25,7 @@ void writeLogits(const config::Recipe& recipe, const std::string& weightsDir, co
                  const std::string& outputPath)
 {
     auto model = models::buildModel(recipe.model);
-    auto weights = checkpoint::loadGpt2(weightsDir, recipe.model);
-    if (!weights)
-        throw std::runtime_error(weights.error().message);
-    copyByName(*model, *weights, weightsDir);
+    models::loadPretrained(*model, recipe.model, weightsDir);
     model->eval();
     std::ifstream in(inputPath, std::ios::binary);
     std::string bytes(static_cast<std::size_t>(recipe.model.blockSize), '\0');

@@ -3,7 +3,8 @@
 #include "engine/checkpoint/hf_export.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_plan.h"
-#include "engine/models/models.h"
+#include "engine/models/lora.h"
+#include "engine/models/pretrained.h"
 #include "engine/train/checkpointer.h"
 #include "engine/train/event_sink.h"
 #include "engine/train/heartbeat.h"
@@ -21,6 +22,7 @@
 #include <atomic>
 #include <csignal>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -102,13 +104,23 @@ void Trainer::prepareModel()
                                                      + model.pretrained
                                                      + "; its shards come from rank 0 (fsdp_cpu_ram_efficient_loading)"});
     if (!model.pretrained.empty() && !weightsFromRankZero) {
-        auto pretrained = checkpoint::loadGpt2(model.pretrained, model);
-        if (!pretrained)
-            throw std::runtime_error(pretrained.error().message);
-        copyByName(*m_model, *pretrained, model.pretrained);
+        const auto unused = models::loadPretrained(*m_model, model, model.pretrained);
+        if (!unused.empty() && m_acc.isMainProcess()) {
+            std::string names;
+            for (const auto& name : unused)
+                names += (names.empty() ? "" : ", ") + name;
+            m_events.emit(protocol::LogEvent{"warning", model.pretrained + " holds tensors the model does not use: " + names});
+        }
     }
     if (model.loadDtype != "float32")
         m_model->to(model.loadDtype == "bfloat16" ? at::kBFloat16 : at::kHalf);
+    if (model.lora.enabled) {
+        const models::LoraSummary lora = models::applyLora(*m_model, model);
+        m_events.emit(protocol::LogEvent{"info", "lora: " + std::to_string(lora.adaptedModules) + " projections adapted (r "
+                                                     + std::to_string(model.lora.r) + "); " + std::to_string(lora.trainable)
+                                                     + " of " + std::to_string(lora.total)
+                                                     + " parameters train, the base weights are frozen"});
+    }
     freezeParameters(*m_model, model.frozen);
     m_acc.prepareModel(*m_model);
     if (m_acc.upcastParameters())
@@ -319,8 +331,23 @@ void Trainer::finish()
             checkpoint::ExportOptions exportOptions;
             exportOptions.dtype = wanted.dtype == "bfloat16" ? at::kBFloat16 : wanted.dtype == "float16" ? at::kHalf : at::kFloat;
             exportOptions.maxShardBytes = static_cast<std::int64_t>(wanted.maxShardMb * 1e6);
-            const auto bytes = checkpoint::exportModel(m_layout.exportDir().string(), full, m_recipe.model, exportOptions);
-            m_events.emit(protocol::CheckpointEvent{m_recipe.maxSteps, m_layout.exportDir().string(), "model", bytes});
+            const std::string dir = m_layout.exportDir().string();
+            if (m_recipe.model.lora.enabled) {
+                // The adapter as PEFT saves it; the merged model only when asked (the base is unchanged).
+                const std::string adapterDir = (m_layout.exportDir() / "adapter").string();
+                models::saveLoraAdapter(adapterDir, full, m_recipe.model);
+                const auto adapterBytes = static_cast<std::int64_t>(
+                    std::filesystem::file_size(adapterDir + "/adapter_model.safetensors"));
+                m_events.emit(protocol::CheckpointEvent{m_recipe.maxSteps, adapterDir, "adapter", adapterBytes});
+                if (wanted.mergeLora) {
+                    const auto bytes = checkpoint::exportModel(dir, models::mergeLora(full, m_recipe.model), m_recipe.model,
+                                                               exportOptions);
+                    m_events.emit(protocol::CheckpointEvent{m_recipe.maxSteps, dir, "model", bytes});
+                }
+            } else {
+                const auto bytes = checkpoint::exportModel(dir, full, m_recipe.model, exportOptions);
+                m_events.emit(protocol::CheckpointEvent{m_recipe.maxSteps, dir, "model", bytes});
+            }
         }
     }
     if (!m_plan.faults.dumpParamsPath.empty()) {

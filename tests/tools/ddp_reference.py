@@ -50,7 +50,54 @@ def load_recipe(path):
             recipe.setdefault(key, {}).update(value)
         else:
             recipe[key] = value
+    # As the engine's recipe reader: a pretrained folder without a type is "auto".
+    if "pretrained" in user.get("model", {}) and "type" not in user["model"]:
+        recipe["model"]["type"] = "auto"
     return recipe
+
+
+ENGINE_MODEL_KEYS = {"type", "block_size", "pretrained", "frozen", "load_dtype", "input_dim", "hidden_dim", "depth",
+                     "output_dim", "n_layer", "n_embd", "n_head", "vocab_size", "dropout"}
+
+
+class HfCausalLM(nn.Module):
+    """A transformers *ForCausalLM (Llama, Mistral, Qwen2): from model.pretrained with
+    from_pretrained, or from the recipe's config.json keys with from_config."""
+
+    def __init__(self, m, user_model):
+        super().__init__()
+        from transformers import AutoConfig, AutoModelForCausalLM
+        if m.get("pretrained"):
+            self.lm = AutoModelForCausalLM.from_pretrained(m["pretrained"], dtype=torch.float32)
+        else:
+            keys = {k: v for k, v in user_model.items() if k not in ENGINE_MODEL_KEYS - {"vocab_size"}}
+            self.lm = AutoModelForCausalLM.from_config(AutoConfig.for_model(m["type"], **keys), dtype=torch.float32)
+        self.lm.config._attn_implementation = "sdpa"
+
+    def forward(self, idx):
+        return self.lm(input_ids=idx).logits
+
+    def loss(self, out, target):
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), target.reshape(-1))
+
+
+def build_model(recipe, user_model):
+    m = recipe["model"]
+    if m["type"] == "mlp":
+        return Mlp(m)
+    if m["type"] == "gpt":
+        return Gpt(m)
+    return HfCausalLM(m, user_model)
+
+
+def load_initial(model, path):
+    """Our engine's initial weights (its parameter names are transformers' for the HF families)."""
+    state = load_file(path)
+    target = model.lm if isinstance(model, HfCausalLM) else model
+    missing, unexpected = target.load_state_dict(state, strict=False)
+    tied = getattr(target.config, "tie_word_embeddings", False) if isinstance(model, HfCausalLM) else False
+    if unexpected or [k for k in missing if not (tied and k == "lm_head.weight")]:
+        sys.exit(f"initial weights do not fit the model: missing {missing}, unexpected {unexpected}")
 
 
 class Mlp(nn.Module):
@@ -164,9 +211,11 @@ def worker(rank, world, port, args, result_queue):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     recipe = load_recipe(args.recipe)
     t = recipe["training"]
-    model = (Mlp if recipe["model"]["type"] == "mlp" else Gpt)(recipe["model"])
+    with open(args.recipe) as f:
+        user_model = (yaml.safe_load(f) or {}).get("model", {})
+    model = build_model(recipe, user_model)
     if args.initial:
-        model.load_state_dict(load_file(args.initial), strict=True)
+        load_initial(model, args.initial)
     ddp = recipe["ddp"]
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, bucket_cap_mb=ddp["bucket_cap_mb"] if ddp["overlap"] else 1e9) if world > 1 else model
