@@ -8,6 +8,7 @@
 // refused before any rank starts.
 
 #include "tests/common/recipe_run.h"
+#include "tests/common/safetensors_reader.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -64,6 +65,24 @@ private:
                               "max_grad_norm: 1.0}\n")
             .arg(m_model)
             .arg(blockSize);
+    }
+
+    QVector<double> m_loraLosses;
+
+    QString loraRecipe() const
+    {
+        return QStringLiteral("name: lora\n"
+                              "seed: 9\n"
+                              "model:\n"
+                              "  pretrained: '%1'\n"
+                              "  block_size: 16\n"
+                              "  lora: {r: 4, alpha: 8, target_modules: [q_proj, v_proj, down_proj]}\n"
+                              "data: {type: text}\n"
+                              "optimizer: {type: adamw, lr: 0.01}\n"
+                              "training: {per_device_batch_size: 4, gradient_accumulation_steps: 2, max_steps: 10, "
+                              "max_grad_norm: 1.0}\n"
+                              "export: {merge_lora: true}\n")
+            .arg(m_model);
     }
 
 private slots:
@@ -127,6 +146,80 @@ private slots:
         for (const auto& e : run.events)
             layersWrapped = layersWrapped || (e["type"] == "log" && e["message"].toString().contains("3 units"));
         QVERIFY2(layersWrapped, qPrintable(run.output));
+    }
+
+    // LoRA under DDP, FSDP (use_orig_params, as Accelerate requires for FSDP1) and ZeRO-3: the same
+    // losses, base weights bit-identical to the initial ones, and the adapter loads in PEFT.
+    void loraTrainsOnlyTheAdapters_data()
+    {
+        QTest::addColumn<QStringList>("strategy");
+        QTest::newRow("DDP") << QStringList{};
+        QTest::newRow("FULL_SHARD, use_orig_params")
+            << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_use_orig_params"};
+        QTest::newRow("ZeRO-3") << QStringList{"--zero_stage", "3"};
+    }
+
+    void loraTrainsOnlyTheAdapters()
+    {
+        QFETCH(QStringList, strategy);
+        const QString name = "lora_" + QString(QTest::currentDataTag()).replace(QRegularExpression("[^A-Za-z0-9]"), "_");
+        const QString initial = m_dir.path() + "/" + name + "-initial.safetensors";
+        const QString final = m_dir.path() + "/" + name + "-final.safetensors";
+        const auto run = testing::launchRecipe(m_dir.path(), name, loraRecipe(), 2, {},
+                                               QStringList{"--dump-initial", initial, "--dump-params", final} + strategy);
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        const auto losses = rankZeroLosses(run);
+        QCOMPARE(losses.size(), 10);
+        if (m_loraLosses.isEmpty())
+            m_loraLosses = losses; // DDP's, the first row
+        const double diff = maxRelativeDifference(losses, m_loraLosses);
+        QVERIFY2(diff <= 1e-5, qPrintable(QStringLiteral("%1 differs from LoRA under DDP by %2").arg(name).arg(diff)));
+
+        const auto before = testing::readFloatSafetensors(initial), after = testing::readFloatSafetensors(final);
+        QCOMPARE(after.size(), before.size());
+        int adapters = 0;
+        for (const auto& [key, values] : before) {
+            const bool adapter = key.contains(".lora_");
+            adapters += adapter;
+            if (!adapter)
+                QVERIFY2(after.at(key) == values, qPrintable(key + " changed: base weights must stay frozen"));
+            else if (key.contains(".lora_B."))
+                QVERIFY2(after.at(key) != values, qPrintable(key + " did not train"));
+        }
+        QCOMPARE(adapters, 2 * 2 * 3); // A and B, 2 layers, q_proj, v_proj and down_proj
+
+        // The merged export run through the engine, and PEFT on the base with the adapter, agree.
+        const QString exportDir = run.runDir + "/export";
+        QVERIFY(QFile::exists(exportDir + "/adapter/adapter_config.json"));
+        QVERIFY(QFile::exists(exportDir + "/config.json"));
+        QProcess worker;
+        worker.setProcessChannelMode(QProcess::MergedChannels);
+        const QString logits = m_dir.path() + "/" + name + "-logits.safetensors";
+        worker.start(QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker"),
+                     {"logits", "--recipe", m_dir.path() + "/" + name + ".yaml", "--weights", exportDir, "--input",
+                      QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/data/demo.txt"), "--out", logits});
+        QVERIFY(worker.waitForFinished(60000));
+        QVERIFY2(worker.exitCode() == 0, worker.readAll().constData());
+        QProcess python;
+        python.start(kPython, {kTools + "hf_decoder_reference.py", "--check-adapter", exportDir + "/adapter", "--base", m_model,
+                               "--engine-logits", logits});
+        QVERIFY(python.waitForFinished(300000));
+        QVERIFY2(python.exitCode() == 0, python.readAllStandardError().right(3000).constData());
+        const auto report = QJsonDocument::fromJson(python.readAllStandardOutput()).object();
+        QVERIFY2(report["keys_missing"].toArray().isEmpty() && report["keys_extra"].toArray().isEmpty(),
+                 qPrintable(QJsonDocument(report).toJson()));
+        // The merge sums W + BA in another order than PEFT's Wx + B(Ax): fp32 rounding, not 1e-5.
+        const double logitDiff = report["max_logit_difference"].toDouble(1.0);
+        QVERIFY2(logitDiff <= 1e-4,
+                 qPrintable(QStringLiteral("PEFT's logits differ from the merged export's by %1").arg(logitDiff)));
+    }
+
+    void loraUnderFsdpWithoutOrigParamsIsRefused()
+    {
+        const auto run = testing::launchRecipe(m_dir.path(), "lora-flat", loraRecipe(), 2, {},
+                                               {"--fsdp_sharding_strategy", "FULL_SHARD"});
+        QVERIFY(run.exitCode != 0);
+        QVERIFY2(run.output.contains("fsdp_use_orig_params"), qPrintable(run.output));
     }
 
     void wrapClassTheModelLacksIsNamed()
