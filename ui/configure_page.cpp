@@ -1,6 +1,8 @@
 #include "ui/configure_page.h"
 
+#include "engine/config/hf_config_keys.h"
 #include "engine/config/machine_probe.h"
+#include "engine/config/model_architecture.h"
 #include "engine/config/run_plan.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
@@ -97,6 +99,16 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     m_recipeStatus = new QLabel(recipeTab);
     m_recipeStatus->setObjectName(QStringLiteral("recipeStatus"));
     m_recipeStatus->setWordWrap(true);
+    auto* modelFolder = new QPushButton(tr("Model folder…"), recipeTab);
+    modelFolder->setObjectName(QStringLiteral("pickModelFolder"));
+    modelFolder->setToolTip(tr("A Hugging Face model folder (config.json and safetensors) for model.pretrained"));
+    connect(modelFolder, &QPushButton::clicked, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, tr("Hugging Face model folder"),
+                                                              QFileInfo(m_recipePath).path());
+        if (!dir.isEmpty())
+            setModelFolder(dir);
+    });
+    recipeLayout->addWidget(modelFolder, 0, Qt::AlignLeft);
     recipeLayout->addWidget(m_recipeEditor, 1);
     recipeLayout->addWidget(m_recipeStatus);
     m_tabs->addTab(m_form, tr("Form"));
@@ -338,10 +350,29 @@ void ConfigurePage::configChanged(bool modified)
     refresh();
 }
 
+bool ConfigurePage::setModelFolder(const QString& dir)
+{
+    auto edited = config::withPretrainedFolder(m_recipeEditor->toPlainText().toStdString(), dir.toStdString());
+    if (!edited) {
+        m_recipeStatus->setStyleSheet(QStringLiteral("color: #c62828;"));
+        m_recipeStatus->setText(qs(edited.error().message));
+        return false;
+    }
+    QTextCursor cursor(m_recipeEditor->document()); // one undoable edit, unlike setPlainText
+    cursor.select(QTextCursor::Document);
+    cursor.insertText(QString::fromStdString(*edited));
+    return true;
+}
+
 void ConfigurePage::recipeChanged()
 {
     const std::string source = m_recipePath.isEmpty() ? std::string("recipe.yaml") : m_recipePath.toStdString();
     auto parsed = config::parseRecipe(m_recipeEditor->toPlainText().toStdString(), source);
+    // A Hugging Face model's architecture (model.pretrained's config.json, or the recipe's keys)
+    // must resolve, as the launcher will check; the memory estimate reads it too.
+    if (parsed && config::isHfFamilyType(parsed->model.type))
+        if (auto architecture = config::resolveArchitecture(parsed->model, source); !architecture)
+            parsed = architecture.error();
     QList<QTextEdit::ExtraSelection> marks;
     if (parsed) {
         m_recipe = *parsed;

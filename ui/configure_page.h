@@ -59,6 +59,10 @@ public slots:
     bool openRecipeFile(const QString& path);
     bool saveRecipeTo(const QString& path);
     void setRecipeText(const QString& yaml);
+    // The recipe editor's "Model folder…": sets model.pretrained in the recipe text (an edit the
+    // user can undo; comments and other lines kept). False, with the reason in the recipe's
+    // status line, when the text cannot be edited so.
+    bool setModelFolder(const QString& dir);
     // Goes to the field a diagnostic names (the form's field, or the recipe editor's line).
     void goToDiagnostic(const QString& keyPath);
     // Empty on success, else why nothing was launched (also shown on the page).

@@ -125,8 +125,9 @@ int runEstimate(const EstimateArgs& a)
     }
     const std::vector<std::string> header = {"sharding",  "precision",   "parameters",   "gradients",
                                              "optimizer", "activations", "device total", "host (offload)"};
-    const std::string t = "Memory per rank: " + std::to_string(model.parameters) + " parameters, " + std::to_string(ranks)
-                          + " ranks";
+    const std::string trained = model.trainable >= 0 ? " (" + std::to_string(model.trainable) + " train)" : std::string();
+    const std::string t = "Memory per rank: " + std::to_string(model.parameters) + " parameters" + trained + ", "
+                          + std::to_string(ranks) + " ranks";
     if (a.markdown) {
         std::cout << "| ";
         for (const auto& h : header)

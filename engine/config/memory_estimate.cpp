@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -36,12 +37,13 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
     const bool autocastMixed = sharding.autocast && (precision == PrecisionMode::Mixed16 || precision == PrecisionMode::Fp8);
     const StateBytes b = stateBytesPerParameter(autocastMixed ? PrecisionMode::Fp32 : precision, optimizer);
     const double psi = static_cast<double>(model.parameters);
+    const double trained = model.trainable >= 0 ? static_cast<double>(model.trainable) : psi;
     const double n = std::max(1, sharding.shardRanks);
     const int stage = std::clamp(sharding.zeroStage, 0, 3);
     MemoryEstimate e;
     double params = b.parameters * psi;
-    double grads = b.gradients * psi;
-    double opt = b.optimizer * psi;
+    double grads = b.gradients * trained;
+    double opt = b.optimizer * trained;
     if (stage >= 1)
         opt /= n;
     // ZeRO-1/2 keep an fp32 master partition of the parameters apart from the (replicated) model
@@ -49,7 +51,7 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
     // fp32 models that partition is extra, 4 bytes per parameter / N. At stage 3 the fp32 shard is
     // the parameter itself. (In mixed precision the master copy is already in K = 12.)
     if ((stage == 1 || stage == 2) && precision == PrecisionMode::Fp32)
-        opt += 4.0 * psi / n;
+        opt += 4.0 * trained / n;
     if (stage >= 2)
         grads /= n;
     if (stage >= 3)
@@ -337,6 +339,51 @@ struct Saturating {
     }
 };
 
+// model.lora's adapters, r x (in + out) per adapted projection, and what trains: the adapters
+// plus the biases model.lora.bias names. All-trainable (-1) when the targets do not resolve (the
+// launch check says why).
+struct LoraCount {
+    std::int64_t adapters = 0;
+    std::int64_t trainable = -1;
+};
+
+LoraCount loraParameters(const LoraRecipe& lora, const HfModelConfig& a)
+{
+    auto targets = loraTargets(lora, a);
+    if (!targets)
+        return {};
+    const std::int64_t h = a.hiddenSize, q = a.numAttentionHeads * a.headDim, kv = a.numKeyValueHeads * a.headDim,
+                       inter = a.intermediateSize;
+    struct Shape {
+        std::int64_t in, out;
+        bool bias;
+    };
+    auto shapeOf = [&](const std::string& name) -> Shape {
+        if (name == "q_proj")
+            return {h, q, a.qkvBias};
+        if (name == "k_proj" || name == "v_proj")
+            return {h, kv, a.qkvBias};
+        if (name == "o_proj")
+            return {q, h, a.outputProjBias};
+        if (name == "down_proj")
+            return {inter, h, a.mlpBias};
+        return {h, inter, a.mlpBias}; // gate_proj, up_proj
+    };
+    LoraCount count;
+    std::int64_t biases = 0;
+    for (const auto& path : *targets) {
+        const Shape s = shapeOf(path.substr(path.rfind('.') + 1));
+        count.adapters += lora.r * (s.in + s.out);
+        biases += lora.bias == "lora_only" && s.bias ? s.out : 0;
+    }
+    if (lora.bias == "all")
+        for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
+            if (const Shape s = shapeOf(name); s.bias)
+                biases += a.numHiddenLayers * s.out;
+    count.trainable = count.adapters + biases;
+    return count;
+}
+
 } // namespace
 
 ModelShape modelShapeOf(const Recipe& r)
@@ -363,6 +410,11 @@ ModelShape modelShapeOf(const Recipe& r)
             const S mlp = S{3} * h * inter + S{a->mlpBias ? 1 : 0} * (S{2} * inter + h);
             m.parameters =
                 (vocab * h * S{a->tieWordEmbeddings ? 1 : 2} + S{a->numHiddenLayers} * (attention + mlp + S{2} * h) + h).v;
+            if (mr.lora.enabled) {
+                const LoraCount lora = loraParameters(mr.lora, *a);
+                m.parameters = (S{m.parameters} + S{lora.adapters}).v;
+                m.trainable = lora.trainable;
+            }
             m.layers = a->numHiddenLayers;
             m.hidden = a->hiddenSize;
             m.heads = a->numAttentionHeads;

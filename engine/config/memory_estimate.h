@@ -29,6 +29,9 @@ enum class OptimizerKind { Adam, SgdMomentum, Sgd };
 
 struct ModelShape {
     std::int64_t parameters = 0; // Ψ
+    // Of those, the ones that train (gradients, optimizer state, master weights); -1: all. A LoRA
+    // run trains its adapters only; the frozen base costs its parameters alone.
+    std::int64_t trainable = -1;
     // Transformer shape for activations; 0 = unknown (activations are then not estimated).
     std::int64_t layers = 0;
     std::int64_t hidden = 0;

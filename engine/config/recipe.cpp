@@ -446,6 +446,65 @@ Result<Recipe> loadRecipe(const std::string& path)
     return parseRecipe(buffer.str(), path);
 }
 
+Result<std::string> withPretrainedFolder(const std::string& yamlText, const std::string& dir)
+{
+    std::vector<std::string> lines;
+    {
+        std::istringstream in(yamlText);
+        for (std::string line; std::getline(in, line);)
+            lines.push_back(line);
+    }
+    std::string quoted = "'";
+    for (char c : dir)
+        quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    quoted += "'";
+    auto indentOf = [](const std::string& line) { return line.find_first_not_of(' '); };
+    auto isBlankOrComment = [&](const std::string& line) {
+        const auto first = line.find_first_not_of(" \t");
+        return first == std::string::npos || line[first] == '#';
+    };
+    std::size_t model = lines.size();
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        if (lines[i].rfind("model:", 0) != 0)
+            continue;
+        const std::string rest = lines[i].substr(6);
+        if (!isBlankOrComment(rest))
+            return makeError("the recipe's model section is written inline (model: {...}); write it as a block (model: "
+                             "on its own line, one key per line below it) to pick a folder",
+                             ErrorKind::Unspecified);
+        model = i;
+        break;
+    }
+    if (model == lines.size()) {
+        lines.push_back("model:");
+        lines.push_back("  pretrained: " + quoted);
+    } else {
+        std::size_t end = model + 1, keyIndent = 2;
+        bool sawKey = false, replaced = false;
+        for (; end < lines.size(); ++end) {
+            if (isBlankOrComment(lines[end]))
+                continue;
+            const auto indent = indentOf(lines[end]);
+            if (indent == 0)
+                break; // the next top-level section
+            if (!sawKey) {
+                keyIndent = indent;
+                sawKey = true;
+            }
+            if (indent == keyIndent && lines[end].compare(indent, 11, "pretrained:") == 0) {
+                lines[end] = std::string(indent, ' ') + "pretrained: " + quoted;
+                replaced = true;
+            }
+        }
+        if (!replaced)
+            lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(model) + 1, std::string(keyIndent, ' ') + "pretrained: " + quoted);
+    }
+    std::string out;
+    for (const auto& line : lines)
+        out += line + "\n";
+    return out;
+}
+
 std::string recipeToYaml(const Recipe& r)
 {
     YAML::Emitter out;

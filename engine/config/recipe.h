@@ -158,6 +158,11 @@ std::string defaultTextPath();
 Result<void> checkRecipeInputs(const Recipe& recipe);
 Result<void> checkTextFitsVocabulary(const std::string& bytes, const Recipe& recipe, const std::string& path);
 Result<Recipe> loadRecipe(const std::string& path);
+// The recipe text with model.pretrained set to `dir` (the recipe editor's folder picker): the
+// value replaced where the model section has one, else the key added to it (or a model section
+// added), every other line (comments included) kept as written. An inline model section
+// (`model: {...}`) is an error: it cannot be edited by line.
+Result<std::string> withPretrainedFolder(const std::string& yamlText, const std::string& dir);
 std::string recipeToYaml(const Recipe& recipe);
 
 } // namespace shardscope::config

@@ -392,6 +392,11 @@ private slots:
         QVERIFY(summary.adaptedModules > 0);
         QVERIFY(summary.trainable > 0 && summary.trainable < summary.total / 2);
         QCOMPARE(maxDifference(model->forward(ids), base), 0.0); // lora_B starts at zero
+        // The memory estimate counts the trainable parameters apart (gradients and optimizer state).
+        config::Recipe estimated;
+        estimated.model = recipe;
+        QCOMPARE(config::modelShapeOf(estimated).trainable, summary.trainable);
+        QCOMPARE(config::modelShapeOf(estimated).parameters, summary.total);
 
         // What trains is what PEFT trains: the adapters, and the biases model.lora.bias names.
         std::int64_t adapterParameters = 0;

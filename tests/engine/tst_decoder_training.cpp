@@ -170,8 +170,24 @@ private slots:
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
         const auto losses = rankZeroLosses(run);
         QCOMPARE(losses.size(), 10);
-        if (m_loraLosses.isEmpty())
-            m_loraLosses = losses; // DDP's, the first row
+        if (m_loraLosses.isEmpty()) { // the DDP row, first: also against PyTorch DDP training PEFT's LoRA
+            m_loraLosses = losses;
+            QProcess python;
+            python.setProcessChannelMode(QProcess::MergedChannels);
+            const QString out = m_dir.path() + "/lora-reference.json";
+            python.start(kPython, {kTools + "ddp_reference.py", "--recipe", m_dir.path() + "/" + name + ".yaml", "--initial",
+                                   initial, "--ranks", "2", "--out", out});
+            QVERIFY(python.waitForFinished(600000));
+            QVERIFY2(python.exitCode() == 0, python.readAll().right(3000).constData());
+            QFile file(out);
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            QVector<double> reference;
+            for (const auto v : QJsonDocument::fromJson(file.readAll()).object()["losses"].toArray())
+                reference.push_back(v.toDouble());
+            const double peftDiff = maxRelativeDifference(losses, reference);
+            qInfo("LoRA under DDP vs PyTorch DDP + PEFT: max relative difference %.2e", peftDiff);
+            QVERIFY2(peftDiff <= 1e-5, qPrintable(QStringLiteral("LoRA differs from PyTorch DDP + PEFT by %1").arg(peftDiff)));
+        }
         const double diff = maxRelativeDifference(losses, m_loraLosses);
         QVERIFY2(diff <= 1e-5, qPrintable(QStringLiteral("%1 differs from LoRA under DDP by %2").arg(name).arg(diff)));
 

@@ -57,7 +57,7 @@ def load_recipe(path):
 
 
 ENGINE_MODEL_KEYS = {"type", "block_size", "pretrained", "frozen", "load_dtype", "input_dim", "hidden_dim", "depth",
-                     "output_dim", "n_layer", "n_embd", "n_head", "vocab_size", "dropout"}
+                     "output_dim", "n_layer", "n_embd", "n_head", "vocab_size", "dropout", "lora"}
 
 
 class HfCausalLM(nn.Module):
@@ -90,11 +90,33 @@ def build_model(recipe, user_model):
     return HfCausalLM(m, user_model)
 
 
-def load_initial(model, path):
+def add_lora(model, lora, state):
+    """model.lora as PEFT does it (get_peft_model with the same LoraConfig), the adapters starting
+    from our engine's initial lora_A/lora_B (`state`, by the engine's names)."""
+    from peft import LoraConfig, get_peft_model
+    config = LoraConfig(r=lora.get("r", 8), lora_alpha=lora.get("alpha", 8), lora_dropout=lora.get("dropout", 0.0),
+                        target_modules=lora.get("target_modules") or None, bias=lora.get("bias", "none"),
+                        task_type="CAUSAL_LM")
+    if config.target_modules == {"all-linear"} or config.target_modules == "all-linear":
+        config.target_modules = "all-linear"
+    model.lm = get_peft_model(model.lm, config)
+    with torch.no_grad():
+        for name, tensor in state.items():
+            for part in (".lora_A.", ".lora_B."):
+                if part in name:
+                    module = model.lm.base_model.model.get_submodule(name.split(part)[0])
+                    getattr(module, part.strip("."))["default"].weight.copy_(tensor)
+
+
+def load_initial(model, path, lora=None):
     """Our engine's initial weights (its parameter names are transformers' for the HF families)."""
     state = load_file(path)
     target = model.lm if isinstance(model, HfCausalLM) else model
+    adapters = {k: v for k, v in state.items() if ".lora_" in k}
+    state = {k: v for k, v in state.items() if ".lora_" not in k}
     missing, unexpected = target.load_state_dict(state, strict=False)
+    if adapters:
+        add_lora(model, lora or {}, adapters)
     tied = getattr(target.config, "tie_word_embeddings", False) if isinstance(model, HfCausalLM) else False
     if unexpected or [k for k in missing if not (tied and k == "lm_head.weight")]:
         sys.exit(f"initial weights do not fit the model: missing {missing}, unexpected {unexpected}")
@@ -215,7 +237,7 @@ def worker(rank, world, port, args, result_queue):
         user_model = (yaml.safe_load(f) or {}).get("model", {})
     model = build_model(recipe, user_model)
     if args.initial:
-        load_initial(model, args.initial)
+        load_initial(model, args.initial, user_model.get("lora"))
     ddp = recipe["ddp"]
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, bucket_cap_mb=ddp["bucket_cap_mb"] if ddp["overlap"] else 1e9) if world > 1 else model
@@ -226,10 +248,11 @@ def worker(rank, world, port, args, result_queue):
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=t["per_device_batch_size"],
                                          sampler=sampler, drop_last=True)
     o = recipe["optimizer"]
+    trainable = [p for p in model.parameters() if p.requires_grad]
     if o["type"] == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"])
+        opt = torch.optim.SGD(trainable, lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"])
     else:
-        opt = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+        opt = torch.optim.AdamW(trainable, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                                 weight_decay=o["weight_decay"])
     steps = args.max_steps or t["max_steps"]
     k = t["gradient_accumulation_steps"]
@@ -257,7 +280,7 @@ def worker(rank, world, port, args, result_queue):
                 (loss / k if k > 1 else loss).backward()
             total += loss.item()
         if t["max_grad_norm"] > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
+            torch.nn.utils.clip_grad_norm_(trainable, t["max_grad_norm"])
         opt.step()
         opt.zero_grad(set_to_none=True)
         local = torch.tensor([total / k], dtype=torch.float64)
@@ -267,8 +290,10 @@ def worker(rank, world, port, args, result_queue):
         times.append(time.perf_counter() - start)
     if rank == 0:
         tokens = steps * k * t["per_device_batch_size"] * tokens_per_sample * world
+        import resource
         result_queue.put({"losses": losses, "step_times": times, "tokens": tokens,
-                          "tokens_per_s": tokens / sum(times)})
+                          "tokens_per_s": tokens / sum(times),
+                          "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
     # Every rank leaves together: a rank tearing Gloo down while its peer is still in a collective
     # occasionally ended the peer with "terminate called without an active exception".
     dist.barrier()
@@ -297,7 +322,17 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, args.ranks, port, args, queue)) for r in range(args.ranks)]
     for p in procs:
         p.start()
-    result = queue.get(timeout=600)
+    # A rank that dies (a bad recipe, a failed load) must not leave us waiting on the queue.
+    result = None
+    deadline = time.time() + 1200
+    while result is None:
+        try:
+            result = queue.get(timeout=2)
+        except Exception:
+            if any(p.exitcode not in (None, 0) for p in procs) or time.time() > deadline:
+                for p in procs:
+                    p.kill()
+                sys.exit("a reference rank failed")
     for p in procs:
         p.join()
     if any(p.exitcode != 0 for p in procs):

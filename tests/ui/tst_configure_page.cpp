@@ -409,6 +409,25 @@ private slots:
         QVERIFY(page.memoryEstimate());
     }
 
+    // The recipe editor's model folder picker writes model.pretrained into the text, as an
+    // undoable edit, and the page then reads the folder's architecture.
+    void modelFolderPickerEditsTheRecipe()
+    {
+        ConfigurePage page(db());
+        QVERIFY(page.findChild<QPushButton*>(QStringLiteral("pickModelFolder")));
+        page.setRecipeText(QStringLiteral("name: r\n# my notes\nmodel:\n  block_size: 16\n"));
+        QVERIFY(page.setModelFolder(QStringLiteral("/nonexistent/model")));
+        auto* editor = page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"));
+        QCOMPARE(editor->toPlainText(),
+                 QStringLiteral("name: r\n# my notes\nmodel:\n  pretrained: '/nonexistent/model'\n  block_size: 16\n"));
+        QVERIFY(!page.canLaunch()); // the folder has no config.json: refused before launch
+        editor->undo();
+        QCOMPARE(editor->toPlainText(), QStringLiteral("name: r\n# my notes\nmodel:\n  block_size: 16\n"));
+        page.setRecipeText(QStringLiteral("model: {type: gpt}\n"));
+        QVERIFY(!page.setModelFolder(QStringLiteral("/m")));
+        QVERIFY(page.findChild<QLabel*>(QStringLiteral("recipeStatus"))->text().contains(QStringLiteral("inline")));
+    }
+
     void memoryEstimateFollowsSharding()
     {
         ConfigurePage page(db());

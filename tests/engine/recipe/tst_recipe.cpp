@@ -102,6 +102,33 @@ private slots:
         QVERIFY(unknown.error().kind == ErrorKind::UnknownKey);
     }
 
+    // The folder picker's edit: the value set where it is, added where it is not, nothing else
+    // changed (comments and layout kept); an inline model section is refused.
+    void pretrainedFolderIsSetInTheText()
+    {
+        const std::string block = "name: r  # mine\nmodel:\n  # the model\n    type: llama\n    pretrained: /old\n"
+                                  "data: {type: text}\n";
+        auto replaced = withPretrainedFolder(block, "/new/it's here");
+        QVERIFY(replaced);
+        QCOMPARE(*replaced, std::string("name: r  # mine\nmodel:\n  # the model\n    type: llama\n"
+                                        "    pretrained: '/new/it''s here'\ndata: {type: text}\n"));
+        QCOMPARE(parseRecipe(*replaced, "r.yaml")->model.pretrained, std::string("/new/it's here"));
+
+        auto added = withPretrainedFolder("model:\n  type: gpt\ntraining: {max_steps: 3}\n", "/m");
+        QVERIFY(added);
+        QCOMPARE(*added, std::string("model:\n  pretrained: '/m'\n  type: gpt\ntraining: {max_steps: 3}\n"));
+        auto fresh = withPretrainedFolder("name: r\n", "/m");
+        QVERIFY(fresh);
+        QCOMPARE(*fresh, std::string("name: r\nmodel:\n  pretrained: '/m'\n"));
+        auto parsed = parseRecipe(*fresh, "r.yaml");
+        QVERIFY(parsed);
+        QCOMPARE(parsed->model.type, std::string("auto")); // the folder's config.json decides
+
+        auto inline_ = withPretrainedFolder("model: {type: gpt}\n", "/m");
+        QVERIFY(!inline_);
+        QVERIFY(inline_.error().message.find("inline") != std::string::npos);
+    }
+
     void shippedRecipesLoad()
     {
         for (const char* name : {"demo-gpt.yaml", "demo-mlp.yaml"}) {
