@@ -90,5 +90,48 @@ print("%s: loss %.3f -> %.3f, peak CUDA memory %.1f MiB" % (sys.argv[2], steps[0
 EOF
 done
 
+echo "== Llama 3.2 1B's shape (random init), bf16 on cuda:0: ours against transformers + PyTorch (#18)"
+# Llama-3.2-1B's config.json: GQA (32 query, 8 kv heads), tied head, llama3 RoPE. Byte-level text
+# (token ids 0-255) until the tokenizers land (#19); the vocabulary is the real one.
+cat > "$work/llama1b.yaml" <<'YAML'
+name: llama-1b
+seed: 1
+model:
+  type: llama
+  block_size: 2048
+  vocab_size: 128256
+  hidden_size: 2048
+  intermediate_size: 8192
+  num_hidden_layers: 16
+  num_attention_heads: 32
+  num_key_value_heads: 8
+  head_dim: 64
+  max_position_embeddings: 131072
+  tie_word_embeddings: true
+  rms_norm_eps: 1.0e-05
+  rope_theta: 500000.0
+  rope_scaling: {rope_type: llama3, factor: 32.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192}
+data: {type: text}
+optimizer: {type: adamw, lr: 0.0003}
+training: {per_device_batch_size: 4, max_steps: 30}
+export: {enabled: false}
+YAML
+peak=${GPU_PEAK_TFLOPS:-989} # H100/H200 SXM dense bf16
+"$bin/shardscope" launch --num_processes 1 --recipe "$work/llama1b.yaml" --mixed_precision bf16 \
+  --runs_dir "$work/runs" --run_name llama1b -- --backend nccl || status=1
+reference=$("$py" "$root/tests/tools/hf_train_bench.py" --recipe "$work/llama1b.yaml" --steps 30 --peak-tflops "$peak") \
+  || { echo "the transformers reference failed"; status=1; }
+python3 - "$work/runs/llama1b/events.jsonl" "$reference" "$peak" <<'EOF' || status=1
+import json, sys
+steps = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "step"][5:]
+ref = json.loads(sys.argv[2])
+ours = sum(e["tokens"] for e in steps) / sum(e["step_time"] for e in steps)
+mfu = ours * ref["flops_per_token"] / (float(sys.argv[3]) * 1e12)
+print(f"{ref['parameters'] / 1e9:.2f}B parameters, 4 x 2048 tokens per step, bf16 autocast, AdamW")
+print(f"ours: {ours:.0f} tokens/s, MFU {mfu:.3f}, peak CUDA memory {max(e['mem']['peak_allocated'] for e in steps) / 2**30:.1f} GiB")
+print(f"transformers + PyTorch: {ref['tokens_per_s']:.0f} tokens/s, MFU {ref['mfu']:.3f}, peak {ref['peak_memory_gib']:.1f} GiB")
+print(f"ratio {ours / ref['tokens_per_s']:.2f} (goal >= 1.0; MFU goal >= 0.45)")
+EOF
+
 echo "== fp8: not built (see the precision issue)"
 exit $status

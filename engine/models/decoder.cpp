@@ -65,15 +65,6 @@ torch::Tensor rotateHalf(const torch::Tensor& x)
     return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-// repeat_kv: each key/value head serves `times` consecutive query heads.
-torch::Tensor repeatHeads(const torch::Tensor& x, std::int64_t times)
-{
-    if (times == 1)
-        return x;
-    const auto B = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3);
-    return x.unsqueeze(2).expand({B, H, times, T, D}).reshape({B, H * times, T, D});
-}
-
 } // namespace
 
 ProjectionImpl::ProjectionImpl(std::int64_t in, std::int64_t out, bool withBias)
@@ -130,10 +121,13 @@ torch::Tensor DecoderAttentionImpl::forward(const torch::Tensor& x, const torch:
     const torch::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);
     auto rotate = [&](const torch::Tensor& t) { return t * c + rotateHalf(t) * s; };
     const torch::Tensor q = rotate(split(q_proj->forward(x)));
-    const torch::Tensor k = repeatHeads(rotate(split(k_proj->forward(x))), heads / kvHeads);
-    const torch::Tensor v = repeatHeads(split(v_proj->forward(x)), heads / kvHeads);
+    const torch::Tensor k = rotate(split(k_proj->forward(x)));
+    const torch::Tensor v = split(v_proj->forward(x));
+    // enable_gqa: each kv head serves heads / kvHeads query heads without materialising
+    // repeat_kv's copies (transformers' sdpa_attention_forward does the same when there is no mask).
     const torch::Tensor y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true,
-                                                             1.0 / std::sqrt(static_cast<double>(headDim)));
+                                                             1.0 / std::sqrt(static_cast<double>(headDim)),
+                                                             /*enable_gqa=*/heads != kvHeads);
     return o_proj->forward(y.transpose(1, 2).reshape({B, T, -1}));
 }
 

@@ -12,7 +12,7 @@
 // transformers' save_pretrained.
 //
 // The numerics follow modeling_llama.py step for step (RMSNorm in fp32, RoPE tables in fp32 cast to
-// the activations' dtype, repeat_kv before attention), so that fp32 logits and gradients equal
+// the activations' dtype, grouped-query attention through SDPA's enable_gqa), so that fp32 logits and gradients equal
 // transformers' within 1e-5 (tests/engine/tst_decoder_models).
 
 #include "engine/config/hf_model_config.h"
