@@ -497,7 +497,8 @@ Result<std::string> withPretrainedFolder(const std::string& yamlText, const std:
             }
         }
         if (!replaced)
-            lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(model) + 1, std::string(keyIndent, ' ') + "pretrained: " + quoted);
+            lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(model) + 1,
+                         std::string(keyIndent, ' ') + "pretrained: " + quoted);
     }
     std::string out;
     for (const auto& line : lines)

@@ -130,6 +130,11 @@ private slots:
         QTest::newRow("FULL_SHARD, activation checkpointing")
             << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_activation_checkpointing"};
         QTest::newRow("ZeRO-3") << QStringList{"--zero_stage", "3"};
+        QTest::newRow("SHARD_GRAD_OP") << QStringList{"--fsdp_sharding_strategy", "SHARD_GRAD_OP"};
+        QTest::newRow("FULL_SHARD, offload") << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_offload_params"};
+        QTest::newRow("FULL_SHARD, cpu_ram_efficient_loading")
+            << QStringList{"--fsdp_sharding_strategy", "FULL_SHARD", "--fsdp_cpu_ram_efficient_loading"};
+        QTest::newRow("ZeRO-2, optimizer offload") << QStringList{"--zero_stage", "2", "--offload_optimizer_device", "cpu"};
     }
 
     void shardedTrainingMatchesPytorch()
@@ -146,6 +151,76 @@ private slots:
         for (const auto& e : run.events)
             layersWrapped = layersWrapped || (e["type"] == "log" && e["message"].toString().contains("3 units"));
         QVERIFY2(layersWrapped, qPrintable(run.output));
+
+        // The export, gathered from the shards, loads in transformers and computes what the
+        // engine computes from it.
+        if (strategy != QStringList{"--zero_stage", "3"})
+            return;
+        const QString exportDir = run.runDir + "/export";
+        QProcess worker;
+        worker.setProcessChannelMode(QProcess::MergedChannels);
+        const QString logits = m_dir.path() + "/" + name + "-logits.safetensors";
+        worker.start(QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker"),
+                     {"logits", "--recipe", m_dir.path() + "/" + name + ".yaml", "--weights", exportDir, "--input",
+                      QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/data/demo.txt"), "--out", logits});
+        QVERIFY(worker.waitForFinished(60000));
+        QVERIFY2(worker.exitCode() == 0, worker.readAll().constData());
+        QProcess python;
+        python.start(kPython, {kTools + "hf_decoder_reference.py", "--check-export", exportDir, "--reference", logits});
+        QVERIFY(python.waitForFinished(300000));
+        QVERIFY2(python.exitCode() == 0, python.readAllStandardError().right(3000).constData());
+        const auto report = QJsonDocument::fromJson(python.readAllStandardOutput()).object();
+        QCOMPARE(report["class"].toString(), QStringLiteral("LlamaForCausalLM"));
+        QVERIFY2(report["max_logit_difference"].toDouble(1.0) <= 1e-5, qPrintable(QJsonDocument(report).toJson()));
+    }
+
+    // Checkpoints resume exactly, under FSDP as under the demo GPT (bitwise equal losses).
+    void resumeIsExact()
+    {
+        const QString recipeText = recipe().replace("max_grad_norm: 1.0}", "max_grad_norm: 1.0, checkpoint_every: 10}");
+        const QStringList strategy{"--fsdp_sharding_strategy", "FULL_SHARD"};
+        const auto full = testing::launchRecipe(m_dir.path(), "resume-full", recipeText, 2, {}, strategy);
+        QVERIFY2(full.exitCode == 0, qPrintable(full.output));
+        const QString checkpoint = full.runDir + "/checkpoints/step_10";
+        QVERIFY(QFile::exists(checkpoint + "/manifest.json"));
+        const auto resumed = testing::launchRecipe(m_dir.path(), "resume-second-half", recipeText, 2,
+                                                   {"--resume_from_checkpoint", checkpoint}, strategy);
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
+        const auto all = rankZeroLosses(full), second = rankZeroLosses(resumed);
+        QCOMPARE(second.size(), 10);
+        for (int i = 0; i < 10; ++i)
+            QVERIFY2(second[i] == all[10 + i],
+                     qPrintable(QStringLiteral("step %1: %2 vs %3").arg(11 + i).arg(second[i]).arg(all[10 + i])));
+    }
+
+    // Every precision mode trains the Llama, and a profiled window writes its trace.
+    void precisionModesAndProfiling_data()
+    {
+        QTest::addColumn<QString>("mode");
+        QTest::newRow("bf16") << "bf16";
+        QTest::newRow("fp16") << "fp16";
+        QTest::newRow("bf16-pure") << "bf16-pure";
+    }
+
+    void precisionModesAndProfiling()
+    {
+        QFETCH(QString, mode);
+        const auto run = testing::launchRecipe(m_dir.path(), "precision-" + mode, recipe(), 2, {"--mixed_precision", mode},
+                                               {"--profile_start_step", "3", "--profile_steps", "2"});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        const auto losses = rankZeroLosses(run);
+        QCOMPARE(losses.size(), 20);
+        for (double loss : losses)
+            QVERIFY(std::isfinite(loss));
+        QVERIFY2(losses.back() < losses.front() - 0.1, qPrintable(QStringLiteral("%1 did not learn").arg(mode)));
+        // Mixed precision keeps fp32 master weights: within a few percent of fp32's curve.
+        if (mode != "bf16-pure")
+            QVERIFY2(std::abs(losses.back() - m_reference.back()) < 0.05 * m_reference.back(),
+                     qPrintable(QString::number(losses.back())));
+        int traces = 0;
+        for (const auto& e : run.events)
+            traces += e["type"] == "trace";
+        QCOMPARE(traces, 2); // one per rank
     }
 
     // LoRA under DDP, FSDP (use_orig_params, as Accelerate requires for FSDP1) and ZeRO-3: the same
