@@ -56,15 +56,7 @@ print(sum(e["tokens"] * 2 for e in steps) / sum(e["step_time"] for e in steps))
 EOF
 }
 theirs() {
-  local recipe=$1 try
-  # PyTorch's Gloo teardown occasionally ends a rank with "terminate called without an active
-  # exception" (after the measurement): rerun rather than read a stale or missing result.
-  for try in 1 2 3; do
-    rm -f "$work/ref.json"
-    "$python" "$root/tests/tools/ddp_reference.py" --recipe "$recipe" --initial "$work/init.safetensors" \
-      --ranks 2 --out "$work/ref.json" >/dev/null 2>&1 && [ -s "$work/ref.json" ] && break
-  done
-  [ -s "$work/ref.json" ] || { echo "the PyTorch reference failed 3 times" >&2; exit 1; }
+  shardscope_ddp_reference "$1" "$work/init.safetensors" "$work/ref.json" || exit 1
   python3 - "$work/ref.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -11,6 +11,21 @@ shardscope_build() {
   cmake --build --preset "$preset" || { echo "build failed (cmake --build --preset $preset)" >&2; return 1; }
 }
 
+# shardscope_ddp_reference <recipe> <initial.safetensors> <out.json>: PyTorch's DDP on the recipe
+# (tests/tools/ddp_reference.py, 2 ranks) from our initial weights. PyTorch's Gloo teardown
+# occasionally ends a rank with "terminate called without an active exception" after the
+# measurement: rerun rather than read a stale or missing result.
+shardscope_ddp_reference() {
+  local recipe=$1 initial=$2 out=$3 try
+  for try in 1 2 3; do
+    rm -f "$out"
+    "$root/.venv/bin/python" "$root/tests/tools/ddp_reference.py" --recipe "$recipe" --initial "$initial" \
+      --ranks 2 --out "$out" >/dev/null 2>&1 && [ -s "$out" ] && return 0
+  done
+  echo "the PyTorch reference failed 3 times on $recipe" >&2
+  return 1
+}
+
 # For the measuring scripts (bench-ddp, *-table, profile-overhead, reliability-report): $bin, the
 # built shardscope; $work, a scratch folder removed on exit with any run still started from it;
 # and a scratch run history, so measurements never land in the user's.

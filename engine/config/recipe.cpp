@@ -476,7 +476,7 @@ Result<std::string> withPretrainedFolder(const std::string& yamlText, const std:
         break;
     }
     if (model == lines.size()) {
-        lines.push_back("model:");
+        lines.emplace_back("model:");
         lines.push_back("  pretrained: " + quoted);
     } else {
         std::size_t end = model + 1, keyIndent = 2;

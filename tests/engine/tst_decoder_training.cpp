@@ -35,6 +35,50 @@ QVector<double> rankZeroLosses(const testing::RecipeRun& run)
     return losses;
 }
 
+// Runs a tests/tools script on the project venv: its standard output, or empty with the reason.
+QByteArray runTool(const QStringList& args, QString& why)
+{
+    QProcess python;
+    python.start(kPython, args);
+    if (!python.waitForFinished(600000) || python.exitStatus() != QProcess::NormalExit || python.exitCode() != 0) {
+        why = args.front() + " failed: " + QString::fromUtf8(python.readAllStandardError().right(3000));
+        return {};
+    }
+    return python.readAllStandardOutput();
+}
+
+// PyTorch DDP's per-step losses for the recipe file, from our initial weights (ddp_reference.py).
+QVector<double> pytorchDdpLosses(const QString& recipePath, const QString& initial, QString& why)
+{
+    const QString out = recipePath + ".reference.json";
+    runTool({kTools + "ddp_reference.py", "--recipe", recipePath, "--initial", initial, "--ranks", "2", "--out", out}, why);
+    if (!why.isEmpty())
+        return {};
+    QFile file(out);
+    QVector<double> losses;
+    if (file.open(QIODevice::ReadOnly))
+        for (const auto v : QJsonDocument::fromJson(file.readAll()).object()["losses"].toArray())
+            losses.push_back(v.toDouble());
+    return losses;
+}
+
+// The engine's logits of a model folder on the demo text (shardscope-worker logits); the file
+// written, or empty with the reason.
+QString engineLogits(const QString& recipePath, const QString& weights, QString& why)
+{
+    const QString out = recipePath + ".logits.safetensors";
+    QProcess worker;
+    worker.setProcessChannelMode(QProcess::MergedChannels);
+    worker.start(QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker"),
+                 {"logits", "--recipe", recipePath, "--weights", weights, "--input",
+                  QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/data/demo.txt"), "--out", out});
+    if (!worker.waitForFinished(60000) || worker.exitCode() != 0) {
+        why = "shardscope-worker logits failed: " + QString::fromUtf8(worker.readAll());
+        return {};
+    }
+    return out;
+}
+
 double maxRelativeDifference(const QVector<double>& a, const QVector<double>& b)
 {
     double worst = a.size() == b.size() ? 0 : INFINITY;
@@ -102,17 +146,9 @@ private slots:
         const QString initial = m_dir.path() + "/initial.safetensors";
         const auto ours = testing::launchRecipe(m_dir.path(), "ddp", recipe(), 2, {}, {"--dump-initial", initial});
         QVERIFY2(ours.exitCode == 0, qPrintable(ours.output));
-        QProcess python;
-        python.setProcessChannelMode(QProcess::MergedChannels);
-        const QString out = m_dir.path() + "/reference.json";
-        python.start(kPython, {kTools + "ddp_reference.py", "--recipe", m_dir.path() + "/ddp.yaml", "--initial", initial,
-                               "--ranks", "2", "--out", out});
-        QVERIFY(python.waitForFinished(600000));
-        QVERIFY2(python.exitCode() == 0, python.readAll().right(3000).constData());
-        QFile file(out);
-        QVERIFY(file.open(QIODevice::ReadOnly));
-        for (const auto v : QJsonDocument::fromJson(file.readAll()).object()["losses"].toArray())
-            m_reference.push_back(v.toDouble());
+        QString why;
+        m_reference = pytorchDdpLosses(m_dir.path() + "/ddp.yaml", initial, why);
+        QVERIFY2(why.isEmpty(), qPrintable(why));
         QCOMPARE(m_reference.size(), 20);
         const auto losses = rankZeroLosses(ours);
         const double diff = maxRelativeDifference(losses, m_reference);
@@ -157,19 +193,14 @@ private slots:
         if (strategy != QStringList{"--zero_stage", "3"})
             return;
         const QString exportDir = run.runDir + "/export";
-        QProcess worker;
-        worker.setProcessChannelMode(QProcess::MergedChannels);
-        const QString logits = m_dir.path() + "/" + name + "-logits.safetensors";
-        worker.start(QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker"),
-                     {"logits", "--recipe", m_dir.path() + "/" + name + ".yaml", "--weights", exportDir, "--input",
-                      QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/data/demo.txt"), "--out", logits});
-        QVERIFY(worker.waitForFinished(60000));
-        QVERIFY2(worker.exitCode() == 0, worker.readAll().constData());
-        QProcess python;
-        python.start(kPython, {kTools + "hf_decoder_reference.py", "--check-export", exportDir, "--reference", logits});
-        QVERIFY(python.waitForFinished(300000));
-        QVERIFY2(python.exitCode() == 0, python.readAllStandardError().right(3000).constData());
-        const auto report = QJsonDocument::fromJson(python.readAllStandardOutput()).object();
+        QString why;
+        const QString logits = engineLogits(m_dir.path() + "/" + name + ".yaml", exportDir, why);
+        QVERIFY2(!logits.isEmpty(), qPrintable(why));
+        const auto report = QJsonDocument::fromJson(
+                                runTool({kTools + "hf_decoder_reference.py", "--check-export", exportDir, "--reference", logits},
+                                        why))
+                                .object();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
         QCOMPARE(report["class"].toString(), QStringLiteral("LlamaForCausalLM"));
         QVERIFY2(report["max_logit_difference"].toDouble(1.0) <= 1e-5, qPrintable(QJsonDocument(report).toJson()));
     }
@@ -247,18 +278,9 @@ private slots:
         QCOMPARE(losses.size(), 10);
         if (m_loraLosses.isEmpty()) { // the DDP row, first: also against PyTorch DDP training PEFT's LoRA
             m_loraLosses = losses;
-            QProcess python;
-            python.setProcessChannelMode(QProcess::MergedChannels);
-            const QString out = m_dir.path() + "/lora-reference.json";
-            python.start(kPython, {kTools + "ddp_reference.py", "--recipe", m_dir.path() + "/" + name + ".yaml", "--initial",
-                                   initial, "--ranks", "2", "--out", out});
-            QVERIFY(python.waitForFinished(600000));
-            QVERIFY2(python.exitCode() == 0, python.readAll().right(3000).constData());
-            QFile file(out);
-            QVERIFY(file.open(QIODevice::ReadOnly));
-            QVector<double> reference;
-            for (const auto v : QJsonDocument::fromJson(file.readAll()).object()["losses"].toArray())
-                reference.push_back(v.toDouble());
+            QString why;
+            const auto reference = pytorchDdpLosses(m_dir.path() + "/" + name + ".yaml", initial, why);
+            QVERIFY2(why.isEmpty(), qPrintable(why));
             const double peftDiff = maxRelativeDifference(losses, reference);
             qInfo("LoRA under DDP vs PyTorch DDP + PEFT: max relative difference %.2e", peftDiff);
             QVERIFY2(peftDiff <= 1e-5, qPrintable(QStringLiteral("LoRA differs from PyTorch DDP + PEFT by %1").arg(peftDiff)));
@@ -283,20 +305,15 @@ private slots:
         const QString exportDir = run.runDir + "/export";
         QVERIFY(QFile::exists(exportDir + "/adapter/adapter_config.json"));
         QVERIFY(QFile::exists(exportDir + "/config.json"));
-        QProcess worker;
-        worker.setProcessChannelMode(QProcess::MergedChannels);
-        const QString logits = m_dir.path() + "/" + name + "-logits.safetensors";
-        worker.start(QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker"),
-                     {"logits", "--recipe", m_dir.path() + "/" + name + ".yaml", "--weights", exportDir, "--input",
-                      QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/data/demo.txt"), "--out", logits});
-        QVERIFY(worker.waitForFinished(60000));
-        QVERIFY2(worker.exitCode() == 0, worker.readAll().constData());
-        QProcess python;
-        python.start(kPython, {kTools + "hf_decoder_reference.py", "--check-adapter", exportDir + "/adapter", "--base", m_model,
-                               "--engine-logits", logits});
-        QVERIFY(python.waitForFinished(300000));
-        QVERIFY2(python.exitCode() == 0, python.readAllStandardError().right(3000).constData());
-        const auto report = QJsonDocument::fromJson(python.readAllStandardOutput()).object();
+        QString why;
+        const QString logits = engineLogits(m_dir.path() + "/" + name + ".yaml", exportDir, why);
+        QVERIFY2(!logits.isEmpty(), qPrintable(why));
+        const auto report = QJsonDocument::fromJson(
+                                runTool({kTools + "hf_decoder_reference.py", "--check-adapter", exportDir + "/adapter", "--base",
+                                         m_model, "--engine-logits", logits},
+                                        why))
+                                .object();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
         QVERIFY2(report["keys_missing"].toArray().isEmpty() && report["keys_extra"].toArray().isEmpty(),
                  qPrintable(QJsonDocument(report).toJson()));
         // The merge sums W + BA in another order than PEFT's Wx + B(Ax): fp32 rounding, not 1e-5.
