@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <stdexcept>
 
 namespace shardscope::models {
@@ -48,10 +49,12 @@ std::shared_ptr<TrainableModel> buildModel(const config::ModelRecipe& recipe)
 
 std::vector<std::string> loadPretrained(TrainableModel& model, const config::ModelRecipe& recipe, const std::string& dir)
 {
-    const bool gpt2Layout = recipe.type == "gpt" || architectureOf(recipe).family == config::DecoderFamily::Gpt2;
-    if (gpt2Layout) {
-        const config::ModelRecipe shape = recipe.type == "gpt" ? recipe
-                                                               : config::withArchitecture(recipe, architectureOf(recipe));
+    // config.json is read once: the gpt type has none, the gpt2 family takes its sizes from it.
+    std::optional<config::HfModelConfig> architecture;
+    if (recipe.type != "gpt")
+        architecture = architectureOf(recipe);
+    if (!architecture || architecture->family == config::DecoderFamily::Gpt2) {
+        const config::ModelRecipe shape = architecture ? config::withArchitecture(recipe, *architecture) : recipe;
         auto weights = checkpoint::loadGpt2(dir, shape);
         if (!weights)
             throw std::runtime_error(weights.error().message);
