@@ -1,5 +1,6 @@
 #include "ui/configure_page.h"
 
+#include "engine/config/data_preview.h"
 #include "engine/config/hf_config_keys.h"
 #include "engine/config/machine_probe.h"
 #include "engine/config/model_architecture.h"
@@ -14,6 +15,7 @@
 
 #include <qcustomplot.h>
 
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
 #include <QFileDialog>
@@ -23,10 +25,12 @@
 #include <QLabel>
 #include <QListView>
 #include <QPlainTextEdit>
+#include <QPointer>
 #include <QPushButton>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTextBlock>
+#include <QThreadPool>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -43,6 +47,14 @@ namespace shardscope::ui {
 namespace {
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+QStringList toQStringList(const std::vector<std::string>& texts)
+{
+    QStringList out;
+    for (const auto& t : texts)
+        out << qs(t);
+    return out;
+}
 
 config::OptimizerKind optimizerOf(const config::Recipe& r)
 {
@@ -108,9 +120,43 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
         if (!dir.isEmpty())
             setModelFolder(dir);
     });
-    recipeLayout->addWidget(modelFolder, 0, Qt::AlignLeft);
-    recipeLayout->addWidget(m_recipeEditor, 1);
+    auto* dataFiles = new QPushButton(tr("Data files…"), recipeTab);
+    dataFiles->setObjectName(QStringLiteral("pickDataFiles"));
+    dataFiles->setToolTip(tr("Token files, or text / JSON Lines corpora to tokenize, for data.path (data.type tokens)"));
+    connect(dataFiles, &QPushButton::clicked, this, [this] {
+        const QStringList files = QFileDialog::getOpenFileNames(
+            this, tr("Training data"), QFileInfo(m_recipePath).path(),
+            tr("Corpora and token files (*.jsonl *.ndjson *.json *.txt *.md *.bin *.tokens);;All files (*)"));
+        if (!files.isEmpty())
+            setDataFiles(files);
+    });
+    auto* tokenizerFolder = new QPushButton(tr("Tokenizer…"), recipeTab);
+    tokenizerFolder->setObjectName(QStringLiteral("pickTokenizer"));
+    tokenizerFolder->setToolTip(tr("A folder with tokenizer.json (and tokenizer_config.json) for data.tokenizer"));
+    connect(tokenizerFolder, &QPushButton::clicked, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, tr("Tokenizer folder"), QFileInfo(m_recipePath).path());
+        if (!dir.isEmpty() && m_recipe)
+            setDataFiles(toQStringList(m_recipe->data.paths), dir);
+    });
+    auto* previewButton = new QPushButton(tr("Preview data"), recipeTab);
+    previewButton->setObjectName(QStringLiteral("previewData"));
+    previewButton->setToolTip(tr("The data's statistics and rank 0's first batch, decoded, as the run will see them"));
+    connect(previewButton, &QPushButton::clicked, this, &ConfigurePage::previewData);
+    auto* pickers = new QHBoxLayout;
+    pickers->addWidget(modelFolder);
+    pickers->addWidget(dataFiles);
+    pickers->addWidget(tokenizerFolder);
+    pickers->addWidget(previewButton);
+    pickers->addStretch(1);
+    m_dataPreview = new QPlainTextEdit(recipeTab);
+    m_dataPreview->setObjectName(QStringLiteral("dataPreview"));
+    m_dataPreview->setReadOnly(true);
+    m_dataPreview->setMaximumBlockCount(200);
+    m_dataPreview->setPlaceholderText(tr("Preview data shows what the run will train on"));
+    recipeLayout->addLayout(pickers);
+    recipeLayout->addWidget(m_recipeEditor, 3);
     recipeLayout->addWidget(m_recipeStatus);
+    recipeLayout->addWidget(m_dataPreview, 1);
     m_tabs->addTab(m_form, tr("Form"));
     m_tabs->addTab(m_wizard, tr("Wizard"));
     m_tabs->addTab(recipeTab, tr("Recipe"));
@@ -352,7 +398,19 @@ void ConfigurePage::configChanged(bool modified)
 
 bool ConfigurePage::setModelFolder(const QString& dir)
 {
-    auto edited = config::withPretrainedFolder(m_recipeEditor->toPlainText().toStdString(), dir.toStdString());
+    return replaceRecipeText(config::withPretrainedFolder(m_recipeEditor->toPlainText().toStdString(), dir.toStdString()));
+}
+
+bool ConfigurePage::setDataFiles(const QStringList& files, const QString& tokenizer)
+{
+    std::vector<std::string> paths;
+    for (const auto& f : files)
+        paths.push_back(f.toStdString());
+    return replaceRecipeText(config::withTokenData(m_recipeEditor->toPlainText().toStdString(), paths, tokenizer.toStdString()));
+}
+
+bool ConfigurePage::replaceRecipeText(const Result<std::string>& edited)
+{
     if (!edited) {
         m_recipeStatus->setStyleSheet(QStringLiteral("color: #c62828;"));
         m_recipeStatus->setText(qs(edited.error().message));
@@ -362,6 +420,57 @@ bool ConfigurePage::setModelFolder(const QString& dir)
     cursor.select(QTextCursor::Document);
     cursor.insertText(QString::fromStdString(*edited));
     return true;
+}
+
+QString ConfigurePage::dataPreviewText() const { return m_dataPreview->toPlainText(); }
+
+namespace {
+
+// The recipe as the launcher will load it: its relative paths its file's, a Hugging Face family's
+// vocab_size from its architecture; then what its data will be.
+Result<config::DataPreview> previewOf(config::Recipe recipe, const std::string& recipeFolder, const std::string& source,
+                                      int worldSize)
+{
+    config::resolveRecipePaths(recipe, recipeFolder);
+    if (config::isHfFamilyType(recipe.model.type)) {
+        auto architecture = config::resolveArchitecture(recipe.model, source);
+        if (!architecture)
+            return architecture.error();
+        recipe.model = config::withArchitecture(recipe.model, *architecture);
+    }
+    return config::previewTokenData(recipe, worldSize);
+}
+
+} // namespace
+
+void ConfigurePage::previewData()
+{
+    if (!m_recipe) {
+        m_dataPreview->setPlainText(tr("The recipe has an error; fix it first."));
+        emit dataPreviewed(false);
+        return;
+    }
+    const std::uint64_t generation = ++m_previewGeneration;
+    m_dataPreview->setPlainText(tr("Reading the data…"));
+    const std::string folder = m_recipePath.isEmpty() ? QDir::currentPath().toStdString()
+                                                      : QFileInfo(m_recipePath).absolutePath().toStdString();
+    const std::string source = m_recipePath.isEmpty() ? std::string("recipe.yaml") : m_recipePath.toStdString();
+    const int ranks = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
+    QPointer<ConfigurePage> guard(this);
+    // Reading and tokenizing a corpus takes seconds: never on the GUI thread.
+    QThreadPool::globalInstance()->start([guard, generation, recipe = *m_recipe, folder, source, ranks] {
+        auto preview = std::make_shared<Result<config::DataPreview>>(previewOf(recipe, folder, source, ranks));
+        QMetaObject::invokeMethod(
+            QCoreApplication::instance(),
+            [guard, generation, preview] {
+                if (!guard || guard->m_previewGeneration != generation)
+                    return;
+                guard->m_dataPreview->setPlainText(*preview ? qs(config::formatDataPreview(**preview))
+                                                            : tr("error: %1").arg(qs(preview->error().message)));
+                emit guard->dataPreviewed(preview->ok());
+            },
+            Qt::QueuedConnection);
+    });
 }
 
 void ConfigurePage::recipeChanged()

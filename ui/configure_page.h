@@ -63,6 +63,13 @@ public slots:
     // user can undo; comments and other lines kept). False, with the reason in the recipe's
     // status line, when the text cannot be edited so.
     bool setModelFolder(const QString& dir);
+    // The recipe editor's "Data files…" and "Tokenizer…": data.type tokens with these files (and
+    // data.tokenizer, when `tokenizer` is not empty), as setModelFolder edits the text.
+    bool setDataFiles(const QStringList& files, const QString& tokenizer = QString());
+    // "Preview data": reads and tokenizes the recipe's data off the GUI thread, then shows its
+    // statistics and rank 0's first batch decoded (dataPreviewText); dataPreviewed when done.
+    void previewData();
+    QString dataPreviewText() const;
     // Goes to the field a diagnostic names (the form's field, or the recipe editor's line).
     void goToDiagnostic(const QString& keyPath);
     // Empty on success, else why nothing was launched (also shown on the page).
@@ -71,6 +78,7 @@ public slots:
 signals:
     void runLaunched(const QString& runName);
     void runOpened(std::int64_t runId);
+    void dataPreviewed(bool ok);
 
 private:
     void buildTopBar(QWidget* bar);
@@ -83,6 +91,7 @@ private:
     void updateTitles();
     void pollLaunchedRun();
     void showMessage(const QString& text, bool error);
+    bool replaceRecipeText(const Result<std::string>& edited);
     QString scratchFile(const QString& stem, const QString& suffix) const;
 
     std::filesystem::path m_databaseFile;
@@ -108,6 +117,8 @@ private:
     ConfigForm* m_form = nullptr;
     QPlainTextEdit* m_recipeEditor = nullptr;
     QLabel* m_recipeStatus = nullptr;
+    QPlainTextEdit* m_dataPreview = nullptr;
+    std::uint64_t m_previewGeneration = 0; // the newest preview asked for; older answers are dropped
     QPlainTextEdit* m_preview = nullptr;
     QLabel* m_memorySummary = nullptr;
     QCustomPlot* m_memoryChart = nullptr;

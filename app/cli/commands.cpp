@@ -13,6 +13,7 @@ void addAllCommands(CLI::App& app, CommandContext& context)
     addConfigCommand(app, context);
     addEnvCommand(app, context);
     addEstimateMemoryCommand(app, context);
+    addDataCommand(app, context);
 }
 
 } // namespace

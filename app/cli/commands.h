@@ -25,5 +25,6 @@ void addConfigCommand(CLI::App& app, CommandContext& context);
 void addEnvCommand(CLI::App& app, CommandContext& context);
 void addEstimateMemoryCommand(CLI::App& app, CommandContext& context);
 void addRunsCommand(CLI::App& app, CommandContext& context);
+void addDataCommand(CLI::App& app, CommandContext& context);
 
 } // namespace shardscope::cli

@@ -107,6 +107,13 @@ inline Error makeError(std::string message, ErrorKind kind = ErrorKind::Unspecif
     return error;
 }
 
+// The error, saying which file it is about (the message names it already).
+inline Error inFile(Error error, std::string file)
+{
+    error.file = std::move(file);
+    return error;
+}
+
 // An error at a place in a file: the message is "file:line:column: what; fix", the parts are
 // fields too.
 inline Error errorAt(ErrorKind kind, std::string file, int line, int column, const std::string& what, std::string fix = {})

@@ -2,6 +2,9 @@
 
 #include "engine/common/edit_distance.h"
 #include "engine/config/hf_config_keys.h"
+#include "engine/text/corpus.h"
+#include "engine/text/token_stream.h"
+#include "engine/text/tokenizer.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -277,8 +280,22 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     model.add("load_dtype", choice(r.model.loadDtype, {"float32", "bfloat16", "float16"}));
 
     SectionReader data(source, "data");
-    data.add("type", choice(r.data.type, {"text", "synthetic_regression"}));
-    data.add("path", text(r.data.path));
+    data.add("type", choice(r.data.type, {"text", "tokens", "synthetic_regression"}));
+    data.add("path", [&r](const YAML::Node& node) -> std::string {
+        if (node.IsSequence()) {
+            r.data.path.clear();
+            return textList(r.data.paths)(node);
+        }
+        r.data.paths.clear();
+        if (auto problem = text(r.data.path)(node); !problem.empty())
+            return problem;
+        if (!r.data.path.empty())
+            r.data.paths.push_back(r.data.path);
+        return {};
+    });
+    data.add("tokenizer", text(r.data.tokenizer));
+    data.add("field", text(r.data.field));
+    data.add("token_dtype", choice(r.data.tokenDtype, {"uint16", "uint32"}));
     data.add("num_samples", integer(r.data.numSamples, 1));
     data.add("noise", number(r.data.noise, 0, big));
     data.add("shuffle", boolean(r.data.shuffle));
@@ -355,16 +372,18 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
 
     if (auto checked = checkModelSource(r.model, source); !checked)
         return checked.error();
-    if (r.model.type == "gpt") {
-        if (r.model.nEmbd % r.model.nHead != 0)
-            return makeError(source + ": 'model.n_embd' (" + std::to_string(r.model.nEmbd)
-                             + ") must be divisible by 'model.n_head' (" + std::to_string(r.model.nHead) + ")");
-        if (r.data.type != "text")
-            return makeError(source + ": the gpt model trains on data.type 'text'; set data.type: text or model.type: mlp");
-    } else if (r.model.type != "mlp") {
-        if (r.data.type != "text")
+    if (r.model.type == "gpt" && r.model.nEmbd % r.model.nHead != 0)
+        return makeError(source + ": 'model.n_embd' (" + std::to_string(r.model.nEmbd) + ") must be divisible by 'model.n_head' ("
+                         + std::to_string(r.model.nHead) + ")");
+    if (r.model.type != "mlp") {
+        if (r.data.type == "synthetic_regression")
             return makeError(source + ": the " + r.model.type
-                             + " model trains on data.type 'text'; set data.type: text or model.type: mlp");
+                             + " model is a language model; set data.type: tokens (or text, for bytes) or model.type: mlp");
+        if (r.data.type == "text" && r.data.paths.size() > 1)
+            return makeError(source + ": data.type text reads one file and data.path names " + std::to_string(r.data.paths.size())
+                             + "; name one, or set data.type: tokens to tokenize them all");
+        if (r.data.type == "tokens" && r.data.paths.empty())
+            return makeError(source + ": data.type tokens needs data.path: token files or corpora (.jsonl, .txt), one or a list");
     } else if (r.data.type != "synthetic_regression") {
         return makeError(source
                          + ": the mlp model trains on data.type 'synthetic_regression'; set data.type: "
@@ -418,8 +437,71 @@ Result<void> checkTextFitsVocabulary(const std::string& bytes, const Recipe& rec
     return {};
 }
 
+std::string tokenizerFolder(const Recipe& recipe)
+{
+    if (!recipe.data.tokenizer.empty())
+        return recipe.data.tokenizer;
+    std::error_code ec;
+    if (!recipe.model.pretrained.empty() && std::filesystem::exists(recipe.model.pretrained + "/tokenizer.json", ec))
+        return recipe.model.pretrained;
+    return {};
+}
+
+namespace {
+
+// What data.type tokens can be checked for before launch, without tokenizing the corpora.
+Result<void> checkTokenInputs(const Recipe& recipe)
+{
+    const std::int64_t vocab = recipe.model.vocabSize;
+    const std::string folder = tokenizerFolder(recipe);
+    if (!folder.empty()) {
+        auto tokenizer = text::Tokenizer::load(folder);
+        if (!tokenizer)
+            return makeError("data.tokenizer: " + tokenizer.error().message, tokenizer.error().kind);
+        if (tokenizer->idBound() > vocab)
+            return makeError("the tokenizer " + folder + " has ids up to " + std::to_string(tokenizer->idBound() - 1)
+                                 + " but the model's vocab_size is " + std::to_string(vocab)
+                                 + ", so some tokens have no embedding; use the model's own tokenizer, or a model with "
+                                   "vocab_size "
+                                 + std::to_string(tokenizer->idBound()) + " or more",
+                             ErrorKind::Conflict);
+    }
+    std::vector<std::string> corpora;
+    for (const std::string& path : recipe.data.paths) {
+        if (text::isCorpusPath(path)) {
+            if (folder.empty())
+                return makeError("data.path " + path
+                                     + " is a corpus to tokenize, and the recipe names no tokenizer; set "
+                                       "data.tokenizer: DIR (a folder with tokenizer.json), or model.pretrained to a folder that "
+                                       "has one",
+                                 ErrorKind::BadValue);
+            corpora.push_back(path);
+            continue;
+        }
+        auto file = text::TokenFile::open(path, text::parseTokenDtype(recipe.data.tokenDtype));
+        if (!file)
+            return file.error();
+        const std::uint32_t highest = file->maxId();
+        if (file->size() > 0 && highest >= vocab)
+            return makeError(
+                path + " holds the token id " + std::to_string(highest) + ", but the model's vocab_size is "
+                    + std::to_string(vocab) + "; the file was made with another tokenizer ("
+                    + (file->info().tokenizer.empty() ? std::string("its description names none") : file->info().tokenizer)
+                    + "), or the model needs a larger vocab_size",
+                ErrorKind::Conflict);
+    }
+    if (!corpora.empty())
+        if (auto readable = text::CorpusReader::open(corpora); !readable)
+            return readable.error();
+    return {};
+}
+
+} // namespace
+
 Result<void> checkRecipeInputs(const Recipe& recipe)
 {
+    if (recipe.data.type == "tokens")
+        return checkTokenInputs(recipe);
     if (recipe.data.type != "text")
         return {};
     const std::string path = recipe.data.path.empty() ? defaultTextPath() : recipe.data.path;
@@ -443,10 +525,42 @@ Result<Recipe> loadRecipe(const std::string& path)
         return makeError(path + ": cannot open the recipe file");
     std::stringstream buffer;
     buffer << in.rdbuf();
-    return parseRecipe(buffer.str(), path);
+    auto recipe = parseRecipe(buffer.str(), path);
+    // Relative paths in a recipe file are the file's own, wherever it is launched from.
+    if (recipe)
+        resolveRecipePaths(*recipe, std::filesystem::absolute(std::filesystem::path(path)).parent_path().string());
+    return recipe;
 }
 
-Result<std::string> withPretrainedFolder(const std::string& yamlText, const std::string& dir)
+void resolveRecipePaths(Recipe& recipe, const std::string& folder)
+{
+    namespace fs = std::filesystem;
+    const auto resolve = [&folder](std::string& p) {
+        if (!p.empty() && fs::path(p).is_relative())
+            p = (fs::path(folder) / p).lexically_normal().string();
+    };
+    resolve(recipe.model.pretrained);
+    resolve(recipe.data.path);
+    for (auto& p : recipe.data.paths)
+        resolve(p);
+    resolve(recipe.data.tokenizer);
+}
+
+namespace {
+
+std::string quotedYaml(const std::string& text)
+{
+    std::string quoted = "'";
+    for (char c : text)
+        quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    return quoted + "'";
+}
+
+// The recipe text with section.key set to `value` (YAML text): the value replaced where the section
+// has the key, else the key added at its top (or the section added at the end), every other line
+// (comments included) kept as written. An inline section (`model: {...}`) cannot be edited by line.
+Result<std::string> withSectionKey(const std::string& yamlText, const std::string& section, const std::string& key,
+                                   const std::string& value)
 {
     std::vector<std::string> lines;
     {
@@ -454,34 +568,31 @@ Result<std::string> withPretrainedFolder(const std::string& yamlText, const std:
         for (std::string line; std::getline(in, line);)
             lines.push_back(line);
     }
-    std::string quoted = "'";
-    for (char c : dir)
-        quoted += c == '\'' ? std::string("''") : std::string(1, c);
-    quoted += "'";
     auto indentOf = [](const std::string& line) { return line.find_first_not_of(' '); };
     auto isBlankOrComment = [&](const std::string& line) {
         const auto first = line.find_first_not_of(" \t");
         return first == std::string::npos || line[first] == '#';
     };
-    std::size_t model = lines.size();
+    const std::string header = section + ":", keyColon = key + ":";
+    std::size_t start = lines.size();
     for (std::size_t i = 0; i < lines.size(); ++i) {
-        if (lines[i].rfind("model:", 0) != 0)
+        if (lines[i].rfind(header, 0) != 0)
             continue;
-        const std::string rest = lines[i].substr(6);
-        if (!isBlankOrComment(rest))
-            return makeError("the recipe's model section is written inline (model: {...}); write it as a block (model: "
-                             "on its own line, one key per line below it) to pick a folder",
+        if (!isBlankOrComment(lines[i].substr(header.size())))
+            return makeError("the recipe's " + section + " section is written inline (" + section
+                                 + ": {...}); write it as a block (" + section
+                                 + ": on its own line, one key per line below it) to set " + section + "." + key + " here",
                              ErrorKind::Unspecified);
-        model = i;
+        start = i;
         break;
     }
-    if (model == lines.size()) {
-        lines.emplace_back("model:");
-        lines.push_back("  pretrained: " + quoted);
+    if (start == lines.size()) {
+        lines.push_back(header);
+        lines.push_back("  " + keyColon + " " + value);
     } else {
-        std::size_t end = model + 1, keyIndent = 2;
+        std::size_t keyIndent = 2;
         bool sawKey = false, replaced = false;
-        for (; end < lines.size(); ++end) {
+        for (std::size_t end = start + 1; end < lines.size(); ++end) {
             if (isBlankOrComment(lines[end]))
                 continue;
             const auto indent = indentOf(lines[end]);
@@ -491,19 +602,41 @@ Result<std::string> withPretrainedFolder(const std::string& yamlText, const std:
                 keyIndent = indent;
                 sawKey = true;
             }
-            if (indent == keyIndent && lines[end].compare(indent, 11, "pretrained:") == 0) {
-                lines[end] = std::string(indent, ' ') + "pretrained: " + quoted;
+            if (indent == keyIndent && lines[end].compare(indent, keyColon.size(), keyColon) == 0) {
+                lines[end] = std::string(indent, ' ') + keyColon + " " + value;
                 replaced = true;
             }
         }
         if (!replaced)
-            lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(model) + 1,
-                         std::string(keyIndent, ' ') + "pretrained: " + quoted);
+            lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(start) + 1,
+                         std::string(keyIndent, ' ') + keyColon + " " + value);
     }
     std::string out;
     for (const auto& line : lines)
         out += line + "\n";
     return out;
+}
+
+} // namespace
+
+Result<std::string> withPretrainedFolder(const std::string& yamlText, const std::string& dir)
+{
+    return withSectionKey(yamlText, "model", "pretrained", quotedYaml(dir));
+}
+
+Result<std::string> withTokenData(const std::string& yamlText, const std::vector<std::string>& paths,
+                                  const std::string& tokenizer)
+{
+    std::string list = "[";
+    for (const auto& path : paths)
+        list += (list.size() > 1 ? ", " : "") + quotedYaml(path);
+    list += "]";
+    auto edited = withSectionKey(yamlText, "data", "type", "tokens");
+    if (edited && !paths.empty()) // empty: the tokenizer alone
+        edited = withSectionKey(*edited, "data", "path", paths.size() == 1 ? quotedYaml(paths.front()) : list);
+    if (edited && !tokenizer.empty())
+        edited = withSectionKey(*edited, "data", "tokenizer", quotedYaml(tokenizer));
+    return edited;
 }
 
 std::string recipeToYaml(const Recipe& r)
@@ -546,11 +679,21 @@ std::string recipeToYaml(const Recipe& r)
         out << YAML::Key << "bias" << YAML::Value << l.bias << YAML::EndMap;
     }
     out << YAML::EndMap;
-    out << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.data.type << YAML::Key
-        << "path" << YAML::Value << r.data.path << YAML::Key << "num_samples" << YAML::Value << r.data.numSamples << YAML::Key
-        << "noise" << YAML::Value << r.data.noise << YAML::Key << "shuffle" << YAML::Value << r.data.shuffle << YAML::Key
-        << "drop_last" << YAML::Value << r.data.dropLast << YAML::Key << "even_batches" << YAML::Value << r.data.evenBatches
-        << YAML::Key << "eval_fraction" << YAML::Value << r.data.evalFraction << YAML::EndMap;
+    out << YAML::Key << "data" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.data.type;
+    if (r.data.paths.size() > 1)
+        out << YAML::Key << "path" << YAML::Value << YAML::Flow << r.data.paths;
+    else
+        out << YAML::Key << "path" << YAML::Value << r.data.path;
+    if (!r.data.tokenizer.empty())
+        out << YAML::Key << "tokenizer" << YAML::Value << r.data.tokenizer;
+    if (r.data.field != "text")
+        out << YAML::Key << "field" << YAML::Value << r.data.field;
+    if (!r.data.tokenDtype.empty())
+        out << YAML::Key << "token_dtype" << YAML::Value << r.data.tokenDtype;
+    out << YAML::Key << "num_samples" << YAML::Value << r.data.numSamples << YAML::Key << "noise" << YAML::Value << r.data.noise
+        << YAML::Key << "shuffle" << YAML::Value << r.data.shuffle << YAML::Key << "drop_last" << YAML::Value << r.data.dropLast
+        << YAML::Key << "even_batches" << YAML::Value << r.data.evenBatches << YAML::Key << "eval_fraction" << YAML::Value
+        << r.data.evalFraction << YAML::EndMap;
     out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.optimizer.type
         << YAML::Key << "lr" << YAML::Value << r.optimizer.lr << YAML::Key << "weight_decay" << YAML::Value
         << r.optimizer.weightDecay << YAML::Key << "beta1" << YAML::Value << r.optimizer.beta1 << YAML::Key << "beta2"

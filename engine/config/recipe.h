@@ -68,8 +68,20 @@ struct ModelRecipe {
 };
 
 struct DataRecipe {
-    std::string type = "text"; // "text" (byte-level language modelling) or "synthetic_regression"
-    std::string path; // text file; empty: the demo text shipped in resources/data
+    // "text" (byte-level language modelling: each byte an id), "tokens" (token ids: token files,
+    // or text / JSON Lines corpora tokenized with data.tokenizer), or "synthetic_regression".
+    std::string type = "text";
+    // text: the text file; empty: the demo text shipped in resources/data. tokens: the same as
+    // paths.front() when data.path names one file.
+    std::string path;
+    // tokens: what data.path names (one path or a list), joined in this order: token files
+    // (memory-mapped) and corpora (.jsonl/.ndjson/.json, .txt/.text/.md) tokenized when the run
+    // starts. The stream is cut into model.block_size sequences as transformers' group_texts cuts
+    // it (the remainder dropped), the labels shifted left with -100 at the end.
+    std::vector<std::string> paths;
+    std::string tokenizer; // tokens: a folder with tokenizer.json; empty: model.pretrained
+    std::string field = "text"; // tokens: the JSON Lines field with the text
+    std::string tokenDtype; // tokens: "uint16" or "uint32" for bare token files (nanoGPT's .bin)
     std::int64_t numSamples = 4096; // synthetic_regression: samples in the dataset
     double noise = 0.01; // synthetic_regression: std of the label noise
     bool shuffle = true;
@@ -155,14 +167,28 @@ std::string defaultTextPath();
 // What can be checked of a recipe before any rank starts, beyond its own keys: the byte-level
 // GPT's text (data.path, or the demo text) exists, is long enough for two blocks, and has no byte
 // the model's vocab_size cannot embed. Ranks check the same when they read the text.
+// data.type tokens: the tokenizer (data.tokenizer, else model.pretrained when it has a
+// tokenizer.json) has no id the model cannot embed; token files open, are whole and have no id at or
+// above vocab_size; corpora can be read (ranks tokenize them and check the rest).
 Result<void> checkRecipeInputs(const Recipe& recipe);
+// The tokenizer folder of data.type tokens: data.tokenizer, else model.pretrained if it holds a
+// tokenizer.json, else empty.
+std::string tokenizerFolder(const Recipe& recipe);
 Result<void> checkTextFitsVocabulary(const std::string& bytes, const Recipe& recipe, const std::string& path);
+// parseRecipe of a file, with its relative paths resolved against the file's folder
+// (resolveRecipePaths).
 Result<Recipe> loadRecipe(const std::string& path);
+// Makes model.pretrained, data.path(s) and data.tokenizer absolute, relative ones taken as `folder`'s.
+void resolveRecipePaths(Recipe& recipe, const std::string& folder);
 // The recipe text with model.pretrained set to `dir` (the recipe editor's folder picker): the
 // value replaced where the model section has one, else the key added to it (or a model section
 // added), every other line (comments included) kept as written. An inline model section
 // (`model: {...}`) is an error: it cannot be edited by line.
 Result<std::string> withPretrainedFolder(const std::string& yamlText, const std::string& dir);
+// The recipe text with data.type tokens, and data.path `paths` and data.tokenizer set when not empty,
+// as withPretrainedFolder edits it (the recipe editor's data pickers).
+Result<std::string> withTokenData(const std::string& yamlText, const std::vector<std::string>& paths,
+                                  const std::string& tokenizer);
 std::string recipeToYaml(const Recipe& recipe);
 
 } // namespace shardscope::config

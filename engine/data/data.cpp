@@ -1,5 +1,9 @@
 #include "engine/data/data.h"
 
+#include "engine/common/sample_order.h"
+#include "engine/text/token_stream.h"
+#include "engine/text/tokenizer.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -18,15 +22,13 @@ namespace {
 Split splitOff(Dataset all, double evalFraction)
 {
     const std::int64_t n = all.size();
-    std::int64_t evalCount = static_cast<std::int64_t>(static_cast<double>(n) * evalFraction);
-    if (evalFraction > 0 && evalCount == 0 && n > 1)
-        evalCount = 1;
+    const std::int64_t evalCount = evalSplitCount(n, evalFraction);
     const std::int64_t trainCount = n - evalCount;
     Split split;
-    split.train = {all.inputs.narrow(0, 0, trainCount), all.targets.narrow(0, 0, trainCount), all.tokensPerSample};
+    split.train = {all.inputs.narrow(0, 0, trainCount), all.targets.narrow(0, 0, trainCount), all.tokensPerSample, {}};
     if (evalCount > 0)
-        split.eval = {all.inputs.narrow(0, trainCount, evalCount), all.targets.narrow(0, trainCount, evalCount),
-                      all.tokensPerSample};
+        split.eval = {
+            all.inputs.narrow(0, trainCount, evalCount), all.targets.narrow(0, trainCount, evalCount), all.tokensPerSample, {}};
     return split;
 }
 
@@ -39,7 +41,7 @@ Split makeSyntheticRegression(const config::Recipe& recipe)
     auto x = at::randn({recipe.data.numSamples, m.inputDim}, gen, at::kFloat);
     auto w = at::randn({m.inputDim, m.outputDim}, gen, at::kFloat) / std::sqrt(static_cast<double>(m.inputDim));
     auto y = at::matmul(x, w) + recipe.data.noise * at::randn({recipe.data.numSamples, m.outputDim}, gen, at::kFloat);
-    return splitOff({x, y, 1}, recipe.data.evalFraction);
+    return splitOff({x, y, 1, {}}, recipe.data.evalFraction);
 }
 
 Split makeByteText(const config::Recipe& recipe, const std::string& path)
@@ -63,18 +65,86 @@ Split makeByteText(const config::Recipe& recipe, const std::string& path)
         p[i] = static_cast<unsigned char>(bytes[i]);
     auto windows = at::arange(n, at::kLong).unsqueeze(1) * T + at::arange(T + 1, at::kLong).unsqueeze(0);
     auto samples = all.index({windows}); // [n, T + 1]
-    return splitOff({samples.narrow(1, 0, T).contiguous(), samples.narrow(1, 1, T).contiguous(), T}, recipe.data.evalFraction);
+    return splitOff({samples.narrow(1, 0, T).contiguous(), samples.narrow(1, 1, T).contiguous(), T, {}},
+                    recipe.data.evalFraction);
+}
+
+std::pair<at::Tensor, at::Tensor> Dataset::gather(const std::int64_t* indices, std::int64_t count) const
+{
+    if (inputs.defined()) {
+        auto index = at::from_blob(const_cast<std::int64_t*>(indices), {count}, at::kLong).clone();
+        return {inputs.index_select(0, index), targets.index_select(0, index)};
+    }
+    const std::int64_t T = blocks.length;
+    auto in = at::empty({count, T}, at::kLong);
+    auto out = at::empty({count, T}, at::kLong);
+    auto* x = in.data_ptr<std::int64_t>();
+    auto* y = out.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < count; ++i, x += T, y += T) {
+        blocks.stream->read((blocks.first + indices[i]) * T, T, x);
+        std::copy(x + 1, x + T, y);
+        y[T - 1] = -100; // transformers' causal LM loss: nothing to predict after the last id
+    }
+    return {in, out};
+}
+
+Split makeTokenBlocks(const config::Recipe& recipe, int threads)
+{
+    if (auto checked = config::checkRecipeInputs(recipe); !checked)
+        throw std::runtime_error(checked.error().message);
+    text::TokenSourceOptions options;
+    options.paths = recipe.data.paths;
+    options.tokenizer = config::tokenizerFolder(recipe);
+    options.field = recipe.data.field;
+    options.tokenDtype = text::parseTokenDtype(recipe.data.tokenDtype);
+    options.threads = threads;
+    auto stream = text::TokenStream::open(options);
+    if (!stream)
+        throw std::runtime_error(stream.error().message);
+    const std::int64_t vocab = recipe.model.vocabSize;
+    if (const auto highest = stream->highestId(); stream->size() > 0 && highest.id >= vocab)
+        throw std::runtime_error(highest.path + " holds the token id " + std::to_string(highest.id) + " (at position "
+                                 + std::to_string(highest.position) + "), but the model's vocab_size is " + std::to_string(vocab)
+                                 + "; tokenize with the model's own tokenizer, or train a model with " + "vocab_size "
+                                 + std::to_string(static_cast<std::int64_t>(highest.id) + 1) + " or more");
+    const std::int64_t T = recipe.model.blockSize;
+    const std::int64_t n = stream->size() / T;
+    if (n < 1)
+        throw std::runtime_error("the data (data.path) holds " + std::to_string(stream->size())
+                                 + " tokens, fewer than one sequence of model.block_size " + std::to_string(T)
+                                 + "; add data or lower model.block_size");
+    const std::int64_t evalCount = evalSplitCount(n, recipe.data.evalFraction);
+    auto shared = std::make_shared<const text::TokenStream>(std::move(*stream));
+    Split split;
+    split.train.blocks = {shared, 0, n - evalCount, T};
+    split.train.tokensPerSample = T;
+    split.eval.blocks = {shared, n - evalCount, evalCount, T};
+    split.eval.tokensPerSample = T;
+    return split;
+}
+
+std::string describe(const Split& split)
+{
+    const auto& blocks = split.train.blocks;
+    if (!blocks.stream)
+        return "data: " + std::to_string(split.train.size()) + " train samples, " + std::to_string(split.eval.size()) + " eval";
+    std::int64_t documents = 0;
+    std::string files;
+    for (const auto& part : blocks.stream->parts()) {
+        documents += part.info().documents;
+        files += (files.empty() ? "" : ", ") + std::filesystem::path(part.path()).filename().string();
+    }
+    return "data: " + std::to_string(blocks.stream->size()) + " tokens"
+           + (documents > 0 ? " (" + std::to_string(documents) + " documents)" : std::string()) + " from " + files + ", "
+           + std::to_string(split.train.size() + split.eval.size()) + " sequences of " + std::to_string(blocks.length) + " ("
+           + std::to_string(split.train.size()) + " train, " + std::to_string(split.eval.size()) + " eval)";
 }
 
 DistributedSampler::DistributedSampler(std::int64_t datasetSize, int rank, int worldSize, bool shuffle, std::uint64_t seed,
                                        bool dropLast)
-    : m_size(datasetSize), m_rank(rank), m_world(worldSize), m_shuffle(shuffle), m_seed(seed), m_dropLast(dropLast)
+    : m_size(datasetSize), m_rank(rank), m_world(worldSize), m_shuffle(shuffle), m_seed(seed), m_dropLast(dropLast),
+      m_numSamples(distributedSamplesPerRank(datasetSize, worldSize, dropLast))
 {
-    // torch.utils.data.DistributedSampler's arithmetic.
-    if (m_dropLast && m_size % m_world != 0)
-        m_numSamples = (m_size - m_world + m_world - 1) / m_world;
-    else
-        m_numSamples = (m_size + m_world - 1) / m_world;
 }
 
 std::vector<std::int64_t> DistributedSampler::indices(std::int64_t epoch) const
@@ -86,19 +156,8 @@ std::vector<std::int64_t> DistributedSampler::indices(std::int64_t epoch) const
     } else {
         order = at::arange(m_size, at::kLong);
     }
-    std::vector<std::int64_t> all(order.data_ptr<std::int64_t>(), order.data_ptr<std::int64_t>() + m_size);
-    const std::int64_t total = m_numSamples * m_world;
-    if (!m_dropLast) {
-        // Pad by wrapping around, so every rank gets as many samples (Accelerate's even_batches).
-        for (std::int64_t i = 0; static_cast<std::int64_t>(all.size()) < total; ++i)
-            all.push_back(all[static_cast<std::size_t>(i % m_size)]);
-    }
-    all.resize(static_cast<std::size_t>(total));
-    std::vector<std::int64_t> mine;
-    mine.reserve(static_cast<std::size_t>(m_numSamples));
-    for (std::int64_t i = m_rank; i < total; i += m_world)
-        mine.push_back(all[static_cast<std::size_t>(i)]);
-    return mine;
+    return distributedShare({order.data_ptr<std::int64_t>(), order.data_ptr<std::int64_t>() + m_size}, m_rank, m_world,
+                            m_dropLast);
 }
 
 BatchIterator::BatchIterator(const Dataset& dataset, const DistributedSampler& sampler, std::int64_t batchSize)
@@ -111,8 +170,32 @@ BatchIterator::BatchIterator(const Dataset& dataset, const DistributedSampler& s
     m_order = sampler.indices(0);
 }
 
+BatchIterator::~BatchIterator() { dropReadAhead(); }
+
+void BatchIterator::dropReadAhead()
+{
+    if (m_ahead.valid())
+        m_ahead.wait();
+    m_ahead = {};
+}
+
+void BatchIterator::readAhead()
+{
+    // Only token blocks read anything (tensor datasets are already in memory), and only within the
+    // epoch: the first batch of the next one is read when it is asked for.
+    if (m_dataset.inputs.defined() || m_position + static_cast<std::size_t>(m_batchSize) > m_order.size())
+        return;
+    m_ahead = std::async(
+        std::launch::async,
+        [this, indices = std::vector<std::int64_t>(m_order.begin() + static_cast<std::ptrdiff_t>(m_position),
+                                                   m_order.begin() + static_cast<std::ptrdiff_t>(m_position) + m_batchSize)] {
+            return m_dataset.gather(indices.data(), static_cast<std::int64_t>(indices.size()));
+        });
+}
+
 void BatchIterator::restore(std::int64_t epoch, std::int64_t position)
 {
+    dropReadAhead();
     m_epoch = epoch;
     m_order = m_sampler.indices(epoch);
     m_position = static_cast<std::size_t>(std::clamp<std::int64_t>(position, 0, static_cast<std::int64_t>(m_order.size())));
@@ -123,13 +206,15 @@ BatchIterator::Batch BatchIterator::next()
     // The last incomplete batch of an epoch is dropped (DataLoader drop_last), so every step has
     // a full batch on every rank.
     if (m_position + static_cast<std::size_t>(m_batchSize) > m_order.size()) {
+        dropReadAhead();
         ++m_epoch;
         m_order = m_sampler.indices(m_epoch);
         m_position = 0;
     }
-    auto index = at::from_blob(m_order.data() + m_position, {m_batchSize}, at::kLong).clone();
+    auto [inputs, targets] = m_ahead.valid() ? m_ahead.get() : m_dataset.gather(m_order.data() + m_position, m_batchSize);
     m_position += static_cast<std::size_t>(m_batchSize);
-    return {m_dataset.inputs.index_select(0, index), m_dataset.targets.index_select(0, index), m_epoch};
+    readAhead();
+    return {inputs, targets, m_epoch};
 }
 
 } // namespace shardscope::data

@@ -55,6 +55,7 @@ json bodyJson(const EventBody& body)
                           {"tokens", e.tokens},
                           {"samples", e.samples},
                           {"step_time", e.stepTime},
+                          {"data_time", e.dataTime},
                           {"tokens_per_s", e.tokensPerS},
                           {"mem", memoryJson(e.mem)},
                           {"comm",
@@ -249,6 +250,7 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("tokens", e.tokens);
         r.read("samples", e.samples);
         r.read("step_time", e.stepTime);
+        r.read("data_time", e.dataTime);
         r.read("tokens_per_s", e.tokensPerS);
         readMemory(r.child("mem"), e.mem);
         auto comm = r.child("comm");

@@ -60,6 +60,7 @@ struct StepEvent {
     std::int64_t tokens = 0; // this rank, this step
     std::int64_t samples = 0; // this rank, this step
     double stepTime = 0; // seconds
+    double dataTime = 0; // seconds of stepTime this rank waited for its batches
     double tokensPerS = 0; // all ranks
     MemoryStats mem;
     CommStats comm;

@@ -65,6 +65,7 @@ protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& 
     e.samples = measured.samples;
     e.tokens = measured.tokens;
     e.stepTime = measured.stepTime;
+    e.dataTime = measured.dataTime;
     e.tokensPerS = measured.stepTime > 0 ? static_cast<double>(e.tokens * acc.numProcesses()) / measured.stepTime : 0;
 
     const parallel::StepFootprint footprint = acc.dataParallel().stepFootprint();

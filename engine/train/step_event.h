@@ -27,6 +27,7 @@ struct StepMeasurement {
     std::int64_t samples = 0; // this rank's, this step
     std::int64_t tokens = 0; // this rank's, this step
     double stepTime = 0; // seconds
+    double dataTime = 0; // seconds of it spent waiting for batches
 };
 
 // After the optimizer step (the data-parallel footprint is the step's then).

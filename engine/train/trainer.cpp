@@ -138,10 +138,13 @@ void Trainer::prepareModel()
 
 void Trainer::prepareData()
 {
+    const auto& kind = m_recipe.data.type;
     m_split = std::make_unique<data::Split>(
-        m_recipe.data.type == "text"
-            ? data::makeByteText(m_recipe, m_recipe.data.path.empty() ? data::defaultTextPath() : m_recipe.data.path)
-            : data::makeSyntheticRegression(m_recipe));
+        kind == "tokens" ? data::makeTokenBlocks(m_recipe, at::get_num_threads())
+        : kind == "text" ? data::makeByteText(m_recipe, m_recipe.data.path.empty() ? data::defaultTextPath() : m_recipe.data.path)
+                         : data::makeSyntheticRegression(m_recipe));
+    if (kind == "tokens" && m_acc.isMainProcess())
+        m_events.emit(protocol::LogEvent{"info", data::describe(*m_split)});
     m_sampler = std::make_unique<data::DistributedSampler>(m_split->train.size(), m_acc.processIndex(), m_acc.numProcesses(),
                                                            m_recipe.data.shuffle, m_recipe.seed,
                                                            /*dropLast=*/!m_recipe.data.evenBatches);
@@ -211,6 +214,7 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     m.samples = micro.samples;
     m.tokens = micro.samples * m_split->train.tokensPerSample;
     m.stepTime = secondsSince(stepStart);
+    m.dataTime = micro.dataTime;
     return outcome;
 }
 
@@ -220,7 +224,9 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
     MicroSteps out;
     for (std::int64_t micro = 0; micro < m_recipe.gradientAccumulationSteps; ++micro) {
         auto dataSpan = recorder.scope(profiler::Lane::Host, "data", "data");
+        const auto dataStart = Clock::now();
         auto batch = m_batches->next();
+        out.dataTime += secondsSince(dataStart);
         dataSpan.finish();
         out.epoch = batch.epoch;
         [[maybe_unused]] Accelerator::AccumulateGuard guard = m_acc.accumulate();
@@ -307,9 +313,9 @@ double Trainer::evaluate()
         if (stopRequested())
             break;
         const auto len = std::min(batchSize, mine.size() - start);
-        auto index = at::from_blob(mine.data() + start, {static_cast<std::int64_t>(len)}, at::kLong).clone();
-        auto inputs = eval.inputs.index_select(0, index).to(m_acc.device());
-        auto targets = eval.targets.index_select(0, index).to(m_acc.device());
+        auto [inputs, targets] = eval.gather(mine.data() + start, static_cast<std::int64_t>(len));
+        inputs = inputs.to(m_acc.device());
+        targets = targets.to(m_acc.device());
         if (inputs.is_floating_point())
             inputs = inputs.to(m_acc.inputDtype());
         if (targets.is_floating_point())

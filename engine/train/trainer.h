@@ -57,6 +57,7 @@ private:
         at::Tensor lossSum; // this rank's losses of the step, summed without a host sync
         std::int64_t samples = 0;
         std::int64_t epoch = 0;
+        double dataTime = 0; // seconds waiting for batches
     };
 
     static AcceleratorOptions acceleratorOptions(const config::RunPlan& plan);

@@ -28,6 +28,7 @@ namespace {
 const QString kWorker = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope-worker");
 const QString kPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
 const QString kExportCheck = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/hf_export_check.py");
+const QString kTools = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/");
 const QString kText = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/data/demo.txt");
 
 QString recipe(const QString& extraTraining = QString(), const QString& extraTop = QString())
@@ -47,6 +48,7 @@ struct Run {
     int exitCode = -1;
     QString output;
     std::map<qint64, double> losses; // step -> loss (rank 0)
+    std::map<qint64, qint64> epochs; // step -> epoch (rank 0)
 };
 
 } // namespace
@@ -62,8 +64,10 @@ private:
         run.exitCode = launched.exitCode;
         run.output = launched.output;
         for (const auto& e : launched.events)
-            if (e["type"] == "step" && e["rank"] == 0)
+            if (e["type"] == "step" && e["rank"] == 0) {
                 run.losses[e["step"].toInteger()] = e["loss"].toDouble();
+                run.epochs[e["step"].toInteger()] = e["epoch"].toInteger();
+            }
         return run;
     }
     QString runs() const { return m_dir.path() + "/runs"; }
@@ -171,6 +175,45 @@ private slots:
         QCOMPARE(resumed.losses.begin()->first, qint64(6));
         for (const auto& [step, loss] : resumed.losses)
             QVERIFY(loss == reference.losses.at(step));
+    }
+
+    // Token data (a JSONL corpus tokenized with a Llama 3-style tokenizer, packed into blocks): a
+    // run killed while writing step 10's checkpoint resumes from step 5, in the middle of epoch 0,
+    // and crosses into epoch 1 seeing exactly the batches of an uninterrupted run (losses equal
+    // bit for bit): the stream position is in the checkpoint, and batches read ahead are not.
+    void tokenDataResumesMidEpoch()
+    {
+        QProcess python;
+        const QString reference = m_dir.path() + "/tokenizers";
+        python.start(kPython, {kTools + "tokenizer_reference.py", "--out", reference, "--kinds", "llama3"});
+        QVERIFY2(python.waitForFinished(300000) && python.exitCode() == 0, qPrintable(python.readAllStandardError()));
+        QFile expected(reference + "/llama3/expected.json");
+        QVERIFY(expected.open(QIODevice::ReadOnly));
+        const int vocab = QJsonDocument::fromJson(expected.readAll()).object()["id_bound"].toInt();
+        const QString tokens = QStringLiteral(
+                                   "name: tok\n"
+                                   "seed: 5\n"
+                                   "model: {type: gpt, vocab_size: %1, n_layer: 2, n_embd: 32, n_head: 4, block_size: 64}\n"
+                                   "data: {type: tokens, path: %2/corpus.jsonl, tokenizer: %2/llama3}\n"
+                                   "optimizer: {type: adamw, lr: 0.003}\n"
+                                   "training: {per_device_batch_size: 8, max_steps: 24, checkpoint_every: 5}\n")
+                                   .arg(vocab)
+                                   .arg(reference);
+        const Run full = launch("tokens-full", tokens, {});
+        QVERIFY2(full.exitCode == 0, qPrintable(full.output));
+        QCOMPARE(full.losses.size(), size_t(24));
+        const Run crashed = launch("tokens-crashed", tokens, {}, {"--crash-in-checkpoint", "10"});
+        QCOMPARE(crashed.exitCode, 9);
+        const Run resumed = launch("tokens-resumed", tokens, {"--resume_from_checkpoint", runs() + "/tokens-crashed"});
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
+        QCOMPARE(resumed.losses.begin()->first, qint64(6));
+        QCOMPARE(resumed.losses.size(), size_t(19));
+        for (const auto& [step, loss] : resumed.losses)
+            QVERIFY2(loss == full.losses.at(step), qPrintable(QString("step %1: %2 resumed, %3 uninterrupted")
+                                                                  .arg(step)
+                                                                  .arg(loss, 0, 'g', 17)
+                                                                  .arg(full.losses.at(step), 0, 'g', 17)));
+        QVERIFY2(resumed.epochs.rbegin()->second >= 1, "the run should cross into the second epoch");
     }
 
     // The disk fills up before the step-10 checkpoint (fault injection: the ranks' RLIMIT_FSIZE

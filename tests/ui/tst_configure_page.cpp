@@ -3,6 +3,7 @@
 // form shows a field only when it applies; an invalid value disables Launch with its message
 // shown; the memory estimate follows the sharding; Launch hands the saved files to the launcher.
 
+#include "engine/config/data_preview.h"
 #include "engine/config/questionnaire.h"
 #include "engine/config/questionnaire_terminal.h"
 #include "ui/config_form.h"
@@ -426,6 +427,45 @@ private slots:
         page.setRecipeText(QStringLiteral("model: {type: gpt}\n"));
         QVERIFY(!page.setModelFolder(QStringLiteral("/m")));
         QVERIFY(page.findChild<QLabel*>(QStringLiteral("recipeStatus"))->text().contains(QStringLiteral("inline")));
+    }
+
+    // The data pickers write data.type tokens, the files and the tokenizer into the text; Preview
+    // data reads the shipped Llama demo's corpus off the GUI thread and shows its statistics and
+    // rank 0's first batch decoded, as config::previewTokenData computes them; a broken corpus
+    // shows its file:line.
+    void dataPickersAndPreview()
+    {
+        ConfigurePage page(db());
+        const QString resources = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources");
+        page.setRecipeText(QStringLiteral("name: r\nmodel:\n  type: gpt\n  vocab_size: 2048\n  block_size: 64\n"
+                                          "data:\n  type: text\n"));
+        QVERIFY(page.setDataFiles({resources + "/data/demo.jsonl"}, resources + "/tokenizers/demo"));
+        auto* editor = page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"));
+        QVERIFY2(editor->toPlainText().contains("  type: tokens\n"), qPrintable(editor->toPlainText()));
+        QVERIFY(page.canLaunch());
+        QSignalSpy done(&page, &ConfigurePage::dataPreviewed);
+        page.previewData();
+        QVERIFY(page.dataPreviewText().contains(QStringLiteral("Reading"))); // the GUI thread did not wait
+        QVERIFY(done.wait(60000));
+        QCOMPARE(done.takeFirst().at(0).toBool(), true);
+        auto recipe = config::parseRecipe(editor->toPlainText().toStdString(), "r.yaml");
+        QVERIFY(recipe);
+        auto expected = config::previewTokenData(*recipe, 1);
+        QVERIFY(expected);
+        QCOMPARE(page.dataPreviewText().trimmed(), QString::fromStdString(config::formatDataPreview(*expected)).trimmed());
+        QVERIFY(page.dataPreviewText().contains(QStringLiteral("rank 0's first batch")));
+        QVERIFY(page.dataPreviewText().contains(QStringLiteral("License"), Qt::CaseInsensitive)); // decoded text
+        // A corpus with a broken line: the preview says where.
+        const QString broken = m_tmp.path() + "/broken.jsonl";
+        QFile file(broken);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("{\"text\": \"ok\"}\nnot json\n");
+        file.close();
+        QVERIFY(page.setDataFiles({broken}));
+        page.previewData();
+        QVERIFY(done.wait(60000));
+        QCOMPARE(done.takeFirst().at(0).toBool(), false);
+        QVERIFY2(page.dataPreviewText().contains(QStringLiteral("broken.jsonl:2: not JSON")), qPrintable(page.dataPreviewText()));
     }
 
     void memoryEstimateFollowsSharding()

@@ -129,12 +129,42 @@ private slots:
         QVERIFY(inline_.error().message.find("inline") != std::string::npos);
     }
 
+    // The recipe editor's data pickers: data.type tokens, the files and the tokenizer set in the
+    // text, the rest kept; one file is a scalar, several a list.
+    void tokenDataIsSetInTheText()
+    {
+        const std::string text = "model:\n  type: gpt\n  vocab_size: 600\ndata:\n  type: text  # bytes\n  eval_fraction: 0.2\n";
+        auto edited = withTokenData(text, {"/c/a.jsonl", "/c/b's.tokens"}, "/tok");
+        QVERIFY(edited);
+        QCOMPARE(*edited, std::string("model:\n  type: gpt\n  vocab_size: 600\ndata:\n  tokenizer: '/tok'\n  path: "
+                                      "['/c/a.jsonl', '/c/b''s.tokens']\n  type: tokens\n  eval_fraction: 0.2\n"));
+        auto parsed = parseRecipe(*edited, "r.yaml");
+        QVERIFY2(parsed, parsed ? "" : parsed.error().message.c_str());
+        QCOMPARE(parsed->data.paths, (std::vector<std::string>{"/c/a.jsonl", "/c/b's.tokens"}));
+        QCOMPARE(parsed->data.evalFraction, 0.2);
+        auto one = withTokenData(*edited, {"/c/only.bin"}, "");
+        QVERIFY(one);
+        QCOMPARE(parseRecipe(*one, "r.yaml")->data.paths, std::vector<std::string>{"/c/only.bin"});
+        QCOMPARE(parseRecipe(*one, "r.yaml")->data.tokenizer, std::string("/tok")); // kept
+        QVERIFY(!withTokenData("data: {type: text}\n", {"/a.bin"}, ""));
+    }
+
     void shippedRecipesLoad()
     {
-        for (const char* name : {"demo-gpt.yaml", "demo-mlp.yaml"}) {
+        for (const char* name : {"demo-gpt.yaml", "demo-mlp.yaml", "demo-llama.yaml"}) {
             auto r = loadRecipe(std::string(SHARDSCOPE_SOURCE_DIR "/resources/recipes/") + name);
             QVERIFY2(r.ok(), r.ok() ? name : r.error().message.c_str());
         }
+        // The Llama demo's relative paths are its file's; its data and tokenizer are shipped and fit.
+        auto llama = loadRecipe(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-llama.yaml");
+        QVERIFY(llama);
+        QCOMPARE(llama->data.paths, std::vector<std::string>{SHARDSCOPE_SOURCE_DIR "/resources/data/demo.jsonl"});
+        QCOMPARE(llama->data.tokenizer, std::string(SHARDSCOPE_SOURCE_DIR "/resources/tokenizers/demo"));
+        llama->model.vocabSize = 2048; // what the architecture resolves to (the recipe's vocab_size key)
+        auto inputs = checkRecipeInputs(*llama);
+        QVERIFY2(inputs, inputs ? "" : inputs.error().message.c_str());
+        llama->model.vocabSize = 2000;
+        QVERIFY(!checkRecipeInputs(*llama)); // the tokenizer's 2048 ids do not fit
     }
 };
 
