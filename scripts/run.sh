@@ -11,4 +11,6 @@ fi
 echo "No display: running the demo headless: a small GPT trained with DDP on two CPU ranks (c10d/Gloo)."
 "$bin/shardscope" launch --num_processes 2 -- check-collectives
 "$bin/shardscope" launch --num_processes 2 --recipe "$root/resources/recipes/demo-gpt.yaml" "$@"
-echo "Demo ran: the run's events and per-rank logs are in the run directory named above."
+echo "Then a small Llama on the project's own text, tokenized with the tokenizer it ships (resources/tokenizers/demo)."
+"$bin/shardscope" launch --num_processes 2 --recipe "$root/resources/recipes/demo-llama.yaml" "$@"
+echo "Demo ran: the runs' events and per-rank logs are in the run directories named above."

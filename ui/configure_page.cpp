@@ -85,25 +85,11 @@ QString readText(const QString& path, bool* ok)
 
 } // namespace
 
-ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
-    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_machine(config::probeMachine()),
-      m_physicalCores(config::physicalCoreCount()), m_history(history ? history : new HistoryService(this))
+// The Recipe tab: the pickers (model folder, data files, tokenizer) and Preview data above the
+// editor, its status line and the data preview below.
+QWidget* ConfigurePage::buildRecipeTab(QWidget* parent)
 {
-    auto* layout = new QVBoxLayout(this);
-    auto* bar = new QWidget(this);
-    buildTopBar(bar);
-    layout->addWidget(bar);
-
-    auto* vertical = new QSplitter(Qt::Vertical, this);
-    auto* horizontal = new QSplitter(Qt::Horizontal, vertical);
-
-    m_tabs = new QTabWidget(horizontal);
-    m_tabs->setObjectName(QStringLiteral("configureTabs"));
-    m_wizard = new ConfigWizard({}, m_tabs);
-    m_wizard->setObjectName(QStringLiteral("wizard"));
-    m_form = new ConfigForm(m_tabs);
-    m_form->setObjectName(QStringLiteral("form"));
-    auto* recipeTab = new QWidget(m_tabs);
+    auto* recipeTab = new QWidget(parent);
     auto* recipeLayout = new QVBoxLayout(recipeTab);
     m_recipeEditor = new QPlainTextEdit(recipeTab);
     m_recipeEditor->setObjectName(QStringLiteral("recipeEditor"));
@@ -157,6 +143,28 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     recipeLayout->addWidget(m_recipeEditor, 3);
     recipeLayout->addWidget(m_recipeStatus);
     recipeLayout->addWidget(m_dataPreview, 1);
+    return recipeTab;
+}
+
+ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
+    : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_machine(config::probeMachine()),
+      m_physicalCores(config::physicalCoreCount()), m_history(history ? history : new HistoryService(this))
+{
+    auto* layout = new QVBoxLayout(this);
+    auto* bar = new QWidget(this);
+    buildTopBar(bar);
+    layout->addWidget(bar);
+
+    auto* vertical = new QSplitter(Qt::Vertical, this);
+    auto* horizontal = new QSplitter(Qt::Horizontal, vertical);
+
+    m_tabs = new QTabWidget(horizontal);
+    m_tabs->setObjectName(QStringLiteral("configureTabs"));
+    m_wizard = new ConfigWizard({}, m_tabs);
+    m_wizard->setObjectName(QStringLiteral("wizard"));
+    m_form = new ConfigForm(m_tabs);
+    m_form->setObjectName(QStringLiteral("form"));
+    QWidget* recipeTab = buildRecipeTab(m_tabs);
     m_tabs->addTab(m_form, tr("Form"));
     m_tabs->addTab(m_wizard, tr("Wizard"));
     m_tabs->addTab(recipeTab, tr("Recipe"));

@@ -82,6 +82,7 @@ signals:
 
 private:
     void buildTopBar(QWidget* bar);
+    QWidget* buildRecipeTab(QWidget* parent);
     // Per-rank device bytes by category, host (offloaded) bytes stacked on top.
     void setUpMemoryChart();
     void configChanged(bool modified);

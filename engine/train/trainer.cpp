@@ -2,6 +2,8 @@
 
 #include "engine/checkpoint/hf_export.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/config/hf_config_keys.h"
+#include "engine/config/model_architecture.h"
 #include "engine/config/run_plan.h"
 #include "engine/models/lora.h"
 #include "engine/models/pretrained.h"
@@ -136,11 +138,28 @@ void Trainer::prepareModel()
     }
 }
 
+namespace {
+
+// The recipe with a Hugging Face family's vocab_size as its architecture says (config.json or the
+// recipe's keys), which the data is checked against.
+config::Recipe withResolvedVocabulary(config::Recipe recipe)
+{
+    if (config::isHfFamilyType(recipe.model.type)) {
+        auto architecture = config::resolveArchitecture(recipe.model, "the recipe");
+        if (!architecture)
+            throw std::runtime_error(architecture.error().message);
+        recipe.model = config::withArchitecture(recipe.model, *architecture);
+    }
+    return recipe;
+}
+
+} // namespace
+
 void Trainer::prepareData()
 {
     const auto& kind = m_recipe.data.type;
     m_split = std::make_unique<data::Split>(
-        kind == "tokens" ? data::makeTokenBlocks(m_recipe, at::get_num_threads())
+        kind == "tokens" ? data::makeTokenBlocks(withResolvedVocabulary(m_recipe), at::get_num_threads())
         : kind == "text" ? data::makeByteText(m_recipe, m_recipe.data.path.empty() ? data::defaultTextPath() : m_recipe.data.path)
                          : data::makeSyntheticRegression(m_recipe));
     if (kind == "tokens" && m_acc.isMainProcess())

@@ -224,6 +224,27 @@ private slots:
                      qPrintable(QStringLiteral("step %1: %2 vs %3").arg(11 + i).arg(second[i]).arg(all[10 + i])));
     }
 
+    // The shipped Llama demo (resources/recipes/demo-llama.yaml): its corpus tokenized at start
+    // with the shipped tokenizer (2048 ids, checked against the architecture's vocab_size on the
+    // ranks too), packed, and trained; the loss falls from near ln(2048).
+    void llamaDemoTrainsOnItsTokenizedCorpus()
+    {
+        QFile demo(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-llama.yaml"));
+        QVERIFY(demo.open(QIODevice::ReadOnly));
+        QString text = QString::fromUtf8(demo.readAll());
+        text.replace("../", SHARDSCOPE_SOURCE_DIR "/resources/"); // its paths are its folder's
+        const auto run = testing::launchRecipe(m_dir.path(), "demo-llama", text, 2, {"--max_steps", "30"});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        bool described = false;
+        for (const auto& e : run.events)
+            described = described || (e["type"] == "log" && e["message"].toString().contains("sequences of 64"));
+        QVERIFY2(described, "rank 0 logs the data's statistics");
+        const auto losses = rankZeroLosses(run);
+        QCOMPARE(losses.size(), 30);
+        QVERIFY2(std::abs(losses.front() - std::log(2048.0)) < 0.5, qPrintable(QString::number(losses.front())));
+        QVERIFY2(losses.back() < losses.front() - 1.0, qPrintable(QString("%1 -> %2").arg(losses.front()).arg(losses.back())));
+    }
+
     // Every precision mode trains the Llama, and a profiled window writes its trace.
     void precisionModesAndProfiling_data()
     {
