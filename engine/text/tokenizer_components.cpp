@@ -248,21 +248,33 @@ int byteOfByteLevelChar(std::string_view character)
     return it == inverse.end() ? -1 : it->second;
 }
 
+// A Sequence's stages (`key`: "normalizers", "pretokenizers", "decoders"), each parsed with
+// `parse`; stages that do nothing (an empty function) are left out.
+template <typename Stage, typename Parse>
+Result<std::vector<Stage>> parseStages(const json& value, const char* key, const std::string& where, Parse parse)
+{
+    std::vector<Stage> stages;
+    const json& list = value.contains(key) ? value[key] : json::array();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        auto stage = parse(list[i], where + "." + key + "[" + std::to_string(i) + "]");
+        if (!stage)
+            return stage.error();
+        if (*stage)
+            stages.push_back(std::move(*stage));
+    }
+    return stages;
+}
+
 Result<Normalizer> parseNormalizer(const json& value, const std::string& where)
 {
     if (value.is_null())
         return Normalizer{};
     const std::string type = typeOf(value);
     if (type == "Sequence") {
-        std::vector<Normalizer> stages;
-        const json& list = value.contains("normalizers") ? value["normalizers"] : json::array();
-        for (std::size_t i = 0; i < list.size(); ++i) {
-            auto stage = parseNormalizer(list[i], where + ".normalizers[" + std::to_string(i) + "]");
-            if (!stage)
-                return stage.error();
-            if (*stage)
-                stages.push_back(std::move(*stage));
-        }
+        auto parsed = parseStages<Normalizer>(value, "normalizers", where, parseNormalizer);
+        if (!parsed)
+            return parsed.error();
+        std::vector<Normalizer> stages = std::move(*parsed);
         return Normalizer{[stages](std::string& s) {
             for (const auto& stage : stages)
                 stage(s);
@@ -310,15 +322,10 @@ Result<PreTokenizer> parsePreTokenizer(const json& value, const std::string& whe
         return PreTokenizer{};
     const std::string type = typeOf(value);
     if (type == "Sequence") {
-        std::vector<PreTokenizer> stages;
-        const json& list = value.contains("pretokenizers") ? value["pretokenizers"] : json::array();
-        for (std::size_t i = 0; i < list.size(); ++i) {
-            auto stage = parsePreTokenizer(list[i], where + ".pretokenizers[" + std::to_string(i) + "]");
-            if (!stage)
-                return stage.error();
-            if (*stage)
-                stages.push_back(std::move(*stage));
-        }
+        auto parsed = parseStages<PreTokenizer>(value, "pretokenizers", where, parsePreTokenizer);
+        if (!parsed)
+            return parsed.error();
+        std::vector<PreTokenizer> stages = std::move(*parsed);
         return PreTokenizer{[stages](Piece&& piece, std::vector<Piece>& out) {
             std::vector<Piece> current{std::move(piece)}, next;
             for (const auto& stage : stages) {
@@ -477,15 +484,10 @@ Result<Decoder> parseDecoder(const json& value, const std::string& where)
         return Decoder{};
     const std::string type = typeOf(value);
     if (type == "Sequence") {
-        std::vector<Decoder> stages;
-        const json& list = value.contains("decoders") ? value["decoders"] : json::array();
-        for (std::size_t i = 0; i < list.size(); ++i) {
-            auto stage = parseDecoder(list[i], where + ".decoders[" + std::to_string(i) + "]");
-            if (!stage)
-                return stage.error();
-            if (*stage)
-                stages.push_back(std::move(*stage));
-        }
+        auto parsed = parseStages<Decoder>(value, "decoders", where, parseDecoder);
+        if (!parsed)
+            return parsed.error();
+        std::vector<Decoder> stages = std::move(*parsed);
         return Decoder{[stages](std::vector<std::string>& tokens) {
             for (const auto& stage : stages)
                 stage(tokens);
