@@ -83,7 +83,8 @@ public:
 
     Error wrong(const std::string& key, const std::string& expected, const json& v) const
     {
-        Error error = makeError(m_source + ": '" + key + "' must be " + expected + ", not " + v.dump()
+        Error error = makeError(m_source + ": '" + key + "' must be " + expected + ", not "
+                                    + v.dump(-1, ' ', false, json::error_handler_t::replace)
                                     + "; fix config.json (transformers refuses it too)",
                                 ErrorKind::BadValue);
         error.file = m_source;

@@ -90,7 +90,10 @@ Result<HfModelConfig> resolveArchitecture(const ModelRecipe& model, const std::s
                              ErrorKind::Conflict);
         return loaded;
     }
-    return parseHfModelConfig(recipeConfig(model).dump(), source + " (model section)");
+    // A YAML value may hold bytes that are not UTF-8, which JSON cannot: they become U+FFFD (and the
+    // value then matches no known one).
+    return parseHfModelConfig(recipeConfig(model).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                              source + " (model section)");
 }
 
 Result<std::vector<std::string>> loraTargets(const LoraRecipe& lora, const HfModelConfig& architecture)
