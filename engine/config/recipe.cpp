@@ -5,6 +5,7 @@
 #include "engine/text/corpus.h"
 #include "engine/text/token_stream.h"
 #include "engine/text/tokenizer.h"
+#include "engine/text/unicode.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -212,6 +213,15 @@ Result<void> checkModelSource(const ModelRecipe& m, const std::string& source)
 
 Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& source)
 {
+    // YAML is Unicode text; bytes that are not UTF-8 would reach the run plan's JSON (and names,
+    // paths and messages) as garbage.
+    if (const auto bad = text::firstInvalidUtf8(yamlText)) {
+        const std::string before = yamlText.substr(0, *bad);
+        const auto line = static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1;
+        const auto column = static_cast<int>(*bad - (before.rfind('\n') == std::string::npos ? 0 : before.rfind('\n') + 1)) + 1;
+        return errorAt(ErrorKind::Syntax, source, line, column,
+                       "not UTF-8 text (a byte that is not part of a UTF-8 character); save the recipe as UTF-8");
+    }
     YAML::Node root;
     try {
         root = YAML::Load(yamlText);

@@ -149,6 +149,17 @@ private slots:
         QVERIFY(!withTokenData("data: {type: text}\n", {"/a.bin"}, ""));
     }
 
+    // Bytes that are not UTF-8 (a Latin-1 file, a cut character) are refused where they are,
+    // instead of reaching the run plan's JSON (where they ended the launcher).
+    void textThatIsNotUtf8IsRefused()
+    {
+        auto refused = parseRecipe("name: ok\nmodel: {type: mlp}\n# caf\xe9\n", "latin1.yaml");
+        QVERIFY(!refused);
+        QVERIFY2(refused.error().message.find("latin1.yaml:3:6") != std::string::npos, refused.error().message.c_str());
+        QVERIFY2(refused.error().message.find("not UTF-8") != std::string::npos, refused.error().message.c_str());
+        QVERIFY(parseRecipe("name: caf\xc3\xa9\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n", "utf8.yaml"));
+    }
+
     void shippedRecipesLoad()
     {
         for (const char* name : {"demo-gpt.yaml", "demo-mlp.yaml", "demo-llama.yaml"}) {
