@@ -1,6 +1,7 @@
 #include "engine/config/data_preview.h"
 
 #include "engine/common/sample_order.h"
+#include "engine/config/token_data.h"
 #include "engine/text/token_stream.h"
 #include "engine/text/tokenizer.h"
 
@@ -14,31 +15,17 @@ Result<DataPreview> previewTokenData(const Recipe& recipe, int worldSize)
     if (recipe.data.type != "tokens")
         return makeError("the data preview shows data.type tokens; this recipe's data.type is " + recipe.data.type,
                          ErrorKind::BadValue);
-    if (auto inputs = checkRecipeInputs(recipe); !inputs)
-        return inputs.error();
-    text::TokenSourceOptions options;
-    options.paths = recipe.data.paths;
-    options.tokenizer = tokenizerFolder(recipe);
-    options.field = recipe.data.field;
-    options.tokenDtype = text::parseTokenDtype(recipe.data.tokenDtype);
-    auto stream = text::TokenStream::open(options);
-    if (!stream)
-        return stream.error();
-
+    auto data = openTokenData(recipe, 0);
+    if (!data)
+        return data.error();
     DataPreview p;
-    p.tokens = stream->size();
-    for (const auto& part : stream->parts())
+    p.tokens = data->stream->size();
+    for (const auto& part : data->stream->parts())
         p.documents += part.info().documents;
-    p.sequenceLength = recipe.model.blockSize;
-    p.tokenizer = options.tokenizer;
-    // As data::makeTokenBlocks: the remainder dropped, the last eval_fraction for eval.
-    const std::int64_t n = p.tokens / p.sequenceLength;
-    if (n < 1)
-        return makeError("the data holds " + std::to_string(p.tokens) + " tokens, fewer than one sequence of model.block_size "
-                             + std::to_string(p.sequenceLength) + "; add data or lower model.block_size",
-                         ErrorKind::BadValue);
-    p.evalSequences = evalSplitCount(n, recipe.data.evalFraction);
-    p.trainSequences = n - p.evalSequences;
+    p.sequenceLength = data->sequenceLength;
+    p.tokenizer = data->tokenizer ? data->tokenizer->source() : std::string();
+    p.trainSequences = data->trainSequences;
+    p.evalSequences = data->evalSequences;
     const bool dropLast = !recipe.data.evenBatches;
     p.batchesPerEpoch = distributedSamplesPerRank(p.trainSequences, worldSize, dropLast) / recipe.perDeviceBatchSize;
 
@@ -51,16 +38,12 @@ Result<DataPreview> previewTokenData(const Recipe& recipe, int worldSize)
         std::iota(order->begin(), order->end(), 0);
     }
     const auto mine = distributedShare(std::move(*order), 0, worldSize, dropLast);
-    std::optional<text::Tokenizer> tokenizer;
-    if (!p.tokenizer.empty())
-        if (auto loaded = text::Tokenizer::load(p.tokenizer))
-            tokenizer.emplace(std::move(*loaded));
     for (std::size_t i = 0; i < mine.size() && static_cast<std::int64_t>(i) < recipe.perDeviceBatchSize; ++i) {
         std::vector<std::int64_t> ids(static_cast<std::size_t>(p.sequenceLength));
-        stream->read(mine[i] * p.sequenceLength, p.sequenceLength, ids.data());
-        if (tokenizer) {
+        data->stream->read(mine[i] * p.sequenceLength, p.sequenceLength, ids.data());
+        if (data->tokenizer) {
             std::vector<std::int32_t> narrow(ids.begin(), ids.end());
-            p.decoded.push_back(tokenizer->decode(narrow));
+            p.decoded.push_back(data->tokenizer->decode(narrow));
         }
         p.sample.push_back(std::move(ids));
     }

@@ -1,6 +1,7 @@
 #include "engine/config/recipe.h"
 
 #include "engine/common/edit_distance.h"
+#include "engine/common/line_column.h"
 #include "engine/config/hf_config_keys.h"
 #include "engine/text/corpus.h"
 #include "engine/text/token_stream.h"
@@ -216,9 +217,8 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     // YAML is Unicode text; bytes that are not UTF-8 would reach the run plan's JSON (and names,
     // paths and messages) as garbage.
     if (const auto bad = text::firstInvalidUtf8(yamlText)) {
-        const std::string before = yamlText.substr(0, *bad);
-        const auto line = static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1;
-        const auto column = static_cast<int>(*bad - (before.rfind('\n') == std::string::npos ? 0 : before.rfind('\n') + 1)) + 1;
+        int line = 0, column = 0;
+        lineColumnOf(yamlText, *bad, line, column);
         return errorAt(ErrorKind::Syntax, source, line, column,
                        "not UTF-8 text (a byte that is not part of a UTF-8 character); save the recipe as UTF-8");
     }
@@ -457,29 +457,37 @@ std::string tokenizerFolder(const Recipe& recipe)
     return {};
 }
 
+Result<std::shared_ptr<const text::Tokenizer>> loadDataTokenizer(const Recipe& recipe)
+{
+    const std::string folder = tokenizerFolder(recipe);
+    if (folder.empty())
+        return std::shared_ptr<const text::Tokenizer>();
+    auto tokenizer = text::Tokenizer::load(folder);
+    if (!tokenizer)
+        return makeError("data.tokenizer: " + tokenizer.error().message, tokenizer.error().kind);
+    const std::int64_t vocab = recipe.model.vocabSize;
+    if (tokenizer->idBound() > vocab)
+        return makeError("the tokenizer " + folder + " has ids up to " + std::to_string(tokenizer->idBound() - 1)
+                             + " but the model's vocab_size is " + std::to_string(vocab)
+                             + ", so some tokens have no embedding; use the model's own tokenizer, or a model with vocab_size "
+                             + std::to_string(tokenizer->idBound()) + " or more",
+                         ErrorKind::Conflict);
+    return std::make_shared<const text::Tokenizer>(std::move(*tokenizer));
+}
+
 namespace {
 
 // What data.type tokens can be checked for before launch, without tokenizing the corpora.
 Result<void> checkTokenInputs(const Recipe& recipe)
 {
     const std::int64_t vocab = recipe.model.vocabSize;
-    const std::string folder = tokenizerFolder(recipe);
-    if (!folder.empty()) {
-        auto tokenizer = text::Tokenizer::load(folder);
-        if (!tokenizer)
-            return makeError("data.tokenizer: " + tokenizer.error().message, tokenizer.error().kind);
-        if (tokenizer->idBound() > vocab)
-            return makeError("the tokenizer " + folder + " has ids up to " + std::to_string(tokenizer->idBound() - 1)
-                                 + " but the model's vocab_size is " + std::to_string(vocab)
-                                 + ", so some tokens have no embedding; use the model's own tokenizer, or a model with "
-                                   "vocab_size "
-                                 + std::to_string(tokenizer->idBound()) + " or more",
-                             ErrorKind::Conflict);
-    }
+    auto tokenizer = loadDataTokenizer(recipe);
+    if (!tokenizer)
+        return tokenizer.error();
     std::vector<std::string> corpora;
     for (const std::string& path : recipe.data.paths) {
         if (text::isCorpusPath(path)) {
-            if (folder.empty())
+            if (!*tokenizer)
                 return makeError("data.path " + path
                                      + " is a corpus to tokenize, and the recipe names no tokenizer; set "
                                        "data.tokenizer: DIR (a folder with tokenizer.json), or model.pretrained to a folder that "

@@ -8,9 +8,14 @@
 #include "engine/common/result.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace shardscope::text {
+class Tokenizer;
+}
 
 namespace shardscope::config {
 
@@ -174,6 +179,9 @@ Result<void> checkRecipeInputs(const Recipe& recipe);
 // The tokenizer folder of data.type tokens: data.tokenizer, else model.pretrained if it holds a
 // tokenizer.json, else empty.
 std::string tokenizerFolder(const Recipe& recipe);
+// That tokenizer, loaded and checked to have no id the model's vocab_size cannot embed; null when
+// the recipe names none.
+Result<std::shared_ptr<const text::Tokenizer>> loadDataTokenizer(const Recipe& recipe);
 Result<void> checkTextFitsVocabulary(const std::string& bytes, const Recipe& recipe, const std::string& path);
 // parseRecipe of a file, with its relative paths resolved against the file's folder
 // (resolveRecipePaths).

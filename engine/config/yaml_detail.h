@@ -4,6 +4,7 @@
 // layer and the reader's checks (yaml_text.cpp), and PyYAML's scalar construction
 // (yaml_resolver.cpp). Not for use outside engine/config.
 
+#include "engine/common/line_column.h"
 #include "engine/common/result.h"
 
 #include <cstdint>
@@ -24,7 +25,6 @@ void appendUtf8(std::string& out, char32_t cp);
 std::string toUtf8(const std::u32string& s);
 std::u32string fromUtf8Lenient(const std::string& s);
 bool pyyamlPrintable(char32_t c);
-void lineColumnOf(std::string_view text, std::size_t offset, int& line, int& column);
 // What PyYAML's reader rejects (invalid UTF-8, control characters), and nesting beyond kMaxDepth.
 Result<void> checkReadable(const std::string& text, const std::string& source);
 Result<void> checkNesting(const std::string& text, const std::string& source);

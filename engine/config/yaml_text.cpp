@@ -117,20 +117,6 @@ bool pyyamlPrintable(char32_t c)
            || (c >= 0xe000 && c <= 0xfffd) || (c >= 0x10000 && c <= 0x10ffff);
 }
 
-void lineColumnOf(std::string_view text, std::size_t offset, int& line, int& column)
-{
-    line = 1;
-    column = 1;
-    for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
-        if (text[i] == '\n') {
-            ++line;
-            column = 1;
-        } else if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) {
-            ++column;
-        }
-    }
-}
-
 Result<void> checkReadable(const std::string& text, const std::string& source)
 {
     std::u32string decoded;

@@ -1,8 +1,8 @@
 #include "engine/data/data.h"
 
 #include "engine/common/sample_order.h"
+#include "engine/config/token_data.h"
 #include "engine/text/token_stream.h"
-#include "engine/text/tokenizer.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -90,35 +90,14 @@ std::pair<at::Tensor, at::Tensor> Dataset::gather(const std::int64_t* indices, s
 
 Split makeTokenBlocks(const config::Recipe& recipe, int threads)
 {
-    if (auto checked = config::checkRecipeInputs(recipe); !checked)
-        throw std::runtime_error(checked.error().message);
-    text::TokenSourceOptions options;
-    options.paths = recipe.data.paths;
-    options.tokenizer = config::tokenizerFolder(recipe);
-    options.field = recipe.data.field;
-    options.tokenDtype = text::parseTokenDtype(recipe.data.tokenDtype);
-    options.threads = threads;
-    auto stream = text::TokenStream::open(options);
-    if (!stream)
-        throw std::runtime_error(stream.error().message);
-    const std::int64_t vocab = recipe.model.vocabSize;
-    if (const auto highest = stream->highestId(); stream->size() > 0 && highest.id >= vocab)
-        throw std::runtime_error(highest.path + " holds the token id " + std::to_string(highest.id) + " (at position "
-                                 + std::to_string(highest.position) + "), but the model's vocab_size is " + std::to_string(vocab)
-                                 + "; tokenize with the model's own tokenizer, or train a model with " + "vocab_size "
-                                 + std::to_string(static_cast<std::int64_t>(highest.id) + 1) + " or more");
-    const std::int64_t T = recipe.model.blockSize;
-    const std::int64_t n = stream->size() / T;
-    if (n < 1)
-        throw std::runtime_error("the data (data.path) holds " + std::to_string(stream->size())
-                                 + " tokens, fewer than one sequence of model.block_size " + std::to_string(T)
-                                 + "; add data or lower model.block_size");
-    const std::int64_t evalCount = evalSplitCount(n, recipe.data.evalFraction);
-    auto shared = std::make_shared<const text::TokenStream>(std::move(*stream));
+    auto data = config::openTokenData(recipe, threads);
+    if (!data)
+        throw std::runtime_error(data.error().message);
+    const std::int64_t T = data->sequenceLength;
     Split split;
-    split.train.blocks = {shared, 0, n - evalCount, T};
+    split.train.blocks = {data->stream, 0, data->trainSequences, T};
     split.train.tokensPerSample = T;
-    split.eval.blocks = {shared, n - evalCount, evalCount, T};
+    split.eval.blocks = {data->stream, data->trainSequences, data->evalSequences, T};
     split.eval.tokensPerSample = T;
     return split;
 }
@@ -126,8 +105,6 @@ Split makeTokenBlocks(const config::Recipe& recipe, int threads)
 std::string describe(const Split& split)
 {
     const auto& blocks = split.train.blocks;
-    if (!blocks.stream)
-        return "data: " + std::to_string(split.train.size()) + " train samples, " + std::to_string(split.eval.size()) + " eval";
     std::int64_t documents = 0;
     std::string files;
     for (const auto& part : blocks.stream->parts()) {

@@ -65,7 +65,7 @@ Split makeByteText(const config::Recipe& recipe, const std::string& path);
 Split makeTokenBlocks(const config::Recipe& recipe, int threads);
 
 // "data: 7759 tokens (122 documents) from demo.jsonl, 121 sequences of 64 (109 train, 12 eval)"
-std::string describe(const Split& tokenBlocks);
+std::string describe(const Split& tokenBlocks); // a makeTokenBlocks split
 
 // The default demo text: config::defaultTextPath() (torch-free, the launcher checks it too).
 using config::defaultTextPath;

@@ -208,8 +208,6 @@ Result<PrepareStats> encodeCorpus(const Tokenizer& tokenizer, const std::vector<
     if (totals.documents == 0)
         return makeError("the corpus has no documents (every input file is empty, or has only blank lines); name files with text",
                          ErrorKind::BadValue);
-    if (stats.shortestDocument == std::numeric_limits<std::int64_t>::max())
-        stats.shortestDocument = 0;
     totals.seconds = std::chrono::duration<double>(Clock::now() - started).count();
     return stats;
 }

@@ -185,8 +185,18 @@ std::uint32_t TokenFile::at(std::int64_t i) const
 
 void TokenFile::read(std::int64_t start, std::int64_t count, std::int64_t* out) const
 {
-    for (std::int64_t k = 0; k < count; ++k)
-        out[k] = at(start + k);
+    // The dataset's hot path (every sample of every batch): the dtype is decided once.
+    const auto copy = [&](auto id) {
+        const unsigned char* p = m_data + static_cast<std::size_t>(start) * sizeof id;
+        for (std::int64_t k = 0; k < count; ++k, p += sizeof id) {
+            std::memcpy(&id, p, sizeof id);
+            out[k] = id;
+        }
+    };
+    if (m_info.dtype == TokenDtype::UInt16)
+        copy(std::uint16_t{});
+    else
+        copy(std::uint32_t{});
 }
 
 std::uint32_t TokenFile::maxId() const

@@ -19,7 +19,6 @@ Result<TokenStream> TokenStream::open(const TokenSourceOptions& options)
 {
     if (options.paths.empty())
         return makeError("data.path names no files; name token files or text / JSON Lines corpora", ErrorKind::BadValue);
-    std::optional<Tokenizer> tokenizer;
     TokenStream stream;
     for (const std::string& path : options.paths) {
         if (!isCorpusPath(path)) {
@@ -29,19 +28,14 @@ Result<TokenStream> TokenStream::open(const TokenSourceOptions& options)
             stream.m_parts.push_back(std::move(*file));
             continue;
         }
-        if (options.tokenizer.empty())
+        if (!options.tokenizer)
             return makeError(path
                                  + " is a corpus to tokenize, and the recipe names no tokenizer; set data.tokenizer: DIR "
                                    "(a folder with tokenizer.json), or model.pretrained to a folder that has one",
                              ErrorKind::BadValue);
-        if (!tokenizer) {
-            auto loaded = Tokenizer::load(options.tokenizer);
-            if (!loaded)
-                return loaded.error();
-            tokenizer.emplace(std::move(*loaded));
-        }
+        const Tokenizer& tokenizer = *options.tokenizer;
         std::vector<std::uint32_t> ids;
-        auto encoded = encodeCorpus(*tokenizer, {path}, options.field, options.threads,
+        auto encoded = encodeCorpus(tokenizer, {path}, options.field, options.threads,
                                     [&ids](const std::vector<std::int32_t>& document) -> Result<void> {
                                         ids.insert(ids.end(), document.begin(), document.end());
                                         return {};
@@ -50,9 +44,9 @@ Result<TokenStream> TokenStream::open(const TokenSourceOptions& options)
             return encoded.error();
         TokenFileInfo info;
         info.documents = encoded->totals.documents;
-        info.vocabSize = tokenizer->idBound();
-        info.eosId = tokenizer->eosId();
-        info.tokenizer = options.tokenizer;
+        info.vocabSize = tokenizer.idBound();
+        info.eosId = tokenizer.eosId();
+        info.tokenizer = tokenizer.source();
         stream.m_parts.push_back(TokenFile::fromIds(std::move(ids), path, info));
     }
     for (const auto& part : stream.m_parts) {

@@ -10,15 +10,18 @@
 #include "engine/text/token_file.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace shardscope::text {
 
+class Tokenizer;
+
 struct TokenSourceOptions {
     std::vector<std::string> paths;
-    std::string tokenizer; // a folder with tokenizer.json; corpora need one
+    std::shared_ptr<const Tokenizer> tokenizer; // corpora need one
     std::string field = "text"; // JSON Lines: the field with the text
     std::optional<TokenDtype> tokenDtype; // bare token files
     int threads = 0; // for tokenizing corpora; 0: every core

@@ -1,5 +1,6 @@
 #include "engine/text/tokenizer_components.h"
 
+#include "engine/text/bpe_model.h"
 #include "engine/text/regex.h"
 #include "engine/text/unicode.h"
 
@@ -238,13 +239,14 @@ const std::string& byteLevelChar(unsigned char byte)
 
 int byteOfByteLevelChar(std::string_view character)
 {
-    static const std::unordered_map<std::string, int> inverse = [] {
-        std::unordered_map<std::string, int> m;
+    // Heterogeneous lookup: no std::string made per decoded character.
+    static const std::unordered_map<std::string, int, StringHash, std::equal_to<>> inverse = [] {
+        std::unordered_map<std::string, int, StringHash, std::equal_to<>> m;
         for (int b = 0; b < 256; ++b)
             m.emplace(byteLevelChar(static_cast<unsigned char>(b)), b);
         return m;
     }();
-    const auto it = inverse.find(std::string(character));
+    const auto it = inverse.find(character);
     return it == inverse.end() ? -1 : it->second;
 }
 
@@ -274,8 +276,7 @@ Result<Normalizer> parseNormalizer(const json& value, const std::string& where)
         auto parsed = parseStages<Normalizer>(value, "normalizers", where, parseNormalizer);
         if (!parsed)
             return parsed.error();
-        std::vector<Normalizer> stages = std::move(*parsed);
-        return Normalizer{[stages](std::string& s) {
+        return Normalizer{[stages = std::move(*parsed)](std::string& s) {
             for (const auto& stage : stages)
                 stage(s);
         }};
@@ -325,8 +326,7 @@ Result<PreTokenizer> parsePreTokenizer(const json& value, const std::string& whe
         auto parsed = parseStages<PreTokenizer>(value, "pretokenizers", where, parsePreTokenizer);
         if (!parsed)
             return parsed.error();
-        std::vector<PreTokenizer> stages = std::move(*parsed);
-        return PreTokenizer{[stages](Piece&& piece, std::vector<Piece>& out) {
+        return PreTokenizer{[stages = std::move(*parsed)](Piece&& piece, std::vector<Piece>& out) {
             std::vector<Piece> current{std::move(piece)}, next;
             for (const auto& stage : stages) {
                 next.clear();
@@ -487,8 +487,7 @@ Result<Decoder> parseDecoder(const json& value, const std::string& where)
         auto parsed = parseStages<Decoder>(value, "decoders", where, parseDecoder);
         if (!parsed)
             return parsed.error();
-        std::vector<Decoder> stages = std::move(*parsed);
-        return Decoder{[stages](std::vector<std::string>& tokens) {
+        return Decoder{[stages = std::move(*parsed)](std::vector<std::string>& tokens) {
             for (const auto& stage : stages)
                 stage(tokens);
         }};

@@ -10,6 +10,7 @@
 #include "engine/data/data.h"
 #include "engine/text/data_prepare.h"
 #include "engine/text/token_stream.h"
+#include "engine/text/tokenizer.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -203,7 +204,7 @@ private slots:
         // A list of paths is one stream, in order.
         text::TokenSourceOptions both;
         both.paths = {o.output, corpus()};
-        both.tokenizer = o.tokenizer;
+        both.tokenizer = std::make_shared<const text::Tokenizer>(std::move(*text::Tokenizer::load(o.tokenizer)));
         auto stream = text::TokenStream::open(both);
         QVERIFY(stream);
         QCOMPARE(stream->size(), 2 * prepared->totals.tokens);
