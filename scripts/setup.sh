@@ -136,6 +136,17 @@ if [ -z "$torch_prefix" ] && { [ ! -f "$stamp" ] || ! cmp -s "$requirements" "$s
     || die "installing the wheels from $wheels failed"
   cp "$requirements" "$stamp"
 fi
+# Shardscope's own Python package (python/: the reporter, tracker and Trainer callback that run
+# inside users' scripts), reinstalled whenever its sources change. Offline: setuptools is in the venv.
+if [ -z "$torch_prefix" ]; then
+  package_stamp="$venv/.shardscope-python-package"
+  package_hash=$(cd "$root/python" && find . -name '*.py' -o -name pyproject.toml | LC_ALL=C sort | xargs sha256sum | sha256sum)
+  if [ ! -f "$package_stamp" ] || [ "$(cat "$package_stamp")" != "$package_hash" ]; then
+    "$venv/bin/python" -m pip install -q --no-index --no-deps --no-build-isolation "$root/python" \
+      || die "installing python/ (the shardscope package) into $venv failed"
+    echo "$package_hash" > "$package_stamp"
+  fi
+fi
 if [ -z "$torch_prefix" ]; then
   "$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' > "$deps/torch-prefix" \
     || die "torch does not import in $venv"

@@ -6,6 +6,7 @@
 #include "app/launcher/run_directory.h"
 #include "app/launcher/run_monitor.h"
 #include "app/launcher/run_recorder.h"
+#include "app/launcher/script_run.h"
 #include "app/launcher/trace_merge.h"
 #include "engine/checkpoint/checkpoint_paths.h"
 #include "engine/common/dist_env.h"
@@ -13,6 +14,7 @@
 #include "engine/config/questionnaire.h"
 #include "engine/config/recipe.h"
 #include "engine/config/run_plan.h"
+#include "engine/config/script_plan.h"
 #include "engine/config/validation.h"
 #include "engine/config/precision_mode.h"
 #include "storage/run_outcome.h"
@@ -44,6 +46,8 @@ struct LaunchArgs {
     std::string worker;
     std::vector<std::string> workerArgs;
     std::string recipe;
+    std::string script; // a user's Accelerate script, run through the real `accelerate launch`
+    std::string python; // the interpreter whose accelerate runs it
     std::string configFile;
     std::string runName;
     std::string runsDir;
@@ -179,9 +183,10 @@ bool writePlanFile(const config::RunPlan& plan, const std::string& path, std::st
 // the event stream's monitor and the history's recorder.
 struct TrainingRun {
     RunDirectory runDir;
-    config::RunPlan plan;
+    config::RunPlan plan; // an engine run's (a script run's holds only defaults)
     std::unique_ptr<RunMonitor> monitor;
     std::unique_ptr<RunRecorder> recorder; // null: not recorded in the history
+    std::optional<config::ScriptPlan> script; // a script run's command
 };
 
 void printError(const std::string& message) { std::cerr << "shardscope launch: error: " << message << "\n"; }
@@ -211,17 +216,8 @@ bool writeRunFiles(const LaunchArgs& args, const config::Recipe& recipe, const T
 
 // The run history: every run, every metric. A store that cannot be used costs the history, never
 // the run.
-void startHistory(const std::filesystem::path& home, const LaunchArgs& args, TrainingRun& run)
+void startHistory(const std::filesystem::path& home, const storage::NewRun& newRun, TrainingRun& run)
 {
-    const RunLayout layout = run.runDir.layout();
-    storage::NewRun newRun;
-    newRun.name = run.runDir.id;
-    newRun.recipeText = readText(layout.recipeFile().string());
-    newRun.configText = configFileOf(args).empty() ? std::string() : readText(layout.configFile().string());
-    newRun.runDir = run.runDir.path;
-    newRun.distributedType = run.plan.distributedType;
-    newRun.mixedPrecision = std::string(precision::modeName(run.plan.precision));
-    newRun.worldSize = run.plan.numProcesses;
     auto started = RunRecorder::start(home, newRun);
     if (!started) {
         std::cerr << "shardscope launch: warning: the run is not recorded in the history: " << started.error().message << "\n";
@@ -229,6 +225,23 @@ void startHistory(const std::filesystem::path& home, const LaunchArgs& args, Tra
     }
     run.recorder = std::move(*started);
     run.monitor->onEvent = [r = run.recorder.get()](const protocol::Event& e) { r->record(e); };
+}
+
+// What every recorded launch shares: the event stream's monitor (events.jsonl, progress line),
+// the history, and the supervision's hooks into the monitor.
+void watchRun(const LaunchArgs& args, const std::optional<std::filesystem::path>& home, const storage::NewRun& newRun,
+              std::int64_t totalSteps, TrainingRun& run, LaunchOptions& options)
+{
+    options.logDirectory = run.runDir.logs();
+    run.monitor = std::make_unique<RunMonitor>(run.runDir.eventsFile(), totalSteps, stdout, isatty(STDOUT_FILENO) != 0);
+    RunMonitor* monitor = run.monitor.get();
+    options.onEventLine = [monitor](int rank, std::string_view line) { monitor->onEventLine(rank, line); };
+    if (!args.noHistory && home)
+        startHistory(*home, newRun, run);
+    options.onTick = [monitor] { monitor->tick(); };
+    options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
+    options.findStuckRank = [monitor](std::chrono::milliseconds timeout) { return monitor->stuckRank(timeout); };
+    options.rankIsEnding = [monitor](int rank) { return monitor->isEnding(rank); };
 }
 
 // With a recipe: the plan checked before anything is created, then the run directory and its
@@ -266,7 +279,7 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
         printError(created.error().message);
         return nullptr;
     }
-    auto run = std::make_unique<TrainingRun>(TrainingRun{*created, *plan, nullptr, nullptr});
+    auto run = std::make_unique<TrainingRun>(TrainingRun{*created, *plan, nullptr, nullptr, std::nullopt});
     run->plan.runDir = run->runDir.path;
     run->plan.resumeFrom = resumeFrom;
     if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
@@ -283,25 +296,159 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     options.masterPort = p.mainProcessPort;
     options.workerArgs = {"train", "--plan", run->runDir.layout().planFile().string()};
     options.extraEnvironment = p.environment;
-    options.logDirectory = run->runDir.logs();
-    run->monitor = std::make_unique<RunMonitor>(run->runDir.eventsFile(), p.recipe.maxSteps, stdout, isatty(STDOUT_FILENO) != 0);
-    RunMonitor* monitor = run->monitor.get();
-    options.onEventLine = [monitor](int rank, std::string_view line) { monitor->onEventLine(rank, line); };
-    if (!args.noHistory && home)
-        startHistory(*home, args, *run);
-    options.onTick = [monitor] { monitor->tick(); };
-    options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
-    options.findStuckRank = [monitor](std::chrono::milliseconds timeout) { return monitor->stuckRank(timeout); };
-    options.rankIsEnding = [monitor](int rank) { return monitor->isEnding(rank); };
+    const RunLayout layout = run->runDir.layout();
+    storage::NewRun newRun;
+    newRun.name = run->runDir.id;
+    newRun.recipeText = readText(layout.recipeFile().string());
+    newRun.configText = configFileOf(args).empty() ? std::string() : readText(layout.configFile().string());
+    newRun.runDir = run->runDir.path;
+    newRun.distributedType = p.distributedType;
+    newRun.mixedPrecision = std::string(precision::modeName(p.precision));
+    newRun.worldSize = p.numProcesses;
+    watchRun(args, home ? std::optional<std::filesystem::path>(*home) : std::nullopt, newRun, p.recipe.maxSteps, *run, options);
     std::cout << "shardscope launch: run " << run->runDir.id << " (" << p.numProcesses << " ranks) in " << run->runDir.path
               << std::endl;
     exitCode = 0;
     return run;
 }
 
+// The Accelerate config of a script run, with the launch flags merged in. Null (error printed)
+// when there is none or it does not load.
+std::optional<config::AccelerateConfig> scriptConfig(const LaunchArgs& args)
+{
+    const std::string path = configFileOf(args);
+    if (path.empty()) {
+        printError("a script run needs an Accelerate config: give --config_file FILE (shardscope config, or the "
+                   "workbench's Configure page, writes one)");
+        return std::nullopt;
+    }
+    auto loaded = config::loadAccelerateConfig(path);
+    if (!loaded) {
+        printError(loaded.error().message);
+        return std::nullopt;
+    }
+    if (args.mixedPrecision == "bf16-pure") {
+        printError("--mixed_precision bf16-pure is a mode of Shardscope's engine; an Accelerate script takes no, fp16, bf16 "
+                   "or fp8");
+        return std::nullopt;
+    }
+    config::LaunchOverrides overrides;
+    if (args.givenNumProcesses)
+        overrides.numProcesses = args.numProcesses;
+    if (args.givenPort)
+        overrides.mainProcessPort = args.mainProcessPort;
+    if (!args.mixedPrecision.empty())
+        overrides.mixedPrecision = args.mixedPrecision;
+    return config::applyOverrides(*loaded, overrides);
+}
+
+// The command of a script run, checked before anything is created; prints every problem.
+std::optional<config::ScriptPlan> planScript(const LaunchArgs& args, const config::AccelerateConfig& accelerateConfig,
+                                             const std::string& python, const RunDirectory* runDir)
+{
+    config::ScriptInputs inputs;
+    inputs.config = accelerateConfig;
+    inputs.configBaseDir = std::filesystem::path(configFileOf(args)).parent_path().string();
+    inputs.configPath = runDir ? runDir->layout().configFile().string() : configFileOf(args);
+    inputs.python = python;
+    std::error_code ec;
+    inputs.script = args.script.empty() ? std::string() : std::filesystem::absolute(args.script, ec).string();
+    inputs.scriptArgs = args.workerArgs;
+    inputs.torchrunLogDir = runDir ? (runDir->layout().logsDir() / "torchrun").string() : std::string("logs/torchrun");
+    inputs.machine = config::probeMachine();
+    auto planned = config::planScriptRun(inputs);
+    for (const auto& d : planned.problems)
+        std::cerr << (d.keyPath.rfind("--", 0) == 0
+                          ? "shardscope launch: " + std::string(d.severity == config::Severity::Error ? "error: " : "warning: ")
+                                + d.message
+                          : config::formatDiagnostic(accelerateConfig, d))
+                  << "\n";
+    if (!planned.ok())
+        return std::nullopt;
+    return planned.plan;
+}
+
+// With --script: the user's script through the real `accelerate launch` of a Python environment,
+// in a run directory like an engine run's (config.yaml, script.yaml, command.sh, logs/, events).
+std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOptions& options, int& exitCode)
+{
+    exitCode = 2;
+    auto accelerateConfig = scriptConfig(args);
+    if (!accelerateConfig)
+        return nullptr;
+    auto python = resolvePython(args.python);
+    if (!python) {
+        printError(python.error().message);
+        return nullptr;
+    }
+    if (!planScript(args, *accelerateConfig, *python, nullptr))
+        return nullptr;
+    auto environment = probePythonEnvironment(*python);
+    if (!environment) {
+        printError(environment.error().message);
+        return nullptr;
+    }
+    if (!environment->hasReporter)
+        std::cerr << "shardscope launch: warning: the package shardscope does not import in " << *python
+                  << ", so the ranks cannot report steps; install it there (" << *python
+                  << " -m pip install <shardscope>/python) and add its two lines to the script\n";
+    auto home = storage::shardscopeHome();
+    if (!home && args.runsDir.empty()) {
+        printError(home.error().message);
+        return nullptr;
+    }
+    const std::string runsDir = args.runsDir.empty() ? storage::runsFolder(*home).string() : args.runsDir;
+    auto created = createRunDirectory(
+        runsDir, args.runName.empty() ? timestampedRunId(std::filesystem::path(args.script).stem().string()) : args.runName);
+    if (!created) {
+        printError(created.error().message);
+        return nullptr;
+    }
+    auto run = std::make_unique<TrainingRun>(TrainingRun{*created, config::RunPlan{}, nullptr, nullptr, std::nullopt});
+    const RunLayout layout = run->runDir.layout();
+    if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
+        std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
+    run->script = planScript(args, *accelerateConfig, *python, &run->runDir);
+    std::string error;
+    if (!run->script || !copyFile(configFileOf(args), layout.configFile().string(), error)) {
+        printError(error.empty() ? "the script run's plan changed between checks" : error);
+        return nullptr;
+    }
+    const config::ScriptPlan& plan = *run->script;
+    std::error_code ec;
+    const std::string scriptText = scriptDescriptionYaml(plan, std::filesystem::absolute(args.script, ec).string(),
+                                                         args.workerArgs, *environment);
+    std::ofstream(layout.scriptFile()) << scriptText;
+    std::ofstream(layout.commandFile()) << commandScript(plan, std::filesystem::current_path(ec).string());
+
+    options.workerPath = plan.python;
+    options.workerArgs = plan.args;
+    options.numProcesses = plan.numProcesses;
+    options.launcherStartsRanks = true;
+    options.eventPipeDirectory = (std::filesystem::path(run->runDir.path) / ".events").string();
+    options.extraEnvironment = plan.environment;
+    options.extraEnvironment.push_back("SHARDSCOPE_RUN_DIR=" + run->runDir.path);
+    // torchrun forwards SIGTERM to its ranks and waits for them; a Python rank tears down slowly.
+    options.stopGrace = std::chrono::seconds(15);
+    storage::NewRun newRun;
+    newRun.name = run->runDir.id;
+    newRun.recipeText = scriptText;
+    newRun.configText = readText(layout.configFile().string());
+    newRun.runDir = run->runDir.path;
+    newRun.distributedType = plan.distributedType;
+    newRun.mixedPrecision = plan.mixedPrecision;
+    newRun.worldSize = plan.numProcesses;
+    watchRun(args, home ? std::optional<std::filesystem::path>(*home) : std::nullopt, newRun, 0, *run, options);
+    std::cout << "shardscope launch: script run " << run->runDir.id << " (" << plan.numProcesses << " ranks, "
+              << plan.distributedType << ", accelerate " << environment->accelerateVersion << ") in " << run->runDir.path
+              << "\n  command: " << plan.commandLine() << std::endl;
+    exitCode = 0;
+    return run;
+}
+
 // What the ranks reported decides, not only their exit codes: the root cause is the rank whose
 // own error came first, and a run succeeded only when every rank finished its steps.
-void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t totalSteps)
+void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t totalSteps, bool scriptRun)
 {
     if (const std::string trouble = monitor.eventFileTrouble(); !trouble.empty()) {
         std::cerr << "shardscope launch: warning: " << trouble << "\n";
@@ -312,7 +459,8 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
         return;
     const auto completed = monitor.completedRanks();
     for (const auto& r : outcome.ranks) {
-        if (completed.count(r.rank))
+        // A script without Shardscope's reporter says nothing: its exit status is all there is.
+        if (completed.count(r.rank) || (scriptRun && !monitor.heardFrom(r.rank)))
             continue;
         outcome.exitCode = 1;
         outcome.rootCauseRank = r.rank;
@@ -401,9 +549,14 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     options.workerArgs = args.workerArgs; // without a recipe: the worker's command
 
     std::unique_ptr<TrainingRun> run;
-    if (!args.recipe.empty()) {
+    if (!args.recipe.empty() && !args.script.empty()) {
+        printError("--recipe and --script are two kinds of run; give one (a recipe trains Shardscope's engine, a script "
+                   "runs your own Accelerate script)");
+        return 2;
+    }
+    if (!args.recipe.empty() || !args.script.empty()) {
         int exitCode = 0;
-        run = prepareTrainingRun(args, options, exitCode);
+        run = args.script.empty() ? prepareTrainingRun(args, options, exitCode) : prepareScriptRun(args, options, exitCode);
         if (!run)
             return exitCode;
     }
@@ -411,8 +564,10 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     if (run) {
         run->monitor->finish();
         if (outcome)
-            judgeOutcome(*outcome, *run->monitor, run->plan.recipe.maxSteps);
-        if (auto merged = mergeRankTraces(run->runDir.layout().tracesDir().string()); !merged)
+            judgeOutcome(*outcome, *run->monitor, run->plan.recipe.maxSteps, run->script.has_value());
+        if (run->script) {
+            // torch.profiler's traces of a script run are not merged (yet): they stay per rank.
+        } else if (auto merged = mergeRankTraces(run->runDir.layout().tracesDir().string()); !merged)
             std::cerr << "shardscope launch: warning: the ranks' traces could not be merged: " << merged.error().message << "\n";
         else if (!merged->empty())
             std::cout << "shardscope launch: trace of the run: " << *merged << " (open it in Perfetto or chrome://tracing)\n";
@@ -432,6 +587,11 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     double longest = 0;
     for (const auto& r : outcome->ranks)
         longest = std::max(longest, r.seconds);
+    if (run && run->script) {
+        std::cout << "shardscope launch: the script's " << options.numProcesses << " ranks finished successfully in " << longest
+                  << " s (logs: " << run->runDir.logs() << ")\n";
+        return 0;
+    }
     std::cout << "shardscope launch: " << options.numProcesses << " ranks"
               << (options.numMachines > 1 ? " on machine " + std::to_string(options.machineRank) : std::string())
               << " finished successfully in " << longest << " s (rendezvous on " << options.masterAddr << ":"
@@ -460,6 +620,12 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
                      ->check(CLI::Range(0, 65535));
     cmd->add_option("--worker", args->worker, "Worker executable (default: shardscope-worker next to shardscope)");
     cmd->add_option("--recipe", args->recipe, "Recipe YAML: train it (creates a run directory)");
+    cmd->add_option("--script", args->script,
+                    "Your own Accelerate / transformers.Trainer script: run it through the real `accelerate launch` "
+                    "(arguments after -- go to the script; creates a run directory)");
+    cmd->add_option("--python", args->python,
+                    "With --script: the Python whose accelerate runs it (default: the active virtual environment's, "
+                    "else python3)");
     cmd->add_option("--config_file", args->configFile,
                     "Accelerate config file (default: Accelerate's default_config.yaml when it exists); flags win over it");
     cmd->add_option("--run_name", args->runName, "Run id (default: <recipe name>-<date>-<time>)");

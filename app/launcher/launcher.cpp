@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -41,25 +44,38 @@ std::string signalName(int sig)
     return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+// The inherited environment minus every variable in `ours` and `removed`, plus `ours`.
+std::vector<std::string> environmentWith(const std::vector<std::string>& ours, std::set<std::string> removed)
+{
+    for (const auto& entry : ours)
+        removed.insert(entry.substr(0, entry.find('=')));
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+        const std::string entry(*e);
+        if (!removed.count(entry.substr(0, entry.find('='))))
+            env.push_back(entry);
+    }
+    env.insert(env.end(), ours.begin(), ours.end());
+    return env;
+}
+
 // The rank's environment: ours, minus every variable we set, plus torchrun's and the extras.
 std::vector<std::string> rankEnvironment(const DistEnv& dist, const std::vector<std::string>& extra)
 {
     std::vector<std::string> ours = dist.toEnvironment();
     ours.insert(ours.end(), extra.begin(), extra.end());
-    std::set<std::string> names;
-    for (const auto& entry : ours)
-        names.insert(entry.substr(0, entry.find('=')));
     // A stale listen fd from an outer launcher must never leak into ranks that did not get one.
-    names.insert(env_names::kMasterListenFd);
+    return environmentWith(ours, {env_names::kMasterListenFd});
+}
 
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-        const std::string entry(*e);
-        if (!names.count(entry.substr(0, entry.find('='))))
-            env.push_back(entry);
-    }
-    env.insert(env.end(), ours.begin(), ours.end());
-    return env;
+// A launcher that starts the ranks itself (accelerate launch) sets torchrun's variables for them:
+// none may leak in from an outer launch, nor an events descriptor that it would not own.
+std::vector<std::string> launcherEnvironment(const std::vector<std::string>& extra)
+{
+    std::set<std::string> removed{env_names::kMasterListenFd, "SHARDSCOPE_EVENTS_FD", "TORCHELASTIC_RUN_ID"};
+    for (const auto& entry : DistEnv{}.toEnvironment())
+        removed.insert(entry.substr(0, entry.find('=')));
+    return environmentWith(extra, removed);
 }
 
 std::vector<char*> cStrings(std::vector<std::string>& strings)
@@ -377,7 +393,13 @@ public:
 
 private:
     Result<void> startRank(int rank, const ListeningSocket& listener);
+    Result<void> startRankLauncher(); // LaunchOptions::launcherStartsRanks
+    Result<void> openEventPipes(); // the named pipes of a script run's ranks
     std::size_t index(int localRank) const { return static_cast<std::size_t>(localRank); }
+    bool rankRunning(int localRank) const;
+    void recordExit(RankExit& exit, int status);
+    void onRankLauncherExit();
+    void stopOrphans(int sig);
     void stopAll(int sig);
     void beginStopping(); // SIGTERM now, SIGKILL after the grace
     void reapExited();
@@ -386,6 +408,8 @@ private:
     void pollOnce();
     void readSignals();
     bool drainEvents(int localRank); // false at EOF
+    void drainOutput();
+    void routeOutputLine(std::string_view line);
     long openEventFds() const;
     double elapsed() const { return std::chrono::duration<double>(Clock::now() - m_start).count(); }
 
@@ -401,6 +425,13 @@ private:
     std::vector<Clock::time_point> m_lastHeard;
     std::vector<bool> m_heardFrom;
     Clock::time_point m_start = Clock::now();
+    // A script run: the write ends the launcher keeps open on the ranks' named pipes (so that a
+    // rank not yet writing is not an end of file), the pipe of the rank launcher's output, and the
+    // logs it is split into (per local rank, then launcher.log last).
+    std::vector<int> m_pipeKeepers;
+    int m_outputFd = -1;
+    std::string m_outputPartial;
+    std::vector<int> m_logFds;
     int m_running = 0;
     bool m_stopping = false;
     Clock::time_point m_killDeadline{};
@@ -421,9 +452,16 @@ Supervisor::Supervisor(const LaunchOptions& options)
 
 Supervisor::~Supervisor()
 {
-    for (int fd : m_eventReadFds)
-        if (fd >= 0)
-            close(fd);
+    for (const auto& fds : {m_eventReadFds, m_pipeKeepers, m_logFds})
+        for (int fd : fds)
+            if (fd >= 0)
+                close(fd);
+    if (m_outputFd >= 0)
+        close(m_outputFd);
+    if (!m_options.eventPipeDirectory.empty() && m_options.launcherStartsRanks) {
+        std::error_code ignored;
+        std::filesystem::remove_all(m_options.eventPipeDirectory, ignored);
+    }
     if (m_signalFd >= 0)
         close(m_signalFd);
     sigprocmask(SIG_SETMASK, &m_originalMask, nullptr);
@@ -432,6 +470,14 @@ Supervisor::~Supervisor()
 Result<void> Supervisor::start(ListeningSocket listener)
 {
     m_outcome.masterPort = listener.port;
+    if (m_options.launcherStartsRanks) {
+        if (auto started = startRankLauncher(); !started)
+            return started.error();
+        m_running = 1;
+        m_lastHeard.assign(index(m_options.numProcesses), Clock::now());
+        m_heardFrom.assign(index(m_options.numProcesses), false);
+        return {};
+    }
     for (int rank = 0; rank < m_options.numProcesses; ++rank) {
         if (auto started = startRank(rank, listener); !started) {
             stopAll(SIGKILL);
@@ -508,11 +554,125 @@ Result<void> Supervisor::startRank(int rank, const ListeningSocket& listener)
     return {};
 }
 
+Result<void> Supervisor::openEventPipes()
+{
+    const std::filesystem::path dir(m_options.eventPipeDirectory);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+        return makeError("cannot create the folder of the ranks' event pipes " + dir.string() + ": " + ec.message());
+    for (int rank = 0; rank < m_options.numProcesses; ++rank) {
+        const int globalRank = m_options.machineRank * m_options.numProcesses + rank;
+        const std::string path = (dir / ("rank" + std::to_string(globalRank) + ".fifo")).string();
+        unlink(path.c_str());
+        if (mkfifo(path.c_str(), 0600) != 0)
+            return makeError("cannot create the event pipe " + path + ": " + errnoText(errno));
+        // Read end first (a non-blocking open needs no writer), then our own writer, so that the
+        // pipe reads as empty rather than ended until the rank opens it.
+        m_eventReadFds[index(rank)] = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        const int keeper = m_eventReadFds[index(rank)] >= 0 ? open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+        if (keeper < 0)
+            return makeError("cannot open the event pipe " + path + ": " + errnoText(errno));
+        m_pipeKeepers.push_back(keeper);
+    }
+    return {};
+}
+
+Result<void> Supervisor::startRankLauncher()
+{
+    // Ranks orphaned by a killed torchrun come to us, and are stopped (stopOrphans).
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    if (auto opened = openEventPipes(); !opened)
+        return opened.error();
+    std::vector<std::string> extra = m_options.extraEnvironment;
+    extra.push_back("SHARDSCOPE_EVENT_PIPES=" + m_options.eventPipeDirectory);
+    if (m_options.hangTimeout.count() > 0) {
+        const auto beat = std::clamp<std::int64_t>(m_options.hangTimeout.count() / 4, 100, 2000);
+        extra.push_back("SHARDSCOPE_HEARTBEAT_MS=" + std::to_string(beat));
+    }
+    ChildFds fds;
+    int outputPipe[2] = {-1, -1};
+    if (!m_options.logDirectory.empty()) {
+        for (int rank = 0; rank <= m_options.numProcesses; ++rank) {
+            const int globalRank = m_options.machineRank * m_options.numProcesses + rank;
+            const std::string name = rank < m_options.numProcesses ? RunLayout::rankLogName(globalRank) : kLauncherLogName;
+            const std::string path = (std::filesystem::path(m_options.logDirectory) / name).string();
+            const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+            if (fd < 0)
+                return makeError("cannot create the log file " + path + ": " + errnoText(errno));
+            m_logFds.push_back(fd);
+        }
+        if (pipe2(outputPipe, O_CLOEXEC) != 0)
+            return makeError("pipe failed: " + errnoText(errno));
+        fds.logFd = outputPipe[1];
+        m_outputFd = outputPipe[0];
+    }
+    std::vector<std::string> argv{m_options.workerPath};
+    argv.insert(argv.end(), m_options.workerArgs.begin(), m_options.workerArgs.end());
+    auto pid = spawnRank(m_options.workerPath, std::move(argv), launcherEnvironment(extra), fds, m_rankMask);
+    if (outputPipe[1] >= 0)
+        close(outputPipe[1]);
+    if (!pid)
+        return pid.error();
+    m_children.push_back({-1, *pid, true});
+    for (int rank = 0; rank < m_options.numProcesses; ++rank) {
+        RankExit started;
+        started.rank = m_options.machineRank * m_options.numProcesses + rank;
+        started.pid = *pid;
+        m_outcome.ranks.push_back(started);
+    }
+    return {};
+}
+
+bool Supervisor::rankRunning(int localRank) const
+{
+    if (m_options.launcherStartsRanks)
+        return !m_children.empty() && m_children.front().running;
+    return m_children[index(localRank)].running;
+}
+
+namespace {
+
+// The processes whose parent is `parent` (from /proc).
+std::vector<pid_t> childrenOf(pid_t parent)
+{
+    std::vector<pid_t> found;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos)
+            continue;
+        std::ifstream stat(entry.path() / "stat");
+        std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+        // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+        const auto close = text.rfind(')');
+        if (close == std::string::npos)
+            continue;
+        std::istringstream rest(text.substr(close + 1));
+        std::string state;
+        pid_t ppid = 0;
+        if (rest >> state >> ppid && ppid == parent)
+            found.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+    return found;
+}
+
+} // namespace
+
+void Supervisor::stopOrphans(int sig)
+{
+    for (pid_t pid : childrenOf(getpid()))
+        if (std::none_of(m_children.begin(), m_children.end(), [&](const Child& c) { return c.pid == pid && c.running; }))
+            kill(pid, sig);
+}
+
 void Supervisor::stopAll(int sig)
 {
     for (auto& c : m_children)
         if (c.running)
             kill(-c.pid, sig);
+    if (m_options.launcherStartsRanks)
+        stopOrphans(sig);
 }
 
 void Supervisor::beginStopping()
@@ -524,7 +684,8 @@ void Supervisor::beginStopping()
 
 long Supervisor::openEventFds() const
 {
-    return std::count_if(m_eventReadFds.begin(), m_eventReadFds.end(), [](int fd) { return fd >= 0; });
+    return std::count_if(m_eventReadFds.begin(), m_eventReadFds.end(), [](int fd) { return fd >= 0; })
+           + (m_outputFd >= 0 ? 1 : 0);
 }
 
 void Supervisor::supervise()
@@ -533,6 +694,9 @@ void Supervisor::supervise()
         reapExited();
         if (m_running == 0 && openEventFds() == 0)
             break;
+        // The rank launcher is gone: whatever it left behind is an orphan, and is stopped.
+        if (m_options.launcherStartsRanks && m_running == 0)
+            stopOrphans(SIGKILL);
         if (!m_stopping && m_options.hangTimeout.count() > 0 && m_options.onEventLine)
             checkHeartbeats();
         if (!m_stopping && m_options.hangTimeout.count() > 0 && m_options.findStuckRank)
@@ -545,6 +709,32 @@ void Supervisor::supervise()
     }
 }
 
+void Supervisor::recordExit(RankExit& exit, int status)
+{
+    exit.seconds = elapsed();
+    exit.exitedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (WIFSIGNALED(status))
+        exit.signal = WTERMSIG(status);
+    else if (WIFEXITED(status))
+        exit.exitCode = WEXITSTATUS(status);
+    if (m_stopping)
+        exit.stoppedByLauncher = true;
+}
+
+// The rank launcher's exit is every rank's: which rank failed first is decided from their error
+// events (LaunchOutcome::blameFirstOwnError), rank 0 standing in until then.
+void Supervisor::onRankLauncherExit()
+{
+    for (std::size_t i = 0; i < m_pipeKeepers.size(); ++i)
+        close(m_pipeKeepers[i]);
+    m_pipeKeepers.clear();
+    if (!m_stopping && !m_outcome.ranks.empty() && m_outcome.ranks.front().failed()) {
+        m_outcome.rootCauseRank = m_outcome.ranks.front().rank;
+        beginStopping();
+    }
+    stopOrphans(SIGKILL);
+}
+
 void Supervisor::reapExited()
 {
     int status = 0;
@@ -555,16 +745,15 @@ void Supervisor::reapExited()
                 continue;
             c.running = false;
             --m_running;
+            if (c.rank < 0) {
+                for (auto& exit : m_outcome.ranks)
+                    recordExit(exit, status);
+                onRankLauncherExit();
+                continue;
+            }
             RankExit& exit = m_outcome.ranks[index(c.rank)];
-            exit.seconds = elapsed();
-            exit.exitedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-            if (WIFSIGNALED(status))
-                exit.signal = WTERMSIG(status);
-            else if (WIFEXITED(status))
-                exit.exitCode = WEXITSTATUS(status);
-            if (m_stopping) {
-                exit.stoppedByLauncher = true;
-            } else if (exit.failed()) {
+            recordExit(exit, status);
+            if (!m_stopping && exit.failed()) {
                 m_outcome.rootCauseRank = exit.rank;
                 beginStopping();
             }
@@ -575,15 +764,18 @@ void Supervisor::reapExited()
 void Supervisor::checkHeartbeats()
 {
     const auto startingTimeout = std::max(m_options.hangTimeout, m_options.startupGrace);
-    for (auto& c : m_children) {
+    for (int rank = 0; rank < m_options.numProcesses; ++rank) {
         // A rank that said it is done (or failed) is tearing down, its heartbeat stopped on
         // purpose: it gets as long as a starting rank.
-        const bool ending = m_options.rankIsEnding && m_options.rankIsEnding(m_outcome.ranks[index(c.rank)].rank);
-        const bool heard = m_heardFrom[index(c.rank)];
-        const auto limit = heard && !ending ? m_options.hangTimeout : startingTimeout;
-        if (!c.running || Clock::now() - m_lastHeard[index(c.rank)] < limit)
+        const bool ending = m_options.rankIsEnding && m_options.rankIsEnding(m_outcome.ranks[index(rank)].rank);
+        const bool heard = m_heardFrom[index(rank)];
+        // A script's rank that never spoke may not use the reporter at all: nothing to hold it to.
+        if (!heard && m_options.launcherStartsRanks)
             continue;
-        RankExit& exit = m_outcome.ranks[index(c.rank)];
+        const auto limit = heard && !ending ? m_options.hangTimeout : startingTimeout;
+        if (!rankRunning(rank) || Clock::now() - m_lastHeard[index(rank)] < limit)
+            continue;
+        RankExit& exit = m_outcome.ranks[index(rank)];
         exit.hung = true;
         char detail[96];
         std::snprintf(detail, sizeof detail, "no event, not even a heartbeat, for %.1f s%s",
@@ -620,14 +812,23 @@ void Supervisor::pollOnce()
             polledRanks.push_back(rank);
         }
     }
+    if (m_outputFd >= 0) {
+        polled.push_back({m_outputFd, POLLIN, 0});
+        polledRanks.push_back(-1);
+    }
     const int ready = poll(polled.data(), polled.size(), 50);
     if (m_options.onTick)
         m_options.onTick();
     if (ready <= 0)
         return;
-    for (std::size_t i = 1; i < polled.size(); ++i)
-        if (polled[i].revents & (POLLIN | POLLHUP | POLLERR))
+    for (std::size_t i = 1; i < polled.size(); ++i) {
+        if (!(polled[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        if (polledRanks[i] < 0)
+            drainOutput();
+        else
             drainEvents(polledRanks[i]);
+    }
     if (polled[0].revents & POLLIN)
         readSignals();
 }
@@ -678,6 +879,60 @@ bool Supervisor::drainEvents(int rank)
     return true;
 }
 
+void Supervisor::drainOutput()
+{
+    char buffer[65536];
+    const ssize_t n = read(m_outputFd, buffer, sizeof buffer);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0) {
+        if (!m_outputPartial.empty())
+            routeOutputLine(m_outputPartial);
+        m_outputPartial.clear();
+        close(m_outputFd);
+        m_outputFd = -1;
+        return;
+    }
+    m_outputPartial.append(buffer, static_cast<std::size_t>(n));
+    std::size_t begin = 0, newline;
+    while ((newline = m_outputPartial.find('\n', begin)) != std::string::npos) {
+        routeOutputLine(std::string_view(m_outputPartial).substr(begin, newline + 1 - begin));
+        begin = newline + 1;
+    }
+    m_outputPartial.erase(0, begin);
+}
+
+// torchrun's tee writes each rank's lines as "[<role><local rank>]:<line>": to that rank's log,
+// without the prefix; anything else (accelerate's and torchrun's own words) to launcher.log.
+void Supervisor::routeOutputLine(std::string_view line)
+{
+    auto writeAll = [](int fd, std::string_view text) {
+        while (!text.empty()) {
+            const ssize_t n = write(fd, text.data(), text.size());
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return;
+            text.remove_prefix(static_cast<std::size_t>(n));
+        }
+    };
+    const auto close = line.find("]:");
+    if (!line.empty() && line.front() == '[' && close != std::string_view::npos && close < 64) {
+        const std::string_view tag = line.substr(1, close - 1);
+        const auto digits = tag.find_last_not_of("0123456789");
+        const std::string_view number = digits == std::string_view::npos ? tag : tag.substr(digits + 1);
+        if (!number.empty() && number.size() < 6) {
+            const int localRank = std::stoi(std::string(number));
+            if (localRank < m_options.numProcesses) {
+                writeAll(m_logFds[index(localRank)], line.substr(close + 2));
+                return;
+            }
+        }
+    }
+    // One process (Accelerate's simple launcher, no torchrun): its output carries no prefix.
+    writeAll(m_options.numProcesses == 1 ? m_logFds[index(0)] : m_logFds.back(), line);
+}
+
 LaunchOutcome Supervisor::outcome()
 {
     if (m_outcome.rootCauseRank) {
@@ -693,6 +948,52 @@ LaunchOutcome Supervisor::outcome()
 
 } // namespace
 
+Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args, std::chrono::milliseconds timeout)
+{
+    int output[2];
+    if (pipe2(output, O_CLOEXEC) != 0)
+        return makeError("pipe failed: " + errnoText(errno));
+    sigset_t childMask;
+    sigprocmask(SIG_SETMASK, nullptr, &childMask);
+    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
+        sigdelset(&childMask, sig);
+    std::vector<std::string> argv{path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildFds fds;
+    fds.logFd = output[1];
+    auto pid = spawnRank(path, std::move(argv), environmentWith({}, {}), fds, childMask);
+    close(output[1]);
+    if (!pid) {
+        close(output[0]);
+        return pid.error();
+    }
+    ProgramResult result;
+    const auto deadline = Clock::now() + timeout;
+    char buffer[4096];
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) {
+            result.timedOut = true;
+            kill(-*pid, SIGKILL);
+            break;
+        }
+        pollfd polled{output[0], POLLIN, 0};
+        if (poll(&polled, 1, static_cast<int>(std::min<long long>(left, 100))) <= 0)
+            continue;
+        const ssize_t n = read(output[0], buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        result.output.append(buffer, static_cast<std::size_t>(n));
+    }
+    close(output[0]);
+    int status = 0;
+    while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) { }
+    result.status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    return result;
+}
+
 Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
 {
     if (auto valid = checkLaunchOptions(options); !valid)
@@ -705,7 +1006,7 @@ Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
     // TCPStore: a taken port is reported here, before any rank starts, and nothing can steal a
     // free one. Other machines only connect to it.
     ListeningSocket listener{-1, options.masterPort};
-    if (options.machineRank == 0) {
+    if (options.machineRank == 0 && !options.launcherStartsRanks) {
         auto bound = listenOn(options.masterAddr, options.masterPort);
         if (!bound)
             return bound.error();

@@ -59,6 +59,18 @@ struct LaunchOptions {
     // event): its heartbeat has stopped on purpose while the process tears down, so it gets
     // max(hangTimeout, startupGrace) like a starting rank.
     std::function<bool(int rank)> rankIsEnding;
+
+    // A script run: the worker is itself a launcher that starts this machine's ranks (the real
+    // `accelerate launch`, which runs torchrun), so it is started once, without torchrun's
+    // variables (it sets them for its ranks) and without a bound rendezvous socket. torchrun hands
+    // its ranks no inherited descriptors, so each rank's events come through a named pipe,
+    // <eventPipeDirectory>/rank<N>.fifo (N the global rank; SHARDSCOPE_EVENT_PIPES names the
+    // folder). Its output, with torchrun's "[<role><local rank>]:" prefixes (--tee 3), is split
+    // into logDirectory's rank<N>.log and launcher.log. A rank is held to the heartbeat only after
+    // its first event (a script without the reporter sends none). The launcher becomes the
+    // subreaper of what it starts, so ranks orphaned by a killed torchrun are stopped too.
+    bool launcherStartsRanks = false;
+    std::string eventPipeDirectory;
 };
 
 struct RankExit {
@@ -116,6 +128,20 @@ void blockLauncherSignals();
 // Starts the ranks and supervises them until all have exited. Errors are returned for what
 // prevents the launch itself (worker not executable, port in use, fork failure).
 Result<LaunchOutcome> runLaunch(const LaunchOptions& options);
+
+// Runs a program to its end (or `timeout`, then kills it) and returns what it printed on stdout and
+// stderr together, for short probes such as asking a Python which accelerate it has.
+struct ProgramResult {
+    int status = 0; // exit code, or 128 + signal
+    bool timedOut = false;
+    std::string output;
+};
+Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args,
+                                 std::chrono::milliseconds timeout);
+
+// The name of the launcher's own log inside LaunchOptions::logDirectory (a script run's
+// `accelerate launch` output that belongs to no rank).
+inline constexpr const char* kLauncherLogName = "launcher.log";
 
 // Binds a listening TCP socket on `address`:`port` (0: any free port). Returns the descriptor and
 // the port; an error says when the port is taken.

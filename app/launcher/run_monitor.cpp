@@ -67,6 +67,7 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
                      m_interactive ? "\n" : "", rank, event.error().message.c_str(), std::string(line).c_str());
         return;
     }
+    m_heard.insert(event->rank);
     if (const auto* beat = std::get_if<protocol::HeartbeatEvent>(&event->body)) {
         // Liveness only: kept for the hang check, neither written to events.jsonl nor stored.
         m_beats[event->rank] = Beat{*beat, std::chrono::steady_clock::now()};
@@ -165,6 +166,11 @@ std::string RunMonitor::progressLine() const
         return text;
     }
     const auto& s = *m_lastStep;
+    if (m_totalSteps <= 0) { // a script run: its step count is its own
+        std::snprintf(text, sizeof text, "step %lld | loss %.4f | %s tok/s | elapsed %s", static_cast<long long>(s.step), s.loss,
+                      humanRate(s.tokensPerS).c_str(), clock(elapsed).c_str());
+        return text;
+    }
     const double eta = s.step > 0 ? elapsed / static_cast<double>(s.step) * static_cast<double>(m_totalSteps - s.step) : 0;
     std::snprintf(text, sizeof text, "step %lld/%lld | loss %.4f | %s tok/s | elapsed %s | ETA %s",
                   static_cast<long long>(s.step), static_cast<long long>(m_totalSteps), s.loss, humanRate(s.tokensPerS).c_str(),

@@ -45,6 +45,8 @@ public:
     bool isEnding(int rank) const;
     // The ranks that reported a `done` event with status "completed".
     std::set<int> completedRanks() const;
+    // Whether rank sent any valid event (a script without Shardscope's reporter sends none).
+    bool heardFrom(int rank) const { return m_heard.count(rank) > 0; }
     // The last step each rank reported (0 when none).
     std::int64_t lastStepOf(int rank) const;
     // From the ranks' heartbeats: a deadlock (every rank has waited in a collective for longer
@@ -86,6 +88,7 @@ private:
     std::map<int, Beat> m_beats;
     std::map<int, std::string> m_doneStatus;
     std::map<int, std::int64_t> m_lastSteps;
+    std::set<int> m_heard;
     int m_malformed = 0;
 };
 

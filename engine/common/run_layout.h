@@ -4,7 +4,7 @@
 // their checkpoints, traces and export into it, storage recovers from its events and outcome, the
 // workbench reads it. The one place that spells the names:
 //
-//   config.yaml  recipe.yaml  plan.json  events.jsonl  outcome.json
+//   config.yaml  recipe.yaml (or script.yaml, command.sh)  plan.json  events.jsonl  outcome.json
 //   logs/rank<N>.log  traces/rank<N>.json  checkpoints/step_<N>/  export/
 
 #include <filesystem>
@@ -19,6 +19,9 @@ public:
     const std::filesystem::path& dir() const { return m_dir; }
     std::filesystem::path configFile() const { return m_dir / "config.yaml"; } // the Accelerate config, as launched
     std::filesystem::path recipeFile() const { return m_dir / "recipe.yaml"; } // the recipe, as run
+    // A script run's description (script, arguments, Python, the exact command), in place of a recipe.
+    std::filesystem::path scriptFile() const { return m_dir / "script.yaml"; }
+    std::filesystem::path commandFile() const { return m_dir / "command.sh"; } // a script run's command, as run
     std::filesystem::path planFile() const { return m_dir / "plan.json"; } // what every rank runs
     std::filesystem::path eventsFile() const { return m_dir / "events.jsonl"; } // every rank's events
     std::filesystem::path outcomeFile() const { return m_dir / "outcome.json"; } // the launcher's verdict

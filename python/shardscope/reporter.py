@@ -1,0 +1,325 @@
+"""The per-rank reporter: sends this rank's events to the Shardscope launcher.
+
+Under ``shardscope launch --script`` the launcher makes one named pipe per rank in the folder
+named by ``SHARDSCOPE_EVENT_PIPES`` (``rank<N>.fifo``, N the global rank; torchrun hands its
+ranks no inherited descriptors, so a pipe by name is the way in). Without that variable (a plain
+``accelerate launch`` in a terminal) the reporter sends nothing.
+
+One reporter per process: ``Reporter(...)`` returns the same object every time, so the tracker,
+the Trainer callback and a script's own ``Reporter(accelerator)`` never announce a rank twice.
+"""
+
+import atexit
+import os
+import socket
+import sys
+import threading
+import time
+
+from . import protocol
+
+_current = None
+_current_lock = threading.Lock()
+
+# Error messages of c10d's backends when the other side of a collective went away: the rank that
+# sees them is a casualty of another rank's end, not the cause.
+_PEER_LOST_MARKERS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "remote process exited",
+    "NCCL communicator was aborted",
+)
+
+
+def current_reporter():
+    """The process's reporter, or None before one was made."""
+    return _current
+
+
+def _rss_bytes():
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _end_with_parent():
+    """torchrun starts its workers in sessions of their own; should it be killed outright, the
+    kernel then ends this rank too (PR_SET_PDEATHSIG) instead of leaving it orphaned."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class _PipeSink:
+    """Writes whole lines to the launcher's named pipe. A line under PIPE_BUF is written at once,
+    so the heartbeat thread and the training thread never interleave. A launcher that went away
+    (EPIPE) silences the sink; training goes on."""
+
+    def __init__(self, path):
+        # The launcher holds the read end open from before the rank starts, so a non-blocking open
+        # succeeds at once; blocking writes afterwards keep every event when the pipe is full.
+        self._fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        os.set_blocking(self._fd, True)
+        self._lock = threading.Lock()
+        self._broken = False
+
+    def send(self, line):
+        data = (line + "\n").encode("utf-8")
+        with self._lock:
+            if self._broken:
+                return
+            try:
+                while data:
+                    written = os.write(self._fd, data)
+                    data = data[written:]
+            except OSError:
+                self._broken = True
+
+
+def _open_sink(rank):
+    folder = os.environ.get("SHARDSCOPE_EVENT_PIPES")
+    if not folder:
+        return None
+    path = os.path.join(folder, "rank%d.fifo" % rank)
+    try:
+        return _PipeSink(path)
+    except OSError as error:
+        sys.stderr.write("shardscope: warning: cannot open the launcher's event pipe %s (%s); this rank is not reported\n"
+                         % (path, error))
+        return None
+
+
+def _count(batch):
+    """(tokens, samples) of a batch: input_ids' elements and first dimension when it has them."""
+    if batch is None:
+        return 0, 0
+    ids = None
+    if isinstance(batch, dict):
+        ids = batch.get("input_ids")
+        if ids is None:
+            ids = next((v for v in batch.values() if hasattr(v, "shape")), None)
+    elif isinstance(batch, (list, tuple)) and batch:
+        ids = batch[0]
+    elif hasattr(batch, "shape"):
+        ids = batch
+    if ids is None or not hasattr(ids, "shape") or len(ids.shape) == 0:
+        return 0, 0
+    return int(ids.numel()), int(ids.shape[0])
+
+
+class Reporter:
+    """This rank's reporter. ``Reporter(accelerator)`` then ``reporter.step(loss, batch)`` after each
+    optimizer step, on every rank (it does one small all-reduce for the global loss and tokens, so
+    every rank must call it, as every rank calls ``accelerator.backward``)."""
+
+    def __new__(cls, accelerator=None):
+        global _current
+        with _current_lock:
+            if _current is None:
+                _current = super().__new__(cls)
+                _current._started = False
+            return _current
+
+    def __init__(self, accelerator=None):
+        if accelerator is not None:
+            self.accelerator = accelerator
+        if self._started:
+            return
+        self._started = True
+        if accelerator is None:
+            self.accelerator = None
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.steps = 0
+        self.skipped_steps = 0
+        self.phase = "setup"
+        self._start = time.time()
+        self._last_step_at = time.perf_counter()
+        self._pending_tokens = 0
+        self._pending_samples = 0
+        self._failed = False
+        self._done = False
+        self._sink = _open_sink(self.rank)
+        if self._sink is None:
+            return
+        _end_with_parent()
+        self._hello()
+        self._install_hooks()
+        period = int(os.environ.get("SHARDSCOPE_HEARTBEAT_MS", "2000")) / 1000.0
+        if period > 0:
+            threading.Thread(target=self._beat, args=(period,), name="shardscope-heartbeat", daemon=True).start()
+
+    @property
+    def connected(self):
+        """Whether events go anywhere (the script runs under shardscope launch)."""
+        return self._sink is not None
+
+    def _send(self, event_type, body):
+        if self._sink is not None:
+            self._sink.send(protocol.encode(event_type, self.rank, body))
+
+    def _device(self):
+        accelerator = self.accelerator
+        if accelerator is not None:
+            return str(accelerator.device)
+        if os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes"):
+            return "cpu"
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            return "cuda:%d" % self.local_rank
+        return "cpu"
+
+    def _hello(self):
+        torch = sys.modules.get("torch")
+        self._send("hello", {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "device": self._device(),
+            "torch": getattr(torch, "__version__", "") if torch is not None else "",
+            "world_size": self.world_size,
+            "local_rank": self.local_rank,
+            "machine_rank": int(os.environ.get("GROUP_RANK", "0")),
+        })
+
+    def _install_hooks(self):
+        previous = sys.excepthook
+
+        def report_exception(kind, value, trace):
+            self.error(value)
+            previous(kind, value, trace)
+
+        sys.excepthook = report_exception
+        atexit.register(self.close)
+
+    def _beat(self, period):
+        while not self._done:
+            self._send("heartbeat", {"step": self.steps, "phase": self.phase})
+            time.sleep(period)
+
+    def _memory(self):
+        torch = sys.modules.get("torch")
+        device = self._device()
+        if torch is not None and device.startswith("cuda") and torch.cuda.is_available():
+            stats = torch.cuda.memory_stats()
+            return protocol.memory(allocated=stats.get("allocated_bytes.all.current", 0),
+                                   reserved=stats.get("reserved_bytes.all.current", 0),
+                                   peak_allocated=stats.get("allocated_bytes.all.peak", 0), rss=_rss_bytes())
+        return protocol.memory(rss=_rss_bytes())
+
+    def _learning_rate(self):
+        accelerator = self.accelerator
+        optimizers = getattr(accelerator, "_optimizers", None) if accelerator is not None else None
+        if optimizers:
+            return float(optimizers[0].param_groups[0]["lr"])
+        return 0.0
+
+    def _loss_scale(self):
+        scaler = getattr(self.accelerator, "scaler", None) if self.accelerator is not None else None
+        if scaler is not None and scaler.is_enabled():
+            return float(scaler.get_scale())
+        return None
+
+    def _global(self, local_loss, tokens):
+        """(mean loss over ranks, tokens of all ranks) by one all-reduce of two numbers."""
+        torch = sys.modules.get("torch")
+        if torch is None or self.world_size <= 1 or not torch.distributed.is_initialized():
+            return local_loss, tokens
+        device = self._device() if self._device().startswith("cuda") else "cpu"
+        both = torch.tensor([local_loss, float(tokens)], dtype=torch.float64, device=device)
+        torch.distributed.all_reduce(both)
+        total = both.tolist()
+        return total[0] / self.world_size, int(total[1])
+
+    def step(self, loss, batch=None, *, lr=None, grad_norm=None, tokens=None, samples=None, epoch=0):
+        """Reports one optimizer step: call it after ``optimizer.step()`` on every rank. Under
+        gradient accumulation a call on a micro-batch that did not sync gradients only counts its
+        batch. ``loss`` may be a tensor or a number."""
+        batch_tokens, batch_samples = _count(batch)
+        self._pending_tokens += batch_tokens if tokens is None else int(tokens)
+        self._pending_samples += batch_samples if samples is None else int(samples)
+        if self.accelerator is not None and not getattr(self.accelerator, "sync_gradients", True):
+            return
+        if self._sink is None:
+            self.steps += 1
+            self._pending_tokens = self._pending_samples = 0
+            return
+        now = time.perf_counter()
+        step_time = now - self._last_step_at
+        self._last_step_at = now
+        local = float(loss.detach().float().item()) if hasattr(loss, "detach") else float(loss)
+        step_tokens, step_samples = self._pending_tokens, self._pending_samples
+        self._pending_tokens = self._pending_samples = 0
+        global_loss, all_tokens = self._global(local, step_tokens)
+        skipped = bool(getattr(self.accelerator, "optimizer_step_was_skipped", False)) if self.accelerator else False
+        self.skipped_steps += int(skipped)
+        self.steps += 1
+        self.phase = "train"
+        self._step_event(step=self.steps, epoch=epoch, loss=global_loss, local_loss=local,
+                         lr=self._learning_rate() if lr is None else float(lr),
+                         grad_norm=float(grad_norm) if grad_norm is not None else 0.0, skipped=skipped,
+                         tokens=step_tokens, samples=step_samples, step_time=step_time,
+                         tokens_per_s=all_tokens / step_time if step_time > 0 else 0.0)
+
+    def _step_event(self, **fields):
+        scale = self._loss_scale()
+        body = dict(fields)
+        body["skipped_steps"] = self.skipped_steps
+        body["mem"] = self._memory()
+        if scale is not None:
+            body["loss_scale"] = scale
+        self._send("step", body)
+
+    def record_step(self, step, loss, *, local_loss=None, lr=0.0, grad_norm=0.0, tokens=0, samples=0, step_time=0.0,
+                    epoch=0, tokens_per_s=0.0):
+        """A step whose numbers come from elsewhere (the Trainer's logs): no collective."""
+        self.steps = int(step)
+        self.phase = "train"
+        self._step_event(step=int(step), epoch=int(epoch), loss=float(loss),
+                         local_loss=float(loss if local_loss is None else local_loss), lr=float(lr or 0.0),
+                         grad_norm=float(grad_norm or 0.0), skipped=False, tokens=int(tokens), samples=int(samples),
+                         step_time=float(step_time), tokens_per_s=float(tokens_per_s))
+
+    def eval(self, loss, step=None, **metrics):
+        body = {"step": self.steps if step is None else int(step), "loss": float(loss)}
+        body.update({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and k not in body})
+        self._send("eval", body)
+
+    def checkpoint(self, path, step=None, kind="state"):
+        size = 0
+        for folder, _, files in os.walk(path):
+            for name in files:
+                try:
+                    size += os.path.getsize(os.path.join(folder, name))
+                except OSError:
+                    pass
+        self._send("checkpoint", {"step": self.steps if step is None else int(step), "path": os.path.abspath(path),
+                                  "kind": kind, "bytes": size})
+
+    def log(self, message, level="info"):
+        self._send("log", {"level": level, "message": str(message)})
+
+    def error(self, exception):
+        """Reports the exception that ends this rank (the excepthook calls it)."""
+        message = "%s: %s" % (type(exception).__name__, exception)
+        kind = protocol.PEER_LOST_KIND if any(m in message for m in _PEER_LOST_MARKERS) else "exception"
+        self._failed = True
+        self._send("error", {"kind": kind, "message": message[:4000]})
+
+    def close(self):
+        """The rank's last event (atexit calls it): completed, or failed after an exception."""
+        if self._done:
+            return
+        self.phase = "finish"
+        self._done = True
+        self._send("done", {"status": "failed" if self._failed else "completed", "steps": self.steps,
+                            "wall": time.time() - self._start})
