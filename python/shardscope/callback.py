@@ -21,6 +21,7 @@ class ShardscopeCallback(TrainerCallback):
         self._reporter = Reporter()
         self._last_time = None
         self._last_step = 0
+        self._last_tokens = 0
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._reporter.phase = "train"
@@ -36,9 +37,15 @@ class ShardscopeCallback(TrainerCallback):
         step_time = (now - self._last_time) / steps if self._last_time is not None else 0.0
         self._last_time, self._last_step = now, state.global_step
         samples = args.per_device_train_batch_size * args.gradient_accumulation_steps
+        # With include_num_input_tokens_seen the Trainer counts the tokens of all ranks.
+        seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
+        all_tokens = (seen - self._last_tokens) / steps
+        self._last_tokens = seen
+        world = max(1, self._reporter.world_size)
         self._reporter.record_step(state.global_step, logs["loss"], lr=logs.get("learning_rate", 0.0),
                                    grad_norm=logs.get("grad_norm", 0.0), samples=samples, step_time=step_time,
-                                   epoch=int(state.epoch or 0))
+                                   epoch=int(state.epoch or 0), tokens=int(all_tokens / world),
+                                   tokens_per_s=all_tokens / step_time if step_time > 0 else 0.0)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         metrics = dict(metrics or {})

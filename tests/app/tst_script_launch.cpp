@@ -1,0 +1,300 @@
+// Users' own scripts through the real `accelerate launch` of the project's venv, on 2 CPU ranks:
+// the Accelerate example's step events from both ranks reach events.jsonl and the history; a rank
+// that raises is the root cause and the other stops; Stop (SIGTERM to the launcher) leaves no
+// process; the silent degradations of Accelerate on the CPU are refused before anything starts;
+// a missing script and a Python without accelerate are clear errors; the Trainer example's run
+// reaches the history with per-rank events.
+
+#include "storage/run_store.h"
+#include "storage/store_paths.h"
+
+#include <QDir>
+#include <QDirIterator>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <signal.h>
+
+#include <map>
+#include <set>
+
+using namespace shardscope::storage;
+
+namespace {
+
+const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
+const QString kVenvPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
+const QString kAccelerateExample = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/accelerate_train.py");
+const QString kTrainerExample = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/trainer_train.py");
+
+void writeFile(const QString& path, const QByteArray& text)
+{
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(text);
+}
+
+// A MULTI_CPU config of 2 ranks, as `shardscope config` writes it for a CPU machine.
+QString cpuConfig(const QTemporaryDir& dir, const QByteArray& distributedType = "MULTI_CPU", bool useCpu = true)
+{
+    const QString path = dir.filePath("config-" + QString::number(qHash(distributedType)) + ".yaml");
+    writeFile(path, "compute_environment: LOCAL_MACHINE\ndistributed_type: " + distributedType
+                        + "\nmixed_precision: 'no'\nnum_machines: 1\nnum_processes: 2\nuse_cpu: " + (useCpu ? "true" : "false")
+                        + "\n");
+    return path;
+}
+
+// The script's data lives in the test's folder, so its ranks are found by that path in their
+// command lines (no process may outlive a run).
+QString dataFile(const QTemporaryDir& dir)
+{
+    const QString path = dir.filePath("data.txt");
+    QFile::copy(kAccelerateExample, path);
+    return path;
+}
+
+QProcessEnvironment environment(const QTemporaryDir& home)
+{
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("SHARDSCOPE_HOME", home.path());
+    env.insert("VIRTUAL_ENV", QFileInfo(kVenvPython).dir().absoluteFilePath(".."));
+    return env;
+}
+
+int launch(const QTemporaryDir& home, const QStringList& args, QString* output)
+{
+    QProcess process;
+    process.setProcessEnvironment(environment(home));
+    process.setProcessChannelMode(QProcess::MergedChannels);
+    process.start(kShardscope, QStringList{"launch"} + args);
+    if (!process.waitForFinished(240000))
+        process.kill();
+    *output = QString::fromUtf8(process.readAll());
+    return process.exitStatus() == QProcess::NormalExit ? process.exitCode() : -1;
+}
+
+// Processes whose command line mentions `marker` (the test's folder).
+QStringList processesMentioning(const QString& marker)
+{
+    QStringList found;
+    const QByteArray needle = marker.toUtf8();
+    for (const QString& pid : QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        if (pid.toLongLong() <= 0 || pid.toLongLong() == QCoreApplication::applicationPid())
+            continue;
+        QFile cmdline("/proc/" + pid + "/cmdline");
+        if (!cmdline.open(QIODevice::ReadOnly))
+            continue;
+        QByteArray text = cmdline.readAll();
+        if (text.contains(needle))
+            found << pid + ": " + QString::fromUtf8(text.replace('\0', ' '));
+    }
+    return found;
+}
+
+// Step events per rank in a run directory's events.jsonl.
+std::map<int, int> stepEventsPerRank(const QString& runDir)
+{
+    std::map<int, int> steps;
+    QFile events(runDir + "/events.jsonl");
+    if (!events.open(QIODevice::ReadOnly))
+        return steps;
+    while (!events.atEnd()) {
+        const auto e = QJsonDocument::fromJson(events.readLine()).object();
+        if (e["type"] == "step")
+            ++steps[e["rank"].toInt()];
+    }
+    return steps;
+}
+
+bool venvHasAccelerate()
+{
+    QProcess probe;
+    probe.start(kVenvPython, {"-c", "import accelerate, torch, shardscope"});
+    return probe.waitForFinished(120000) && probe.exitStatus() == QProcess::NormalExit && probe.exitCode() == 0;
+}
+
+} // namespace
+
+class TestScriptLaunch : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase()
+    {
+        if (!venvHasAccelerate())
+            QSKIP("the project venv has no accelerate/torch/shardscope (scripts/setup.sh installs them)");
+    }
+
+    void accelerateExampleReportsEveryRank()
+    {
+        QTemporaryDir home;
+        QString out;
+        const int code = launch(home,
+                                {"--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name", "acc", "--",
+                                 "--steps", "6", "--data", dataFile(home)},
+                                &out);
+        QVERIFY2(code == 0, qPrintable(out));
+        const QString runDir = home.filePath("runs/acc");
+        const auto steps = stepEventsPerRank(runDir);
+        QCOMPARE(steps.size(), size_t(2));
+        QCOMPARE(steps.at(0), 6);
+        QCOMPARE(steps.at(1), 6);
+        // The exact command, shown and kept: the CPU path that really gives 2 ranks.
+        QFile command(runDir + "/command.sh");
+        QVERIFY(command.open(QIODevice::ReadOnly));
+        const QByteArray text = command.readAll();
+        QVERIFY2(text.contains("ACCELERATE_USE_CPU=1") && text.contains("--multi_gpu") && text.contains("--num_processes 2"),
+                 text.constData());
+        QVERIFY(out.contains("command: ACCELERATE_USE_CPU=1"));
+        QVERIFY(QFileInfo(runDir + "/logs/rank0.log").size() > 0); // the main process prints its summary
+        QVERIFY(!QFileInfo::exists(runDir + "/.events")); // the named pipes are gone
+
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QVERIFY(runs.ok());
+        QCOMPARE(runs->size(), size_t(1));
+        QCOMPARE(runs->front().status, RunStatus::Completed);
+        QCOMPARE(runs->front().worldSize, 2);
+        QCOMPARE(QString::fromStdString(runs->front().distributedType), QStringLiteral("MULTI_CPU"));
+        for (int rank : {0, 1}) {
+            auto loss = store->series(runs->front().id, rank, "loss");
+            QVERIFY(loss.ok());
+            QCOMPARE(loss->size(), size_t(6));
+            QCOMPARE(loss->back().step, std::int64_t(6));
+            // The global loss is the mean over the ranks: equal on both.
+            if (rank == 1) {
+                auto first = store->series(runs->front().id, 0, "loss");
+                QCOMPARE(first->back().value, loss->back().value);
+            }
+        }
+        auto details = store->run(runs->front().id);
+        QVERIFY(details->recipeText.find("accelerate_train.py") != std::string::npos);
+    }
+
+    void raisingRankIsTheRootCause()
+    {
+        QTemporaryDir home;
+        QString out;
+        const int code = launch(home,
+                                {"--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name", "bad", "--",
+                                 "--steps", "50", "--fail_rank", "1", "--fail_step", "3", "--data", dataFile(home)},
+                                &out);
+        QVERIFY2(code != 0, qPrintable(out));
+        QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
+        QVERIFY2(out.contains("injected failure on rank 1 at step 3"), qPrintable(out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QCOMPARE(runs->size(), size_t(1));
+        QCOMPARE(runs->front().status, RunStatus::Failed);
+        auto details = store->run(runs->front().id);
+        QCOMPARE(details->rootCauseRank.value_or(-1), 1);
+        // The other rank stopped: nothing of the run is left.
+        QTRY_VERIFY_WITH_TIMEOUT(processesMentioning(home.path()).isEmpty(), 10000);
+    }
+
+    void stopEndsTheRunWithNoProcessLeft()
+    {
+        QTemporaryDir home;
+        QProcess launcher;
+        launcher.setProcessEnvironment(environment(home));
+        launcher.setProcessChannelMode(QProcess::MergedChannels);
+        launcher.start(kShardscope, {"launch", "--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name",
+                                     "stop", "--", "--steps", "100000", "--step_sleep", "0.05", "--data", dataFile(home)});
+        QVERIFY(launcher.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(stepEventsPerRank(home.filePath("runs/stop")).size() == 2, 120000);
+        QVERIFY(processesMentioning(home.path()).size() >= 3); // accelerate launch and its 2 ranks
+        launcher.terminate(); // the workbench's Stop
+        QVERIFY(launcher.waitForFinished(60000));
+        const QString out = QString::fromUtf8(launcher.readAll());
+        QVERIFY2(launcher.exitCode() == 130, qPrintable(out));
+        const QStringList left = processesMentioning(home.path());
+        QVERIFY2(left.isEmpty(), qPrintable(left.join("\n")));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QCOMPARE(runs->size(), size_t(1));
+        QCOMPARE(runs->front().status, RunStatus::Cancelled);
+    }
+
+    void silentDegradationsAreRefused_data()
+    {
+        QTest::addColumn<QByteArray>("distributedType");
+        QTest::addColumn<QString>("reason");
+        QTest::newRow("MULTI_GPU with use_cpu") << QByteArray("MULTI_GPU") << "independent single-process runs";
+        QTest::newRow("FSDP on the CPU") << QByteArray("FSDP\nfsdp_config:\n  fsdp_version: 2") << "unsharded, as MULTI_CPU";
+        QTest::newRow("DeepSpeed on the CPU") << QByteArray("DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2") << "unsharded";
+    }
+
+    void silentDegradationsAreRefused()
+    {
+        QFETCH(QByteArray, distributedType);
+        QFETCH(QString, reason);
+        QTemporaryDir home;
+        QString out;
+        QCOMPARE(launch(home, {"--config_file", cpuConfig(home, distributedType), "--script", kAccelerateExample}, &out), 2);
+        QVERIFY2(out.contains(reason), qPrintable(out));
+        QVERIFY2(out.contains("set distributed_type: MULTI_CPU"), qPrintable(out)); // the fix
+        QVERIFY(!QFileInfo::exists(home.filePath("runs"))); // refused before anything was made
+    }
+
+    void badInputsAreClearErrors()
+    {
+        QTemporaryDir home;
+        QString out;
+        QCOMPARE(launch(home, {"--config_file", cpuConfig(home), "--script", home.filePath("missing.py")}, &out), 2);
+        QVERIFY2(out.contains("missing.py does not exist"), qPrintable(out));
+        // A real Python that has no accelerate: the system one without its site-packages.
+        const QString bare = home.filePath("bare-python");
+        writeFile(bare, "#!/bin/sh\nexec python3 -I -S \"$@\"\n");
+        QFile::setPermissions(bare, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+        QCOMPARE(launch(home, {"--config_file", cpuConfig(home), "--script", kAccelerateExample, "--python", bare}, &out), 2);
+        QVERIFY2(out.contains("cannot run `accelerate launch`") && out.contains("No module named"), qPrintable(out));
+        QVERIFY2(out.contains("--python"), qPrintable(out));
+        QCOMPARE(launch(home,
+                        {"--config_file", cpuConfig(home), "--script", kAccelerateExample, "--python",
+                         home.filePath("no-such-python")},
+                        &out),
+                 2);
+        QVERIFY2(out.contains("is not an executable"), qPrintable(out));
+        QCOMPARE(launch(home, {"--script", kAccelerateExample, "--recipe", "x.yaml"}, &out), 2);
+        QVERIFY2(out.contains("give one"), qPrintable(out));
+        QVERIFY(!QFileInfo::exists(home.filePath("runs")));
+    }
+
+    void trainerExampleReportsEveryRank()
+    {
+        QTemporaryDir home;
+        QString out;
+        const int code = launch(home,
+                                {"--config_file", cpuConfig(home), "--script", kTrainerExample, "--run_name", "trainer", "--",
+                                 "--max_steps", "4", "--eval_steps", "2", "--data", dataFile(home)},
+                                &out);
+        QVERIFY2(code == 0, qPrintable(out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QCOMPARE(runs->size(), size_t(1));
+        QCOMPARE(runs->front().status, RunStatus::Completed);
+        for (int rank : {0, 1}) {
+            auto loss = store->series(runs->front().id, rank, "loss");
+            QVERIFY(loss.ok());
+            QCOMPARE(loss->size(), size_t(4));
+        }
+        auto evals = store->evals(runs->front().id);
+        QVERIFY(evals.ok());
+        std::map<int, std::set<std::int64_t>> evalSteps; // rank -> steps of its eval loss
+        for (const auto& e : *evals)
+            if (e.name == "loss")
+                evalSteps[e.rank].insert(e.step);
+        QCOMPARE(evalSteps[0], (std::set<std::int64_t>{2, 4}));
+        QCOMPARE(evalSteps[1], (std::set<std::int64_t>{2, 4}));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestScriptLaunch)
+#include "tst_script_launch.moc"
