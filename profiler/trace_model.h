@@ -73,6 +73,8 @@ struct CounterSample {
 
 struct RankTrace {
     int rank = 0;
+    // Ranks in the job when the trace says so (torch.profiler's distributedInfo); 0: not known.
+    int worldSize = 0;
     std::string source{kSourceHost}; // "cupti" or "host"
     // ns to add to this rank's timestamps to put them on the run's common clock (the merged file).
     std::int64_t clockOffsetNs = 0;

@@ -44,7 +44,7 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config git
   qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6 libgl-dev libglx-dev
-  libyaml-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev
+  libyaml-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev zlib1g-dev
   xvfb xauth python3-venv clang-format-14 clang-tidy-14 universal-ctags
 )
 missing=()
@@ -117,8 +117,12 @@ if [ -n "$torch_prefix" ]; then
 fi
 
 requirements="$root/scripts/requirements.txt"
+# Note [references without their extras]: pins installed with --no-deps, because their declared
+# requirements are for other uses (holistictraceanalysis asks for jupyterlab and pytest); what
+# they import is pinned in requirements.txt.
+requirements_no_deps="$root/scripts/requirements-no-deps.txt"
 stamp="$venv/.shardscope-requirements"
-if [ -z "$torch_prefix" ] && { [ ! -f "$stamp" ] || ! cmp -s "$requirements" "$stamp"; }; then
+if [ -z "$torch_prefix" ] && { [ ! -f "$stamp" ] || ! cat "$requirements" "$requirements_no_deps" | cmp -s - "$stamp"; }; then
   py=${PYTHON:-python3}
   command -v "$py" >/dev/null || die "no python3 found; install python3 (>= 3.10) or set PYTHON"
   wheels="$cache/wheels"
@@ -129,12 +133,18 @@ if [ -z "$torch_prefix" ] && { [ ! -f "$stamp" ] || ! cmp -s "$requirements" "$s
     "$py" -m pip download -q -r "$requirements" -d "$wheels" \
       || die "could not download the pinned wheels from PyPI. Without network, reuse an installed torch: scripts/setup.sh --torch-prefix DIR"
   fi
+  if ! "$py" -m pip download -q --no-index --no-deps --find-links "$wheels" -r "$requirements_no_deps" -d "$wheels" >/dev/null 2>&1; then
+    "$py" -m pip download -q --no-deps -r "$requirements_no_deps" -d "$wheels" \
+      || die "could not download the wheels of $requirements_no_deps from PyPI"
+  fi
   say "creating $venv"
   rm -rf "$venv"
   "$py" -m venv "$venv" || die "python3 -m venv failed; install python3-venv"
   "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" -r "$requirements" \
     || die "installing the wheels from $wheels failed"
-  cp "$requirements" "$stamp"
+  "$venv/bin/python" -m pip install -q --no-index --no-deps --find-links "$wheels" -r "$requirements_no_deps" \
+    || die "installing the wheels of $requirements_no_deps from $wheels failed"
+  cat "$requirements" "$requirements_no_deps" > "$stamp"
 fi
 # Shardscope's own Python package (python/: the reporter, tracker and Trainer callback that run
 # inside users' scripts), reinstalled whenever its sources change. Offline: setuptools is in the venv.

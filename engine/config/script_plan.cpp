@@ -108,8 +108,8 @@ PlannedScript planScriptRun(const ScriptInputs& in)
     if (onCpu && plan.numProcesses > 1) {
         // The one CPU path that gives N ranks: torchrun's, asked for by --multi_gpu, with
         // ACCELERATE_USE_CPU making each rank a Gloo CPU process (MULTI_CPU).
-        plan.environment.push_back("ACCELERATE_USE_CPU=1");
-        plan.args.push_back("--multi_gpu");
+        plan.environment.emplace_back("ACCELERATE_USE_CPU=1");
+        plan.args.emplace_back("--multi_gpu");
         plan.distributedType = "MULTI_CPU";
     }
     plan.args.insert(plan.args.end(),
