@@ -523,6 +523,8 @@ Result<std::vector<RankTrace>> readTraceFile(const std::filesystem::path& path, 
 
 namespace shardscope::profiler {
 
+bool isTraceFileName(std::string_view name) { return name.ends_with(".json") || name.ends_with(".json.gz"); }
+
 Result<void> checkRankCount(const std::vector<RankTrace>& traces, int ranks, std::string_view what)
 {
     int expected = ranks;

@@ -49,6 +49,10 @@ Result<RankTrace> readKinetoTrace(const std::filesystem::path& path, const ReadP
 // or gzip-compressed. One RankTrace per rank, ascending.
 Result<std::vector<RankTrace>> readTraceFile(const std::filesystem::path& path, const ReadProgress& progress = {});
 
+// A trace file by its name: `.json` or `.json.gz` (Shardscope's rank<N>.json and merged.json,
+// torch.profiler's <worker>.<time>.pt.trace.json).
+bool isTraceFileName(std::string_view name);
+
 // Whether `traces` can be one run's: every trace that knows its job's size (distributedInfo) says
 // `ranks`, and every rank lies below it; with `ranks` 0, the traces only have to agree. `what`
 // names the run in the error ("the run").

@@ -161,6 +161,7 @@ void MainWindow::showRunTraces(std::int64_t runId)
     struct Found {
         QString name;
         std::vector<std::filesystem::path> files;
+        int ranks = 0; // the run's, so a trace of another job is refused
     };
     m_history->submit<std::shared_ptr<Found>>(
         this,
@@ -175,6 +176,7 @@ void MainWindow::showRunTraces(std::int64_t runId)
                 if (auto details = store->run(runId)) {
                     runDir = details->summary.runDir;
                     found->name = QString::fromStdString(details->summary.name);
+                    found->ranks = details->summary.worldSize;
                     for (const auto& trace : details->traces)
                         recorded.push_back(trace.path);
                 }
@@ -184,7 +186,7 @@ void MainWindow::showRunTraces(std::int64_t runId)
         },
         [this](std::shared_ptr<Found> found) {
             if (!found->files.empty())
-                m_tracePage->openFiles(std::move(found->files), found->name);
+                m_tracePage->openFiles(std::move(found->files), found->name, found->ranks);
             else
                 m_tracePage->clear();
         });

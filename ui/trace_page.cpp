@@ -2,6 +2,7 @@
 
 #include "engine/common/run_layout.h"
 #include "profiler/chrome_trace.h"
+#include "profiler/kineto_trace.h"
 #include "ui/format.h"
 #include "ui/trace_timeline.h"
 
@@ -26,6 +27,7 @@
 #include <qcustomplot.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace shardscope::ui {
@@ -95,24 +97,43 @@ struct Loaded {
     QStringList errors;
 };
 
-// Worker side of openFiles: reads each file, keeps the first trace of each rank (a merged file
-// next to the per-rank ones would repeat them), and builds the view.
-Loaded loadFiles(const std::vector<fs::path>& files, const std::atomic_bool& cancel)
+// Worker side of openFiles: reads each file (Shardscope's or torch.profiler's, plain or gzip),
+// keeps the first trace of each rank (a merged file next to the per-rank ones would repeat them),
+// refuses traces of another job size than the others (or than `expectedRanks`, the run's), and
+// builds the view. `progress` gets the share done in [0, 1] and says whether to go on.
+Loaded loadFiles(const std::vector<fs::path>& files, const std::atomic_bool& cancel, int expectedRanks,
+                 const std::function<void(double)>& progress)
 {
     Loaded loaded;
     std::vector<prof::RankTrace> traces;
     std::set<int> ranks;
-    for (const auto& file : files) {
+    int jobSize = expectedRanks;
+    for (std::size_t i = 0; i < files.size(); ++i) {
         if (cancel.load())
             return {};
-        auto read = prof::readChromeTrace(file);
+        const double before = double(i) / double(files.size());
+        auto read = prof::readTraceFile(files[i], [&](std::uint64_t done, std::uint64_t total) {
+            if (progress && total > 0)
+                progress(before + double(done) / double(total) / double(files.size()));
+            return !cancel.load();
+        });
         if (!read) {
+            if (cancel.load())
+                return {};
             loaded.errors << qs(read.error().message);
             continue;
         }
-        for (auto& trace : *read)
+        for (auto& trace : *read) {
+            if (jobSize == 0 && trace.worldSize > 0)
+                jobSize = trace.worldSize; // the first trace that knows says for the others
+            if (auto fits = prof::checkRankCount({trace}, jobSize, expectedRanks > 0 ? "the run" : "the job of the other traces");
+                !fits) {
+                loaded.errors << qs(files[i].filename().string() + ": " + fits.error().message);
+                continue;
+            }
             if (ranks.insert(trace.rank).second)
                 traces.push_back(std::move(trace));
+        }
     }
     if (cancel.load())
         return {};
@@ -137,7 +158,7 @@ std::vector<fs::path> findRunTraceFiles(const fs::path& runDir, const std::vecto
     std::vector<fs::path> perRank, others;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const fs::path& p = it->path();
-        if (p.extension() != ".json" || !it->is_regular_file(ec))
+        if (!prof::isTraceFileName(p.filename().string()) || !it->is_regular_file(ec))
             continue;
         (p.filename().string().rfind("rank", 0) == 0 ? perRank : others).push_back(p);
     }
@@ -159,8 +180,13 @@ TracePage::TracePage(QWidget* parent) : QWidget(parent)
     m_title = new QLabel(tr("<b>Trace</b> — no trace loaded"), this);
     m_title->setObjectName(QStringLiteral("traceTitle"));
     top->addWidget(m_title, 1);
+    m_cancelButton = new QPushButton(tr("Cancel loading"), this);
+    m_cancelButton->setObjectName(QStringLiteral("cancelTraceLoad"));
+    m_cancelButton->setVisible(false);
+    connect(m_cancelButton, &QPushButton::clicked, this, &TracePage::cancelLoading);
+    top->addWidget(m_cancelButton);
     auto* openButton = new QPushButton(tr("Open trace…"), this);
-    openButton->setToolTip(tr("Open Chrome trace files (Ctrl+T)"));
+    openButton->setToolTip(tr("Open trace files: Shardscope's or torch.profiler's Chrome traces, .json or .json.gz (Ctrl+T)"));
     connect(openButton, &QPushButton::clicked, this, &TracePage::openTraceFileDialog);
     top->addWidget(openButton);
     auto* resetButton = new QPushButton(tr("Show all"), this);
@@ -259,11 +285,12 @@ void TracePage::setTraces(std::vector<prof::RankTrace> traces, const QString& ti
         m_cancel->store(true);
     ++m_generation;
     m_loading = false;
+    m_cancelButton->setVisible(false);
     applyView(std::make_shared<const TraceView>(buildTraceView(std::move(traces))), title, {});
     emit tracesLoaded();
 }
 
-void TracePage::openFiles(std::vector<fs::path> files, const QString& title)
+void TracePage::openFiles(std::vector<fs::path> files, const QString& title, int expectedRanks)
 {
     if (m_cancel)
         m_cancel->store(true);
@@ -272,9 +299,25 @@ void TracePage::openFiles(std::vector<fs::path> files, const QString& title)
     const std::uint64_t generation = ++m_generation;
     m_loading = true;
     m_title->setText(tr("<b>Trace</b> — loading %1…").arg(title.toHtmlEscaped()));
+    m_cancelButton->setVisible(true);
     QPointer<TracePage> guard(this);
-    QThreadPool::globalInstance()->start([guard, generation, files = std::move(files), title, cancel] {
-        auto loaded = std::make_shared<Loaded>(loadFiles(files, *cancel));
+    QThreadPool::globalInstance()->start([guard, generation, files = std::move(files), title, cancel, expectedRanks] {
+        // Progress goes to the title in whole percents (a few hundred queued calls at most).
+        int shownPercent = -1;
+        auto progress = [&](double share) {
+            const int percent = static_cast<int>(share * 100.0);
+            if (percent == shownPercent)
+                return;
+            shownPercent = percent;
+            QMetaObject::invokeMethod(
+                QCoreApplication::instance(),
+                [guard, generation, title, percent] {
+                    if (guard && guard->m_generation == generation && guard->m_loading)
+                        guard->m_title->setText(tr("<b>Trace</b> — loading %1… %2 %").arg(title.toHtmlEscaped()).arg(percent));
+                },
+                Qt::QueuedConnection);
+        };
+        auto loaded = std::make_shared<Loaded>(loadFiles(files, *cancel, expectedRanks, progress));
         if (cancel->load())
             return;
         // The page is only looked at on the GUI thread (the application object's), where a
@@ -285,6 +328,7 @@ void TracePage::openFiles(std::vector<fs::path> files, const QString& title)
                 if (!guard || guard->m_generation != generation)
                     return;
                 guard->m_loading = false;
+                guard->m_cancelButton->setVisible(false);
                 if (!loaded->view || loaded->view->traces.empty()) {
                     const QString message = loaded->errors.isEmpty() ? tr("No traces in %1").arg(title)
                                                                      : loaded->errors.join(QLatin1Char('\n'));
@@ -300,6 +344,19 @@ void TracePage::openFiles(std::vector<fs::path> files, const QString& title)
 }
 
 void TracePage::clear() { setTraces({}, {}); }
+
+void TracePage::cancelLoading()
+{
+    if (!m_loading)
+        return;
+    if (m_cancel)
+        m_cancel->store(true);
+    ++m_generation;
+    m_loading = false;
+    m_cancelButton->setVisible(false);
+    applyView(m_view ? m_view : std::make_shared<const TraceView>(), {}, {tr("Loading was cancelled.")});
+    emit loadFailed(tr("Loading was cancelled."));
+}
 
 QString TracePage::title() const { return m_title->text(); }
 
@@ -456,8 +513,8 @@ Result<void> TracePage::exportMergedTrace(const fs::path& path) const
 
 void TracePage::openTraceFileDialog()
 {
-    const QStringList names = QFileDialog::getOpenFileNames(this, tr("Open Chrome traces"), {},
-                                                            tr("Chrome traces (*.json);;All files (*)"));
+    const QStringList names = QFileDialog::getOpenFileNames(
+        this, tr("Open traces"), {}, tr("Traces: Shardscope, torch.profiler (*.json *.json.gz);;All files (*)"));
     if (names.isEmpty())
         return;
     std::vector<fs::path> files;

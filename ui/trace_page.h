@@ -6,8 +6,9 @@
 // exactly the numbers profiler::analyseRank gives; the per-collective table; "Export Chrome
 // trace…" writes the merged, clock-aligned file (profiler::writeMergedTrace).
 //
-// Files are read and analysed on the thread pool; a newer load cancels an older one, and the
-// result comes back through a queued call that checks the page still exists.
+// Files (Shardscope's or torch.profiler's, profiler::readTraceFile) are read and analysed on the
+// thread pool, with progress and Cancel; a newer load cancels an older one, and the result comes
+// back through a queued call that checks the page still exists.
 
 #include "engine/common/result.h"
 #include "profiler/trace_model.h"
@@ -33,7 +34,8 @@ namespace shardscope::ui {
 class TraceTimeline;
 
 // The trace files of a run: the per-rank files the history recorded (`trace` events) that still
-// exist, else <runDir>/traces/rank*.json, else any other *.json there (a merged file alone).
+// exist, else <runDir>/traces/rank*.json[.gz], else any other *.json[.gz] there (a merged file
+// alone, torch.profiler's *.pt.trace.json).
 std::vector<std::filesystem::path> findRunTraceFiles(const std::filesystem::path& runDir,
                                                      const std::vector<std::string>& recordedPaths = {});
 
@@ -45,9 +47,13 @@ public:
 
     // Shows these traces now, on the calling (GUI) thread.
     void setTraces(std::vector<profiler::RankTrace> traces, const QString& title = {});
-    // Reads and analyses the files on the thread pool; tracesLoaded or loadFailed follows.
-    void openFiles(std::vector<std::filesystem::path> files, const QString& title = {});
+    // Reads and analyses the files on the thread pool, with progress in the title and a Cancel
+    // button; tracesLoaded or loadFailed follows. `expectedRanks` (> 0: the run's rank count)
+    // refuses traces of another job size; 0 only asks the files to agree.
+    void openFiles(std::vector<std::filesystem::path> files, const QString& title = {}, int expectedRanks = 0);
     void clear();
+    // Stops the load in flight; what was shown stays.
+    void cancelLoading();
     bool isLoading() const { return m_loading; }
 
     bool hasTraces() const { return m_view && !m_view->traces.empty(); }
@@ -88,6 +94,7 @@ private:
     QLabel* m_notes = nullptr;
     QComboBox* m_rankBox = nullptr;
     QPushButton* m_exportButton = nullptr;
+    QPushButton* m_cancelButton = nullptr;
     TraceTimeline* m_timeline = nullptr;
     QCustomPlot* m_rankChart = nullptr;
     QCustomPlot* m_stepChart = nullptr;

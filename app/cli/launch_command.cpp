@@ -7,6 +7,7 @@
 #include "app/launcher/run_monitor.h"
 #include "app/launcher/run_recorder.h"
 #include "app/launcher/script_run.h"
+#include "app/launcher/script_traces.h"
 #include "app/launcher/trace_merge.h"
 #include "engine/checkpoint/checkpoint_paths.h"
 #include "engine/common/dist_env.h"
@@ -190,6 +191,20 @@ struct TrainingRun {
 };
 
 void printError(const std::string& message) { std::cerr << "shardscope launch: error: " << message << "\n"; }
+
+// A script's torch.profiler traces in the run's traces/: imported, and each rank's `trace` event
+// goes through the monitor (events.jsonl, the history) as an engine rank's would.
+void attachScriptTraces(TrainingRun& run, int ranks)
+{
+    const auto traces = collectScriptTraces(run.runDir.layout().tracesDir(), ranks);
+    for (const auto& warning : traces.warnings)
+        std::cerr << "shardscope launch: warning: trace left out: " << warning << "\n";
+    for (const auto& event : traces.events)
+        run.monitor->onEventLine(event.rank, protocol::encodeEvent(event));
+    if (!traces.merged.empty())
+        std::cout << "shardscope launch: torch.profiler traces of " << traces.events.size()
+                  << " ranks imported; merged: " << traces.merged << "\n";
+}
 
 // The run keeps the recipe it really ran (the file as written, or with --max_steps that step
 // count, so the history and the workbench know the target), its Accelerate config and the plan
@@ -428,6 +443,9 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
     options.eventPipeDirectory = (std::filesystem::path(run->runDir.path) / ".events").string();
     options.extraEnvironment = plan.environment;
     options.extraEnvironment.push_back("SHARDSCOPE_RUN_DIR=" + run->runDir.path);
+    // Where a profiled script writes its torch.profiler traces so that they are picked up after
+    // the run (attachScriptTraces).
+    options.extraEnvironment.push_back("SHARDSCOPE_TRACE_DIR=" + run->runDir.layout().tracesDir().string());
     // torchrun forwards SIGTERM to its ranks and waits for them; a Python rank tears down slowly.
     options.stopGrace = std::chrono::seconds(15);
     storage::NewRun newRun;
@@ -562,11 +580,13 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     }
     auto outcome = runLaunch(options);
     if (run) {
+        if (run->script)
+            attachScriptTraces(*run, options.numProcesses);
         run->monitor->finish();
         if (outcome)
             judgeOutcome(*outcome, *run->monitor, run->plan.recipe.maxSteps, run->script.has_value());
         if (run->script) {
-            // torch.profiler's traces of a script run are not merged (yet): they stay per rank.
+            // attachScriptTraces merged them.
         } else if (auto merged = mergeRankTraces(run->runDir.layout().tracesDir().string()); !merged)
             std::cerr << "shardscope launch: warning: the ranks' traces could not be merged: " << merged.error().message << "\n";
         else if (!merged->empty())

@@ -55,27 +55,39 @@ def main():
     parser.add_argument("--step_sleep", type=float, default=0.0, help="seconds to wait in each step (for demos)")
     parser.add_argument("--fail_rank", type=int, default=-1, help="this rank raises at --fail_step (for tests)")
     parser.add_argument("--fail_step", type=int, default=3)
+    parser.add_argument("--profile", action="store_true",
+                        help="profile steps 3-5 with torch.profiler into $SHARDSCOPE_TRACE_DIR (the run's traces/, "
+                             "which shardscope launch imports after the run) or --profile_dir")
     parser.add_argument("--profile_dir", default="", help="write torch.profiler traces (one per rank) here")
+    parser.add_argument("--no_reporter", action="store_true", help="train without reporting to Shardscope (benchmarks)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
     accelerator = Accelerator()
-    reporter = shardscope.Reporter(accelerator) if shardscope else None  # shardscope line 1 of 2
+    reporter = shardscope.Reporter(accelerator) if shardscope and not args.no_reporter else None  # shardscope line 1 of 2
     model = TinyCausalLM()
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     loader = torch.utils.data.DataLoader(byte_windows(args.data, 32), batch_size=args.batch_size, shuffle=True)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
 
     profiler = None
+    if args.profile and not args.profile_dir:
+        args.profile_dir = os.environ.get("SHARDSCOPE_TRACE_DIR", "traces")
     if args.profile_dir:
         os.makedirs(args.profile_dir, exist_ok=True)
         trace_name = os.path.join(args.profile_dir, "rank%d.trace.json" % accelerator.process_index)
-        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                          schedule=torch.profiler.schedule(wait=1, warmup=1, active=3),
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        # repeat=1: one window. With the default (repeat forever) the window after the last would
+        # call on_trace_ready again when the profiler stops and overwrite the file with a near-empty trace.
+        profiler = torch.profiler.profile(activities=activities,
+                                          schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1),
                                           on_trace_ready=lambda p: p.export_chrome_trace(trace_name))
         profiler.start()
 
     step = 0
+    timed_from = None  # the step time printed at the end: steps after the first 3 (warm-up)
     while step < args.steps:
         for inputs, targets in loader:
             if step == args.fail_step and accelerator.process_index == args.fail_rank:
@@ -92,13 +104,18 @@ def main():
             if args.step_sleep:
                 time.sleep(args.step_sleep)
             step += 1
+            if step == 3:
+                timed_from = time.perf_counter()
             if step >= args.steps:
                 break
+    timed_until = time.perf_counter()
     if profiler:
         profiler.stop()
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         print("trained %d steps, last loss %.4f" % (step, loss.item()))
+        if timed_from is not None and step > 3:
+            print("step time: %.4f ms (mean of steps 4..%d)" % ((timed_until - timed_from) * 1e3 / (step - 3), step))
     accelerator.end_training()
 
 

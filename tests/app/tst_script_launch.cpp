@@ -3,10 +3,12 @@
 // that raises is the root cause and the other stops; Stop (SIGTERM to the launcher) leaves no
 // process; the silent degradations of Accelerate on the CPU are refused before anything starts;
 // a missing script and a Python without accelerate are clear errors; the Trainer example's run
-// reaches the history with per-rank events.
+// reaches the history with per-rank events. A run profiled with torch.profiler has its traces
+// imported after it: the Trace page shows both ranks' Gloo collectives.
 
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
+#include "ui/trace_page.h"
 
 #include <QDir>
 #include <QDirIterator>
@@ -14,11 +16,13 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <signal.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -175,6 +179,53 @@ private slots:
         QVERIFY(details->recipeText.find("accelerate_train.py") != std::string::npos);
     }
 
+    void profiledRunShowsGlooCollectives()
+    {
+        QTemporaryDir home;
+        QString out;
+        const int code = launch(home,
+                                {"--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name", "prof", "--",
+                                 "--steps", "7", "--profile", "--data", dataFile(home)},
+                                &out);
+        QVERIFY2(code == 0, qPrintable(out));
+        QVERIFY2(out.contains("torch.profiler traces of 2 ranks imported"), qPrintable(out));
+        const QString runDir = home.filePath("runs/prof");
+        QVERIFY(QFileInfo::exists(runDir + "/traces/merged.json"));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QVERIFY(runs.ok() && runs->size() == 1);
+        auto details = store->run(runs->front().id);
+        QVERIFY(details.ok());
+        QCOMPARE(details->traces.size(), size_t(2)); // one `trace` event per rank
+        std::vector<std::string> recorded;
+        std::set<int> ranks;
+        for (const auto& trace : details->traces) {
+            recorded.push_back(trace.path);
+            ranks.insert(trace.rank);
+            QVERIFY2(trace.compute > 0, trace.path.c_str());
+        }
+        QCOMPARE(ranks, (std::set<int>{0, 1}));
+
+        // The workbench opens the run's traces as it opens any run's.
+        shardscope::ui::TracePage page;
+        QSignalSpy loaded(&page, &shardscope::ui::TracePage::tracesLoaded);
+        page.openFiles(shardscope::ui::findRunTraceFiles(runDir.toStdString(), recorded), "prof", 2);
+        QVERIFY(loaded.wait(60000));
+        QCOMPARE(page.view()->traces.size(), size_t(2));
+        std::set<int> ranksWithAllReduce;
+        for (const auto& row : page.collectiveModel()->rows())
+            if (row.stats.kind == "all_reduce" && row.stats.count > 0)
+                ranksWithAllReduce.insert(row.rank);
+        QCOMPARE(ranksWithAllReduce, (std::set<int>{0, 1})); // DDP's gradient all-reduce through Gloo, on both ranks
+        for (const auto& trace : page.view()->traces) {
+            const bool gloo = std::any_of(trace.spans.begin(), trace.spans.end(), [](const auto& span) {
+                return span.name.rfind("gloo:all_reduce", 0) == 0 && span.lane == shardscope::profiler::Lane::Communication;
+            });
+            QVERIFY2(gloo, qPrintable(QStringLiteral("rank %1 shows no gloo:all_reduce").arg(trace.rank)));
+        }
+    }
+
     void raisingRankIsTheRootCause()
     {
         QTemporaryDir home;
@@ -296,5 +347,5 @@ private slots:
     }
 };
 
-QTEST_GUILESS_MAIN(TestScriptLaunch)
+QTEST_MAIN(TestScriptLaunch) // a QApplication: the Trace page is a widget
 #include "tst_script_launch.moc"

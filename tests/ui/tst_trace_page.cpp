@@ -11,6 +11,8 @@
 #include "ui/trace_timeline.h"
 
 #include <QAbstractItemModelTester>
+#include <QLabel>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -385,6 +387,77 @@ private slots:
         page.openFiles({bad}, QStringLiteral("bad"));
         QTRY_COMPARE(failed.count(), 1);
         QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("bad.json")), qPrintable(failed.at(0).at(0).toString()));
+        QVERIFY(!page.hasTraces());
+    }
+
+    void opensTorchProfilerTraces()
+    {
+        // Kineto's .json.gz (a GPU trace with NCCL kernels): device streams, cupti source.
+        const std::filesystem::path corpus = SHARDSCOPE_SOURCE_DIR "/../shared/corpus/kineto-traces";
+        TracePage page;
+        QSignalSpy loaded(&page, &TracePage::tracesLoaded);
+        page.openFiles({corpus / "nccl_parser_config_nccl_data.json.gz"}, QStringLiteral("nccl"));
+        QTRY_COMPARE(loaded.count(), 1);
+        QCOMPARE(page.view()->traces.size(), std::size_t(1));
+        QVERIFY2(page.title().contains(QStringLiteral("cupti")), qPrintable(page.title()));
+        QVERIFY(page.rankModel()->rowCount() == 1);
+        bool nccl = false;
+        for (const auto& row : page.collectiveModel()->rows())
+            nccl = nccl || row.stats.kind == "all_reduce";
+        QVERIFY(nccl);
+
+        // Traces of two jobs of other sizes (128 and 300 ranks): the second is refused, said why.
+        TracePage mixed;
+        QSignalSpy mixedLoaded(&mixed, &TracePage::tracesLoaded);
+        mixed.openFiles(
+            {corpus / "trace_filter_sampled_rank-0.json.gz", corpus / "cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"},
+            QStringLiteral("mixed"));
+        QTRY_COMPARE(mixedLoaded.count(), 1);
+        QCOMPARE(mixed.view()->traces.size(), std::size_t(1));
+        bool said = false;
+        for (auto* label : mixed.findChildren<QLabel*>())
+            said = said || label->text().contains(QStringLiteral("300-rank job"));
+        QVERIFY(said);
+
+        // A run of 2 ranks: a trace of a 128-rank job is not its trace.
+        TracePage run;
+        QSignalSpy failed(&run, &TracePage::loadFailed);
+        run.openFiles({corpus / "trace_filter_sampled_rank-0.json.gz"}, QStringLiteral("run"), 2);
+        QTRY_COMPARE(failed.count(), 1);
+        QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("128-rank job")),
+                 qPrintable(failed.at(0).at(0).toString()));
+
+        // A truncated .gz: a clear error, nothing loaded.
+        QTemporaryDir dir;
+        const std::filesystem::path truncated = dir.filePath(QStringLiteral("cut.json.gz")).toStdString();
+        {
+            std::ifstream in(corpus / "nccl_parser_config_nccl_data.json.gz", std::ios::binary);
+            std::string bytes((std::istreambuf_iterator<char>(in)), {});
+            std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 3);
+        }
+        TracePage cut;
+        QSignalSpy cutFailed(&cut, &TracePage::loadFailed);
+        cut.openFiles({truncated}, QStringLiteral("cut"));
+        QTRY_COMPARE(cutFailed.count(), 1);
+        QVERIFY2(cutFailed.at(0).at(0).toString().contains(QStringLiteral("truncated or corrupt")),
+                 qPrintable(cutFailed.at(0).at(0).toString()));
+    }
+
+    void cancelStopsALoad()
+    {
+        const std::filesystem::path corpus = SHARDSCOPE_SOURCE_DIR "/../shared/corpus/kineto-traces";
+        TracePage page;
+        QSignalSpy loaded(&page, &TracePage::tracesLoaded);
+        QSignalSpy failed(&page, &TracePage::loadFailed);
+        page.openFiles({corpus / "nccl_parser_config_nccl_data.json.gz"}, QStringLiteral("big"));
+        auto* cancel = page.findChild<QPushButton*>(QStringLiteral("cancelTraceLoad"));
+        QVERIFY(cancel && !cancel->isHidden());
+        cancel->click();
+        QVERIFY(!page.isLoading());
+        QCOMPARE(failed.count(), 1);
+        QVERIFY(cancel->isHidden());
+        QTest::qWait(1500); // the worker's late result is dropped
+        QCOMPARE(loaded.count(), 0);
         QVERIFY(!page.hasTraces());
     }
 
