@@ -309,7 +309,7 @@ void ComparePage::applyComparison(const Comparison& c)
         }
         m_chart->appendPoints(series, xs, ys);
     }
-    if (c.live || !m_sweepNames.isEmpty())
+    if (c.live || !m_sweepNames.isEmpty() || !m_sweepRunning.isEmpty())
         m_liveTimer->start();
     else
         m_liveTimer->stop();
@@ -323,43 +323,71 @@ QString ComparePage::startPrecisionSweep(const LaunchRequest& base, const QStrin
         baseName = QStringLiteral("sweep-%1").arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
     QStringList errors;
     m_sweepNames.clear();
+    m_sweepQueue.clear();
+    m_sweepRunning.clear();
     for (const auto& mode : modes) {
         LaunchRequest request = base;
         request.runName = baseName + QLatin1Char('-') + mode;
         request.mixedPrecision = mode;
-        const auto result = launchDetached(request);
-        if (result.started)
-            m_sweepNames << request.runName;
-        else
-            errors << tr("%1: %2").arg(mode, result.error);
+        m_sweepQueue.push_back(request);
+    }
+    if (base.scriptFile.isEmpty()) {
+        while (!m_sweepQueue.empty())
+            launchNextQueued(errors);
+    } else {
+        while (!m_sweepQueue.empty() && !launchNextQueued(errors)) { }
     }
     m_runIds.clear();
-    m_message->setText(errors.isEmpty() ? tr("Sweep %1: %2 runs started").arg(baseName).arg(m_sweepNames.size())
+    const QString queued = m_sweepQueue.empty() ? QString() : tr(", %1 to follow one after another").arg(m_sweepQueue.size());
+    m_message->setText(errors.isEmpty() ? tr("Sweep %1: %2 runs started%3").arg(baseName).arg(m_sweepNames.size()).arg(queued)
                                         : errors.join(QStringLiteral("; ")));
     if (!m_sweepNames.isEmpty())
         m_liveTimer->start();
     return errors.join(QStringLiteral("; "));
 }
 
+// Starts the queue's first run; false (the reason in `errors`) when it could not start.
+bool ComparePage::launchNextQueued(QStringList& errors)
+{
+    const LaunchRequest request = m_sweepQueue.front();
+    m_sweepQueue.erase(m_sweepQueue.begin());
+    const auto result = launchDetached(request);
+    if (!result.started) {
+        errors << tr("%1: %2").arg(request.mixedPrecision, result.error);
+        return false;
+    }
+    m_sweepNames << request.runName;
+    if (!request.scriptFile.isEmpty())
+        m_sweepRunning = request.runName;
+    return true;
+}
+
 void ComparePage::checkSweep()
 {
-    if (m_sweepNames.isEmpty())
+    if (m_sweepNames.isEmpty() && m_sweepRunning.isEmpty())
         return;
-    using Resolved = std::vector<std::pair<QString, std::int64_t>>; // 0: not in the history yet
-    m_history->submit<Resolved>(
+    struct Seen {
+        std::vector<std::pair<QString, std::int64_t>> resolved; // 0: not in the history yet
+        bool runningEnded = false; // the script sweep's current run
+    };
+    m_history->submit<std::shared_ptr<Seen>>(
         this,
-        [handle = m_store, names = m_sweepNames] {
-            Resolved resolved;
+        [handle = m_store, names = m_sweepNames, running = m_sweepRunning] {
+            auto seen = std::make_shared<Seen>();
             auto store = handle->get();
             for (const auto& name : names) {
                 auto id = store ? (*store)->resolveRun(name.toStdString()) : Result<std::int64_t>(store.error());
-                resolved.emplace_back(name, id ? *id : 0);
+                seen->resolved.emplace_back(name, id ? *id : 0);
             }
-            return resolved;
+            if (!running.isEmpty() && store)
+                if (auto id = (*store)->resolveRun(running.toStdString()))
+                    if (auto details = (*store)->run(*id))
+                        seen->runningEnded = storage::isTerminal(details->summary.status);
+            return seen;
         },
-        [this](Resolved resolved) {
+        [this, running = m_sweepRunning](std::shared_ptr<Seen> seen) {
             bool added = false;
-            for (const auto& [name, id] : resolved) {
+            for (const auto& [name, id] : seen->resolved) {
                 if (id == 0)
                     continue;
                 m_sweepNames.removeAll(name);
@@ -367,6 +395,15 @@ void ComparePage::checkSweep()
                     m_runIds.push_back(id);
                     added = true;
                 }
+            }
+            if (seen->runningEnded && running == m_sweepRunning) {
+                m_sweepRunning.clear();
+                QStringList errors;
+                while (!m_sweepQueue.empty() && !launchNextQueued(errors)) { }
+                if (!errors.isEmpty())
+                    m_message->setText(errors.join(QStringLiteral("; ")));
+                if (!m_sweepNames.isEmpty())
+                    m_liveTimer->start();
             }
             if (added) {
                 reloadRunList();
@@ -387,12 +424,19 @@ void ComparePage::showSweepDialog()
     recipeRow->addWidget(recipe);
     recipeRow->addWidget(browse);
     connect(browse, &QPushButton::clicked, &dialog, [&] {
-        const QString file = QFileDialog::getOpenFileName(&dialog, tr("Recipe"), {}, tr("Recipes (*.yaml *.yml)"));
+        const QString file = QFileDialog::getOpenFileName(&dialog, tr("Recipe or script"), {},
+                                                          tr("Recipes and Accelerate scripts (*.yaml *.yml *.py)"));
         if (!file.isEmpty())
             recipe->setText(file);
     });
+    recipe->setObjectName(QStringLiteral("sweepRecipe"));
+    recipe->setPlaceholderText(tr("an engine recipe (.yaml) or your Accelerate script (.py)"));
     auto* config = new QLineEdit(&dialog);
-    config->setPlaceholderText(tr("optional Accelerate config file"));
+    config->setPlaceholderText(tr("Accelerate config file (optional for a recipe, needed for a script)"));
+    auto* scriptArgs = new QLineEdit(&dialog);
+    scriptArgs->setPlaceholderText(tr("a script's arguments, as on a command line"));
+    auto* python = new QLineEdit(&dialog);
+    python->setPlaceholderText(tr("a script's Python (default: the active virtual environment, else python3)"));
     auto* processes = new QSpinBox(&dialog);
     processes->setRange(1, 64);
     processes->setValue(2);
@@ -410,8 +454,10 @@ void ComparePage::showSweepDialog()
         modesRow->addWidget(box);
         modeBoxes.push_back(box);
     }
-    form->addRow(tr("Recipe"), recipeRow);
+    form->addRow(tr("Recipe or script"), recipeRow);
     form->addRow(tr("Config"), config);
+    form->addRow(tr("Script arguments"), scriptArgs);
+    form->addRow(tr("Python"), python);
     form->addRow(tr("Processes"), processes);
     form->addRow(tr("Max steps"), steps);
     form->addRow(tr("Name"), name);
@@ -424,15 +470,20 @@ void ComparePage::showSweepDialog()
     if (dialog.exec() != QDialog::Accepted || recipe->text().isEmpty())
         return;
     LaunchRequest request;
-    request.recipeFile = recipe->text();
+    const bool script = recipe->text().endsWith(QLatin1String(".py"));
+    (script ? request.scriptFile : request.recipeFile) = recipe->text();
+    if (script) {
+        request.workerArgs = splitCommandLine(scriptArgs->text());
+        request.python = python->text();
+    }
     request.configFile = config->text();
     request.numProcesses = processes->value();
-    if (steps->value() > 0)
+    if (steps->value() > 0 && !script) // a script takes its own step count, among its arguments
         request.maxSteps = steps->value();
     request.runName = name->text();
     QStringList modes;
     for (auto* box : modeBoxes)
-        if (box->isChecked())
+        if (box->isChecked() && !(script && box->text() == QLatin1String("bf16-pure"))) // a mode of the engine only
             modes << box->text();
     startPrecisionSweep(request, modes);
 }

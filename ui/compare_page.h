@@ -5,6 +5,8 @@
 // asked for). "Precision sweep…" launches one recipe in every precision mode and compares them.
 // Everything is read from the store on the history service's thread.
 
+#include "ui/run_launcher.h"
+
 #include <QWidget>
 
 #include <cstdint>
@@ -30,7 +32,6 @@ class HistoryConnection;
 class HistoryService;
 class MetricChart;
 class RunStatsModel;
-struct LaunchRequest;
 
 class ComparePage : public QWidget {
     Q_OBJECT
@@ -47,7 +48,11 @@ public:
     MetricChart* chart() const { return m_chart; }
 
     // Launches `request` once per mode, named <name>-<mode>, and compares them as they appear.
+    // Engine runs start together; a script's runs one after another (the next when the last has
+    // ended), since a user's script may not share the machine with a second copy of itself.
     QString startPrecisionSweep(const LaunchRequest& request, const QStringList& modes);
+    // The runs of a script sweep still to start.
+    int queuedSweepRuns() const { return static_cast<int>(m_sweepQueue.size()); }
 
 public slots:
     void reloadRunList();
@@ -63,6 +68,7 @@ private:
     void syncChecks();
     void showSweepDialog();
     void checkSweep();
+    bool launchNextQueued(QStringList& errors);
 
     std::filesystem::path m_databaseFile;
     HistoryService* m_history = nullptr;
@@ -70,6 +76,8 @@ private:
     std::uint64_t m_generation = 0; // of the comparison asked last
     std::vector<std::int64_t> m_runIds;
     QStringList m_sweepNames; // runs of a sweep not yet seen in the store
+    std::vector<LaunchRequest> m_sweepQueue; // a script sweep's runs still to start, in order
+    QString m_sweepRunning; // the script sweep's run started last; empty once it has ended
     QListWidget* m_picker = nullptr;
     QComboBox* m_metricBox = nullptr;
     MetricChart* m_chart = nullptr;

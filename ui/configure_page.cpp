@@ -5,6 +5,7 @@
 #include "engine/config/machine_probe.h"
 #include "engine/config/model_architecture.h"
 #include "engine/config/run_plan.h"
+#include "engine/config/script_plan.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 #include "ui/config_form.h"
@@ -15,6 +16,7 @@
 
 #include <qcustomplot.h>
 
+#include <QComboBox>
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
@@ -23,6 +25,7 @@
 #include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListView>
 #include <QPlainTextEdit>
 #include <QPointer>
@@ -210,8 +213,16 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     m_launch->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
     m_launch->setToolTip(tr("Save the config and the recipe and start `shardscope launch` (Ctrl+Enter)"));
     launchRow->addWidget(m_message, 1);
+    m_runKind = new QComboBox(bottom);
+    m_runKind->setObjectName(QStringLiteral("runKind"));
+    m_runKind->addItem(tr("Run the recipe (engine)"));
+    m_runKind->addItem(tr("Run my Accelerate script"));
+    m_runKind->setToolTip(tr("What Launch starts: the recipe in Shardscope's engine, or your own Accelerate or Trainer "
+                             "script through the real `accelerate launch`, with this config"));
+    launchRow->addWidget(m_runKind);
     launchRow->addWidget(m_launch);
     bottomLayout->addWidget(m_diagnosticView, 1);
+    buildScriptRow(bottom, bottomLayout);
     bottomLayout->addLayout(launchRow);
     vertical->setStretchFactor(0, 4);
     vertical->setStretchFactor(1, 1);
@@ -541,11 +552,12 @@ void ConfigurePage::refresh()
     inputs.configBaseDir = m_configPath.isEmpty() ? std::string() : QFileInfo(m_configPath).absolutePath().toStdString();
     inputs.machine = m_machine;
     inputs.environment.physicalCores = m_physicalCores;
-    auto diagnostics = config::buildRunPlan(inputs).problems;
     QStringList texts;
-    for (const auto& d : diagnostics)
-        texts << qs(config::formatDiagnostic(cfg, d));
-    if (!m_recipeError.isEmpty()) {
+    auto diagnostics = scriptMode() ? scriptDiagnostics(texts) : config::buildRunPlan(inputs).problems;
+    if (!scriptMode())
+        for (const auto& d : diagnostics)
+            texts << qs(config::formatDiagnostic(cfg, d));
+    if (!m_recipeError.isEmpty() && !scriptMode()) {
         diagnostics.push_back({config::Severity::Error, DiagnosticModel::kRecipeKeyPath, m_recipeError.toStdString()});
         texts << tr("recipe: error: %1").arg(m_recipeError);
     }
@@ -557,8 +569,10 @@ void ConfigurePage::refresh()
             ? tr("<b>Problems:</b> none; the config is valid.")
             : tr("<b>Problems:</b> %1 error(s), %2 warning(s) (click one to go to its field)").arg(errors).arg(warnings));
     m_launch->setEnabled(errors == 0);
-    m_launch->setToolTip(errors == 0 ? tr("Save the config and the recipe and start `shardscope launch` (Ctrl+Enter)")
-                                     : tr("%n error(s) to fix first", nullptr, errors));
+    m_launch->setToolTip(
+        errors == 0 ? (scriptMode() ? tr("Save the config and start your script with `shardscope launch --script` (Ctrl+Enter)")
+                                    : tr("Save the config and the recipe and start `shardscope launch` (Ctrl+Enter)"))
+                    : tr("%n error(s) to fix first", nullptr, errors));
     updateMemoryChart();
     updateTitles();
 }
@@ -665,6 +679,88 @@ QString ConfigurePage::scratchFile(const QString& stem, const QString& suffix) c
                             .arg(stem, QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")), suffix));
 }
 
+void ConfigurePage::buildScriptRow(QWidget* parent, QVBoxLayout* layout)
+{
+    m_scriptRow = new QWidget(parent);
+    auto* outer = new QVBoxLayout(m_scriptRow);
+    outer->setContentsMargins(0, 0, 0, 0);
+    auto* row = new QHBoxLayout;
+    m_scriptPath = new QLineEdit(m_scriptRow);
+    m_scriptPath->setObjectName(QStringLiteral("scriptPath"));
+    m_scriptPath->setPlaceholderText(tr("your training script (train.py)"));
+    auto* browse = new QPushButton(tr("Script…"), m_scriptRow);
+    connect(browse, &QPushButton::clicked, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Accelerate script"), QFileInfo(m_scriptPath->text()).path(),
+                                                          tr("Python scripts (*.py);;All files (*)"));
+        if (!path.isEmpty())
+            m_scriptPath->setText(path);
+    });
+    m_scriptArgs = new QLineEdit(m_scriptRow);
+    m_scriptArgs->setObjectName(QStringLiteral("scriptArgs"));
+    m_scriptArgs->setPlaceholderText(tr("its arguments, as on a command line"));
+    m_python = new QLineEdit(m_scriptRow);
+    m_python->setObjectName(QStringLiteral("scriptPython"));
+    m_python->setPlaceholderText(tr("Python (default: the active venv, else python3)"));
+    m_scriptCommand = new QLineEdit(m_scriptRow);
+    m_scriptCommand->setObjectName(QStringLiteral("scriptCommand"));
+    m_scriptCommand->setReadOnly(true); // selectable and copyable
+    m_scriptCommand->setToolTip(tr("The command the launcher runs (also kept as command.sh in the run directory)"));
+    row->addWidget(new QLabel(tr("Script:"), m_scriptRow));
+    row->addWidget(m_scriptPath, 2);
+    row->addWidget(browse);
+    row->addWidget(m_scriptArgs, 2);
+    row->addWidget(m_python, 1);
+    outer->addLayout(row);
+    outer->addWidget(m_scriptCommand);
+    m_scriptRow->setVisible(false);
+    layout->addWidget(m_scriptRow);
+    for (auto* edit : {m_scriptPath, m_scriptArgs, m_python})
+        connect(edit, &QLineEdit::textChanged, this, &ConfigurePage::refresh);
+    connect(m_runKind, &QComboBox::currentIndexChanged, this, [this](int index) {
+        m_scriptRow->setVisible(index == 1);
+        refresh();
+    });
+}
+
+// The script run's problems, as the launcher's planScriptRun finds them on this machine (the
+// python is not probed here: that runs a process; the launcher does it).
+std::vector<config::Diagnostic> ConfigurePage::scriptDiagnostics(QStringList& texts)
+{
+    const auto& cfg = currentConfig();
+    config::ScriptInputs inputs;
+    inputs.config = cfg;
+    inputs.configPath = m_configPath.isEmpty() ? std::string("config.yaml") : m_configPath.toStdString();
+    inputs.configBaseDir = m_configPath.isEmpty() ? std::string() : QFileInfo(m_configPath).absolutePath().toStdString();
+    inputs.python = m_python->text().isEmpty() ? std::string("python") : m_python->text().toStdString();
+    inputs.script = m_scriptPath->text().isEmpty() ? std::string()
+                                                   : QFileInfo(m_scriptPath->text()).absoluteFilePath().toStdString();
+    for (const QString& arg : splitCommandLine(m_scriptArgs->text()))
+        inputs.scriptArgs.push_back(arg.toStdString());
+    inputs.torchrunLogDir = "<run>/logs/torchrun";
+    inputs.machine = m_machine;
+    auto planned = config::planScriptRun(inputs);
+    for (const auto& d : planned.problems)
+        texts << (d.keyPath.rfind("--", 0) == 0
+                      ? qs(std::string(d.severity == config::Severity::Error ? "error: " : "warning: ") + d.message)
+                      : qs(config::formatDiagnostic(cfg, d)));
+    m_scriptCommand->setText(planned.plan ? qs(planned.plan->commandLine()) : QString());
+    return planned.problems;
+}
+
+void ConfigurePage::setScriptMode(bool script) { m_runKind->setCurrentIndex(script ? 1 : 0); }
+
+bool ConfigurePage::scriptMode() const { return m_runKind && m_runKind->currentIndex() == 1; }
+
+void ConfigurePage::setScript(const QString& path, const QString& arguments, const QString& python)
+{
+    m_scriptPath->setText(path);
+    m_scriptArgs->setText(arguments);
+    m_python->setText(python);
+    refresh();
+}
+
+QString ConfigurePage::scriptCommand() const { return scriptMode() ? m_scriptCommand->text() : QString(); }
+
 QString ConfigurePage::launch()
 {
     if (!canLaunch()) {
@@ -676,15 +772,22 @@ QString ConfigurePage::launch()
     if ((m_configModified || m_configPath.isEmpty())
         && !saveConfigTo(m_configPath.isEmpty() ? scratchFile(QStringLiteral("config"), QStringLiteral("yaml")) : m_configPath))
         return m_message->text();
-    if ((m_recipeModified || m_recipePath.isEmpty())
+    if (!scriptMode() && (m_recipeModified || m_recipePath.isEmpty())
         && !saveRecipeTo(m_recipePath.isEmpty() ? scratchFile(QStringLiteral("recipe"), QStringLiteral("yaml")) : m_recipePath))
         return m_message->text();
     LaunchRequest request;
     request.configFile = m_configPath;
-    request.recipeFile = m_recipePath;
     request.numProcesses = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
-    request.runName = QStringLiteral("%1-%2").arg(m_recipe ? qs(m_recipe->name) : QStringLiteral("run"),
-                                                  QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
+    QString stem = m_recipe ? qs(m_recipe->name) : QStringLiteral("run");
+    if (scriptMode()) {
+        request.scriptFile = m_scriptPath->text();
+        request.workerArgs = splitCommandLine(m_scriptArgs->text());
+        request.python = m_python->text();
+        stem = QFileInfo(request.scriptFile).completeBaseName();
+    } else {
+        request.recipeFile = m_recipePath;
+    }
+    request.runName = QStringLiteral("%1-%2").arg(stem, QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
     request.outputFile = launcherOutputFile(QString::fromStdString(m_databaseFile.parent_path().string()), request.runName);
     const auto result = launchDetached(request);
     if (!result.started) {

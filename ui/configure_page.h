@@ -18,8 +18,11 @@
 #include <optional>
 
 class QCPBars;
+class QComboBox;
 class QCustomPlot;
 class QLabel;
+class QLineEdit;
+class QVBoxLayout;
 class QListView;
 class QPlainTextEdit;
 class QPushButton;
@@ -74,6 +77,16 @@ public slots:
     void goToDiagnostic(const QString& keyPath);
     // Empty on success, else why nothing was launched (also shown on the page).
     QString launch();
+    // What Launch runs (the "Run" choice): the recipe in the engine, or the user's own Accelerate
+    // script through the real `accelerate launch` (`shardscope launch --script`), checked as the
+    // launcher will check it (the silent degradations of Accelerate on this machine refused).
+    void setScriptMode(bool script);
+    bool scriptMode() const;
+    // The script, its arguments (as on a command line) and the Python whose accelerate runs it
+    // (empty: the active virtual environment, else python3).
+    void setScript(const QString& path, const QString& arguments = {}, const QString& python = {});
+    // In script mode, the command the launcher will run, as a shell would take it; else empty.
+    QString scriptCommand() const;
 
 signals:
     void runLaunched(const QString& runName);
@@ -130,6 +143,14 @@ private:
     QLabel* m_problems = nullptr;
     QLabel* m_message = nullptr;
     QPushButton* m_launch = nullptr;
+    QComboBox* m_runKind = nullptr; // "Engine recipe" / "Accelerate script"
+    QWidget* m_scriptRow = nullptr;
+    QLineEdit* m_scriptPath = nullptr;
+    QLineEdit* m_scriptArgs = nullptr;
+    QLineEdit* m_python = nullptr;
+    QLineEdit* m_scriptCommand = nullptr; // read-only, selectable: the exact command
+    void buildScriptRow(QWidget* parent, QVBoxLayout* layout);
+    std::vector<config::Diagnostic> scriptDiagnostics(QStringList& texts);
     QTimer* m_pollTimer = nullptr;
     HistoryService* m_history = nullptr;
     bool m_polling = false; // a look for the launched run is on its way

@@ -16,10 +16,47 @@ QString launcherProgram()
     return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("shardscope"));
 }
 
+QStringList splitCommandLine(const QString& text)
+{
+    QStringList words;
+    QString word;
+    bool inWord = false;
+    QChar quote; // '\'' or '"' while inside quotes
+    for (qsizetype i = 0; i < text.size(); ++i) {
+        const QChar c = text.at(i);
+        if (quote.isNull() && c.isSpace()) {
+            if (inWord)
+                words << word;
+            word.clear();
+            inWord = false;
+            continue;
+        }
+        inWord = true;
+        if (c == QLatin1Char('\\') && quote != QLatin1Char('\'') && i + 1 < text.size()) {
+            word += text.at(++i);
+        } else if (quote.isNull() && (c == QLatin1Char('\'') || c == QLatin1Char('"'))) {
+            quote = c;
+        } else if (!quote.isNull() && c == quote) {
+            quote = QChar();
+        } else {
+            word += c;
+        }
+    }
+    if (inWord)
+        words << word;
+    return words;
+}
+
 QStringList launchArguments(const LaunchRequest& request)
 {
-    QStringList args{QStringLiteral("launch"), QStringLiteral("--num_processes"), QString::number(request.numProcesses),
-                     QStringLiteral("--recipe"), QFileInfo(request.recipeFile).absoluteFilePath()};
+    QStringList args{QStringLiteral("launch"), QStringLiteral("--num_processes"), QString::number(request.numProcesses)};
+    if (request.scriptFile.isEmpty()) {
+        args << QStringLiteral("--recipe") << QFileInfo(request.recipeFile).absoluteFilePath();
+    } else {
+        args << QStringLiteral("--script") << QFileInfo(request.scriptFile).absoluteFilePath();
+        if (!request.python.isEmpty())
+            args << QStringLiteral("--python") << request.python;
+    }
     if (!request.configFile.isEmpty())
         args << QStringLiteral("--config_file") << QFileInfo(request.configFile).absoluteFilePath();
     if (!request.runName.isEmpty())

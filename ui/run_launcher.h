@@ -12,7 +12,12 @@
 namespace shardscope::ui {
 
 struct LaunchRequest {
-    QString recipeFile;
+    QString recipeFile; // an engine run's recipe; or, with scriptFile set, unused
+    // A user's Accelerate script (`shardscope launch --script`), run by `python`'s accelerate
+    // (empty: the launcher's choice, the active virtual environment or python3); workerArgs are
+    // the script's arguments.
+    QString scriptFile;
+    QString python;
     QString configFile; // empty: none
     QString runName; // empty: the launcher's default
     int numProcesses = 2;
@@ -35,6 +40,11 @@ QString launcherOutputFile(const QString& homeDir, const QString& runName);
 // What a launcher that exited early said: the lines of its output that name an error (all of it
 // when none does), for the window.
 QString launcherErrorText(const QString& outputFile);
+
+// A script's arguments typed as on a shell's command line: words split at blanks, '…' and "…"
+// quoting, backslash escapes (outside single quotes). No expansion of any kind: nothing runs
+// through a shell. An unclosed quote runs to the end.
+QStringList splitCommandLine(const QString& text);
 
 // The `shardscope` executable: $SHARDSCOPE_LAUNCHER when set, else the one next to this program.
 QString launcherProgram();

@@ -48,6 +48,7 @@ struct RunPage::Poll {
     std::uint64_t logOffset = 0; // where `log` starts
     QByteArray log;
     bool logShrunk = false; // the file is shorter than what was read: rotated or rewritten
+    std::optional<QString> command; // a script run's command.sh, its command line; read once
 };
 
 RunPage::RunPage(QWidget* parent, HistoryService* history)
@@ -93,6 +94,15 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_error->hide();
     layout->addWidget(m_error);
+
+    // A script run's exact command (the run directory's command.sh), selectable and copyable.
+    m_command = new QLineEdit(this);
+    m_command->setObjectName(QStringLiteral("runCommand"));
+    m_command->setReadOnly(true);
+    m_command->setToolTip(tr("The command the launcher ran for this script run (command.sh in the run directory); "
+                             "select it to copy, or paste it into a shell to run the script again without Shardscope"));
+    m_command->hide();
+    layout->addWidget(m_command);
 
     auto* splitter = new QSplitter(Qt::Vertical, this);
     auto* chartArea = new QWidget(splitter);
@@ -195,6 +205,9 @@ void RunPage::closeRun()
     m_logOffset = 0;
     m_logPartial.clear();
     m_error->hide();
+    m_command->clear();
+    m_command->hide();
+    m_commandRead = false;
 }
 
 void RunPage::openRun(std::unique_ptr<RunDataSource> source)
@@ -209,6 +222,8 @@ void RunPage::openStoreRun(const std::filesystem::path& databaseFile, std::int64
 {
     openRun(std::make_unique<StoreRunSource>(databaseFile, runId));
 }
+
+QString RunPage::scriptCommand() const { return m_command->text(); }
 
 void RunPage::openRunDirectory(const std::filesystem::path& runDir) { openRun(std::make_unique<EventFileRunSource>(runDir)); }
 
@@ -227,6 +242,7 @@ void RunPage::pollNow()
     const std::string runDir = m_info.runDir;
     const int rank = logRank();
     const std::uint64_t logOffset = m_logOffset;
+    const bool readCommand = !m_commandRead;
     m_history->submit<std::shared_ptr<Poll>>(
         this,
         [=] {
@@ -236,6 +252,14 @@ void RunPage::pollNow()
             poll->update = source->poll();
             // The log of the rank shown: the run directory is known after the first poll.
             const std::string dir = poll->update ? poll->update->info.runDir : runDir;
+            if (!dir.empty() && readCommand) {
+                QFile command(QString::fromStdString(RunLayout(dir).commandFile().string()));
+                poll->command = QString();
+                if (command.open(QIODevice::ReadOnly))
+                    for (const QString& line : QString::fromUtf8(command.read(1 << 20)).split(QLatin1Char('\n')))
+                        if (!line.isEmpty() && !line.startsWith(QLatin1Char('#')))
+                            *poll->command = line; // the last command line (after the shebang and comments)
+            }
             if (!dir.empty()) {
                 QFile file(QString::fromStdString(RunLayout(dir).rankLog(rank).string()));
                 if (file.open(QIODevice::ReadOnly)) {
@@ -264,6 +288,11 @@ void RunPage::applyPoll(Poll& poll)
     }
     RunUpdate& update = *poll.update;
     m_info = update.info;
+    if (poll.command) {
+        m_commandRead = true;
+        m_command->setText(*poll.command);
+        m_command->setVisible(!poll.command->isEmpty());
+    }
     if (m_t0 < 0) {
         if (m_info.startedAt)
             m_t0 = *m_info.startedAt;

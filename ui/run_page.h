@@ -54,6 +54,8 @@ public:
     const std::vector<MetricChart*>& charts() const { return m_charts; }
     MetricChart* chart(const QString& name) const; // "loss", "lr", "grad_norm", "loss_scale", ...
     QString logText() const;
+    // A script run's command line (its run directory's command.sh); empty for an engine run.
+    QString scriptCommand() const;
     int logRank() const;
     void setLogRank(int rank);
     void setLogFilter(const QString& text);
@@ -108,6 +110,8 @@ private:
     QLabel* m_status = nullptr;
     QLabel* m_progress = nullptr;
     QLabel* m_error = nullptr;
+    QLineEdit* m_command = nullptr; // a script run's command line
+    bool m_commandRead = false; // command.sh looked for (once a run directory is known)
     QComboBox* m_xAxisBox = nullptr;
     QPushButton* m_followButton = nullptr;
     QPushButton* m_stopButton = nullptr;

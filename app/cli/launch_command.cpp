@@ -72,6 +72,26 @@ std::string configFileOf(const LaunchArgs& args)
     return std::filesystem::exists(config::defaultConfigFile()) ? config::defaultConfigFile() : std::string();
 }
 
+// The launch flags given on the command line, as Accelerate merges them into the config file's
+// values (bf16-pure is the engine's own mode: the config keeps its value, the plan takes the flag).
+config::LaunchOverrides launchOverridesOf(const LaunchArgs& args)
+{
+    config::LaunchOverrides overrides;
+    if (args.givenNumProcesses)
+        overrides.numProcesses = args.numProcesses;
+    if (args.givenNumMachines)
+        overrides.numMachines = args.numMachines;
+    if (args.givenMachineRank)
+        overrides.machineRank = args.machineRank;
+    if (args.givenIp)
+        overrides.mainProcessIp = args.mainProcessIp;
+    if (args.givenPort)
+        overrides.mainProcessPort = args.mainProcessPort;
+    if (!args.mixedPrecision.empty() && args.mixedPrecision != "bf16-pure")
+        overrides.mixedPrecision = args.mixedPrecision;
+    return overrides;
+}
+
 // The run plan of a training launch: the config (the flags merged in, they win), the recipe, the
 // launch options, the engine flags after -- and this machine, checked together. Prints every
 // problem; nullopt (with exitCode 2) when one is an error.
@@ -87,20 +107,7 @@ std::optional<config::RunPlan> planRun(const LaunchArgs& args, const config::Rec
             exitCode = 2;
             return std::nullopt;
         }
-        config::LaunchOverrides overrides;
-        if (args.givenNumProcesses)
-            overrides.numProcesses = args.numProcesses;
-        if (args.givenNumMachines)
-            overrides.numMachines = args.numMachines;
-        if (args.givenMachineRank)
-            overrides.machineRank = args.machineRank;
-        if (args.givenIp)
-            overrides.mainProcessIp = args.mainProcessIp;
-        if (args.givenPort)
-            overrides.mainProcessPort = args.mainProcessPort;
-        if (!args.mixedPrecision.empty() && args.mixedPrecision != "bf16-pure")
-            overrides.mixedPrecision = args.mixedPrecision;
-        inputs.config = config::applyOverrides(*loaded, overrides);
+        inputs.config = config::applyOverrides(*loaded, launchOverridesOf(args));
         inputs.configBaseDir = std::filesystem::path(path).parent_path().string();
     }
     inputs.numProcesses = args.numProcesses;
@@ -347,14 +354,7 @@ std::optional<config::AccelerateConfig> scriptConfig(const LaunchArgs& args)
                    "or fp8");
         return std::nullopt;
     }
-    config::LaunchOverrides overrides;
-    if (args.givenNumProcesses)
-        overrides.numProcesses = args.numProcesses;
-    if (args.givenPort)
-        overrides.mainProcessPort = args.mainProcessPort;
-    if (!args.mixedPrecision.empty())
-        overrides.mixedPrecision = args.mixedPrecision;
-    return config::applyOverrides(*loaded, overrides);
+    return config::applyOverrides(*loaded, launchOverridesOf(args));
 }
 
 // The command of a script run, checked before anything is created; prints every problem.
@@ -570,6 +570,12 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     if (!args.recipe.empty() && !args.script.empty()) {
         printError("--recipe and --script are two kinds of run; give one (a recipe trains Shardscope's engine, a script "
                    "runs your own Accelerate script)");
+        return 2;
+    }
+    if (!args.script.empty() && args.maxSteps > 0) {
+        printError("--max_steps sets a recipe's training.max_steps; a script takes its own step count: pass it after -- "
+                   "(for example -- --max_steps "
+                   + std::to_string(args.maxSteps) + ")");
         return 2;
     }
     if (!args.recipe.empty() || !args.script.empty()) {

@@ -2,6 +2,7 @@
 // The store is $SHARDSCOPE_HOME/history.sqlite (else the XDG data folder); --home overrides.
 
 #include "app/cli/commands.h"
+#include "app/launcher/run_import.h"
 #include "engine/common/byte_format.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
@@ -37,7 +38,9 @@ struct RunsArgs {
     std::string output;
     bool yes = false;
     bool keepFiles = false;
-    bool readsOnly = true; // every subcommand but delete
+    bool readsOnly = true; // every subcommand but delete and import
+    // import
+    std::string directory, name;
 };
 
 // A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
@@ -407,12 +410,35 @@ int runDelete(const RunsArgs& givenArgs)
     return 0;
 }
 
+int runImport(const RunsArgs& args)
+{
+    std::filesystem::path home = args.home;
+    if (home.empty()) {
+        auto found = shardscopeHome();
+        if (!found) {
+            std::cerr << "shardscope runs import: error: " << found.error().message << "\n";
+            return 1;
+        }
+        home = *found;
+    }
+    auto imported = importRunDirectory(home, args.directory, args.name);
+    if (!imported) {
+        std::cerr << "shardscope runs import: error: " << imported.error().message << "\n";
+        return 1;
+    }
+    std::cout << "imported run " << imported->runId << " (" << imported->name << "): " << imported->ranks << " ranks, "
+              << imported->events << " events, " << imported->status << "\n";
+    if (imported->malformed > 0)
+        std::cerr << "shardscope runs import: warning: " << imported->malformed << " lines that are not events were skipped\n";
+    return 0;
+}
+
 } // namespace
 
 void addRunsCommand(CLI::App& app, CommandContext& context)
 {
     auto args = std::make_shared<RunsArgs>();
-    auto* runs = app.add_subcommand("runs", "Browse the run history (list, show, compare, export, delete)");
+    auto* runs = app.add_subcommand("runs", "Browse the run history (list, show, compare, export, delete, import)");
     runs->require_subcommand(1);
     runs->add_option("--home", args->home,
                      "Shardscope's data folder (default: $SHARDSCOPE_HOME, else $XDG_DATA_HOME/shardscope, "
@@ -451,6 +477,13 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
     del->add_flag("-y,--yes", args->yes, "Do not ask for confirmation");
     del->add_flag("--keep-files", args->keepFiles, "Delete the rows only, keep the run directories");
     del->callback([args, &context] { context.exitCode = runDelete(*args); });
-}
+
+    auto* import = runs->add_subcommand("import", "Add a run directory's events to the history (a script run under a plain "
+                                                  "`accelerate launch`, whose shardscope reporter wrote events/rank<N>.jsonl)");
+    import->add_option("directory", args->directory, "The run directory")->required();
+    import->add_option("--name", args->name, "The run's name in the history (default: the directory's name)");
+    import->callback([args, &context] { context.exitCode = runImport(*args);
+});
+} // namespace shardscope::cli
 
 } // namespace shardscope::cli

@@ -3,15 +3,22 @@
 Under ``shardscope launch --script`` the launcher makes one named pipe per rank in the folder
 named by ``SHARDSCOPE_EVENT_PIPES`` (``rank<N>.fifo``, N the global rank; torchrun hands its
 ranks no inherited descriptors, so a pipe by name is the way in). Without that variable (a plain
-``accelerate launch`` in a terminal) the reporter sends nothing.
+``accelerate launch`` in a terminal) each rank appends its events to
+``<history>/runs/<script>-<time>/events/rank<N>.jsonl`` and, once every rank has said it is done,
+rank 0 runs ``shardscope runs import`` on that folder, so the run lands in the history all the
+same (``SHARDSCOPE_NO_HISTORY=1`` turns this off; ``SHARDSCOPE_BIN`` names the shardscope
+executable when it is not on PATH).
 
 One reporter per process: ``Reporter(...)`` returns the same object every time, so the tracker,
 the Trainer callback and a script's own ``Reporter(accelerator)`` never announce a rank twice.
 """
 
 import atexit
+import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -98,6 +105,62 @@ def _open_sink(rank):
         return None
 
 
+class _FileSink:
+    """Without a launcher: this rank's events appended to its own file (one file per rank, so the
+    lines of two ranks never interleave)."""
+
+    def __init__(self, path):
+        self.path = path
+        self._file = open(path, "a", buffering=1, encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def send(self, line):
+        with self._lock:
+            try:
+                self._file.write(line + "\n")
+            except (OSError, ValueError):
+                pass
+
+
+def _history_home():
+    """The folder the shardscope executable keeps its history in (storage/store_paths.h)."""
+    home = os.environ.get("SHARDSCOPE_HOME")
+    if home:
+        return home
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "shardscope")
+
+
+def _launch_stamp(world_size):
+    """A name part every rank of one launch computes alike, without a collective: the ranks of a
+    torchrun launch share their parent (the agent) and its start time; a single process has its own."""
+    pid = os.getppid() if world_size > 1 else os.getpid()
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            started = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22: start time in clock ticks since boot
+        with open("/proc/stat") as proc:
+            boot = next(int(line.split()[1]) for line in proc if line.startswith("btime "))
+        at = boot + started / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        at = time.time()
+    return "%s-%d" % (time.strftime("%Y%m%d-%H%M%S", time.localtime(at)), pid)
+
+
+def _open_standalone_sink(rank, world_size):
+    """(sink, run directory) of a run outside shardscope launch; (None, None) when turned off."""
+    if os.environ.get("SHARDSCOPE_NO_HISTORY", "").lower() in ("1", "true", "yes"):
+        return None, None
+    stem = os.path.splitext(os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "script"))[0] or "script"
+    run_dir = os.path.join(_history_home(), "runs", "%s-%s" % (stem, _launch_stamp(world_size)))
+    try:
+        os.makedirs(os.path.join(run_dir, "events"), exist_ok=True)
+        return _FileSink(os.path.join(run_dir, "events", "rank%d.jsonl" % rank)), run_dir
+    except OSError as error:
+        sys.stderr.write("shardscope: warning: cannot write this run's events under %s (%s); it is not recorded\n"
+                         % (run_dir, error))
+        return None, None
+
+
 def _count(batch):
     """(tokens, samples) of a batch: input_ids' elements and first dimension when it has them."""
     if batch is None:
@@ -149,7 +212,17 @@ class Reporter:
         self._pending_samples = 0
         self._failed = False
         self._done = False
+        self._pending = None  # (all-reduce in flight or None, step event body) of the last step
         self._sink = _open_sink(self.rank)
+        self.run_dir = None  # set when the run is recorded without a launcher
+        if self._sink is None and "SHARDSCOPE_EVENT_PIPES" not in os.environ:
+            self._sink, self.run_dir = _open_standalone_sink(self.rank, self.world_size)
+            if self._sink is not None:
+                self._hello()
+                self._install_hooks()
+                if self.rank == 0:
+                    self._write_run_info()
+            return
         if self._sink is None:
             return
         _end_with_parent()
@@ -229,21 +302,44 @@ class Reporter:
             return float(scaler.get_scale())
         return None
 
-    def _global(self, local_loss, tokens):
-        """(mean loss over ranks, tokens of all ranks) by one all-reduce of two numbers."""
+    def _start_global(self, local_loss, tokens):
+        """Starts the all-reduce of [loss, tokens] that gives the mean loss over ranks and the
+        tokens of all ranks, asynchronously: it runs while the next step computes and is read at
+        the next report (a blocking one cost a toy CPU step 17 %: docs/BENCHMARKS.md, "Reporter").
+        None when there is nothing to reduce."""
         torch = sys.modules.get("torch")
         if torch is None or self.world_size <= 1 or not torch.distributed.is_initialized():
-            return local_loss, tokens
+            return None
         device = self._device() if self._device().startswith("cuda") else "cpu"
         both = torch.tensor([local_loss, float(tokens)], dtype=torch.float64, device=device)
-        torch.distributed.all_reduce(both)
-        total = both.tolist()
-        return total[0] / self.world_size, int(total[1])
+        return torch.distributed.all_reduce(both, async_op=True), both
+
+    def _send_pending_step(self, wait=True):
+        """The last step's event, once its all-reduce is in (normally long done). Without `wait`
+        (a rank that failed: its peers may never join) only a finished reduction is read."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        reduction, body = pending
+        if reduction is not None:
+            work, both = reduction
+            try:
+                if not wait and not work.is_completed():
+                    raise RuntimeError("not reduced")
+                work.wait()
+                total = both.tolist()
+                body["loss"] = total[0] / self.world_size
+                step_time = body["step_time"]
+                body["tokens_per_s"] = int(total[1]) / step_time if step_time > 0 else 0.0
+            except Exception:  # the group went away (a peer ended): the local numbers stand
+                pass
+        self._send("step", body)
 
     def step(self, loss, batch=None, *, lr=None, grad_norm=None, tokens=None, samples=None, epoch=0):
         """Reports one optimizer step: call it after ``optimizer.step()`` on every rank. Under
         gradient accumulation a call on a micro-batch that did not sync gradients only counts its
-        batch. ``loss`` may be a tensor or a number."""
+        batch. ``loss`` may be a tensor or a number. The event goes out at the next call (or at
+        exit), when the global loss of this step is known."""
         batch_tokens, batch_samples = _count(batch)
         self._pending_tokens += batch_tokens if tokens is None else int(tokens)
         self._pending_samples += batch_samples if samples is None else int(samples)
@@ -253,31 +349,37 @@ class Reporter:
             self.steps += 1
             self._pending_tokens = self._pending_samples = 0
             return
+        self._send_pending_step()
         now = time.perf_counter()
         step_time = now - self._last_step_at
         self._last_step_at = now
         local = float(loss.detach().float().item()) if hasattr(loss, "detach") else float(loss)
         step_tokens, step_samples = self._pending_tokens, self._pending_samples
         self._pending_tokens = self._pending_samples = 0
-        global_loss, all_tokens = self._global(local, step_tokens)
         skipped = bool(getattr(self.accelerator, "optimizer_step_was_skipped", False)) if self.accelerator else False
         self.skipped_steps += int(skipped)
         self.steps += 1
         self.phase = "train"
-        self._step_event(step=self.steps, epoch=epoch, loss=global_loss, local_loss=local,
-                         lr=self._learning_rate() if lr is None else float(lr),
-                         grad_norm=float(grad_norm) if grad_norm is not None else 0.0, skipped=skipped,
-                         tokens=step_tokens, samples=step_samples, step_time=step_time,
-                         tokens_per_s=all_tokens / step_time if step_time > 0 else 0.0)
+        body = self._step_body(step=self.steps, epoch=epoch, loss=local, local_loss=local,
+                               lr=self._learning_rate() if lr is None else float(lr),
+                               grad_norm=float(grad_norm) if grad_norm is not None else 0.0, skipped=skipped,
+                               tokens=step_tokens, samples=step_samples, step_time=step_time,
+                               tokens_per_s=step_tokens / step_time if step_time > 0 else 0.0)
+        self._pending = (self._start_global(local, step_tokens), body)
+        if self._pending[0] is None:
+            self._send_pending_step()
 
-    def _step_event(self, **fields):
+    def _step_body(self, **fields):
         scale = self._loss_scale()
         body = dict(fields)
         body["skipped_steps"] = self.skipped_steps
         body["mem"] = self._memory()
         if scale is not None:
             body["loss_scale"] = scale
-        self._send("step", body)
+        return body
+
+    def _step_event(self, **fields):
+        self._send("step", self._step_body(**fields))
 
     def record_step(self, step, loss, *, local_loss=None, lr=0.0, grad_norm=0.0, tokens=0, samples=0, step_time=0.0,
                     epoch=0, tokens_per_s=0.0):
@@ -321,5 +423,51 @@ class Reporter:
             return
         self.phase = "finish"
         self._done = True
+        self._send_pending_step(wait=not self._failed)
         self._send("done", {"status": "failed" if self._failed else "completed", "steps": self.steps,
                             "wall": time.time() - self._start})
+        if self.run_dir is not None and self.rank == 0:
+            self._import_run()
+
+    def _write_run_info(self):
+        """What the history needs to know of a run no launcher saw: how Accelerate ran it."""
+        state = getattr(self.accelerator, "state", None) if self.accelerator is not None else None
+        distributed = getattr(getattr(state, "distributed_type", None), "value", "") if state is not None else ""
+        precision = str(getattr(self.accelerator, "mixed_precision", "") or "") if self.accelerator is not None else ""
+        info = {"distributed_type": distributed, "mixed_precision": precision, "num_processes": self.world_size,
+                "script": os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "", "argv": sys.argv[1:]}
+        try:
+            with open(os.path.join(self.run_dir, "run.json"), "w") as out:
+                json.dump(info, out, indent=1)
+        except OSError:
+            pass
+
+    def _import_run(self, patience=30.0):
+        """Rank 0, at exit: once every rank's file ends with its done event (or after `patience`
+        seconds), the run goes into the history through `shardscope runs import`."""
+        deadline = time.time() + patience
+        while time.time() < deadline and not all(self._rank_done(r) for r in range(self.world_size)):
+            time.sleep(0.2)
+        program = os.environ.get("SHARDSCOPE_BIN") or shutil.which("shardscope")
+        if not program:
+            sys.stderr.write("shardscope: this run's events are in %s; `shardscope runs import %s` puts it into the "
+                             "history (shardscope is not on PATH; SHARDSCOPE_BIN names it)\n" % (self.run_dir, self.run_dir))
+            return
+        try:
+            result = subprocess.run([program, "runs", "import", self.run_dir], capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as error:
+            sys.stderr.write("shardscope: could not run %s runs import %s: %s\n" % (program, self.run_dir, error))
+            return
+        said = (result.stdout + result.stderr).strip()
+        sys.stderr.write("shardscope: %s\n" % (said if result.returncode == 0 else "the run was not recorded: " + said))
+
+    def _rank_done(self, rank):
+        path = os.path.join(self.run_dir, "events", "rank%d.jsonl" % rank)
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4096))
+                lines = f.read().splitlines()
+            return bool(lines) and b'"type":"done"' in lines[-1]
+        except OSError:
+            return False

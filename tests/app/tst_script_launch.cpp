@@ -226,6 +226,41 @@ private slots:
         }
     }
 
+    void plainAccelerateLaunchRecordsTheRun()
+    {
+        // No Shardscope launcher: the real `accelerate launch` in a terminal. The reporter writes
+        // each rank's events into the history's runs/ and rank 0 imports them at exit.
+        QTemporaryDir home;
+        QProcess process;
+        auto env = environment(home);
+        env.insert("ACCELERATE_USE_CPU", "1");
+        env.insert("SHARDSCOPE_BIN", kShardscope);
+        env.remove("SHARDSCOPE_EVENT_PIPES");
+        process.setProcessEnvironment(env);
+        process.setProcessChannelMode(QProcess::MergedChannels);
+        process.start(kVenvPython, {"-m", "accelerate.commands.accelerate_cli", "launch", "--multi_gpu", "--num_processes", "2",
+                                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                                    "--main_process_port", "0", kAccelerateExample, "--steps", "5", "--data", dataFile(home)});
+        QVERIFY(process.waitForFinished(240000));
+        const QString out = QString::fromUtf8(process.readAll());
+        QVERIFY2(process.exitCode() == 0, qPrintable(out));
+        QVERIFY2(out.contains("shardscope: imported run"), qPrintable(out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QVERIFY(runs.ok());
+        QCOMPARE(runs->size(), size_t(1));
+        QVERIFY2(runs->front().name.rfind("accelerate_train-", 0) == 0, runs->front().name.c_str());
+        QCOMPARE(runs->front().status, RunStatus::Completed);
+        QCOMPARE(runs->front().worldSize, 2);
+        QCOMPARE(QString::fromStdString(runs->front().distributedType), QStringLiteral("MULTI_CPU"));
+        for (int rank : {0, 1}) {
+            auto loss = store->series(runs->front().id, rank, "loss");
+            QVERIFY(loss.ok());
+            QCOMPARE(loss->size(), size_t(5));
+        }
+    }
+
     void raisingRankIsTheRootCause()
     {
         QTemporaryDir home;
@@ -314,6 +349,9 @@ private slots:
         QVERIFY2(out.contains("is not an executable"), qPrintable(out));
         QCOMPARE(launch(home, {"--script", kAccelerateExample, "--recipe", "x.yaml"}, &out), 2);
         QVERIFY2(out.contains("give one"), qPrintable(out));
+        // --max_steps is a recipe's: a script would ignore it silently.
+        QCOMPARE(launch(home, {"--config_file", cpuConfig(home), "--script", kAccelerateExample, "--max_steps", "5"}, &out), 2);
+        QVERIFY2(out.contains("pass it after --"), qPrintable(out));
         QVERIFY(!QFileInfo::exists(home.filePath("runs")));
     }
 

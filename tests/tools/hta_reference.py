@@ -30,10 +30,10 @@ def _quiet():
     warnings.simplefilter("ignore")  # pandas FutureWarnings from inside HTA
 
 
-def _load(path):
-    from hta.common.trace import Trace, parse_trace_file  # noqa: F401 (import checks the pin)
+def _load(path, rank=None):
+    from hta.common.trace import Trace
 
-    with_rank = _rank_of(path)
+    with_rank = _rank_of(path) if rank is None else rank
     trace = Trace(trace_files={with_rank: os.path.abspath(path)}, trace_dir=os.path.dirname(os.path.abspath(path)))
     trace.load_traces(include_last_profiler_step=False, use_multiprocessing=False, use_memory_profiling=False)
     return trace, with_rank
@@ -80,7 +80,8 @@ def breakdown(path):
 
 def load(path):
     start = time.perf_counter()
-    trace, rank = _load(path)
+    # The rank is only HTA's key here: reading it from the file first would parse the file twice.
+    trace, rank = _load(path, rank=0)
     seconds = time.perf_counter() - start
     # ru_maxrss is KiB on Linux.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

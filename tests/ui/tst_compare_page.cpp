@@ -3,6 +3,7 @@
 // skipped steps, the overlay chart has one series per run, and both models pass
 // QAbstractItemModelTester.
 
+#include "storage/run_store.h"
 #include "test_store.h"
 #include "ui/compare_models.h"
 #include "ui/compare_page.h"
@@ -11,6 +12,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
+#include <QFile>
 #include <QListWidget>
 #include <QTemporaryDir>
 #include <QSignalSpy>
@@ -92,6 +94,61 @@ private slots:
         QCOMPARE(identical, (QStringList{"config:a", "recipe:name"}));
     }
 
+    void scriptSweepRunsOneAfterAnother()
+    {
+        // A fake launcher records its arguments; the test plays the history: a run appears (and
+        // ends) when the test seeds it. The next mode starts only once the last one has ended.
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const QString calls = dir.filePath(QStringLiteral("calls.txt"));
+        const QString fake = dir.filePath(QStringLiteral("fake-launcher.sh"));
+        {
+            QFile script(fake);
+            QVERIFY(script.open(QIODevice::WriteOnly));
+            script.write(("#!/bin/sh\necho \"$*\" >> " + calls + "\n").toUtf8());
+        }
+        QFile::setPermissions(fake, QFile::permissions(fake) | QFileDevice::ExeOwner);
+        qputenv("SHARDSCOPE_LAUNCHER", fake.toUtf8());
+        auto launched = [&] {
+            QFile file(calls);
+            return file.open(QIODevice::ReadOnly) ? QString::fromUtf8(file.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts)
+                                                  : QStringList();
+        };
+        seedRun(db, SeedRun{.name = "other"}); // the history exists
+
+        ui::ComparePage page(db);
+        ui::LaunchRequest request;
+        request.scriptFile = QStringLiteral("/s/train.py");
+        request.configFile = QStringLiteral("/s/cpu2.yaml");
+        request.workerArgs = {QStringLiteral("--steps"), QStringLiteral("5")};
+        request.runName = QStringLiteral("sw");
+        QCOMPARE(page.startPrecisionSweep(request, {QStringLiteral("no"), QStringLiteral("bf16")}), QString());
+        QTRY_COMPARE(launched().size(), 1);
+        QVERIFY2(launched().front().contains(QStringLiteral("--script /s/train.py"))
+                     && launched().front().contains(QStringLiteral("--mixed_precision no"))
+                     && launched().front().endsWith(QStringLiteral("-- --steps 5")),
+                 qPrintable(launched().front()));
+        QCOMPARE(page.queuedSweepRuns(), 1);
+        SeedRun first{.name = "sw-no"};
+        first.status = storage::RunStatus::Running;
+        const auto firstId = seedRun(db, first);
+        QTest::qWait(4500); // two polls: seen, still running
+        QCOMPARE(launched().size(), 1);
+        {
+            storage::StoreOptions options;
+            options.markInterrupted = false; // the seeded run has no launcher to check
+            auto store = storage::RunStore::open(db, options);
+            QVERIFY(store.ok());
+            storage::RunEnd end;
+            end.status = storage::RunStatus::Completed;
+            QVERIFY(store->finishRun(firstId, end).ok());
+        }
+        QTRY_COMPARE_WITH_TIMEOUT(launched().size(), 2, 10000);
+        QVERIFY(launched().at(1).contains(QStringLiteral("--mixed_precision bf16")));
+        QCOMPARE(page.queuedSweepRuns(), 0);
+        qunsetenv("SHARDSCOPE_LAUNCHER");
+    }
+
     void sweepArguments()
     {
         ui::LaunchRequest request;
@@ -103,6 +160,17 @@ private slots:
                  (QStringList{"launch", "--num_processes", "2", "--recipe", "/r/demo.yaml", "--run_name", "s-fp16", "--max_steps",
                               "30", "--mixed_precision", "fp16"}));
         QCOMPARE(ui::sweepPrecisionModes(false), (QStringList{"no", "fp16", "bf16", "bf16-pure"}));
+        // A script's arguments as typed on a shell's command line.
+        QCOMPARE(ui::splitCommandLine(QStringLiteral("  --lr '1e-3' --name \"my run\" a\\ b --x=\"\" ")),
+                 (QStringList{"--lr", "1e-3", "--name", "my run", "a b", "--x="}));
+        QCOMPARE(ui::splitCommandLine(QStringLiteral("'it''s'")), QStringList{"its"});
+        QCOMPARE(ui::splitCommandLine(QString()), QStringList());
+        request.scriptFile = QStringLiteral("/s/train.py");
+        request.python = QStringLiteral("/v/bin/python");
+        request.workerArgs = {QStringLiteral("--steps"), QStringLiteral("3")};
+        QCOMPARE(ui::launchArguments(request),
+                 (QStringList{"launch", "--num_processes", "2", "--script", "/s/train.py", "--python", "/v/bin/python",
+                              "--run_name", "s-fp16", "--max_steps", "30", "--mixed_precision", "fp16", "--", "--steps", "3"}));
     }
 };
 

@@ -86,6 +86,13 @@ void typeAnswer(ConfigWizard& wizard, const QString& line)
 
 // A shell script standing in for `shardscope` (its body after "#!/bin/sh"), made the launcher
 // the page starts (SHARDSCOPE_LAUNCHER; the test unsets it).
+// A file's text; empty when it cannot be read (yet).
+QString readText(const QString& path)
+{
+    QFile file(path);
+    return file.open(QIODevice::ReadOnly) ? QString::fromUtf8(file.readAll()) : QString();
+}
+
 void useFakeLauncher(const QString& path, const QByteArray& body)
 {
     QFile script(path);
@@ -543,12 +550,8 @@ private slots:
         QSignalSpy launched(&page, &ConfigurePage::runLaunched);
         QCOMPARE(page.launch(), QString());
         QCOMPARE(launched.count(), 1);
-        auto readArgs = [&argsFile] {
-            QFile a(argsFile);
-            return a.open(QIODevice::ReadOnly) ? QString::fromUtf8(a.readAll()) : QString();
-        };
-        QTRY_VERIFY(readArgs().endsWith(QLatin1Char('\n')));
-        const QStringList args = readArgs().split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QTRY_VERIFY(readText(argsFile).endsWith(QLatin1Char('\n')));
+        const QStringList args = readText(argsFile).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
         qunsetenv("SHARDSCOPE_LAUNCHER");
         QCOMPARE(args.value(0), QStringLiteral("launch"));
         QCOMPARE(args.value(args.indexOf(QStringLiteral("--num_processes")) + 1), QStringLiteral("2"));
@@ -599,6 +602,65 @@ private slots:
         QVERIFY(useCpu);
         useCpu->setChecked(true); // the fix the message names
         QVERIFY(page.canLaunch());
+    }
+
+    // The Script choice: the user's Accelerate script, checked as the launcher checks it (the
+    // silent degradations of Accelerate refused with their reasons), the exact command shown,
+    // and Launch handing --script, its arguments and the Python to the launcher.
+    void scriptChoiceChecksAndLaunchesTheScript()
+    {
+        const QString argsFile = m_tmp.filePath(QStringLiteral("script-launcher-args.txt"));
+        useFakeLauncher(m_tmp.filePath(QStringLiteral("fake-shardscope-script")),
+                        QStringLiteral("printf '%s\\n' \"$@\" > '%1'\n").arg(argsFile).toUtf8());
+        ConfigurePage page(db());
+        page.setMachine(config::MachineInfo{0, false, false}); // a CPU machine
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("gpu.yaml"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\nnum_processes: 2\nuse_cpu: true\n"
+                   "mixed_precision: 'no'\nnum_machines: 1\n");
+        file.close();
+        QVERIFY(page.openConfigFile(path));
+        page.setScriptMode(true);
+        QVERIFY(page.scriptMode());
+        page.setScript(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/accelerate_train.py"),
+                       QStringLiteral("--steps 5 --lr '1e-3'"));
+        auto errors = [&page] {
+            QString shown;
+            for (const auto& d : page.diagnosticModel()->diagnostics())
+                if (d.severity == config::Severity::Error)
+                    shown += QString::fromStdString(d.message) + "\n";
+            return shown;
+        };
+        // MULTI_GPU with use_cpu: Accelerate would start independent single-process runs.
+        QVERIFY(!page.canLaunch());
+        QVERIFY2(errors().contains(QStringLiteral("use_cpu")), qPrintable(errors()));
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
+        QVERIFY2(page.canLaunch(), qPrintable(errors()));
+        const QString command = page.scriptCommand();
+        QVERIFY2(command.contains(QStringLiteral("ACCELERATE_USE_CPU=1")) && command.contains(QStringLiteral("--multi_gpu"))
+                     && command.contains(QStringLiteral("accelerate_train.py --steps 5 --lr 1e-3")),
+                 qPrintable(command));
+        auto* shown = page.findChild<QLineEdit*>(QStringLiteral("scriptCommand"));
+        QVERIFY(shown && shown->isReadOnly() && shown->text() == command);
+        // A script that does not exist: an error before launch.
+        page.setScript(dir.filePath(QStringLiteral("missing.py")));
+        QVERIFY(!page.canLaunch());
+        QVERIFY2(errors().contains(QStringLiteral("missing.py")), qPrintable(errors()));
+        page.setScript(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/accelerate_train.py"),
+                       QStringLiteral("--steps 5"), QStringLiteral("/opt/env/bin/python"));
+        QVERIFY(page.canLaunch());
+        QCOMPARE(page.launch(), QString());
+        QTRY_VERIFY(readText(argsFile).endsWith(QLatin1Char('\n')));
+        const QStringList args = readText(argsFile).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        qunsetenv("SHARDSCOPE_LAUNCHER");
+        QCOMPARE(args.value(args.indexOf(QStringLiteral("--script")) + 1),
+                 QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/accelerate_train.py"));
+        QCOMPARE(args.value(args.indexOf(QStringLiteral("--python")) + 1), QStringLiteral("/opt/env/bin/python"));
+        QVERIFY(!args.contains(QStringLiteral("--recipe")));
+        QCOMPARE(args.mid(args.indexOf(QStringLiteral("--"))), (QStringList{"--", "--steps", "5"}));
+        QCOMPARE(args.value(args.indexOf(QStringLiteral("--config_file")) + 1), path);
     }
 
     // #21 problem 6: num_processes 0 and -5 used to be valid (0 quietly ran 1 rank).

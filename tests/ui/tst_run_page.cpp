@@ -17,6 +17,7 @@
 #include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QLineEdit>
 #include <QtTest>
 
 #include <fstream>
@@ -219,6 +220,33 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(page.chart(QStringLiteral("loss"))->pointCount(0), 2, 1000);
         QTRY_COMPARE(page.info().status, storage::RunStatus::Completed);
         QCOMPARE(page.chart(QStringLiteral("memory"))->seriesCount(), 2);
+    }
+
+    void scriptRunShowsItsCommand()
+    {
+        QTemporaryDir dir;
+        const auto runDir = std::filesystem::path(dir.path().toStdString()) / "script";
+        std::filesystem::create_directories(runDir);
+        std::ofstream(runDir / "events.jsonl") << "";
+        const std::string command =
+            "cd /w && exec env ACCELERATE_USE_CPU=1 /v/bin/python -m accelerate.commands.accelerate_cli launch "
+            "--multi_gpu --num_processes 2 /w/train.py --steps 5";
+        std::ofstream(runDir / "command.sh") << "#!/bin/sh\n# The command Shardscope ran\n" << command << "\n";
+        RunPage page;
+        page.openRunDirectory(runDir);
+        QTRY_COMPARE(page.scriptCommand(), QString::fromStdString(command));
+        auto* shown = page.findChild<QLineEdit*>(QStringLiteral("runCommand"));
+        QVERIFY(shown && !shown->isHidden() && shown->isReadOnly());
+
+        // An engine run has no command.sh: nothing shown, and nothing left of the last run.
+        const auto engineDir = std::filesystem::path(dir.path().toStdString()) / "engine";
+        std::filesystem::create_directories(engineDir);
+        std::ofstream(engineDir / "events.jsonl") << "";
+        page.openRunDirectory(engineDir);
+        QTRY_VERIFY(!page.polling());
+        QTest::qWait(100);
+        QCOMPARE(page.scriptCommand(), QString());
+        QVERIFY(shown->isHidden());
     }
 
     void launchingTheDemoShowsLivePoints()
