@@ -33,6 +33,7 @@ shardscope_measure_setup() {
   bin="$root/build/dev/app/shardscope"
   [ -x "$bin" ] || { echo "build first: ./scripts/test.sh" >&2; exit 1; }
   work=$(mktemp -d)
-  trap 'pkill -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+  # || true: under set -e a pkill that found nothing would make every measuring script exit 1.
+  trap 'pkill -f "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
   export SHARDSCOPE_HOME="$work/home"
 }

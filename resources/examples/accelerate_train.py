@@ -51,6 +51,7 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--width", type=int, default=64, help="the model's width (a larger model, a longer step)")
     parser.add_argument("--data", default=os.path.abspath(__file__), help="a local text file (default: this script)")
     parser.add_argument("--step_sleep", type=float, default=0.0, help="seconds to wait in each step (for demos)")
     parser.add_argument("--fail_rank", type=int, default=-1, help="this rank raises at --fail_step (for tests)")
@@ -65,7 +66,7 @@ def main():
     torch.manual_seed(0)
     accelerator = Accelerator()
     reporter = shardscope.Reporter(accelerator) if shardscope and not args.no_reporter else None  # shardscope line 1 of 2
-    model = TinyCausalLM()
+    model = TinyCausalLM(width=args.width)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     loader = torch.utils.data.DataLoader(byte_windows(args.data, 32), batch_size=args.batch_size, shuffle=True)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)

@@ -3,11 +3,14 @@
 // that raises is the root cause and the other stops; Stop (SIGTERM to the launcher) leaves no
 // process; the silent degradations of Accelerate on the CPU are refused before anything starts;
 // a missing script and a Python without accelerate are clear errors; the Trainer example's run
-// reaches the history with per-rank events. A run profiled with torch.profiler has its traces
+// reaches the history with per-rank events; the Run page shows a script run's charts and command.
+// A run profiled with torch.profiler has its traces
 // imported after it: the Trace page shows both ranks' Gloo collectives.
 
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
+#include "ui/metric_chart.h"
+#include "ui/run_page.h"
 #include "ui/trace_page.h"
 
 #include <QDir>
@@ -177,6 +180,16 @@ private slots:
         }
         auto details = store->run(runs->front().id);
         QVERIFY(details->recipeText.find("accelerate_train.py") != std::string::npos);
+
+        // The Run page shows the run as it shows an engine run: the loss of 6 steps, one memory
+        // series per rank, and the command it ran.
+        shardscope::ui::RunPage page;
+        QSignalSpy finished(&page, &shardscope::ui::RunPage::runFinished);
+        page.openStoreRun(historyFile(home.path().toStdString()), runs->front().id);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 20000);
+        QCOMPARE(page.chart(QStringLiteral("loss"))->pointCount(0), 6);
+        QCOMPARE(page.chart(QStringLiteral("memory"))->seriesCount(), 2);
+        QVERIFY2(page.scriptCommand().contains("ACCELERATE_USE_CPU=1"), qPrintable(page.scriptCommand()));
     }
 
     void profiledRunShowsGlooCollectives()
