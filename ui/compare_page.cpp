@@ -331,12 +331,9 @@ QString ComparePage::startPrecisionSweep(const LaunchRequest& base, const QStrin
         request.mixedPrecision = mode;
         m_sweepQueue.push_back(request);
     }
-    if (base.scriptFile.isEmpty()) {
-        while (!m_sweepQueue.empty())
-            launchNextQueued(errors);
-    } else {
-        while (!m_sweepQueue.empty() && !launchNextQueued(errors)) { }
-    }
+    // One run at a time: runs sharing the machine's cores (or GPUs) would make their tokens/s and
+    // wall times compare nothing (#21, problem 3), and a script may not cope with a second copy.
+    while (!m_sweepQueue.empty() && !launchNextQueued(errors)) { }
     m_runIds.clear();
     const QString queued = m_sweepQueue.empty() ? QString() : tr(", %1 to follow one after another").arg(m_sweepQueue.size());
     m_message->setText(errors.isEmpty() ? tr("Sweep %1: %2 runs started%3").arg(baseName).arg(m_sweepNames.size()).arg(queued)
@@ -357,8 +354,7 @@ bool ComparePage::launchNextQueued(QStringList& errors)
         return false;
     }
     m_sweepNames << request.runName;
-    if (!request.scriptFile.isEmpty())
-        m_sweepRunning = request.runName;
+    m_sweepRunning = request.runName;
     return true;
 }
 
@@ -368,7 +364,7 @@ void ComparePage::checkSweep()
         return;
     struct Seen {
         std::vector<std::pair<QString, std::int64_t>> resolved; // 0: not in the history yet
-        bool runningEnded = false; // the script sweep's current run
+        bool runningEnded = false; // the sweep's current run
     };
     m_history->submit<std::shared_ptr<Seen>>(
         this,

@@ -47,11 +47,11 @@ public:
     ConfigDiffModel* diffModel() const { return m_diff; }
     MetricChart* chart() const { return m_chart; }
 
-    // Launches `request` once per mode, named <name>-<mode>, and compares them as they appear.
-    // Engine runs start together; a script's runs one after another (the next when the last has
-    // ended), since a user's script may not share the machine with a second copy of itself.
+    // Launches `request` once per mode, named <name>-<mode>, one after another (the next when the
+    // last has ended: runs sharing the machine would compare nothing), and compares them as they
+    // appear.
     QString startPrecisionSweep(const LaunchRequest& request, const QStringList& modes);
-    // The runs of a script sweep still to start.
+    // The runs of the sweep still to start.
     int queuedSweepRuns() const { return static_cast<int>(m_sweepQueue.size()); }
 
 public slots:
@@ -76,8 +76,8 @@ private:
     std::uint64_t m_generation = 0; // of the comparison asked last
     std::vector<std::int64_t> m_runIds;
     QStringList m_sweepNames; // runs of a sweep not yet seen in the store
-    std::vector<LaunchRequest> m_sweepQueue; // a script sweep's runs still to start, in order
-    QString m_sweepRunning; // the script sweep's run started last; empty once it has ended
+    std::vector<LaunchRequest> m_sweepQueue; // the sweep's runs still to start, in order
+    QString m_sweepRunning; // the sweep's run started last; empty once it has ended
     QListWidget* m_picker = nullptr;
     QComboBox* m_metricBox = nullptr;
     MetricChart* m_chart = nullptr;

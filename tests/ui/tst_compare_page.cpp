@@ -94,7 +94,7 @@ private slots:
         QCOMPARE(identical, (QStringList{"config:a", "recipe:name"}));
     }
 
-    void scriptSweepRunsOneAfterAnother()
+    void sweepRunsOneAfterAnother()
     {
         // A fake launcher records its arguments; the test plays the history: a run appears (and
         // ends) when the test seeds it. The next mode starts only once the last one has ended.
@@ -146,6 +146,19 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(launched().size(), 2, 10000);
         QVERIFY(launched().at(1).contains(QStringLiteral("--mixed_precision bf16")));
         QCOMPARE(page.queuedSweepRuns(), 0);
+
+        // A recipe's sweep too (#21 problem 3: 4 modes at once on 2 cores compared nothing).
+        ui::LaunchRequest recipe;
+        recipe.recipeFile = QStringLiteral("/r/demo.yaml");
+        recipe.runName = QStringLiteral("rs");
+        QCOMPARE(page.startPrecisionSweep(recipe, {QStringLiteral("no"), QStringLiteral("fp16"), QStringLiteral("bf16")}),
+                 QString());
+        QTRY_COMPARE(launched().size(), 3);
+        QTest::qWait(300);
+        QCOMPARE(launched().size(), 3); // one started, two waiting
+        QVERIFY(launched().at(2).contains(QStringLiteral("--recipe /r/demo.yaml"))
+                && launched().at(2).contains(QStringLiteral("--run_name rs-no")));
+        QCOMPARE(page.queuedSweepRuns(), 2);
         qunsetenv("SHARDSCOPE_LAUNCHER");
     }
 
