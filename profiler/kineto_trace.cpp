@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <iterator>
 #include <map>
 #include <set>
 #include <streambuf>
@@ -138,7 +139,6 @@ Result<void> KinetoImporter::addComplete(const json& e, const std::string& name,
     span.startNs = microsToNanos(ts->get<double>());
     const double durMicros = dur != e.end() && dur->is_number() ? dur->get<double>() : 0.0;
     span.endNs = span.startNs + std::max<std::int64_t>(0, std::llround(durMicros * 1000.0));
-    const std::string lower = lowered(name);
     const auto stream = intOf(args, "stream");
     const auto correlation = intOf(args, "correlation");
     // Device activity as HTA takes it: any complete event on a CUDA stream except GPU-side copies of
@@ -169,9 +169,13 @@ Result<void> KinetoImporter::addComplete(const json& e, const std::string& name,
             it->second = std::min(it->second, span.startNs);
     }
     const std::pair<std::int64_t, std::int64_t> thread{intOf(e, "pid").value_or(0), intOf(e, "tid").value_or(0)};
+    // gloo:* / nccl:* annotations, in any case; only an annotation's first five letters are lowered.
+    const auto backendAnnotation = [&name] {
+        const std::string head = lowered(std::string_view(name).substr(0, 5));
+        return head == "gloo:" || head == "nccl:";
+    };
     const bool hostCollective = (cat == "cpu_op" && (startsWith(name, "record_param_comms") || startsWith(name, "c10d::")))
-                                || ((cat == "user_annotation" || cat == "cpu_op")
-                                    && (startsWith(lower, "gloo:") || startsWith(lower, "nccl:")));
+                                || ((cat == "user_annotation" || cat == "cpu_op") && backendAnnotation());
     if (hostCollective) {
         span.lane = Lane::Communication;
         auto collective = args.find("Collective name");
@@ -498,16 +502,14 @@ Result<std::vector<RankTrace>> readTraceFile(const std::filesystem::path& path, 
         return makeError(path.string() + ": the gzip data is truncated or corrupt");
     const bool kineto = looksLikeKineto(std::string_view(head, static_cast<std::size_t>(n)));
     if (gzip && !kineto) { // Shardscope's own file, compressed
-        std::string text;
         file = gzopen(path.c_str(), "rb");
-        char chunk[1 << 16];
-        int got = 0;
-        while (file && (got = gzread(file, chunk, sizeof chunk)) > 0)
-            text.append(chunk, static_cast<std::size_t>(got));
-        if (file)
-            gzclose(file);
-        if (got < 0 || !file)
-            return makeError(path.string() + ": the gzip data is truncated or corrupt");
+        if (!file)
+            return makeError("cannot open " + path.string());
+        GzStreamBuf buffer(file);
+        const std::string text{std::istreambuf_iterator<char>(&buffer), {}};
+        gzclose(file);
+        if (!buffer.error.empty())
+            return makeError(path.string() + ": the gzip data is truncated or corrupt (" + buffer.error + ")");
         return parseChromeTrace(text, path.string());
     }
     if (kineto) {

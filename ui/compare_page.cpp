@@ -333,7 +333,7 @@ QString ComparePage::startPrecisionSweep(const LaunchRequest& base, const QStrin
     }
     // One run at a time: runs sharing the machine's cores (or GPUs) would make their tokens/s and
     // wall times compare nothing (#21, problem 3), and a script may not cope with a second copy.
-    while (!m_sweepQueue.empty() && !launchNextQueued(errors)) { }
+    launchNextQueued(errors);
     m_runIds.clear();
     const QString queued = m_sweepQueue.empty() ? QString() : tr(", %1 to follow one after another").arg(m_sweepQueue.size());
     m_message->setText(errors.isEmpty() ? tr("Sweep %1: %2 runs started%3").arg(baseName).arg(m_sweepNames.size()).arg(queued)
@@ -343,19 +343,20 @@ QString ComparePage::startPrecisionSweep(const LaunchRequest& base, const QStrin
     return errors.join(QStringLiteral("; "));
 }
 
-// Starts the queue's first run; false (the reason in `errors`) when it could not start.
-bool ComparePage::launchNextQueued(QStringList& errors)
+// Starts the queue's next run that can start; the reasons of those that could not go to `errors`.
+void ComparePage::launchNextQueued(QStringList& errors)
 {
-    const LaunchRequest request = m_sweepQueue.front();
-    m_sweepQueue.erase(m_sweepQueue.begin());
-    const auto result = launchDetached(request);
-    if (!result.started) {
+    while (!m_sweepQueue.empty()) {
+        const LaunchRequest request = m_sweepQueue.front();
+        m_sweepQueue.erase(m_sweepQueue.begin());
+        const auto result = launchDetached(request);
+        if (result.started) {
+            m_sweepNames << request.runName;
+            m_sweepRunning = request.runName;
+            return;
+        }
         errors << tr("%1: %2").arg(request.mixedPrecision, result.error);
-        return false;
     }
-    m_sweepNames << request.runName;
-    m_sweepRunning = request.runName;
-    return true;
 }
 
 void ComparePage::checkSweep()
@@ -395,7 +396,7 @@ void ComparePage::checkSweep()
             if (seen->runningEnded && running == m_sweepRunning) {
                 m_sweepRunning.clear();
                 QStringList errors;
-                while (!m_sweepQueue.empty() && !launchNextQueued(errors)) { }
+                launchNextQueued(errors);
                 if (!errors.isEmpty())
                     m_message->setText(errors.join(QStringLiteral("; ")));
                 if (!m_sweepNames.isEmpty())

@@ -68,7 +68,7 @@ private:
     void syncChecks();
     void showSweepDialog();
     void checkSweep();
-    bool launchNextQueued(QStringList& errors);
+    void launchNextQueued(QStringList& errors);
 
     std::filesystem::path m_databaseFile;
     HistoryService* m_history = nullptr;
