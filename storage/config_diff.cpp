@@ -180,4 +180,14 @@ std::vector<ConfigDifference> diffYaml(const std::vector<std::string_view>& docu
     return differences;
 }
 
+std::string ranAsYaml(const RunSummary& run)
+{
+    std::string yaml;
+    if (!run.mixedPrecision.empty())
+        yaml += "mixed_precision: " + run.mixedPrecision + "\n";
+    if (!run.distributedType.empty())
+        yaml += "distributed_type: " + run.distributedType + "\n";
+    return yaml + "processes: " + std::to_string(run.worldSize) + "\n";
+}
+
 } // namespace shardscope::storage

@@ -23,4 +23,9 @@ std::vector<std::pair<std::string, std::string>> flattenYaml(std::string_view te
 // they first appear. `file` labels the rows ("config", "recipe").
 std::vector<ConfigDifference> diffYaml(const std::vector<std::string_view>& documents, const std::string& file);
 
+// How the run ran as the history recorded it from its plan (the precision mode, bf16-pure
+// included, which no Accelerate key spells; the processes; the distributed type), as a small YAML
+// document: the "run" rows of a comparison, beside its config and recipe.
+std::string ranAsYaml(const RunSummary& run);
+
 } // namespace shardscope::storage

@@ -549,7 +549,7 @@ Result<RunComparison> RunStore::compareRuns(const std::vector<std::int64_t>& run
     if (runIds.size() < 2)
         return makeError("comparing needs at least two runs, got " + std::to_string(runIds.size()));
     RunComparison comparison;
-    std::vector<std::string> configs, recipes;
+    std::vector<std::string> configs, recipes, ran;
     for (auto id : runIds) {
         auto stats = runStats(id);
         if (!stats)
@@ -560,12 +560,16 @@ Result<RunComparison> RunStore::compareRuns(const std::vector<std::int64_t>& run
             return details.error();
         configs.push_back(details->configText);
         recipes.push_back(details->recipeText);
+        ran.push_back(ranAsYaml(details->summary));
     }
     std::vector<std::string_view> configViews(configs.begin(), configs.end());
     std::vector<std::string_view> recipeViews(recipes.begin(), recipes.end());
+    std::vector<std::string_view> ranViews(ran.begin(), ran.end());
     comparison.differences = diffYaml(configViews, "config");
     auto recipeDiff = diffYaml(recipeViews, "recipe");
     comparison.differences.insert(comparison.differences.end(), recipeDiff.begin(), recipeDiff.end());
+    auto ranDiff = diffYaml(ranViews, "run");
+    comparison.differences.insert(comparison.differences.end(), ranDiff.begin(), ranDiff.end());
     return comparison;
 }
 

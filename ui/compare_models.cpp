@@ -30,12 +30,14 @@ QVariant RunStatsModel::data(const QModelIndex& index, int role) const
         return QBrush(statusColor(s.status));
     if (role == Qt::TextAlignmentRole && index.column() != Run && index.column() != Status && index.column() != PeakMemory)
         return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::ToolTipRole && index.column() == Run)
+        return qs(s.name);
     if (role != Qt::DisplayRole)
         return {};
     auto opt = [](const std::optional<double>& v) { return v ? QVariant(formatNumber(*v)) : QVariant(); };
     switch (index.column()) {
     case Run:
-        return QStringLiteral("%1 (%2)").arg(qs(s.name)).arg(s.runId);
+        return QStringLiteral("%1 (%2)").arg(elidedName(qs(s.name))).arg(s.runId);
     case Status:
         return statusText(s.status);
     case Steps:
@@ -87,7 +89,8 @@ QVariant RunStatsModel::headerData(int section, Qt::Orientation orientation, int
     return {};
 }
 
-std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTexts, const std::vector<std::string>& recipeTexts)
+std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTexts, const std::vector<std::string>& recipeTexts,
+                                       const std::vector<std::string>& ranTexts)
 {
     std::vector<ConfigRow> rows;
     auto addFile = [&](const std::vector<std::string>& texts, const std::string& file) {
@@ -110,13 +113,15 @@ std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTex
     };
     addFile(configTexts, "config");
     addFile(recipeTexts, "recipe");
+    addFile(ranTexts, "run");
     return rows;
 }
 
-void ConfigDiffModel::setRows(QStringList runNames, std::vector<ConfigRow> rows)
+void ConfigDiffModel::setRows(QStringList runNames, std::vector<ConfigRow> rows, QStringList runToolTips)
 {
     beginResetModel();
     m_runNames = std::move(runNames);
+    m_runToolTips = std::move(runToolTips);
     m_rows = std::move(rows);
     rebuildVisible();
     endResetModel();
@@ -189,6 +194,9 @@ QVariant ConfigDiffModel::data(const QModelIndex& index, int role) const
 
 QVariant ConfigDiffModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
+    if (orientation == Qt::Horizontal && role == Qt::ToolTipRole && section - FirstRunColumn >= 0
+        && section - FirstRunColumn < m_runToolTips.size())
+        return m_runToolTips[section - FirstRunColumn];
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     if (section == FileColumn)

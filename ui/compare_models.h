@@ -33,15 +33,16 @@ private:
 };
 
 struct ConfigRow {
-    std::string file; // "config" or "recipe"
+    std::string file; // "config", "recipe" or "run" (storage::ranAsYaml)
     std::string keyPath; // fsdp_config.fsdp_sharding_strategy
     std::vector<std::optional<std::string>> values; // one per run; nullopt: absent
     bool identical = false;
 };
 
-// Every key of the runs' configs and recipes, in document order, flagged identical or not; the
-// differing ones are exactly RunStore::compareRuns's differences.
-std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTexts, const std::vector<std::string>& recipeTexts);
+// Every key of the runs' configs, recipes and how they ran (storage::ranAsYaml), in document
+// order, flagged identical or not; the differing ones are exactly RunStore::compareRuns's.
+std::vector<ConfigRow> buildConfigRows(const std::vector<std::string>& configTexts, const std::vector<std::string>& recipeTexts,
+                                       const std::vector<std::string>& ranTexts);
 
 class ConfigDiffModel : public QAbstractTableModel {
     Q_OBJECT
@@ -49,7 +50,8 @@ public:
     enum { FileColumn, KeyColumn, FirstRunColumn };
     using QAbstractTableModel::QAbstractTableModel;
 
-    void setRows(QStringList runNames, std::vector<ConfigRow> rows);
+    // runNames: the column headers (elided); runToolTips: their full names.
+    void setRows(QStringList runNames, std::vector<ConfigRow> rows, QStringList runToolTips = {});
     void setShowIdentical(bool show);
     bool showIdentical() const { return m_showIdentical; }
     QStringList visibleKeys() const; // "config:key.path" of the shown rows
@@ -63,6 +65,7 @@ private:
     void rebuildVisible();
 
     QStringList m_runNames;
+    QStringList m_runToolTips;
     std::vector<ConfigRow> m_rows;
     std::vector<std::size_t> m_visible; // indices into m_rows
     bool m_showIdentical = false;

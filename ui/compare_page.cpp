@@ -2,6 +2,7 @@
 
 #include "ui/history_service.h"
 
+#include "storage/config_diff.h"
 #include "storage/run_store.h"
 #include "ui/compare_models.h"
 #include "ui/format.h"
@@ -175,10 +176,12 @@ void ComparePage::reloadRunList()
             const QSignalBlocker blocker(m_picker);
             m_picker->clear();
             for (const auto& run : **runs) {
-                auto* item = new QListWidgetItem(QStringLiteral("%1  %2 · %3 · %4")
-                                                     .arg(run.id)
-                                                     .arg(qs(run.name), qs(run.mixedPrecision), statusText(run.status)),
-                                                 m_picker);
+                auto* item = new QListWidgetItem(
+                    QStringLiteral("%1  %2 · %3 · %4")
+                        .arg(run.id)
+                        .arg(elidedName(qs(run.name)), qs(run.mixedPrecision), statusText(run.status)),
+                    m_picker);
+                item->setToolTip(qs(run.name));
                 item->setData(Qt::UserRole, QVariant::fromValue<qint64>(run.id));
                 item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
                 item->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), run.id) != m_runIds.end() ? Qt::Checked
@@ -218,8 +221,9 @@ struct ComparePage::Comparison {
     QString metric; // the one charted
     std::vector<storage::RunStats> stats;
     QString error;
-    QStringList names;
-    std::vector<std::string> configs, recipes;
+    QStringList names; // elided, for headers and legends
+    QStringList fullNames;
+    std::vector<std::string> configs, recipes, ran; // ran: storage::ranAsYaml
     bool live = false;
     std::vector<std::vector<storage::SeriesBucket>> buckets; // per run, of `metric`, rank 0
 };
@@ -254,9 +258,11 @@ void ComparePage::reloadComparison()
                     c->error = qs(runStats.error().message);
                 auto details = s.run(id);
                 if (details) {
-                    c->names << QStringLiteral("%1 (%2)").arg(qs(details->summary.name)).arg(id);
+                    c->names << QStringLiteral("%1 (%2)").arg(elidedName(qs(details->summary.name))).arg(id);
+                    c->fullNames << qs(details->summary.name);
                     c->configs.push_back(details->configText);
                     c->recipes.push_back(details->recipeText);
+                    c->ran.push_back(storage::ranAsYaml(details->summary));
                     c->live = c->live || !storage::isTerminal(details->summary.status);
                 }
                 auto buckets = s.downsampledSeries(id, 0, c->metric.toStdString(), kBuckets);
@@ -282,7 +288,7 @@ void ComparePage::applyComparison(const Comparison& c)
         m_metricBox->setCurrentIndex(m_metricBox->findText(c.metric));
     }
     m_stats->setStats(c.stats);
-    m_diff->setRows(c.names, buildConfigRows(c.configs, c.recipes));
+    m_diff->setRows(c.names, buildConfigRows(c.configs, c.recipes, c.ran), c.fullNames);
     m_diffView->resizeColumnsToContents();
     m_statsView->resizeColumnsToContents();
 

@@ -183,10 +183,9 @@ void ConfigForm::addField(QGroupBox* group, const std::string& section, const st
         f.editor = line;
     }
     f.editor->setObjectName(QStringLiteral("field_") + keyPath);
-    f.editor->setToolTip(tip);
-    auto* label = new QLabel(qs(spec->key), group);
-    label->setToolTip(tip);
-    f.form->addRow(label, f.editor);
+    f.toolTip = tip;
+    f.label = new QLabel(qs(spec->key), group);
+    f.form->addRow(f.label, f.editor);
     m_fields.push_back(f);
 }
 
@@ -226,23 +225,39 @@ void ConfigForm::writeValue(const Field& f, const Value* value)
 void ConfigForm::edited(const Field& f)
 {
     if (f.section.empty() && f.spec->key == "distributed_type") {
-        // Accelerate writes a section only for its own distribution; a section left from the
-        // previous choice would be saved and silently ignored by the launcher.
         const std::string type = m_config.distributedType();
-        if (type != "FSDP")
-            m_config.setField("fsdp_config", Value::emptyMap());
-        if (type != "DEEPSPEED")
-            m_config.setField("deepspeed_config", Value::emptyMap());
+        keepSectionFor("fsdp_config", type == "FSDP");
+        keepSectionFor("deepspeed_config", type == "DEEPSPEED");
     }
-    if (f.section.empty() && f.spec->key == "mixed_precision" && m_config.mixedPrecision() != "fp8")
-        m_config.setField("fp8_config", Value::emptyMap());
+    if (f.section.empty() && f.spec->key == "mixed_precision")
+        keepSectionFor("fp8_config", m_config.mixedPrecision() == "fp8");
     fillEditors(f.editor);
     updateVisibility();
     emit configEdited();
 }
 
+void ConfigForm::keepSectionFor(const std::string& section, bool applies)
+{
+    // Accelerate writes a section only for its own choice, and one left from an earlier choice
+    // would be saved and silently ignored by the launcher: it leaves the config. The form keeps
+    // it aside while editing, so FSDP -> DEEPSPEED -> FSDP gets every FSDP answer back.
+    const Value* current = m_config.given().find(section);
+    const bool empty = !current || !current->isMap() || current->asMap().empty();
+    if (applies) {
+        if (auto it = m_setAside.find(section); empty && it != m_setAside.end()) {
+            m_config.setField(section, it->second);
+            m_setAside.erase(it);
+        }
+        return;
+    }
+    if (!empty)
+        m_setAside[section] = *current;
+    m_config.setField(section, Value::emptyMap());
+}
+
 void ConfigForm::setConfig(const config::AccelerateConfig& config)
 {
+    m_setAside.clear(); // another file's answers
     m_config = config;
     fillEditors(nullptr);
     updateVisibility();
@@ -293,7 +308,13 @@ void ConfigForm::updateVisibility()
     const std::string dynamoBackend = nestedString("dynamo_config", "dynamo_backend");
     const std::string dsFile = nestedString("deepspeed_config", "deepspeed_config_file");
     const bool dsBuilt = dsFile.empty() || dsFile == "none";
+    // The question's "{W}" as Accelerate fills it for the distributed type chosen now.
+    const QString word = qs(config::processWord(type));
     for (const Field& f : m_fields) {
+        QString tip = f.toolTip;
+        tip.replace(QStringLiteral("{W}"), word);
+        f.editor->setToolTip(tip);
+        f.label->setToolTip(tip);
         const std::string& key = f.spec->key;
         bool shown = true;
         if (f.section == "fsdp_config")

@@ -13,11 +13,13 @@
 
 #include <QScrollArea>
 
+#include <map>
 #include <string>
 #include <vector>
 
 class QFormLayout;
 class QGroupBox;
+class QLabel;
 class QVBoxLayout;
 
 namespace shardscope::ui {
@@ -47,6 +49,8 @@ private:
         QWidget* editor = nullptr;
         QFormLayout* form = nullptr;
         QGroupBox* group = nullptr;
+        QLabel* label = nullptr;
+        QString toolTip; // "{W}" as in Accelerate's question, filled for the distributed type
         std::string keyPath() const { return section.empty() ? spec->key : section + "." + spec->key; }
     };
 
@@ -58,8 +62,11 @@ private:
     void edited(const Field& f);
     void fillEditors(const QWidget* except);
     void updateVisibility();
+    // The section's answers leave the config when it stops applying and come back when it applies again.
+    void keepSectionFor(const std::string& section, bool applies);
 
     config::AccelerateConfig m_config;
+    std::map<std::string, config::Value> m_setAside; // sections that do not apply now, by name
     std::vector<Field> m_fields;
     QVBoxLayout* m_layout = nullptr;
     QGroupBox* m_fsdp = nullptr;

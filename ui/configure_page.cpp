@@ -11,11 +11,13 @@
 #include "ui/config_form.h"
 #include "ui/config_wizard.h"
 #include "ui/diagnostic_model.h"
+#include "ui/format.h"
 #include "ui/history_service.h"
 #include "ui/run_launcher.h"
 
 #include <qcustomplot.h>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QDateTime>
@@ -30,6 +32,7 @@
 #include <QPlainTextEdit>
 #include <QPointer>
 #include <QPushButton>
+#include <QSettings>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTextBlock>
@@ -48,8 +51,6 @@
 namespace shardscope::ui {
 
 namespace {
-
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 QStringList toQStringList(const std::vector<std::string>& texts)
 {
@@ -77,6 +78,16 @@ bool writeText(const QString& path, const std::string& text, QString* error)
     return true;
 }
 
+// The path with links resolved as far as it exists (a file to be saved need not exist yet).
+QString resolvedPath(const QString& path)
+{
+    const QFileInfo info(path);
+    if (info.exists())
+        return info.canonicalFilePath();
+    const QString folder = QFileInfo(info.absolutePath()).canonicalFilePath();
+    return folder.isEmpty() ? info.absoluteFilePath() : folder + QLatin1Char('/') + info.fileName();
+}
+
 QString readText(const QString& path, bool* ok)
 {
     std::ifstream in(path.toStdString(), std::ios::binary);
@@ -87,6 +98,12 @@ QString readText(const QString& path, bool* ok)
 }
 
 } // namespace
+
+bool isBundledExample(const QString& path)
+{
+    const QString resources = QFileInfo(qs(config::resourcesFolder())).canonicalFilePath();
+    return !path.isEmpty() && !resources.isEmpty() && resolvedPath(path).startsWith(resources + QLatin1Char('/'));
+}
 
 // The Recipe tab: the pickers (model folder, data files, tokenizer) and Preview data above the
 // editor, its status line and the data preview below.
@@ -211,7 +228,7 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     m_launch = new QPushButton(tr("Launch"), bottom);
     m_launch->setObjectName(QStringLiteral("launchButton"));
     m_launch->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
-    m_launch->setToolTip(tr("Save the config and the recipe and start `shardscope launch` (Ctrl+Enter)"));
+    m_launch->setToolTip(tr("Start `shardscope launch` with the config and the recipe as shown (Ctrl+Enter)"));
     launchRow->addWidget(m_message, 1);
     m_runKind = new QComboBox(bottom);
     m_runKind->setObjectName(QStringLiteral("runKind"));
@@ -220,8 +237,22 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     m_runKind->setToolTip(tr("What Launch starts: the recipe in Shardscope's engine, or your own Accelerate or Trainer "
                              "script through the real `accelerate launch`, with this config"));
     launchRow->addWidget(m_runKind);
+    m_profile = new QCheckBox(tr("Profile"), bottom);
+    m_profile->setObjectName(QStringLiteral("profileRun"));
+    m_profile->setToolTip(tr("Trace steps 3-7 (or the recipe's profile window) for the Trace page: "
+                             "`shardscope launch --profile`"));
+    launchRow->addWidget(m_profile);
     launchRow->addWidget(m_launch);
     bottomLayout->addWidget(m_diagnosticView, 1);
+    m_fixButton = new QPushButton(bottom);
+    m_fixButton->setObjectName(QStringLiteral("applyFix"));
+    m_fixButton->setToolTip(tr("Change the config so that it runs on this machine (an edit: save it to keep it)"));
+    m_fixButton->setVisible(false);
+    connect(m_fixButton, &QPushButton::clicked, this, &ConfigurePage::applyFix);
+    auto* fixRow = new QHBoxLayout;
+    fixRow->addWidget(m_fixButton);
+    fixRow->addStretch(1);
+    bottomLayout->addLayout(fixRow);
     buildScriptRow(bottom, bottomLayout);
     bottomLayout->addLayout(launchRow);
     vertical->setStretchFactor(0, 4);
@@ -303,13 +334,13 @@ void ConfigurePage::buildTopBar(QWidget* bar)
             openConfigFile(path);
     });
     auto saveAs = [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Save Accelerate config"), m_configPath,
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save Accelerate config"), saveAsStart(m_configPath),
                                                           tr("Accelerate config (*.yaml *.yml *.json)"));
         if (!path.isEmpty())
             saveConfigTo(path);
     };
     button(tr("Save"), QStringLiteral("saveConfig"), [this, saveAs] {
-        if (m_configPath.isEmpty())
+        if (m_configPath.isEmpty() || isBundledExample(m_configPath))
             saveAs();
         else
             saveConfigTo(m_configPath);
@@ -320,18 +351,22 @@ void ConfigurePage::buildTopBar(QWidget* bar)
     m_recipeLabel->setObjectName(QStringLiteral("recipePath"));
     layout->addWidget(m_recipeLabel, 1);
     button(tr("Open…"), QStringLiteral("openRecipe"), [this] {
-        const QString path = QFileDialog::getOpenFileName(this, tr("Open recipe"), QFileInfo(m_recipePath).path(),
+        // Among the bundled examples until a recipe of the user's own is open.
+        const QString folder = m_recipePath.isEmpty() ? qs(config::resourcesFolder()) + QStringLiteral("/recipes")
+                                                      : QFileInfo(m_recipePath).path();
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open recipe"), folder,
                                                           tr("Recipe (*.yaml *.yml);;All files (*)"));
         if (!path.isEmpty())
             openRecipeFile(path);
     });
     auto saveRecipeAs = [this] {
-        const QString path = QFileDialog::getSaveFileName(this, tr("Save recipe"), m_recipePath, tr("Recipe (*.yaml *.yml)"));
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save recipe"), saveAsStart(m_recipePath),
+                                                          tr("Recipe (*.yaml *.yml)"));
         if (!path.isEmpty())
             saveRecipeTo(path);
     };
     button(tr("Save"), QStringLiteral("saveRecipe"), [this, saveRecipeAs] {
-        if (m_recipePath.isEmpty())
+        if (m_recipePath.isEmpty() || isBundledExample(m_recipePath))
             saveRecipeAs();
         else
             saveRecipeTo(m_recipePath);
@@ -355,24 +390,68 @@ bool ConfigurePage::openConfigFile(const QString& path)
 {
     auto loaded = config::loadAccelerateConfig(path.toStdString());
     if (!loaded) {
+        // The form keeps the config it had; the problem line says so, not "valid".
+        m_openError = tr("%1 was not opened; the form still shows %2.")
+                          .arg(path, m_configPath.isEmpty() ? tr("the new config") : m_configPath);
+        refresh();
         showMessage(qs(loaded.error().message), true);
         return false;
     }
+    m_openError.clear();
     m_configPath = path;
     m_form->setConfig(*loaded);
     configChanged(false);
+    remember(QStringLiteral("configure/lastConfig"), path);
     showMessage(tr("Opened %1").arg(path), false);
+    return true;
+}
+
+void ConfigurePage::remember(const QString& key, const QString& path) const
+{
+    QSettings settings(qs((m_databaseFile.parent_path() / "workbench.ini").string()), QSettings::IniFormat);
+    settings.setValue(key, QFileInfo(path).absoluteFilePath());
+}
+
+void ConfigurePage::restoreLastFiles()
+{
+    QSettings settings(qs((m_databaseFile.parent_path() / "workbench.ini").string()), QSettings::IniFormat);
+    const QString config = settings.value(QStringLiteral("configure/lastConfig")).toString();
+    const QString recipe = settings.value(QStringLiteral("configure/lastRecipe")).toString();
+    if (!config.isEmpty() && QFileInfo::exists(config))
+        openConfigFile(config);
+    if (!recipe.isEmpty() && QFileInfo::exists(recipe))
+        openRecipeFile(recipe);
+}
+
+QString ConfigurePage::saveAsStart(const QString& path) const
+{
+    // A bundled example is a template: its copy goes among the user's files, not into resources/.
+    return isBundledExample(path) ? QDir::home().filePath(QFileInfo(path).fileName()) : path;
+}
+
+bool ConfigurePage::refuseBundled(const QString& path)
+{
+    if (!isBundledExample(path))
+        return false;
+    showMessage(tr("%1 is one of Shardscope's bundled examples and stays as it is: use Save as… to keep your "
+                   "changes in a file of your own.")
+                    .arg(path),
+                true);
     return true;
 }
 
 bool ConfigurePage::saveConfigTo(const QString& path)
 {
+    if (refuseBundled(path))
+        return false;
     if (auto r = config::saveAccelerateConfig(currentConfig(), path.toStdString()); !r) {
         showMessage(qs(r.error().message), true);
         return false;
     }
     m_configPath = path;
+    m_openError.clear();
     configChanged(false);
+    remember(QStringLiteral("configure/lastConfig"), path);
     showMessage(tr("Saved %1").arg(path), false);
     return true;
 }
@@ -389,12 +468,15 @@ bool ConfigurePage::openRecipeFile(const QString& path)
     setRecipeText(text);
     m_recipeModified = false;
     updateTitles();
+    remember(QStringLiteral("configure/lastRecipe"), path);
     showMessage(tr("Opened %1").arg(path), false);
     return true;
 }
 
 bool ConfigurePage::saveRecipeTo(const QString& path)
 {
+    if (refuseBundled(path))
+        return false;
     QString error;
     if (!writeText(path, m_recipeEditor->toPlainText().toStdString(), &error)) {
         showMessage(error, true);
@@ -403,6 +485,7 @@ bool ConfigurePage::saveRecipeTo(const QString& path)
     m_recipePath = path;
     m_recipeModified = false;
     recipeChanged();
+    remember(QStringLiteral("configure/lastRecipe"), path);
     showMessage(tr("Saved %1").arg(path), false);
     return true;
 }
@@ -412,6 +495,8 @@ void ConfigurePage::setRecipeText(const QString& yaml) { m_recipeEditor->setPlai
 void ConfigurePage::configChanged(bool modified)
 {
     m_configModified = modified;
+    if (modified)
+        m_openError.clear();
     refresh();
 }
 
@@ -561,20 +646,46 @@ void ConfigurePage::refresh()
         diagnostics.push_back({config::Severity::Error, DiagnosticModel::kRecipeKeyPath, m_recipeError.toStdString()});
         texts << tr("recipe: error: %1").arg(m_recipeError);
     }
+    // The one-click fix of the first problem that has one (a GPU distribution on a CPU machine).
+    m_fix.reset();
+    for (const auto& d : diagnostics)
+        if (!m_fix)
+            m_fix = config::fixFor(d, cfg, m_machine);
+    m_fixButton->setVisible(m_fix.has_value());
+    if (m_fix)
+        m_fixButton->setText(tr("Fix: %1").arg(qs(m_fix->label)));
     m_diagnostics->setDiagnostics(std::move(diagnostics), texts);
     const int errors = m_diagnostics->errorCount();
     const int warnings = m_diagnostics->rowCount() - errors;
     m_problems->setText(
-        m_diagnostics->rowCount() == 0
-            ? tr("<b>Problems:</b> none; the config is valid.")
-            : tr("<b>Problems:</b> %1 error(s), %2 warning(s) (click one to go to its field)").arg(errors).arg(warnings));
+        (m_openError.isEmpty() ? QString()
+                               : QStringLiteral("<span style=\"color:#c62828\">%1</span> ").arg(m_openError.toHtmlEscaped()))
+        + (m_diagnostics->rowCount() == 0
+               ? tr("<b>Problems:</b> none; the config on screen is valid.")
+               : tr("<b>Problems:</b> %1 error(s), %2 warning(s) (click one to go to its field)").arg(errors).arg(warnings)));
     m_launch->setEnabled(errors == 0);
     m_launch->setToolTip(
-        errors == 0 ? (scriptMode() ? tr("Save the config and start your script with `shardscope launch --script` (Ctrl+Enter)")
-                                    : tr("Save the config and the recipe and start `shardscope launch` (Ctrl+Enter)"))
+        errors == 0 ? (scriptMode() ? tr("Start your script with `shardscope launch --script` and the config as shown "
+                                         "(Ctrl+Enter); unsaved edits go to a copy for the run, your files stay as they are")
+                                    : tr("Start `shardscope launch` with the config and the recipe as shown (Ctrl+Enter); "
+                                         "unsaved edits go to a copy for the run, your files stay as they are"))
                     : tr("%n error(s) to fix first", nullptr, errors));
     updateMemoryChart();
     updateTitles();
+}
+
+bool ConfigurePage::applyFix()
+{
+    if (!m_fix)
+        return false;
+    config::AccelerateConfig fixed = currentConfig();
+    for (const auto& [key, value] : m_fix->set)
+        fixed.setField(key, value);
+    const QString label = qs(m_fix->label);
+    m_form->setConfig(fixed);
+    configChanged(true);
+    showMessage(tr("Changed the config: %1").arg(label), false);
+    return true;
 }
 
 void ConfigurePage::updateMemoryChart()
@@ -631,12 +742,16 @@ void ConfigurePage::updateMemoryChart()
 
 void ConfigurePage::updateTitles()
 {
-    m_configLabel->setText(tr("<b>Config:</b> %1%2")
-                               .arg(m_configPath.isEmpty() ? tr("(new)") : m_configPath.toHtmlEscaped(),
-                                    m_configModified ? QStringLiteral(" *") : QString()));
-    m_recipeLabel->setText(tr("<b>Recipe:</b> %1%2")
-                               .arg(m_recipePath.isEmpty() ? tr("(new)") : m_recipePath.toHtmlEscaped(),
-                                    m_recipeModified ? QStringLiteral(" *") : QString()));
+    const auto title = [](const QString& path, bool modified) {
+        if (path.isEmpty())
+            return tr("(new)") + (modified ? QStringLiteral(" *") : QString());
+        const QString shown = elidedName(path, 80).toHtmlEscaped() + (modified ? QStringLiteral(" *") : QString());
+        return isBundledExample(path) ? tr("%1 <i>(bundled example: Save as… keeps your changes)</i>").arg(shown) : shown;
+    };
+    m_configLabel->setText(tr("<b>Config:</b> %1").arg(title(m_configPath, m_configModified)));
+    m_configLabel->setToolTip(m_configPath);
+    m_recipeLabel->setText(tr("<b>Recipe:</b> %1").arg(title(m_recipePath, m_recipeModified)));
+    m_recipeLabel->setToolTip(m_recipePath);
 }
 
 void ConfigurePage::showMessage(const QString& text, bool error)
@@ -670,13 +785,26 @@ void ConfigurePage::goToDiagnostic(const QString& keyPath)
         m_form->focusField(QStringLiteral("mixed_precision"));
 }
 
-QString ConfigurePage::scratchFile(const QString& stem, const QString& suffix) const
+QString ConfigurePage::scratchFile(const QString& fileName) const
 {
     auto home = storage::shardscopeHome();
     QDir dir(home ? qs(home->string()) : QDir::tempPath());
     dir.mkpath(QStringLiteral("configure"));
-    return dir.filePath(QStringLiteral("configure/%1-%2.%3")
-                            .arg(stem, QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")), suffix));
+    return dir.filePath(QStringLiteral("configure/") + fileName);
+}
+
+std::string ConfigurePage::recipeCopyText() const
+{
+    std::string text = m_recipeEditor->toPlainText().toStdString();
+    if (!m_recipe || m_recipePath.isEmpty())
+        return text;
+    // Relative paths in the recipe are the opened file's folder's: a copy elsewhere has them made
+    // absolute (written in the recipe's own form, so its comments go; the opened file keeps them).
+    config::Recipe resolved = *m_recipe;
+    config::resolveRecipePaths(resolved, QFileInfo(m_recipePath).absolutePath().toStdString());
+    if (config::recipeToYaml(resolved) != config::recipeToYaml(*m_recipe))
+        text = config::recipeToYaml(resolved);
+    return text;
 }
 
 void ConfigurePage::buildScriptRow(QWidget* parent, QVBoxLayout* layout)
@@ -718,6 +846,7 @@ void ConfigurePage::buildScriptRow(QWidget* parent, QVBoxLayout* layout)
         connect(edit, &QLineEdit::textChanged, this, &ConfigurePage::refresh);
     connect(m_runKind, &QComboBox::currentIndexChanged, this, [this](int index) {
         m_scriptRow->setVisible(index == 1);
+        m_profile->setVisible(index == 0); // a script profiles itself (docs/SCRIPTS.md)
         refresh();
     });
 }
@@ -768,15 +897,7 @@ QString ConfigurePage::launch()
         showMessage(why, true);
         return why;
     }
-    // The launcher reads files: save what is being edited (new files go to $SHARDSCOPE_HOME/configure).
-    if ((m_configModified || m_configPath.isEmpty())
-        && !saveConfigTo(m_configPath.isEmpty() ? scratchFile(QStringLiteral("config"), QStringLiteral("yaml")) : m_configPath))
-        return m_message->text();
-    if (!scriptMode() && (m_recipeModified || m_recipePath.isEmpty())
-        && !saveRecipeTo(m_recipePath.isEmpty() ? scratchFile(QStringLiteral("recipe"), QStringLiteral("yaml")) : m_recipePath))
-        return m_message->text();
     LaunchRequest request;
-    request.configFile = m_configPath;
     request.numProcesses = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
     QString stem = m_recipe ? qs(m_recipe->name) : QStringLiteral("run");
     if (scriptMode()) {
@@ -784,10 +905,30 @@ QString ConfigurePage::launch()
         request.workerArgs = splitCommandLine(m_scriptArgs->text());
         request.python = m_python->text();
         stem = QFileInfo(request.scriptFile).completeBaseName();
-    } else {
-        request.recipeFile = m_recipePath;
     }
     request.runName = QStringLiteral("%1-%2").arg(stem, QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
+    // The launcher reads files, and Launch writes none the user did not save: what is on screen
+    // and unsaved goes to a copy for this run under $SHARDSCOPE_HOME/configure; the opened files
+    // (bundled examples among them) stay as they are, and so does their "modified" mark.
+    request.configFile = m_configPath;
+    if (m_configModified || m_configPath.isEmpty()) {
+        request.configFile = scratchFile(request.runName + QStringLiteral("-config.yaml"));
+        if (auto r = config::saveAccelerateConfig(currentConfig(), request.configFile.toStdString()); !r) {
+            showMessage(qs(r.error().message), true);
+            return m_message->text();
+        }
+    }
+    if (!scriptMode()) {
+        request.profile = m_profile->isChecked();
+        request.recipeFile = m_recipePath;
+        QString error;
+        if ((m_recipeModified || m_recipePath.isEmpty())
+            && !writeText(request.recipeFile = scratchFile(request.runName + QStringLiteral("-recipe.yaml")), recipeCopyText(),
+                          &error)) {
+            showMessage(error, true);
+            return error;
+        }
+    }
     request.outputFile = launcherOutputFile(QString::fromStdString(m_databaseFile.parent_path().string()), request.runName);
     const auto result = launchDetached(request);
     if (!result.started) {

@@ -4,8 +4,10 @@
 // at the top; the wizard, the form and the recipe editor on the left; on the right the file
 // exactly as it will be saved above the per-rank memory estimate of the recipe under this config;
 // below, validation's errors and warnings (a click goes to the field) and Launch, disabled while
-// an error remains. Launching saves both files and starts `shardscope launch` detached; the run
-// is opened (runOpened) as soon as the launcher has recorded it in the history.
+// an error remains. Launch starts `shardscope launch` detached with what is on screen (unsaved
+// edits as copies under $SHARDSCOPE_HOME/configure: it never writes the user's files, and bundled
+// examples open as templates); the run is opened (runOpened) as soon as the launcher has recorded
+// it in the history.
 
 #include "engine/config/accelerate_config.h"
 #include "engine/config/memory_estimate.h"
@@ -18,6 +20,7 @@
 #include <optional>
 
 class QCPBars;
+class QCheckBox;
 class QComboBox;
 class QCustomPlot;
 class QLabel;
@@ -35,6 +38,10 @@ class ConfigForm;
 class HistoryService;
 class ConfigWizard;
 class DiagnosticModel;
+
+// Whether `path` is one of Shardscope's bundled examples (under resources/): those open as
+// templates and are never written.
+bool isBundledExample(const QString& path);
 
 class ConfigurePage : public QWidget {
     Q_OBJECT
@@ -58,6 +65,8 @@ public:
 
 public slots:
     bool openConfigFile(const QString& path);
+    // Opens the config and recipe last opened or saved (remembered beside the run history).
+    void restoreLastFiles();
     bool saveConfigTo(const QString& path);
     bool openRecipeFile(const QString& path);
     bool saveRecipeTo(const QString& path);
@@ -73,6 +82,9 @@ public slots:
     // statistics and rank 0's first batch decoded (dataPreviewText); dataPreviewed when done.
     void previewData();
     QString dataPreviewText() const;
+    // The problem list's one-click fix (config::fixFor), when one is offered: applies it as an
+    // edit. False when none is offered.
+    bool applyFix();
     // Goes to the field a diagnostic names (the form's field, or the recipe editor's line).
     void goToDiagnostic(const QString& keyPath);
     // Empty on success, else why nothing was launched (also shown on the page).
@@ -106,7 +118,15 @@ private:
     void pollLaunchedRun();
     void showMessage(const QString& text, bool error);
     bool replaceRecipeText(const Result<std::string>& edited);
-    QString scratchFile(const QString& stem, const QString& suffix) const;
+    // A file for this run's copy of an unsaved config or recipe, under $SHARDSCOPE_HOME/configure.
+    QString scratchFile(const QString& fileName) const;
+    // The recipe editor's text for such a copy, its relative paths made absolute.
+    std::string recipeCopyText() const;
+    // Where Save as… starts: the file itself, or for a bundled example its name in the home folder.
+    QString saveAsStart(const QString& path) const;
+    // True, with the reason shown, when `path` is a bundled example (never written).
+    bool refuseBundled(const QString& path);
+    void remember(const QString& key, const QString& path) const;
 
     std::filesystem::path m_databaseFile;
     config::MachineInfo m_machine; // probed once: GPUs and what they support
@@ -114,6 +134,7 @@ private:
     QString m_configPath;
     QString m_recipePath;
     bool m_configModified = false;
+    QString m_openError; // the last Open that failed, until a config is opened, saved or edited
     bool m_recipeModified = false;
     std::optional<config::Recipe> m_recipe;
     QString m_recipeError;
@@ -143,7 +164,10 @@ private:
     QLabel* m_problems = nullptr;
     QLabel* m_message = nullptr;
     QPushButton* m_launch = nullptr;
+    QPushButton* m_fixButton = nullptr; // "Fix: …", shown when a problem has a one-click fix
+    std::optional<config::ConfigFix> m_fix;
     QComboBox* m_runKind = nullptr; // "Engine recipe" / "Accelerate script"
+    QCheckBox* m_profile = nullptr; // an engine run's --profile
     QWidget* m_scriptRow = nullptr;
     QLineEdit* m_scriptPath = nullptr;
     QLineEdit* m_scriptArgs = nullptr;

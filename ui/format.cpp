@@ -23,6 +23,14 @@ QString formatDuration(double seconds)
     return QStringLiteral("%1s").arg(s);
 }
 
+QString elidedName(const QString& name, int maxChars)
+{
+    if (name.size() <= maxChars)
+        return name;
+    const int tail = (maxChars - 1) / 3;
+    return name.left(maxChars - 1 - tail) + QChar(0x2026) + name.right(tail);
+}
+
 QString formatNumber(double value)
 {
     if (std::isnan(value))

@@ -63,6 +63,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     m_runPage = new RunPage(m_pages, m_history);
     m_comparePage = new ComparePage(m_databaseFile, m_pages, m_history);
     m_configurePage = new ConfigurePage(m_databaseFile, m_pages, m_history);
+    m_configurePage->restoreLastFiles();
     m_tracePage = new TracePage(m_pages);
 
     for (int i = 0; i < kModeCount; ++i) {

@@ -17,7 +17,7 @@ protected:
 
 MetricChart::MetricChart(const QString& title, QWidget* parent) : QCustomPlot(parent)
 {
-    setMinimumHeight(160);
+    setMinimumHeight(120); // four rows of them and the log fit a 1366x768 screen
     setNoAntialiasingOnDrag(true);
     // Antialiased lines cost several times more in the raster engine; charts are dense enough.
     setNotAntialiasedElements(QCP::aeAll);

@@ -65,6 +65,8 @@ QStringList launchArguments(const LaunchRequest& request)
         args << QStringLiteral("--max_steps") << QString::number(*request.maxSteps);
     if (!request.mixedPrecision.isEmpty())
         args << QStringLiteral("--mixed_precision") << request.mixedPrecision;
+    if (request.profile)
+        args << QStringLiteral("--profile");
     if (!request.workerArgs.isEmpty())
         args << QStringLiteral("--") << request.workerArgs;
     return args;

@@ -24,6 +24,7 @@ struct LaunchRequest {
     std::optional<int> maxSteps;
     QString mixedPrecision; // empty: the config's
     QStringList workerArgs; // after "--"
+    bool profile = false; // an engine run's --profile: trace steps 3-7 (or the recipe's window)
     // Where the launcher's own output (stdout and stderr) goes, so that a launch refused before
     // any rank started can show its message; empty: discarded.
     QString outputFile;

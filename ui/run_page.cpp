@@ -15,6 +15,7 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -76,8 +77,8 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     m_stopButton->setObjectName(QStringLiteral("stopButton"));
     m_stopButton->setToolTip(tr("Stop the run: SIGTERM to its launcher, which stops every rank"));
     m_stopButton->setEnabled(false);
-    header->addWidget(m_title);
-    header->addSpacing(12);
+    // The title on a line of its own: a long run name never pushes Stop off-screen.
+    layout->addWidget(m_title);
     header->addWidget(m_status);
     header->addSpacing(12);
     header->addWidget(m_progress);
@@ -105,7 +106,11 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     layout->addWidget(m_command);
 
     auto* splitter = new QSplitter(Qt::Vertical, this);
-    auto* chartArea = new QWidget(splitter);
+    // The charts scroll rather than make the window taller than a 1366x768 screen.
+    auto* chartScroll = new QScrollArea(splitter);
+    chartScroll->setWidgetResizable(true);
+    chartScroll->setFrameShape(QFrame::NoFrame);
+    auto* chartArea = new QWidget(chartScroll);
     auto* grid = new QGridLayout(chartArea);
     grid->setContentsMargins(0, 0, 0, 0);
     grid->setSpacing(4);
@@ -133,7 +138,8 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     }
     chart(QStringLiteral("memory"))->setValueFormat(MetricChart::ValueFormat::Bytes);
     chart(QStringLiteral("loss_scale"))->setLogValueAxis(true);
-    splitter->addWidget(chartArea);
+    chartScroll->setWidget(chartArea);
+    splitter->addWidget(chartScroll);
 
     auto* logPanel = new QWidget(splitter);
     auto* logLayout = new QVBoxLayout(logPanel);
@@ -499,7 +505,8 @@ void RunPage::setXAxisMode(XAxis mode)
 
 void RunPage::updateHeader()
 {
-    m_title->setText(qs(m_info.name));
+    m_title->setText(elidedName(qs(m_info.name)));
+    m_title->setToolTip(qs(m_info.name));
     m_status->setText(
         QStringLiteral("<b style=\"color:%1\">%2</b> · %3 · %4 · %5 ranks")
             .arg(statusColor(m_info.status).name(), statusText(m_info.status),

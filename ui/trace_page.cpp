@@ -298,7 +298,8 @@ void TracePage::openFiles(std::vector<fs::path> files, const QString& title, int
     m_cancel = cancel;
     const std::uint64_t generation = ++m_generation;
     m_loading = true;
-    m_title->setText(tr("<b>Trace</b> — loading %1…").arg(title.toHtmlEscaped()));
+    m_title->setText(tr("<b>Trace</b> — loading %1…").arg(elidedName(title).toHtmlEscaped()));
+    m_title->setToolTip(title);
     m_cancelButton->setVisible(true);
     QPointer<TracePage> guard(this);
     QThreadPool::globalInstance()->start([guard, generation, files = std::move(files), title, cancel, expectedRanks] {
@@ -313,7 +314,8 @@ void TracePage::openFiles(std::vector<fs::path> files, const QString& title, int
                 QCoreApplication::instance(),
                 [guard, generation, title, percent] {
                     if (guard && guard->m_generation == generation && guard->m_loading)
-                        guard->m_title->setText(tr("<b>Trace</b> — loading %1… %2 %").arg(title.toHtmlEscaped()).arg(percent));
+                        guard->m_title->setText(
+                            tr("<b>Trace</b> — loading %1… %2 %").arg(elidedName(title).toHtmlEscaped()).arg(percent));
                 },
                 Qt::QueuedConnection);
         };
@@ -373,7 +375,7 @@ void TracePage::applyView(std::shared_ptr<const TraceView> view, const QString& 
             if (!sources.contains(qs(t.source)))
                 sources << qs(t.source);
         m_title->setText(tr("<b>Trace</b> — %1 · %2 ranks · %3 spans · %4 · source: %5")
-                             .arg(title.isEmpty() ? tr("traces") : title.toHtmlEscaped())
+                             .arg(title.isEmpty() ? tr("traces") : elidedName(title).toHtmlEscaped())
                              .arg(v.traces.size())
                              .arg(v.spanCount)
                              .arg(formatNs(double(v.endNs - v.startNs)), sources.join(QStringLiteral(", "))));

@@ -156,6 +156,19 @@ std::string readText(const std::string& path)
     return buffer.str();
 }
 
+// The config as the run used it, for the history: the file's text with the launch flags merged
+// in as Accelerate merges them, so that comparing runs compares what ran (a sweep's
+// --mixed_precision included), not only what the file said. The file's own bytes without flags.
+std::string ranConfigText(const LaunchArgs& args, const std::string& copiedFile)
+{
+    const std::string text = readText(copiedFile);
+    const config::LaunchOverrides o = launchOverridesOf(args);
+    if (!o.numProcesses && !o.numMachines && !o.machineRank && !o.mainProcessIp && !o.mainProcessPort && !o.mixedPrecision)
+        return text;
+    auto parsed = config::parseAccelerateConfig(text, copiedFile, config::formatForPath(copiedFile));
+    return parsed ? config::toYamlText(config::applyOverrides(*parsed, o)) : text;
+}
+
 // shardscope-worker lives next to shardscope; SHARDSCOPE_WORKER overrides that.
 std::string defaultWorkerPath(const std::string& programPath)
 {
@@ -322,7 +335,7 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     storage::NewRun newRun;
     newRun.name = run->runDir.id;
     newRun.recipeText = readText(layout.recipeFile().string());
-    newRun.configText = configFileOf(args).empty() ? std::string() : readText(layout.configFile().string());
+    newRun.configText = configFileOf(args).empty() ? std::string() : ranConfigText(args, layout.configFile().string());
     newRun.runDir = run->runDir.path;
     newRun.distributedType = p.distributedType;
     newRun.mixedPrecision = std::string(precision::modeName(p.precision));
@@ -451,7 +464,7 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
     storage::NewRun newRun;
     newRun.name = run->runDir.id;
     newRun.recipeText = scriptText;
-    newRun.configText = readText(layout.configFile().string());
+    newRun.configText = ranConfigText(args, layout.configFile().string());
     newRun.runDir = run->runDir.path;
     newRun.distributedType = plan.distributedType;
     newRun.mixedPrecision = plan.mixedPrecision;

@@ -154,23 +154,23 @@ const Question* QuestionnaireSession::current() const
 std::string QuestionnaireSession::promptFor(const Question& q) const
 {
     std::string p = q.prompt;
-    if (auto pos = p.find("{W}"); pos != std::string::npos) {
-        // Accelerate derives the word from the (effective) distributed type.
-        const std::string t = effectiveType(m_answers);
-        std::string w;
-        if (in(t, {"FSDP", "DEEPSPEED", "MEGATRON_LM"}))
-            w = "GPU(s)";
-        else if (t == "MULTI_CPU")
-            w = "processes";
-        else if (t == "MULTI_NEURON")
-            w = "NEURON cores";
-        else
-            w = (t.rfind("MULTI_", 0) == 0 ? t.substr(6) : t) + "(s)";
-        p.replace(pos, 3, w);
-    }
+    if (auto pos = p.find("{W}"); pos != std::string::npos)
+        p.replace(pos, 3, processWord(effectiveType(m_answers)));
     if (auto pos = p.find("{D}"); pos != std::string::npos)
         p.replace(pos, 3, m_hardware.acceleratorLabel);
     return p;
+}
+
+std::string processWord(const std::string& distributedType)
+{
+    const std::string& t = distributedType;
+    if (in(t, {"FSDP", "DEEPSPEED", "MEGATRON_LM"}))
+        return "GPU(s)";
+    if (t == "MULTI_CPU")
+        return "processes";
+    if (t == "MULTI_NEURON")
+        return "NEURON cores";
+    return (t.rfind("MULTI_", 0) == 0 ? t.substr(6) : t) + "(s)";
 }
 
 std::vector<Choice> QuestionnaireSession::choicesFor(const Question& q) const

@@ -69,6 +69,9 @@ struct Question {
 // The whole tree, in asking order.
 const std::vector<Question>& questionTree();
 const Question* findQuestion(const std::string& id);
+// The word Accelerate puts for "{W}" in the num_processes question under this distributed type
+// ("processes", "GPU(s)", ...).
+std::string processWord(const std::string& distributedType);
 
 class QuestionnaireSession {
 public:

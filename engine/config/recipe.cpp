@@ -11,6 +11,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -405,28 +407,30 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     return r;
 }
 
-std::string defaultTextPath()
+std::string resourcesFolder()
 {
     if (const char* dir = std::getenv("SHARDSCOPE_RESOURCES"); dir && *dir)
-        return std::string(dir) + "/data/demo.txt";
+        return dir;
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     // The build tree records where the sources are (resources/ is not copied).
     for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
         if (fs::exists(dir / "resources/data/demo.txt"))
-            return (dir / "resources/data/demo.txt").string();
+            return (dir / "resources").string();
         if (fs::exists(dir / "CMakeCache.txt")) {
             std::ifstream cache(dir / "CMakeCache.txt");
             std::string line;
             const std::string key = "CMAKE_HOME_DIRECTORY:INTERNAL=";
             while (std::getline(cache, line))
                 if (line.rfind(key, 0) == 0)
-                    return line.substr(key.size()) + "/resources/data/demo.txt";
+                    return line.substr(key.size()) + "/resources";
         }
     }
-    return "resources/data/demo.txt";
+    return "resources";
 }
+
+std::string defaultTextPath() { return resourcesFolder() + "/data/demo.txt"; }
 
 Result<void> checkTextFitsVocabulary(const std::string& bytes, const Recipe& recipe, const std::string& path)
 {
@@ -657,6 +661,23 @@ Result<std::string> withTokenData(const std::string& yamlText, const std::vector
     return edited;
 }
 
+namespace {
+
+// A double as its shortest text that reads back as the same double (Python's repr: 0.1, not
+// yaml-cpp's 17 digits 0.10000000000000001), always with a point or an exponent so that it
+// reads back as a float.
+std::string yamlNumber(double value)
+{
+    char buffer[32];
+    const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
+    std::string text(buffer, written.ptr);
+    if (std::isfinite(value) && text.find_first_of(".e") == std::string::npos)
+        text += ".0";
+    return text;
+}
+
+} // namespace
+
 std::string recipeToYaml(const Recipe& r)
 {
     YAML::Emitter out;
@@ -670,7 +691,7 @@ std::string recipeToYaml(const Recipe& r)
             << r.model.nLayer << YAML::Key << "n_embd" << YAML::Value << r.model.nEmbd << YAML::Key << "n_head" << YAML::Value
             << r.model.nHead << YAML::Key << "block_size" << YAML::Value << r.model.blockSize;
         if (r.model.dropout > 0)
-            out << YAML::Key << "dropout" << YAML::Value << r.model.dropout;
+            out << YAML::Key << "dropout" << YAML::Value << yamlNumber(r.model.dropout);
         if (!r.model.pretrained.empty())
             out << YAML::Key << "pretrained" << YAML::Value << r.model.pretrained;
     } else if (isHfFamilyType(r.model.type)) {
@@ -691,7 +712,7 @@ std::string recipeToYaml(const Recipe& r)
     if (r.model.lora.enabled) {
         const LoraRecipe& l = r.model.lora;
         out << YAML::Key << "lora" << YAML::Value << YAML::BeginMap << YAML::Key << "r" << YAML::Value << l.r << YAML::Key
-            << "alpha" << YAML::Value << l.alpha << YAML::Key << "dropout" << YAML::Value << l.dropout;
+            << "alpha" << YAML::Value << yamlNumber(l.alpha) << YAML::Key << "dropout" << YAML::Value << yamlNumber(l.dropout);
         if (!l.targetModules.empty())
             out << YAML::Key << "target_modules" << YAML::Value << YAML::Flow << l.targetModules;
         out << YAML::Key << "bias" << YAML::Value << l.bias << YAML::EndMap;
@@ -708,37 +729,39 @@ std::string recipeToYaml(const Recipe& r)
         out << YAML::Key << "field" << YAML::Value << r.data.field;
     if (!r.data.tokenDtype.empty())
         out << YAML::Key << "token_dtype" << YAML::Value << r.data.tokenDtype;
-    out << YAML::Key << "num_samples" << YAML::Value << r.data.numSamples << YAML::Key << "noise" << YAML::Value << r.data.noise
-        << YAML::Key << "shuffle" << YAML::Value << r.data.shuffle << YAML::Key << "drop_last" << YAML::Value << r.data.dropLast
-        << YAML::Key << "even_batches" << YAML::Value << r.data.evenBatches << YAML::Key << "eval_fraction" << YAML::Value
-        << r.data.evalFraction << YAML::EndMap;
+    out << YAML::Key << "num_samples" << YAML::Value << r.data.numSamples << YAML::Key << "noise" << YAML::Value
+        << yamlNumber(r.data.noise) << YAML::Key << "shuffle" << YAML::Value << r.data.shuffle << YAML::Key << "drop_last"
+        << YAML::Value << r.data.dropLast << YAML::Key << "even_batches" << YAML::Value << r.data.evenBatches << YAML::Key
+        << "eval_fraction" << YAML::Value << yamlNumber(r.data.evalFraction) << YAML::EndMap;
     out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.optimizer.type
-        << YAML::Key << "lr" << YAML::Value << r.optimizer.lr << YAML::Key << "weight_decay" << YAML::Value
-        << r.optimizer.weightDecay << YAML::Key << "beta1" << YAML::Value << r.optimizer.beta1 << YAML::Key << "beta2"
-        << YAML::Value << r.optimizer.beta2 << YAML::Key << "eps" << YAML::Value << r.optimizer.eps << YAML::Key << "momentum"
-        << YAML::Value << r.optimizer.momentum;
+        << YAML::Key << "lr" << YAML::Value << yamlNumber(r.optimizer.lr) << YAML::Key << "weight_decay" << YAML::Value
+        << yamlNumber(r.optimizer.weightDecay) << YAML::Key << "beta1" << YAML::Value << yamlNumber(r.optimizer.beta1)
+        << YAML::Key << "beta2" << YAML::Value << yamlNumber(r.optimizer.beta2) << YAML::Key << "eps" << YAML::Value
+        << yamlNumber(r.optimizer.eps) << YAML::Key << "momentum" << YAML::Value << yamlNumber(r.optimizer.momentum);
     if (!r.optimizer.noWeightDecay.empty())
         out << YAML::Key << "no_weight_decay" << YAML::Value << YAML::Flow << r.optimizer.noWeightDecay;
     out << YAML::EndMap;
     out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value << r.schedule.type
         << YAML::Key << "warmup_steps" << YAML::Value << r.schedule.warmupSteps << YAML::EndMap;
-    out << YAML::Key << "ddp" << YAML::Value << YAML::BeginMap << YAML::Key << "bucket_cap_mb" << YAML::Value << r.ddp.bucketCapMb
-        << YAML::Key << "first_bucket_cap_mb" << YAML::Value << r.ddp.firstBucketCapMb << YAML::Key << "overlap" << YAML::Value
-        << r.ddp.overlap << YAML::EndMap;
+    out << YAML::Key << "ddp" << YAML::Value << YAML::BeginMap << YAML::Key << "bucket_cap_mb" << YAML::Value
+        << yamlNumber(r.ddp.bucketCapMb) << YAML::Key << "first_bucket_cap_mb" << YAML::Value
+        << yamlNumber(r.ddp.firstBucketCapMb) << YAML::Key << "overlap" << YAML::Value << r.ddp.overlap << YAML::EndMap;
     out << YAML::Key << "loss_scaler" << YAML::Value << YAML::BeginMap << YAML::Key << "init_scale" << YAML::Value
-        << r.lossScaler.initScale << YAML::Key << "growth_factor" << YAML::Value << r.lossScaler.growthFactor << YAML::Key
-        << "backoff_factor" << YAML::Value << r.lossScaler.backoffFactor << YAML::Key << "growth_interval" << YAML::Value
-        << r.lossScaler.growthInterval << YAML::EndMap;
+        << yamlNumber(r.lossScaler.initScale) << YAML::Key << "growth_factor" << YAML::Value
+        << yamlNumber(r.lossScaler.growthFactor) << YAML::Key << "backoff_factor" << YAML::Value
+        << yamlNumber(r.lossScaler.backoffFactor) << YAML::Key << "growth_interval" << YAML::Value << r.lossScaler.growthInterval
+        << YAML::EndMap;
     out << YAML::Key << "training" << YAML::Value << YAML::BeginMap << YAML::Key << "per_device_batch_size" << YAML::Value
         << r.perDeviceBatchSize << YAML::Key << "gradient_accumulation_steps" << YAML::Value << r.gradientAccumulationSteps
-        << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key << "max_grad_norm" << YAML::Value << r.maxGradNorm
-        << YAML::Key << "stop_on_nonfinite" << YAML::Value << r.stopOnNonfinite << YAML::Key << "log_every" << YAML::Value
-        << r.logEvery << YAML::Key << "eval_every" << YAML::Value << r.evalEvery << YAML::Key << "checkpoint_every" << YAML::Value
-        << r.checkpointEvery << YAML::Key << "checkpoint_keep" << YAML::Value << r.checkpointKeep << YAML::EndMap;
+        << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key << "max_grad_norm" << YAML::Value
+        << yamlNumber(r.maxGradNorm) << YAML::Key << "stop_on_nonfinite" << YAML::Value << r.stopOnNonfinite << YAML::Key
+        << "log_every" << YAML::Value << r.logEvery << YAML::Key << "eval_every" << YAML::Value << r.evalEvery << YAML::Key
+        << "checkpoint_every" << YAML::Value << r.checkpointEvery << YAML::Key << "checkpoint_keep" << YAML::Value
+        << r.checkpointKeep << YAML::EndMap;
     out << YAML::Key << "export" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
         << r.exportModel.enabled << YAML::Key << "dtype" << YAML::Value << r.exportModel.dtype << YAML::Key << "max_shard_mb"
-        << YAML::Value << r.exportModel.maxShardMb << YAML::Key << "merge_lora" << YAML::Value << r.exportModel.mergeLora
-        << YAML::EndMap;
+        << YAML::Value << yamlNumber(r.exportModel.maxShardMb) << YAML::Key << "merge_lora" << YAML::Value
+        << r.exportModel.mergeLora << YAML::EndMap;
     if (r.profileStartStep >= 0)
         out << YAML::Key << "profile" << YAML::Value << YAML::BeginMap << YAML::Key << "start_step" << YAML::Value
             << r.profileStartStep << YAML::Key << "steps" << YAML::Value << r.profileSteps << YAML::EndMap;

@@ -166,7 +166,10 @@ struct Recipe {
 // Unknown keys are errors naming the nearest valid key; values are range-checked.
 Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& source);
 
-// The demo text shipped in resources/data (SHARDSCOPE_RESOURCES overrides where resources are).
+// Shardscope's bundled resources/ folder (example recipes and scripts, the demo data):
+// $SHARDSCOPE_RESOURCES, else the one beside the binaries or in the source tree they were built from.
+std::string resourcesFolder();
+// The demo text shipped in resources/data.
 std::string defaultTextPath();
 
 // What can be checked of a recipe before any rank starts, beyond its own keys: the byte-level

@@ -244,7 +244,11 @@ void Checker::nestedTypes(const std::string& section)
                     fix = "; write a plain number (YAML 1.1 reads " + v.asString()
                           + " as text: write it out in digits, e.g. 1e8 as 100000000)";
                 else if (v.isString() && spec->types.front() == Value::Kind::Int)
-                    fix = "; write a plain number without quotes";
+                    fix = pythonInt(v.asString()) ? "; write a plain number without quotes"
+                                                  : "; write a whole number, e.g. `" + key + ": 2`";
+                else if (v.isString() && spec->types.front() == Value::Kind::Float)
+                    fix = pythonFloat(v.asString()) ? "; write a plain number without quotes"
+                                                    : "; write a number, e.g. `" + key + ": 0.5`";
                 error(path,
                       path + " must be " + describeKinds(spec->types) + ", not " + v.typeName() + " (" + v.pyRepr() + ")" + fix);
                 continue;
@@ -699,6 +703,21 @@ AccelerateConfig normalizeConfig(const AccelerateConfig& config)
         }
     }
     return out;
+}
+
+std::optional<ConfigFix> fixFor(const Diagnostic& d, const AccelerateConfig& config, const MachineInfo& machine)
+{
+    // The diagnostic launchChecks gives a GPU distribution on a machine without GPUs.
+    if (d.keyPath != "distributed_type" || d.severity != Severity::Error || machine.gpuCount > 0 || config.boolField("use_cpu"))
+        return std::nullopt;
+    const std::string type = config.distributedType();
+    // The engine shards on CPU ranks (Gloo) under use_cpu; plain data parallelism is MULTI_CPU.
+    if (type == "FSDP" || type == "DEEPSPEED")
+        return ConfigFix{"run on CPU ranks: set use_cpu: true", {{"use_cpu", Value(true)}}};
+    if (type == "MULTI_GPU")
+        return ConfigFix{"run on CPU ranks: set distributed_type: MULTI_CPU and use_cpu: true",
+                         {{"distributed_type", Value("MULTI_CPU")}, {"use_cpu", Value(true)}}};
+    return std::nullopt;
 }
 
 bool hasErrors(const std::vector<Diagnostic>& diagnostics)

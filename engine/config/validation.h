@@ -62,4 +62,14 @@ std::vector<Diagnostic> validateConfig(const AccelerateConfig& config, const Val
 bool hasErrors(const std::vector<Diagnostic>& diagnostics);
 std::string formatDiagnostic(const AccelerateConfig& config, const Diagnostic& d); // "file:line:col: error: ..."
 
+// A fix the workbench applies with one click beside a diagnostic: these top-level keys set so.
+struct ConfigFix {
+    std::string label; // "run on CPU ranks: set use_cpu: true"
+    std::vector<std::pair<std::string, Value>> set;
+};
+// The fix for one of validateConfig's diagnostics of `config` on `machine`, where one simple
+// change makes the config run there; none otherwise. Today: a GPU distribution on a machine
+// without GPUs (what `accelerate config` leads to for FSDP there) runs on CPU ranks instead.
+std::optional<ConfigFix> fixFor(const Diagnostic& d, const AccelerateConfig& config, const MachineInfo& machine);
+
 } // namespace shardscope::config

@@ -41,8 +41,14 @@ private slots:
     void completedRunIsRecorded()
     {
         QTemporaryDir home;
+        const QString config = home.filePath(QStringLiteral("cpu.yaml"));
+        QFile file(config);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nmixed_precision: 'no'\nnum_processes: 2\n"
+                   "use_cpu: true\n");
+        file.close();
         QString out;
-        QCOMPARE(launch(home.path(), {"--run_name", "ok", "--mixed_precision", "bf16"}, &out), 0);
+        QCOMPARE(launch(home.path(), {"--run_name", "ok", "--mixed_precision", "bf16", "--config_file", config}, &out), 0);
         auto store = RunStore::open(historyFile(home.path().toStdString()));
         QVERIFY2(store.ok(), out.toUtf8().constData());
         auto runs = store->listRuns();
@@ -64,6 +70,10 @@ private slots:
         QVERIFY(details.ok());
         QCOMPARE(details->ranks.size(), size_t(2));
         QVERIFY(details->recipeText.find("demo-mlp") != std::string::npos);
+        // #21 problem 4: the history holds the config as the run used it, the flag merged in
+        // (Accelerate's precedence), so that comparing a sweep's runs shows mixed_precision.
+        QVERIFY2(details->configText.find("mixed_precision: bf16\n") != std::string::npos, details->configText.c_str());
+        QVERIFY(details->configText.find("'no'") == std::string::npos);
     }
 
     void failedRunNamesTheRootCause()

@@ -86,12 +86,40 @@ private slots:
     {
         const std::vector<std::string> configs{"a: 1\nb:\n  c: x\n", "a: 1\nb:\n  c: y\nd: 2\n"};
         const std::vector<std::string> recipes{"name: r\n", "name: r\n"};
-        const auto rows = ui::buildConfigRows(configs, recipes);
+        const std::vector<std::string> ran{"mixed_precision: bf16\nprocesses: 2\n", "mixed_precision: bf16-pure\nprocesses: 2\n"};
+        const auto rows = ui::buildConfigRows(configs, recipes, ran);
         QStringList differing, identical;
         for (const auto& row : rows)
             (row.identical ? identical : differing) << QString::fromStdString(row.file + ":" + row.keyPath);
-        QCOMPARE(differing, (QStringList{"config:b.c", "config:d"}));
-        QCOMPARE(identical, (QStringList{"config:a", "recipe:name"}));
+        QCOMPARE(differing, (QStringList{"config:b.c", "config:d", "run:mixed_precision"}));
+        QCOMPARE(identical, (QStringList{"config:a", "recipe:name", "run:processes"}));
+    }
+
+    // #21 problem 4: a sweep's runs differ in how they ran, not in their config file: the
+    // difference shows the precision mode the history recorded (bf16-pure has no Accelerate key).
+    void sweepDifferenceShowsThePrecisionThatRan()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        SeedRun a{.name = "sweep-bf16", .mixedPrecision = "bf16"};
+        SeedRun b = a;
+        b.name = "sweep-bf16-pure";
+        b.mixedPrecision = "bf16-pure";
+        const auto ia = seedRun(db, a);
+        const auto ib = seedRun(db, b);
+        ui::ComparePage page(db);
+        QSignalSpy updated(&page, &ui::ComparePage::comparisonUpdated);
+        page.setRuns({ia, ib});
+        QTRY_COMPARE(updated.count(), 1);
+        QCOMPARE(page.diffModel()->visibleKeys(), QStringList{QStringLiteral("run:mixed_precision")});
+        QCOMPARE(page.diffModel()->index(0, 2).data().toString(), QStringLiteral("bf16"));
+        QCOMPARE(page.diffModel()->index(0, 3).data().toString(), QStringLiteral("bf16-pure"));
+        auto store = storage::RunStore::open(db);
+        QVERIFY(store.ok());
+        auto comparison = store->compareRuns({ia, ib});
+        QVERIFY(comparison.ok());
+        QCOMPARE(comparison->differences.size(), std::size_t(1));
+        QCOMPARE(comparison->differences[0].file + ":" + comparison->differences[0].keyPath, std::string("run:mixed_precision"));
     }
 
     void sweepRunsOneAfterAnother()

@@ -538,7 +538,8 @@ private slots:
 
     void launchHandsTheSavedFilesToTheLauncher()
     {
-        // A stand-in launcher that records its arguments: Launch must save both files first.
+        // A stand-in launcher that records its arguments: Launch hands it files holding exactly
+        // what the page shows (a new config and recipe: copies for the run).
         const QString argsFile = m_tmp.filePath(QStringLiteral("launcher-args.txt"));
         useFakeLauncher(m_tmp.filePath(QStringLiteral("fake-shardscope")),
                         QStringLiteral("printf '%s\\n' \"$@\" > '%1'\n").arg(argsFile).toUtf8());
@@ -547,6 +548,10 @@ private slots:
         setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
         retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
         QVERIFY(page.canLaunch());
+        // #21 problem 11: the page gives a way to profile the run.
+        auto* profile = page.findChild<QCheckBox*>(QStringLiteral("profileRun"));
+        QVERIFY(profile);
+        profile->setChecked(true);
         QSignalSpy launched(&page, &ConfigurePage::runLaunched);
         QCOMPARE(page.launch(), QString());
         QCOMPARE(launched.count(), 1);
@@ -555,14 +560,80 @@ private slots:
         qunsetenv("SHARDSCOPE_LAUNCHER");
         QCOMPARE(args.value(0), QStringLiteral("launch"));
         QCOMPARE(args.value(args.indexOf(QStringLiteral("--num_processes")) + 1), QStringLiteral("2"));
+        QVERIFY(args.contains(QStringLiteral("--profile")));
         const QString configFile = args.value(args.indexOf(QStringLiteral("--config_file")) + 1);
         const QString recipeFile = args.value(args.indexOf(QStringLiteral("--recipe")) + 1);
-        QCOMPARE(configFile, page.configPath());
-        QCOMPARE(recipeFile, page.recipePath());
-        QFile c(configFile);
-        QVERIFY(c.open(QIODevice::ReadOnly));
-        QCOMPARE(QString::fromUtf8(c.readAll()), page.previewText());
-        QVERIFY(QFile::exists(recipeFile));
+        QVERIFY2(configFile.startsWith(m_tmp.path() + QStringLiteral("/home/configure/")), qPrintable(configFile));
+        QVERIFY2(recipeFile.startsWith(m_tmp.path() + QStringLiteral("/home/configure/")), qPrintable(recipeFile));
+        QCOMPARE(readText(configFile), page.previewText());
+        QCOMPARE(readText(recipeFile), page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"))->toPlainText());
+        QVERIFY(page.configPath().isEmpty()); // still a new, unsaved config
+    }
+
+    // #21 problem 2: Launch saved unsaved recipe edits over the opened file, bundled examples
+    // included. Now it launches a copy; the user's files and the examples keep their bytes.
+    void launchNeverWritesAFileTheUserDidNotSave()
+    {
+        const QString argsFile = m_tmp.filePath(QStringLiteral("unsaved-launcher-args.txt"));
+        useFakeLauncher(m_tmp.filePath(QStringLiteral("fake-shardscope-unsaved")),
+                        QStringLiteral("printf '%s\\n' \"$@\" > '%1'\n").arg(argsFile).toUtf8());
+        QTemporaryDir dir;
+        const QString corpus = dir.filePath(QStringLiteral("corpus.txt"));
+        QFile text(corpus);
+        QVERIFY(text.open(QIODevice::WriteOnly));
+        text.write(QByteArray("A small corpus of plain text for a byte-level model. ").repeated(200));
+        text.close();
+        const QByteArray mine = "# my recipe\nname: mine\nmodel:\n  type: gpt\n  n_layer: 1\n  n_embd: 32\n  n_head: 2\n"
+                                "  block_size: 16\ndata:\n  type: text\n  path: corpus.txt\ntraining:\n  max_steps: 5\n";
+        const QString recipePath = dir.filePath(QStringLiteral("mine.yaml"));
+        QFile recipe(recipePath);
+        QVERIFY(recipe.open(QIODevice::WriteOnly));
+        recipe.write(mine);
+        recipe.close();
+
+        ConfigurePage page(db());
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
+        retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
+        QVERIFY(page.openRecipeFile(recipePath));
+        auto* editor = page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"));
+        editor->setPlainText(QString::fromUtf8(mine).replace(QStringLiteral("max_steps: 5"), QStringLiteral("max_steps: 7")));
+        QVERIFY(page.canLaunch());
+        QCOMPARE(page.launch(), QString());
+        QTRY_VERIFY(readText(argsFile).endsWith(QLatin1Char('\n')));
+        QStringList args = readText(argsFile).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        QCOMPARE(readText(recipePath).toUtf8(), mine); // the opened file: as the user saved it
+        const QString launched = args.value(args.indexOf(QStringLiteral("--recipe")) + 1);
+        QVERIFY2(launched != recipePath && launched.startsWith(m_tmp.path() + QStringLiteral("/home/configure/")),
+                 qPrintable(launched));
+        auto copy = config::loadRecipe(launched.toStdString());
+        QVERIFY2(copy, copy ? "" : copy.error().message.c_str());
+        QCOMPARE(copy->maxSteps, std::int64_t{7}); // the edit ran
+        QCOMPARE(QString::fromStdString(copy->data.path), QFileInfo(corpus).absoluteFilePath()); // still the file's corpus
+        QCOMPARE(page.recipePath(), recipePath);
+        auto* title = page.findChild<QLabel*>(QStringLiteral("recipePath"));
+        QVERIFY2(title->text().endsWith(QStringLiteral(" *")), qPrintable(title->text())); // still unsaved
+
+        // A bundled example opens as a template: Launch leaves it alone, Save refuses it.
+        const QString example = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-gpt.yaml");
+        const QString exampleBytes = readText(example);
+        QVERIFY(!exampleBytes.isEmpty());
+        QVERIFY(page.openRecipeFile(example));
+        QVERIFY2(title->text().contains(QStringLiteral("bundled example")), qPrintable(title->text()));
+        editor->setPlainText(exampleBytes + QStringLiteral("# my change\n"));
+        QFile::remove(argsFile);
+        QCOMPARE(page.launch(), QString());
+        QTRY_VERIFY(readText(argsFile).endsWith(QLatin1Char('\n')));
+        args = readText(argsFile).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+        qunsetenv("SHARDSCOPE_LAUNCHER");
+        QVERIFY(args.value(args.indexOf(QStringLiteral("--recipe")) + 1) != example);
+        QVERIFY(!page.saveRecipeTo(example));
+        auto* message = page.findChild<QLabel*>(QStringLiteral("configureMessage"));
+        QVERIFY2(message->text().contains(QStringLiteral("Save as")), qPrintable(message->text()));
+        QCOMPARE(readText(example), exampleBytes);
+        const QString saved = dir.filePath(QStringLiteral("my-demo.yaml"));
+        QVERIFY(page.saveRecipeTo(saved)); // Save as: the user's own file from now on
+        QCOMPARE(page.recipePath(), saved);
+        QVERIFY(!title->text().contains(QStringLiteral("bundled example")));
     }
 
     // A config the launcher refuses on this machine (FSDP, use_cpu: false, no GPU) is an error on
@@ -660,7 +731,11 @@ private slots:
         QCOMPARE(args.value(args.indexOf(QStringLiteral("--python")) + 1), QStringLiteral("/opt/env/bin/python"));
         QVERIFY(!args.contains(QStringLiteral("--recipe")));
         QCOMPARE(args.mid(args.indexOf(QStringLiteral("--"))), (QStringList{"--", "--steps", "5"}));
-        QCOMPARE(args.value(args.indexOf(QStringLiteral("--config_file")) + 1), path);
+        // The config was edited (MULTI_CPU): the run gets a copy, the opened file stays as saved.
+        const QString launchedConfig = args.value(args.indexOf(QStringLiteral("--config_file")) + 1);
+        QVERIFY(launchedConfig != path);
+        QVERIFY(readText(launchedConfig).contains(QStringLiteral("distributed_type: MULTI_CPU")));
+        QVERIFY(readText(path).contains(QStringLiteral("distributed_type: MULTI_GPU")));
     }
 
     // #21 problem 6: num_processes 0 and -5 used to be valid (0 quietly ran 1 rank).
@@ -678,6 +753,131 @@ private slots:
         }
         retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
         QVERIFY(page.canLaunch());
+    }
+
+    // #21 problem 8: FSDP -> DEEPSPEED -> FSDP threw every FSDP answer away. The form keeps
+    // them aside while they do not apply (the config, as saved, leaves them out).
+    void switchingDistributionKeepsItsAnswers()
+    {
+        ConfigurePage page(db());
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("FSDP"));
+        setCombo(page.form()->fieldEditor(QStringLiteral("fsdp_config.fsdp_auto_wrap_policy")),
+                 QStringLiteral("SIZE_BASED_WRAP"));
+        auto* offload = qobject_cast<QCheckBox*>(page.form()->fieldEditor(QStringLiteral("fsdp_config.fsdp_offload_params")));
+        QVERIFY(offload);
+        offload->setChecked(true);
+        retype(page.form()->fieldEditor(QStringLiteral("fsdp_config.fsdp_sharding_strategy")), QStringLiteral("SHARD_GRAD_OP"));
+        const QString fsdpPreview = page.previewText();
+        QVERIFY2(fsdpPreview.contains(QStringLiteral("fsdp_auto_wrap_policy: SIZE_BASED_WRAP"))
+                     && fsdpPreview.contains(QStringLiteral("fsdp_sharding_strategy: SHARD_GRAD_OP"))
+                     && fsdpPreview.contains(QStringLiteral("fsdp_offload_params: true")),
+                 qPrintable(fsdpPreview));
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("DEEPSPEED"));
+        QVERIFY2(!page.previewText().contains(QStringLiteral("fsdp_")), qPrintable(page.previewText())); // not saved
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("FSDP"));
+        QCOMPARE(page.previewText(), fsdpPreview);
+        QCOMPARE(qobject_cast<QComboBox*>(page.form()->fieldEditor(QStringLiteral("fsdp_config.fsdp_auto_wrap_policy")))
+                     ->currentData()
+                     .toString(),
+                 QStringLiteral("SIZE_BASED_WRAP"));
+        QVERIFY(offload->isChecked());
+        // Opening a file starts from that file's answers only.
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("cpu.yaml"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\n");
+        file.close();
+        QVERIFY(page.openConfigFile(path));
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("FSDP"));
+        QVERIFY(!page.previewText().contains(QStringLiteral("SIZE_BASED_WRAP")));
+    }
+
+    // #21 problem 9: on a machine without GPUs `accelerate config` reaches FSDP only through
+    // multi-GPU, and the result cannot run here: the problem list offers the fix, one click.
+    void gpuConfigOnACpuMachineIsFixedWithOneClick()
+    {
+        ConfigurePage page(db());
+        page.setMachine(config::MachineInfo{0, false, false});
+        auto* fix = page.findChild<QPushButton*>(QStringLiteral("applyFix"));
+        QVERIFY(fix);
+        for (const char* type : {"FSDP", "MULTI_GPU"}) {
+            setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QString::fromLatin1(type));
+            auto* useCpu = qobject_cast<QCheckBox*>(page.form()->fieldEditor(QStringLiteral("use_cpu")));
+            useCpu->setChecked(false);
+            retype(page.form()->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
+            QVERIFY2(!page.canLaunch(), type);
+            QVERIFY2(!fix->isHidden() && fix->text().contains(QStringLiteral("use_cpu: true")), qPrintable(fix->text()));
+            QTest::mouseClick(fix, Qt::LeftButton);
+            QVERIFY2(page.canLaunch(), type);
+            QVERIFY(fix->isHidden());
+            QVERIFY(useCpu->isChecked());
+            QVERIFY(page.previewText().contains(QStringLiteral("use_cpu: true")));
+            QCOMPARE(QString::fromStdString(page.currentConfig().distributedType()),
+                     QString::fromLatin1(std::string_view(type) == "FSDP" ? "FSDP" : "MULTI_CPU"));
+        }
+    }
+
+    // #21 problem 11, the Configure page's share: the {W} placeholder in a tooltip, "remove the
+    // quotes" for text in a number field, a misspelt nested key, an unknown top-level key with
+    // the problem line saying "valid", floats with 17 digits, the last files forgotten.
+    void smallProblemsOfTheConfigurePage()
+    {
+        ConfigurePage page(db());
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
+        const QString tip = page.form()->fieldEditor(QStringLiteral("num_processes"))->toolTip();
+        QVERIFY2(!tip.contains(QStringLiteral("{W}")) && tip.contains(QStringLiteral("How many processes should be used")),
+                 qPrintable(tip));
+        setCombo(page.form()->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("DEEPSPEED"));
+        QVERIFY(page.form()->fieldEditor(QStringLiteral("num_processes"))->toolTip().contains(QStringLiteral("How many GPU(s)")));
+
+        auto problems = [&page] {
+            QString shown;
+            for (const auto& d : page.diagnosticModel()->diagnostics())
+                shown += QString::fromStdString(d.keyPath + ": " + d.message) + "\n";
+            return shown;
+        };
+        retype(page.form()->fieldEditor(QStringLiteral("deepspeed_config.zero_stage")), QStringLiteral("abc"));
+        QVERIFY2(problems().contains(QStringLiteral("write a whole number")) && !problems().contains(QStringLiteral("quotes")),
+                 qPrintable(problems()));
+
+        QTemporaryDir dir;
+        auto write = [&dir](const QString& name, const QByteArray& text) {
+            QFile file(dir.filePath(name));
+            if (file.open(QIODevice::WriteOnly))
+                file.write(text);
+            return dir.filePath(name);
+        };
+        const QString typo = write(QStringLiteral("typo.yaml"), "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\n"
+                                                                "num_processes: 2\nuse_cpu: true\nfsdp_config:\n"
+                                                                "  fsdp_sharding_stratgy: FULL_SHARD\n");
+        QVERIFY(page.openConfigFile(typo));
+        QVERIFY2(problems().contains(QStringLiteral("fsdp_config.fsdp_sharding_stratgy: "))
+                     && problems().contains(QStringLiteral("did you mean `fsdp_sharding_strategy`")),
+                 qPrintable(problems()));
+        auto* summary = page.findChild<QLabel*>(QStringLiteral("problemsSummary"));
+        const QString unknown = write(QStringLiteral("unknown.yaml"), "compute_environment: LOCAL_MACHINE\ndistributed_type: NO\n"
+                                                                      "num_procesess: 2\n");
+        QVERIFY(!page.openConfigFile(unknown));
+        QVERIFY2(summary->text().contains(QStringLiteral("was not opened")) && !summary->text().contains(QStringLiteral("none;")),
+                 qPrintable(summary->text()));
+        auto* message = page.findChild<QLabel*>(QStringLiteral("configureMessage"));
+        QVERIFY2(message->text().contains(QStringLiteral("did you mean `num_processes`")), qPrintable(message->text()));
+        QCOMPARE(page.configPath(), typo);
+
+        // Floats as written (0.003), not as yaml-cpp's 17 digits (0.0030000000000000001).
+        const QString recipeText = page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"))->toPlainText();
+        QVERIFY2(recipeText.contains(QStringLiteral("lr: 0.003\n")) && !recipeText.contains(QStringLiteral("0000000")),
+                 qPrintable(recipeText));
+
+        // The last config and recipe come back in the next workbench.
+        const QString recipe = write(QStringLiteral("r.yaml"), "name: remembered\n");
+        QVERIFY(page.openRecipeFile(recipe));
+        ConfigurePage next(db());
+        next.restoreLastFiles();
+        QCOMPARE(next.configPath(), QFileInfo(typo).absoluteFilePath());
+        QCOMPARE(next.recipePath(), QFileInfo(recipe).absoluteFilePath());
     }
 
     void launcherThatStopsEarlyHasItsMessageShown()

@@ -1,13 +1,20 @@
 // The workbench's main window: five modes in Qt Creator's order, switched by the mode bar and by
 // Ctrl+1..Ctrl+5, each change announced once.
 
+#include "test_store.h"
+#include "ui/compare_page.h"
 #include "ui/main_window.h"
+#include "ui/run_page.h"
 
+#include <QLabel>
 #include <QListWidget>
 #include <QSignalSpy>
 #include <QStackedWidget>
+#include <QTemporaryDir>
 #include <QtTest>
 
+using shardscope::testing::SeedRun;
+using shardscope::testing::seedRun;
 using shardscope::ui::MainWindow;
 
 class TestMainWindow : public QObject {
@@ -47,6 +54,41 @@ private slots:
         auto* bar = window.findChild<QListWidget*>(QStringLiteral("modeBar"));
         bar->setCurrentRow(1);
         QCOMPARE(window.currentMode(), MainWindow::Mode::Runs);
+    }
+
+    // #21 problems 5 and 7: every page fits a 1366x768 screen (less a 40 px panel and the title
+    // bar), also with a 319-character run name open in Run and Compare (it used to make the
+    // window 4,297 px wide, Stop off-screen); the long name is elided, whole in the tooltip.
+    void everyPageFitsA1366x768Screen()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const std::string longName = std::string(300, 'x') + "-20261203-101500";
+        QCOMPARE(longName.size() + 3, std::size_t(319));
+        const auto longId = seedRun(db, SeedRun{.name = "run" + longName});
+        const auto otherId = seedRun(db, SeedRun{.name = "other"});
+        MainWindow window(nullptr, db);
+        window.resize(1366, 700);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.openRun(longId);
+        window.comparePage()->setRuns({longId, otherId});
+        auto* title = window.runPage()->findChild<QLabel*>(QStringLiteral("runTitle"));
+        QTRY_VERIFY(title->toolTip() == QString::fromStdString("run" + longName));
+        QVERIFY2(title->text().size() < 80 && title->text().endsWith(QStringLiteral("20261203-101500")),
+                 qPrintable(title->text()));
+        for (auto mode : {MainWindow::Mode::Configure, MainWindow::Mode::Runs, MainWindow::Mode::Run, MainWindow::Mode::Compare,
+                          MainWindow::Mode::Trace}) {
+            window.showMode(mode);
+            QTest::qWait(200); // the pages fill from the history thread
+            const QSize needed = window.minimumSizeHint().expandedTo(window.minimumSize());
+            QVERIFY2(
+                needed.width() <= 1366 && needed.height() <= 700,
+                qPrintable(QStringLiteral("%1: %2x%3").arg(MainWindow::modeName(mode)).arg(needed.width()).arg(needed.height())));
+            QVERIFY2(
+                window.width() <= 1366 && window.height() <= 700,
+                qPrintable(QStringLiteral("%1: %2x%3").arg(MainWindow::modeName(mode)).arg(window.width()).arg(window.height())));
+        }
     }
 };
 
