@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Renders every page of the workbench with real data into docs/screenshots/*.png, under a virtual
 # display: seeds a fresh run history with real `shardscope launch` runs of the demo recipe (a
-# precision sweep: no, fp16, bf16, bf16-pure, each profiled) and lets the workbench save each page;
-# trace.png shows the traces of the run shown in Run (sweep-fp16).
+# precision sweep: no, fp16, bf16, bf16-pure, each profiled, tagged as one sweep) and lets the
+# workbench save each page, at 1440x900 (docs/screenshots/*.png) and at 1366x768, the smallest
+# common laptop screen (docs/screenshots/1366x768/*.png); the Run page with TensorBoard smoothing
+# 0.6; trace.png shows the traces of the run shown in Run (sweep-fp16).
 #
 #   scripts/screenshots.sh [launcher-bin-dir] [gui-binary]
 #   launcher-bin-dir: holds shardscope + shardscope-worker built with the engine (default build/dev/app)
@@ -19,7 +21,7 @@ export SHARDSCOPE_HOME="$home"
 # --profile (steps 3-7) so that the run shown in Run has real traces: Trace follows the open run.
 for mode in no fp16 bf16 bf16-pure; do
   "$bin_dir/shardscope" launch --num_processes 2 --recipe "$root/resources/recipes/demo-mlp.yaml" \
-    --max_steps 300 --run_name "sweep-$mode" --mixed_precision "$mode" --profile > /dev/null
+    --max_steps 300 --run_name "sweep-$mode" --mixed_precision "$mode" --profile --tag sweep:sweep > /dev/null
 done
 "$bin_dir/shardscope" runs list
 
@@ -54,7 +56,12 @@ tpu_use_sudo: false
 use_cpu: false
 YAML
 
-mkdir -p "$out"
-HF_HOME="$hf_home" SHARDSCOPE_SCREENSHOTS="$out" SHARDSCOPE_SCREENSHOT_COMPARE="sweep-" SHARDSCOPE_SCREENSHOT_RUN="sweep-fp16" \
-  xvfb-run -a -s "-screen 0 1600x1000x24" "$gui"
-ls -l "$out"
+mkdir -p "$out" "$out/1366x768"
+for size in 1440x900 1366x768; do
+  dir="$out"
+  [ "$size" = 1440x900 ] || dir="$out/$size"
+  HF_HOME="$hf_home" SHARDSCOPE_SCREENSHOTS="$dir" SHARDSCOPE_SCREENSHOT_COMPARE="sweep-" SHARDSCOPE_SCREENSHOT_RUN="sweep-fp16" \
+    SHARDSCOPE_SCREENSHOT_SIZE="$size" SHARDSCOPE_SCREENSHOT_SMOOTHING=0.6 \
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$gui"
+done
+ls -l "$out" "$out/1366x768"

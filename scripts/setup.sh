@@ -43,7 +43,7 @@ die() { echo "[setup] error: $*" >&2; exit 1; }
 # --- 1. Debian packages -------------------------------------------------------------------------
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6 libgl-dev libglx-dev
+  qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6 libgl-dev libglx-dev
   libyaml-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev zlib1g-dev
   xvfb xauth python3-venv clang-format-14 clang-tidy-14 universal-ctags
 )

@@ -71,7 +71,9 @@ std::string likePattern(const std::string& text)
 constexpr const char* kSummaryColumns =
     "r.id, r.name, r.status, r.created_at, r.started_at, r.ended_at, r.host, r.world_size, r.distributed_type, "
     "r.mixed_precision, r.last_step, r.last_loss, r.run_dir, "
-    "(SELECT group_concat(t.tag, char(31)) FROM run_tags t WHERE t.run_id = r.id)";
+    "(SELECT group_concat(t.tag, char(31)) FROM run_tags t WHERE t.run_id = r.id), "
+    "(SELECT count(*) FROM traces t WHERE t.run_id = r.id)";
+constexpr int kSummaryColumnCount = 15;
 
 RunSummary readSummary(const Statement& s)
 {
@@ -90,6 +92,7 @@ RunSummary readSummary(const Statement& s)
     run.lastLoss = optionalReal(s, 11);
     run.runDir = s.text(12);
     run.tags = splitTags(s.text(13));
+    run.traceCount = int(s.int64(14));
     return run;
 }
 
@@ -176,13 +179,14 @@ Result<RunDetails> RunStore::run(std::int64_t runId) const
         return makeError("no " + runLabel(runId) + " in " + m_db.path() + "; `shardscope runs list` shows the runs");
     RunDetails details;
     details.summary = readSummary(*stmt);
-    details.configText = stmt->text(14);
-    details.recipeText = stmt->text(15);
-    details.notes = stmt->text(16);
-    details.exitCode = optionalInt(*stmt, 17);
-    details.rootCauseRank = optionalInt(*stmt, 18);
-    details.error = stmt->text(19);
-    details.launcher = {stmt->int64(20), stmt->text(21), stmt->text(22), stmt->int64(23)};
+    constexpr int c = kSummaryColumnCount; // the details' columns follow the summary's
+    details.configText = stmt->text(c);
+    details.recipeText = stmt->text(c + 1);
+    details.notes = stmt->text(c + 2);
+    details.exitCode = optionalInt(*stmt, c + 3);
+    details.rootCauseRank = optionalInt(*stmt, c + 4);
+    details.error = stmt->text(c + 5);
+    details.launcher = {stmt->int64(c + 6), stmt->text(c + 7), stmt->text(c + 8), stmt->int64(c + 9)};
 
     auto ranks = m_db.prepare("SELECT rank, pid, host, device, torch_version, local_rank, machine_rank, exit_code "
                               "FROM run_ranks WHERE run_id = ? ORDER BY rank");

@@ -157,6 +157,7 @@ struct RunSummary {
     std::optional<std::int64_t> lastStep;
     std::optional<double> lastLoss;
     std::string runDir;
+    int traceCount = 0; // trace files recorded (one per rank per profiled window)
 };
 
 struct RunDetails {

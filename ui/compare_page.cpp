@@ -36,13 +36,6 @@ namespace shardscope::ui {
 
 namespace {
 
-QColor runColor(int index)
-{
-    static const QColor colors[] = {{0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
-                                    {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f}};
-    return colors[index % 8];
-}
-
 constexpr int kBuckets = 2000; // about two points per horizontal pixel of a wide chart
 
 } // namespace
@@ -152,10 +145,27 @@ ComparePage::ComparePage(std::filesystem::path databaseFile, QWidget* parent, Hi
         checkSweep();
         reloadComparison();
     });
+    // The run list stays current while the page is shown (new runs, runs that ended).
+    m_listTimer = new QTimer(this);
+    m_listTimer->setInterval(3000);
+    connect(m_listTimer, &QTimer::timeout, this, &ComparePage::reloadRunList);
     reloadRunList();
 }
 
 ComparePage::~ComparePage() = default;
+
+void ComparePage::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    reloadRunList();
+    m_listTimer->start();
+}
+
+void ComparePage::hideEvent(QHideEvent* event)
+{
+    QWidget::hideEvent(event);
+    m_listTimer->stop();
+}
 
 void ComparePage::reloadRunList()
 {
@@ -173,14 +183,21 @@ void ComparePage::reloadRunList()
                 m_message->setText(qs(runs->error().message));
                 return;
             }
+            QStringList texts;
+            for (const auto& run : **runs)
+                texts << QStringLiteral("%1  %2 · %3 · %4")
+                             .arg(run.id)
+                             .arg(elidedName(qs(run.name)), qs(run.mixedPrecision), statusText(run.status));
+            QStringList shown;
+            for (int i = 0; i < m_picker->count(); ++i)
+                shown << m_picker->item(i)->text();
+            if (texts == shown)
+                return; // nothing changed: keep the list (its scroll position, its selection)
             const QSignalBlocker blocker(m_picker);
             m_picker->clear();
-            for (const auto& run : **runs) {
-                auto* item = new QListWidgetItem(
-                    QStringLiteral("%1  %2 · %3 · %4")
-                        .arg(run.id)
-                        .arg(elidedName(qs(run.name)), qs(run.mixedPrecision), statusText(run.status)),
-                    m_picker);
+            for (std::size_t i = 0; i < (*runs)->size(); ++i) {
+                const auto& run = (**runs)[i];
+                auto* item = new QListWidgetItem(texts[static_cast<qsizetype>(i)], m_picker);
                 item->setToolTip(qs(run.name));
                 item->setData(Qt::UserRole, QVariant::fromValue<qint64>(run.id));
                 item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
@@ -223,6 +240,7 @@ struct ComparePage::Comparison {
     QString error;
     QStringList names; // elided, for headers and legends
     QStringList fullNames;
+    std::vector<std::int64_t> ids; // per run, as buckets
     std::vector<std::string> configs, recipes, ran; // ran: storage::ranAsYaml
     bool live = false;
     std::vector<std::vector<storage::SeriesBucket>> buckets; // per run, of `metric`, rank 0
@@ -265,6 +283,7 @@ void ComparePage::reloadComparison()
                     c->ran.push_back(storage::ranAsYaml(details->summary));
                     c->live = c->live || !storage::isTerminal(details->summary.status);
                 }
+                c->ids.push_back(id);
                 auto buckets = s.downsampledSeries(id, 0, c->metric.toStdString(), kBuckets);
                 c->buckets.push_back(buckets ? std::move(*buckets) : std::vector<storage::SeriesBucket>{});
             }
@@ -298,7 +317,7 @@ void ComparePage::applyComparison(const Comparison& c)
     for (std::size_t i = 0; i < c.buckets.size(); ++i) {
         const int series = m_chart->addSeries(i < static_cast<std::size_t>(c.names.size()) ? c.names[static_cast<int>(i)]
                                                                                            : QString(),
-                                              runColor(static_cast<int>(i)));
+                                              runColor(i < c.ids.size() ? c.ids[i] : 0));
         QVector<double> xs, ys;
         for (const auto& b : c.buckets[i]) {
             // Both extremes of a bucket, in step order, so spikes survive the downsampling.
@@ -335,6 +354,7 @@ QString ComparePage::startPrecisionSweep(const LaunchRequest& base, const QStrin
         LaunchRequest request = base;
         request.runName = baseName + QLatin1Char('-') + mode;
         request.mixedPrecision = mode;
+        request.tags << sweepTag(baseName); // one group in Runs (its tag filter)
         m_sweepQueue.push_back(request);
     }
     // One run at a time: runs sharing the machine's cores (or GPUs) would make their tokens/s and
@@ -359,10 +379,20 @@ void ComparePage::launchNextQueued(QStringList& errors)
         if (result.started) {
             m_sweepNames << request.runName;
             m_sweepRunning = request.runName;
+            emit sweepQueueChanged(queuedSweepNames());
             return;
         }
         errors << tr("%1: %2").arg(request.mixedPrecision, result.error);
     }
+    emit sweepQueueChanged(queuedSweepNames());
+}
+
+QStringList ComparePage::queuedSweepNames() const
+{
+    QStringList names;
+    for (const auto& request : m_sweepQueue)
+        names << request.runName;
+    return names;
 }
 
 void ComparePage::checkSweep()

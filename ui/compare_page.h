@@ -53,6 +53,7 @@ public:
     QString startPrecisionSweep(const LaunchRequest& request, const QStringList& modes);
     // The runs of the sweep still to start.
     int queuedSweepRuns() const { return static_cast<int>(m_sweepQueue.size()); }
+    QStringList queuedSweepNames() const;
 
 public slots:
     void reloadRunList();
@@ -61,6 +62,12 @@ public slots:
 signals:
     void runOpened(std::int64_t runId);
     void comparisonUpdated();
+    // The sweep's runs still waiting their turn, in order (Runs shows them); empty: none.
+    void sweepQueueChanged(const QStringList& waiting);
+
+protected:
+    void showEvent(QShowEvent* event) override;
+    void hideEvent(QHideEvent* event) override;
 
 private:
     struct Comparison;
@@ -88,6 +95,7 @@ private:
     QCheckBox* m_showIdentical = nullptr;
     QLabel* m_message = nullptr;
     QTimer* m_liveTimer = nullptr;
+    QTimer* m_listTimer = nullptr; // the run list, while shown
 };
 
 } // namespace shardscope::ui

@@ -4,6 +4,7 @@
 #include "engine/config/hf_config_keys.h"
 #include "engine/config/machine_probe.h"
 #include "engine/config/model_architecture.h"
+#include "engine/config/recipe_keys.h"
 #include "engine/config/run_plan.h"
 #include "engine/config/script_plan.h"
 #include "storage/run_store.h"
@@ -161,9 +162,66 @@ QWidget* ConfigurePage::buildRecipeTab(QWidget* parent)
     m_dataPreview->setPlaceholderText(tr("Preview data shows what the run will train on"));
     recipeLayout->addLayout(pickers);
     recipeLayout->addWidget(m_recipeEditor, 3);
+    // The help of the key under the cursor (docs/RECIPES.md's line for it).
+    m_recipeKeyHelp = new QLabel(recipeTab);
+    m_recipeKeyHelp->setObjectName(QStringLiteral("recipeKeyHelp"));
+    m_recipeKeyHelp->setWordWrap(true);
+    m_recipeKeyHelp->setText(tr("Put the cursor on a key for its help; docs/RECIPES.md lists every key."));
+    connect(m_recipeEditor, &QPlainTextEdit::cursorPositionChanged, this, &ConfigurePage::showRecipeKeyHelp);
+    recipeLayout->addWidget(m_recipeKeyHelp);
     recipeLayout->addWidget(m_recipeStatus);
     recipeLayout->addWidget(m_dataPreview, 1);
     return recipeTab;
+}
+
+// The problems (with the one-click fix), the script row, the message and Launch.
+void ConfigurePage::buildBottom(QWidget* parent)
+{
+    auto* bottom = new QWidget(parent);
+    auto* bottomLayout = new QVBoxLayout(bottom);
+    bottomLayout->setContentsMargins(0, 0, 0, 0);
+    m_diagnostics = new DiagnosticModel(this);
+    m_diagnosticView = new QListView(bottom);
+    m_diagnosticView->setObjectName(QStringLiteral("diagnostics"));
+    m_diagnosticView->setModel(m_diagnostics);
+    m_diagnosticView->setWordWrap(true);
+    m_problems = new QLabel(bottom);
+    m_problems->setObjectName(QStringLiteral("problemsSummary"));
+    bottomLayout->addWidget(m_problems);
+    auto* launchRow = new QHBoxLayout;
+    m_message = new QLabel(bottom);
+    m_message->setObjectName(QStringLiteral("configureMessage"));
+    m_message->setWordWrap(true);
+    m_launch = new QPushButton(tr("Launch"), bottom);
+    m_launch->setObjectName(QStringLiteral("launchButton"));
+    m_launch->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+    m_launch->setToolTip(tr("Start `shardscope launch` with the config and the recipe as shown (Ctrl+Enter)"));
+    launchRow->addWidget(m_message, 1);
+    m_runKind = new QComboBox(bottom);
+    m_runKind->setObjectName(QStringLiteral("runKind"));
+    m_runKind->addItem(tr("Run the recipe (engine)"));
+    m_runKind->addItem(tr("Run my Accelerate script"));
+    m_runKind->setToolTip(tr("What Launch starts: the recipe in Shardscope's engine, or your own Accelerate or Trainer "
+                             "script through the real `accelerate launch`, with this config"));
+    launchRow->addWidget(m_runKind);
+    m_profile = new QCheckBox(tr("Profile"), bottom);
+    m_profile->setObjectName(QStringLiteral("profileRun"));
+    m_profile->setToolTip(tr("Trace steps 3-7 (or the recipe's profile window) for the Trace page: "
+                             "`shardscope launch --profile`"));
+    launchRow->addWidget(m_profile);
+    launchRow->addWidget(m_launch);
+    bottomLayout->addWidget(m_diagnosticView, 1);
+    m_fixButton = new QPushButton(bottom);
+    m_fixButton->setObjectName(QStringLiteral("applyFix"));
+    m_fixButton->setToolTip(tr("Change the config so that it runs on this machine (an edit: save it to keep it)"));
+    m_fixButton->setVisible(false);
+    connect(m_fixButton, &QPushButton::clicked, this, &ConfigurePage::applyFix);
+    auto* fixRow = new QHBoxLayout;
+    fixRow->addWidget(m_fixButton);
+    fixRow->addStretch(1);
+    bottomLayout->addLayout(fixRow);
+    buildScriptRow(bottom, bottomLayout);
+    bottomLayout->addLayout(launchRow);
 }
 
 ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
@@ -210,51 +268,7 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     horizontal->setStretchFactor(0, 1);
     horizontal->setStretchFactor(1, 1);
 
-    auto* bottom = new QWidget(vertical);
-    auto* bottomLayout = new QVBoxLayout(bottom);
-    bottomLayout->setContentsMargins(0, 0, 0, 0);
-    m_diagnostics = new DiagnosticModel(this);
-    m_diagnosticView = new QListView(bottom);
-    m_diagnosticView->setObjectName(QStringLiteral("diagnostics"));
-    m_diagnosticView->setModel(m_diagnostics);
-    m_diagnosticView->setWordWrap(true);
-    m_problems = new QLabel(bottom);
-    m_problems->setObjectName(QStringLiteral("problemsSummary"));
-    bottomLayout->addWidget(m_problems);
-    auto* launchRow = new QHBoxLayout;
-    m_message = new QLabel(bottom);
-    m_message->setObjectName(QStringLiteral("configureMessage"));
-    m_message->setWordWrap(true);
-    m_launch = new QPushButton(tr("Launch"), bottom);
-    m_launch->setObjectName(QStringLiteral("launchButton"));
-    m_launch->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
-    m_launch->setToolTip(tr("Start `shardscope launch` with the config and the recipe as shown (Ctrl+Enter)"));
-    launchRow->addWidget(m_message, 1);
-    m_runKind = new QComboBox(bottom);
-    m_runKind->setObjectName(QStringLiteral("runKind"));
-    m_runKind->addItem(tr("Run the recipe (engine)"));
-    m_runKind->addItem(tr("Run my Accelerate script"));
-    m_runKind->setToolTip(tr("What Launch starts: the recipe in Shardscope's engine, or your own Accelerate or Trainer "
-                             "script through the real `accelerate launch`, with this config"));
-    launchRow->addWidget(m_runKind);
-    m_profile = new QCheckBox(tr("Profile"), bottom);
-    m_profile->setObjectName(QStringLiteral("profileRun"));
-    m_profile->setToolTip(tr("Trace steps 3-7 (or the recipe's profile window) for the Trace page: "
-                             "`shardscope launch --profile`"));
-    launchRow->addWidget(m_profile);
-    launchRow->addWidget(m_launch);
-    bottomLayout->addWidget(m_diagnosticView, 1);
-    m_fixButton = new QPushButton(bottom);
-    m_fixButton->setObjectName(QStringLiteral("applyFix"));
-    m_fixButton->setToolTip(tr("Change the config so that it runs on this machine (an edit: save it to keep it)"));
-    m_fixButton->setVisible(false);
-    connect(m_fixButton, &QPushButton::clicked, this, &ConfigurePage::applyFix);
-    auto* fixRow = new QHBoxLayout;
-    fixRow->addWidget(m_fixButton);
-    fixRow->addStretch(1);
-    bottomLayout->addLayout(fixRow);
-    buildScriptRow(bottom, bottomLayout);
-    bottomLayout->addLayout(launchRow);
+    buildBottom(vertical);
     vertical->setStretchFactor(0, 4);
     vertical->setStretchFactor(1, 1);
     layout->addWidget(vertical, 1);
@@ -309,6 +323,13 @@ void ConfigurePage::setUpMemoryChart()
     m_memoryChart->xAxis->setRange(0.4, 4.6);
     m_memoryChart->xAxis->grid()->setVisible(false);
     m_memoryChart->legend->setVisible(true);
+    for (int i = 0; i < 4; ++i) {
+        auto* label = new QCPItemText(m_memoryChart);
+        label->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
+        label->setPadding(QMargins(0, 0, 0, 2));
+        label->setFont(QFont(font().family(), font().pointSize() - 1));
+        m_barLabels.push_back(label);
+    }
     // Top left, above the headroom left over the bars (see updateMemoryChart), clear of any bar.
     m_memoryChart->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
 }
@@ -500,6 +521,23 @@ void ConfigurePage::configChanged(bool modified)
     refresh();
 }
 
+void ConfigurePage::showRecipeKeyHelp()
+{
+    const std::string path = config::recipeKeyPathAt(m_recipeEditor->toPlainText().toStdString(),
+                                                     m_recipeEditor->textCursor().blockNumber());
+    const config::RecipeKeyDoc* doc = path.empty() ? nullptr : config::findRecipeKey(path);
+    // A Hugging Face family's model keys are its config.json's.
+    if (!doc && path.rfind("model.", 0) == 0 && path.find('.', 6) == std::string::npos)
+        doc = config::findRecipeKey("model.<config.json key>");
+    if (!doc)
+        return; // keep the last help: a blank line or a value says nothing new
+    m_recipeKeyHelp->setText(
+        tr("<b>%1</b> (%2%3): %4")
+            .arg(qs(path).toHtmlEscaped(), qs(doc->type).toHtmlEscaped(),
+                 doc->defaultValue.empty() ? QString() : tr(", default %1").arg(qs(doc->defaultValue).toHtmlEscaped()),
+                 qs(doc->doc).toHtmlEscaped()));
+}
+
 bool ConfigurePage::setModelFolder(const QString& dir)
 {
     return replaceRecipeText(config::withPretrainedFolder(m_recipeEditor->toPlainText().toStdString(), dir.toStdString()));
@@ -674,6 +712,14 @@ void ConfigurePage::refresh()
     updateTitles();
 }
 
+QStringList ConfigurePage::memoryBarLabels() const
+{
+    QStringList labels;
+    for (const auto* label : m_barLabels)
+        labels << label->text();
+    return labels;
+}
+
 bool ConfigurePage::applyFix()
 {
     if (!m_fix)
@@ -712,9 +758,9 @@ void ConfigurePage::updateMemoryChart()
                       .arg(qs(m_recipe->name))
                       .arg(shape.parameters)
                       .arg(qs(setup->sharding.label), qs(config::precisionName(setup->precision)),
-                           qs(config::formatBytes(e.deviceTotal())));
+                           formatBytes(e.deviceTotal())); // IEC units, as the chart's axis
         if (e.hostTotal() > 0)
-            summary += tr(", host %1").arg(qs(config::formatBytes(e.hostTotal())));
+            summary += tr(", host %1").arg(formatBytes(e.hostTotal()));
         for (const auto& note : setup->notes)
             summary += QStringLiteral("<br><small>%1</small>").arg(qs(note).toHtmlEscaped());
     }
@@ -737,6 +783,15 @@ void ConfigurePage::updateMemoryChart()
     m_hostBars->setData(keys, host, true);
     m_memoryChart->yAxis->setLabel(tr("per rank (%1)").arg(QLatin1String(units[unit])));
     m_memoryChart->yAxis->setRange(0, peak > 0 ? peak / scale * 1.4 : 1);
+    // Each bar's value above it (device, and host when offloaded), in the units of the summary.
+    for (int i = 0; i < 4; ++i) {
+        auto* label = m_barLabels[static_cast<std::size_t>(i)];
+        const double deviceBytes = device[i] * scale, hostBytes = host[i] * scale;
+        label->setText(deviceBytes + hostBytes <= 0 ? QString()
+                       : hostBytes > 0              ? tr("%1 + %2 host").arg(formatBytes(deviceBytes), formatBytes(hostBytes))
+                                                    : formatBytes(deviceBytes));
+        label->position->setCoords(keys[i], device[i] + host[i]);
+    }
     m_memoryChart->replot(QCustomPlot::rpQueuedReplot);
 }
 

@@ -20,6 +20,7 @@
 #include <optional>
 
 class QCPBars;
+class QCPItemText;
 class QCheckBox;
 class QComboBox;
 class QCustomPlot;
@@ -57,6 +58,8 @@ public:
     QString previewText() const;
     // Null when the recipe does not parse or the config names no sharding the estimate knows.
     const std::optional<config::MemoryEstimate>& memoryEstimate() const { return m_estimate; }
+    // The values written above the memory chart's bars (parameters, gradients, optimizer, activations).
+    QStringList memoryBarLabels() const;
     bool canLaunch() const;
     QString configPath() const { return m_configPath; }
     QString recipePath() const { return m_recipePath; }
@@ -107,11 +110,13 @@ signals:
 
 private:
     void buildTopBar(QWidget* bar);
+    void buildBottom(QWidget* parent);
     QWidget* buildRecipeTab(QWidget* parent);
     // Per-rank device bytes by category, host (offloaded) bytes stacked on top.
     void setUpMemoryChart();
     void configChanged(bool modified);
     void recipeChanged();
+    void showRecipeKeyHelp();
     void refresh();
     void updateMemoryChart();
     void updateTitles();
@@ -152,6 +157,7 @@ private:
     ConfigForm* m_form = nullptr;
     QPlainTextEdit* m_recipeEditor = nullptr;
     QLabel* m_recipeStatus = nullptr;
+    QLabel* m_recipeKeyHelp = nullptr; // the help of the key under the cursor
     QPlainTextEdit* m_dataPreview = nullptr;
     std::uint64_t m_previewGeneration = 0; // the newest preview asked for; older answers are dropped
     QPlainTextEdit* m_preview = nullptr;
@@ -159,6 +165,7 @@ private:
     QCustomPlot* m_memoryChart = nullptr;
     QCPBars* m_deviceBars = nullptr;
     QCPBars* m_hostBars = nullptr;
+    std::vector<QCPItemText*> m_barLabels; // a value above each bar
     DiagnosticModel* m_diagnostics = nullptr;
     QListView* m_diagnosticView = nullptr;
     QLabel* m_problems = nullptr;

@@ -23,6 +23,18 @@ QString formatDuration(double seconds)
     return QStringLiteral("%1s").arg(s);
 }
 
+QColor paletteColor(int index)
+{
+    static const QColor colors[] = {{0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
+                                    {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f},
+                                    {0xbc, 0xbd, 0x22}, {0x17, 0xbe, 0xcf}};
+    return colors[((index % 10) + 10) % 10];
+}
+
+QColor runColor(std::int64_t runId) { return paletteColor(static_cast<int>((runId - 1) % 10)); }
+
+QColor rankColor(int rank) { return paletteColor(rank); }
+
 QString elidedName(const QString& name, int maxChars)
 {
     if (name.size() <= maxChars)

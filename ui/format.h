@@ -23,5 +23,12 @@ QString statusText(storage::RunStatus status);
 // it is shown elided, the full name goes in a tooltip.
 QString elidedName(const QString& name, int maxChars = 60);
 QColor statusColor(storage::RunStatus status);
+// The workbench's colours, the same on every page. Tableau 10: distinguishable, and the order
+// W&B and TensorBoard users know.
+QColor paletteColor(int index);
+// A run's colour follows from its history id (Runs, Run, Compare); a rank's from its number (the
+// Run page's per-rank series, the Trace page's per-rank bars).
+QColor runColor(std::int64_t runId);
+QColor rankColor(int rank);
 
 } // namespace shardscope::ui

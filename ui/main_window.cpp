@@ -123,6 +123,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     });
     connect(m_runsPage, &RunsPage::runOpened, this, &MainWindow::openRun);
     connect(m_comparePage, &ComparePage::runOpened, this, &MainWindow::openRun);
+    connect(m_comparePage, &ComparePage::sweepQueueChanged, m_runsPage, &RunsPage::setQueuedRuns);
     connect(m_configurePage, &ConfigurePage::runOpened, this, &MainWindow::openRun);
     connect(m_configurePage, &ConfigurePage::runLaunched, m_runsPage, &RunsPage::refresh);
     connect(m_runsPage, &RunsPage::compareRequested, this, [this](const std::vector<std::int64_t>& ids) {

@@ -2,6 +2,16 @@
 
 #include "ui/format.h"
 
+#include <QContextMenuEvent>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenu>
+#include <QSvgGenerator>
+#include <QTextStream>
+
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 
 namespace shardscope::ui {
@@ -13,7 +23,44 @@ protected:
     QString getTickLabel(double tick, const QLocale&, QChar, int) override { return formatBytes(tick); }
 };
 
+// A double as its shortest text that reads back as the same double (CSV export).
+QString shortest(double value)
+{
+    char buffer[32];
+    const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
+    return QString::fromLatin1(buffer, static_cast<qsizetype>(written.ptr - buffer));
+}
+
+QString csvField(const QString& text)
+{
+    if (!text.contains(QLatin1Char(',')) && !text.contains(QLatin1Char('"')) && !text.contains(QLatin1Char('\n')))
+        return text;
+    return QLatin1Char('"') + QString(text).replace(QLatin1Char('"'), QStringLiteral("\"\"")) + QLatin1Char('"');
+}
+
 } // namespace
+
+QVector<double> tensorBoardSmoothed(const QVector<double>& values, double weight)
+{
+    QVector<double> out;
+    out.reserve(values.size());
+    // TensorBoard leaves a constant series alone (its #786): == as in JavaScript, NaN never equal.
+    const bool constant = std::all_of(values.begin(), values.end(), [&](double v) { return v == values.front(); });
+    double last = 0;
+    std::int64_t finite = 0;
+    for (double v : values) {
+        if (constant || !std::isfinite(v)) {
+            out.push_back(v);
+            continue;
+        }
+        last = last * weight + (1 - weight) * v;
+        ++finite;
+        // The average started at 0 is biased towards 0 by weight^n: divide that out.
+        const double debias = weight == 1 ? 1 : 1 - std::pow(weight, static_cast<double>(finite));
+        out.push_back(last / debias);
+    }
+    return out;
+}
 
 MetricChart::MetricChart(const QString& title, QWidget* parent) : QCustomPlot(parent)
 {
@@ -23,23 +70,54 @@ MetricChart::MetricChart(const QString& title, QWidget* parent) : QCustomPlot(pa
     setNotAntialiasedElements(QCP::aeAll);
     setAntialiasedElements(QCP::aeNone);
     setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+    setMouseTracking(true); // the hover label follows the mouse without a button pressed
     axisRect()->setRangeDrag(Qt::Horizontal);
     axisRect()->setRangeZoom(Qt::Horizontal);
     plotLayout()->insertRow(0);
     m_title = new QCPTextElement(this, title, QFont(font().family(), font().pointSize(), QFont::Bold));
     plotLayout()->addElement(0, 0, m_title);
-    legend->setVisible(false);
+
+    // The legend in a row of its own under the axes: it never covers the data.
+    m_legendRow = new QCPLayoutGrid;
+    plotLayout()->addElement(plotLayout()->rowCount(), 0, m_legendRow);
+    m_legendRow->setMargins(QMargins(0, 0, 0, 2));
+    m_legendRow->addElement(0, 0, legend); // out of the axis rect's inset layout
+    plotLayout()->setRowStretchFactor(plotLayout()->rowCount() - 1, 0.001);
+    legend->setFillOrder(QCPLegend::foColumnsFirst);
+    legend->setWrap(4);
+    legend->setIconSize(14, 8);
+    legend->setBorderPen(Qt::NoPen);
     legend->setFont(QFont(font().family(), font().pointSize() - 1));
-    legend->setBrush(QColor(255, 255, 255, 200));
-    axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    legend->setVisible(false);
     xAxis->grid()->setPen(QPen(QColor(225, 225, 225)));
     yAxis->grid()->setPen(QPen(QColor(225, 225, 225)));
-    // A drag or wheel zoom is the user taking over the x range.
-    connect(this, &QCustomPlot::mousePress, this, [this](QMouseEvent*) { m_following = false; });
-    connect(this, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { m_following = false; });
+
+    // The crosshair and the hover label on a layer of their own: moving the mouse redraws that
+    // layer only, not a million points.
+    layer(QStringLiteral("overlay"))->setMode(QCPLayer::lmBuffered);
+    m_crosshair = new QCPItemStraightLine(this);
+    m_crosshair->setLayer(QStringLiteral("overlay"));
+    m_crosshair->setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));
+    m_crosshair->setClipToAxisRect(true);
+    m_crosshair->setVisible(false);
+    m_hoverLabel = new QCPItemText(this);
+    m_hoverLabel->setLayer(QStringLiteral("overlay"));
+    m_hoverLabel->position->setType(QCPItemPosition::ptAxisRectRatio);
+    m_hoverLabel->position->setCoords(0.01, 0.02);
+    m_hoverLabel->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+    m_hoverLabel->setTextAlignment(Qt::AlignLeft);
+    m_hoverLabel->setBrush(QColor(255, 255, 255, 225));
+    m_hoverLabel->setPen(QPen(QColor(190, 190, 190)));
+    m_hoverLabel->setPadding(QMargins(4, 2, 4, 2));
+    m_hoverLabel->setVisible(false);
+
+    // A drag or wheel zoom that moves the x range is the user taking it over (a click alone, or a
+    // right click for the menu, is not: the chart keeps following).
     connect(xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this](const QCPRange& range) {
-        if (!m_applyingRange && !m_following)
-            emit xRangeChangedByUser(range);
+        if (m_applyingRange || !m_userMovingRange)
+            return;
+        setFollowingState(false);
+        emit xRangeChangedByUser(range);
     });
 }
 
@@ -62,8 +140,14 @@ int MetricChart::addSeries(const QString& name, const QColor& color, Style style
         graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, color, 6));
         break;
     }
-    m_series.push_back({graph});
-    legend->setVisible(m_series.size() > 1);
+    Series s;
+    s.graph = graph;
+    s.color = color;
+    s.style = style;
+    m_series.push_back(s);
+    if (m_smoothing > 0)
+        resmooth(m_series.back());
+    updateLegend();
     return static_cast<int>(m_series.size()) - 1;
 }
 
@@ -86,9 +170,15 @@ void MetricChart::appendPoints(int index, const QVector<double>& x, const QVecto
 {
     if (x.isEmpty())
         return;
-    series(index)->addData(x, y, /*alreadySorted=*/true);
+    Series& s = m_series[static_cast<std::size_t>(index)];
+    // A zoomed view whose right edge shows the newest point slides on with new points.
+    const bool viewAtEnd = !m_following && m_hasData && xAxis->range().upper >= m_xMax;
+    const double oldMax = m_xMax;
+    s.graph->addData(x, y, /*alreadySorted=*/true);
+    if (s.smooth)
+        appendSmoothed(s, x, y);
     for (qsizetype i = 0; i < x.size(); ++i) {
-        if (!std::isfinite(y[i]) || !std::isfinite(x[i]) || (yAxis->scaleType() == QCPAxis::stLogarithmic && y[i] <= 0))
+        if (!std::isfinite(y[i]) || !std::isfinite(x[i]) || (logValueAxis() && y[i] <= 0))
             continue;
         if (!m_hasData) {
             m_xMin = m_xMax = x[i];
@@ -101,16 +191,279 @@ void MetricChart::appendPoints(int index, const QVector<double>& x, const QVecto
         m_yMin = std::min(m_yMin, y[i]);
         m_yMax = std::max(m_yMax, y[i]);
     }
+    if (viewAtEnd && m_xMax > oldMax) {
+        const QCPRange r = xAxis->range();
+        m_applyingRange = true;
+        xAxis->setRange(r.lower + (m_xMax - oldMax), r.upper + (m_xMax - oldMax));
+        m_applyingRange = false;
+    }
     updateRanges();
     requestReplot();
 }
 
 void MetricChart::appendPoint(int index, double x, double y) { appendPoints(index, QVector<double>{x}, QVector<double>{y}); }
 
+void MetricChart::appendSmoothed(Series& s, const QVector<double>& x, const QVector<double>& y)
+{
+    const bool wasConstant = s.constant;
+    const bool firstPoints = s.graph->dataCount() == static_cast<int>(y.size());
+    if (firstPoints)
+        s.first = y.front();
+    for (double v : y)
+        s.constant = s.constant && v == s.first;
+    if (wasConstant && !s.constant) {
+        resmooth(s); // TensorBoard judges constancy over the whole series: every point again
+        return;
+    }
+    QVector<double> smoothed;
+    smoothed.reserve(y.size());
+    const double w = m_smoothing;
+    for (double v : y) {
+        if (s.constant || !std::isfinite(v)) {
+            smoothed.push_back(v);
+            continue;
+        }
+        s.last = s.last * w + (1 - w) * v;
+        ++s.finiteCount;
+        smoothed.push_back(s.last / (1 - std::pow(w, static_cast<double>(s.finiteCount))));
+    }
+    s.smooth->addData(x, smoothed, /*alreadySorted=*/true);
+}
+
+void MetricChart::resmooth(Series& s)
+{
+    if (s.style != Style::Line)
+        return;
+    if (!s.smooth) {
+        s.smooth = addGraph();
+        s.smooth->setAdaptiveSampling(true);
+        s.smooth->setPen(QPen(s.color, 1));
+        s.smooth->setName(s.graph->name());
+        QColor faint = s.color;
+        faint.setAlpha(70);
+        s.graph->setPen(QPen(faint, 1));
+    }
+    QVector<double> xs, ys;
+    xs.reserve(s.graph->dataCount());
+    ys.reserve(s.graph->dataCount());
+    for (auto it = s.graph->data()->constBegin(); it != s.graph->data()->constEnd(); ++it) {
+        xs.push_back(it->key);
+        ys.push_back(it->value);
+    }
+    const QVector<double> smoothed = tensorBoardSmoothed(ys, m_smoothing);
+    s.smooth->setData(xs, smoothed, /*alreadySorted=*/true);
+    // The state appendSmoothed carries on from.
+    s.first = ys.isEmpty() ? 0 : ys.front();
+    s.constant = std::all_of(ys.begin(), ys.end(), [&](double v) { return v == s.first; });
+    s.last = 0;
+    s.finiteCount = 0;
+    if (!s.constant)
+        for (double v : ys)
+            if (std::isfinite(v)) {
+                s.last = s.last * m_smoothing + (1 - m_smoothing) * v;
+                ++s.finiteCount;
+            }
+}
+
+void MetricChart::setSmoothing(double weight)
+{
+    weight = std::clamp(weight, 0.0, 0.999);
+    if (weight == m_smoothing)
+        return;
+    m_smoothing = weight;
+    for (auto& s : m_series) {
+        if (weight > 0) {
+            resmooth(s);
+        } else if (s.smooth) {
+            removeGraph(s.smooth);
+            s.smooth = nullptr;
+            s.graph->setPen(QPen(s.color, 1));
+        }
+    }
+    updateLegend();
+    requestReplot();
+}
+
+QVector<double> MetricChart::smoothedValues(int index) const
+{
+    const Series& s = m_series[static_cast<std::size_t>(index)];
+    QVector<double> out;
+    const QCPGraph* graph = s.smooth ? s.smooth : s.graph;
+    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it)
+        out.push_back(it->value);
+    return out;
+}
+
+void MetricChart::updateLegend()
+{
+    // With smoothing on, the legend shows the smoothed curve's pen (the raw one is faint).
+    for (auto& s : m_series) {
+        if (s.smooth) {
+            s.graph->removeFromLegend();
+            s.smooth->addToLegend();
+        } else {
+            s.graph->addToLegend();
+        }
+    }
+    legend->setVisible(m_series.size() > 1);
+}
+
+std::optional<QPointF> MetricChart::pointNear(int index, double x) const
+{
+    if (index < 0 || index >= seriesCount())
+        return std::nullopt;
+    const auto data = series(index)->data();
+    if (data->isEmpty())
+        return std::nullopt;
+    // The first point at or after x, and the one before it: the nearer of the two.
+    auto after = std::lower_bound(data->constBegin(), data->constEnd(), x,
+                                  [](const QCPGraphData& d, double key) { return d.key < key; });
+    if (after == data->constEnd())
+        --after;
+    auto best = after;
+    if (after != data->constBegin()) {
+        auto before = after - 1;
+        if (std::abs(before->key - x) <= std::abs(after->key - x))
+            best = before;
+    }
+    return QPointF(best->key, best->value);
+}
+
+QString MetricChart::hoverText(double x) const
+{
+    std::optional<double> shownX;
+    QStringList lines;
+    const bool bytes = m_valueFormat == ValueFormat::Bytes;
+    auto value = [bytes](double v) { return bytes ? formatBytes(v) : QString::number(v, 'g', 6); };
+    for (int i = 0; i < seriesCount(); ++i) {
+        const auto p = pointNear(i, x);
+        if (!p)
+            continue;
+        if (!shownX)
+            shownX = p->x();
+        QString line = QStringLiteral("%1: %2").arg(seriesName(i), value(p->y()));
+        if (const QCPGraph* smooth = m_series[static_cast<std::size_t>(i)].smooth) {
+            auto it = smooth->data()->findBegin(p->x(), false);
+            if (it != smooth->data()->constEnd() && it->key == p->x())
+                line += tr(" (smoothed %1)").arg(value(it->value));
+        }
+        lines << line;
+    }
+    if (!shownX)
+        return {};
+    lines.prepend(QStringLiteral("%1 %2").arg(xAxis->label().isEmpty() ? QStringLiteral("x") : xAxis->label(),
+                                              QString::number(*shownX, 'g', 10)));
+    return lines.join(QLatin1Char('\n'));
+}
+
+QString MetricChart::shownHoverText() const { return m_hoverLabel->visible() ? m_hoverLabel->text() : QString(); }
+
+void MetricChart::showHover(double x)
+{
+    const QString text = std::isfinite(x) ? hoverText(x) : QString();
+    const bool show = !text.isEmpty();
+    if (show) {
+        const auto p = pointNear(0, x);
+        const double at = p ? p->x() : x;
+        m_crosshair->point1->setCoords(at, 0);
+        m_crosshair->point2->setCoords(at, 1);
+        m_hoverLabel->setText(text);
+        // Away from the mouse: the label sits in the half the mouse is not in.
+        const bool mouseLeft = xAxis->coordToPixel(x) < axisRect()->center().x();
+        m_hoverLabel->position->setCoords(mouseLeft ? 0.99 : 0.01, 0.02);
+        m_hoverLabel->setPositionAlignment((mouseLeft ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
+    }
+    m_crosshair->setVisible(show);
+    m_hoverLabel->setVisible(show);
+    layer(QStringLiteral("overlay"))->replot();
+}
+
+void MetricChart::mouseMoveEvent(QMouseEvent* event)
+{
+    QCustomPlot::mouseMoveEvent(event);
+    if (axisRect()->rect().contains(event->pos()))
+        showHover(xAxis->pixelToCoord(event->pos().x()));
+    else if (m_hoverLabel->visible())
+        showHover(std::nan(""));
+}
+
+void MetricChart::leaveEvent(QEvent* event)
+{
+    QCustomPlot::leaveEvent(event);
+    m_crosshair->setVisible(false);
+    m_hoverLabel->setVisible(false);
+    layer(QStringLiteral("overlay"))->replot();
+}
+
+void MetricChart::contextMenuEvent(QContextMenuEvent* event)
+{
+    QMenu menu(this);
+    QAction* log = menu.addAction(tr("Log scale"));
+    log->setCheckable(true);
+    log->setChecked(logValueAxis());
+    connect(log, &QAction::toggled, this, [this](bool on) { setLogValueAxis(on); });
+    menu.addAction(tr("Follow the data"), this, [this] {
+        setFollowing(true);
+        emit followingReset();
+    });
+    menu.addSeparator();
+    menu.addAction(tr("Save image…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save chart"), title() + QStringLiteral(".png"),
+                                                          tr("PNG image (*.png);;SVG image (*.svg)"));
+        if (!path.isEmpty())
+            saveImage(path);
+    });
+    menu.addAction(tr("Export data as CSV…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export chart data"), title() + QStringLiteral(".csv"),
+                                                          tr("CSV (*.csv)"));
+        if (!path.isEmpty())
+            exportCsv(path);
+    });
+    menu.exec(event->globalPos());
+}
+
+bool MetricChart::saveImage(const QString& path)
+{
+    if (QFileInfo(path).suffix().compare(QLatin1String("svg"), Qt::CaseInsensitive) != 0)
+        return savePng(path);
+    QSvgGenerator svg;
+    svg.setFileName(path);
+    svg.setSize(size());
+    svg.setViewBox(rect());
+    svg.setTitle(title());
+    QCPPainter painter;
+    if (!painter.begin(&svg))
+        return false;
+    toPainter(&painter, width(), height());
+    return painter.end();
+}
+
+bool MetricChart::exportCsv(const QString& path) const
+{
+    QFile file(path);
+    if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        return false;
+    QTextStream out(&file);
+    out << "series," << csvField(xAxis->label().isEmpty() ? QStringLiteral("x") : xAxis->label()) << ",value\n";
+    for (int i = 0; i < seriesCount(); ++i) {
+        const QString name = csvField(seriesName(i));
+        for (auto it = series(i)->data()->constBegin(); it != series(i)->data()->constEnd(); ++it)
+            out << name << ',' << shortest(it->key) << ',' << shortest(it->value) << '\n';
+    }
+    out.flush();
+    return file.error() == QFileDevice::NoError;
+}
+
 void MetricChart::clearData()
 {
-    for (auto& s : m_series)
+    for (auto& s : m_series) {
         s.graph->data()->clear();
+        if (s.smooth)
+            s.smooth->data()->clear();
+        s.constant = true;
+        s.last = 0;
+        s.finiteCount = 0;
+    }
     m_hasData = false;
     requestReplot();
 }
@@ -121,11 +474,17 @@ void MetricChart::removeSeries()
     m_series.clear();
     m_hasData = false;
     legend->setVisible(false);
+    // Nothing of the previous run's ranges stays behind.
+    xAxis->setRange(0, 1);
+    yAxis->setRange(logValueAxis() ? 1 : 0, logValueAxis() ? 10 : 1);
+    m_crosshair->setVisible(false);
+    m_hoverLabel->setVisible(false);
     requestReplot();
 }
 
 void MetricChart::setValueFormat(ValueFormat format)
 {
+    m_valueFormat = format;
     if (format == ValueFormat::Bytes)
         yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
     else
@@ -134,16 +493,44 @@ void MetricChart::setValueFormat(ValueFormat format)
 
 void MetricChart::setLogValueAxis(bool log)
 {
+    if (log == logValueAxis())
+        return;
     yAxis->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
     if (log)
         yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+    else
+        setValueFormat(m_valueFormat);
+    rescanRanges(); // zeros and negatives leave a log axis's range, and come back to a linear one
+    requestReplot();
+}
+
+void MetricChart::rescanRanges()
+{
+    m_hasData = false;
+    for (const auto& s : m_series) {
+        for (auto it = s.graph->data()->constBegin(); it != s.graph->data()->constEnd(); ++it) {
+            if (!std::isfinite(it->value) || !std::isfinite(it->key) || (logValueAxis() && it->value <= 0))
+                continue;
+            if (!m_hasData) {
+                m_xMin = m_xMax = it->key;
+                m_yMin = m_yMax = it->value;
+                m_hasData = true;
+                continue;
+            }
+            m_xMin = std::min(m_xMin, it->key);
+            m_xMax = std::max(m_xMax, it->key);
+            m_yMin = std::min(m_yMin, it->value);
+            m_yMax = std::max(m_yMax, it->value);
+        }
+    }
+    updateRanges();
 }
 
 void MetricChart::setXLabel(const QString& label) { xAxis->setLabel(label); }
 
 void MetricChart::setFollowing(bool following)
 {
-    m_following = following;
+    setFollowingState(following);
     if (following) {
         updateRanges();
         requestReplot();
@@ -154,7 +541,7 @@ void MetricChart::requestReplot() { replot(QCustomPlot::rpQueuedReplot); }
 
 void MetricChart::applyXRange(const QCPRange& range)
 {
-    m_following = false;
+    setFollowingState(false);
     m_applyingRange = true;
     xAxis->setRange(range);
     m_applyingRange = false;
@@ -166,7 +553,7 @@ void MetricChart::updateRanges()
     if (!m_hasData)
         return;
     const double yPad = m_yMax > m_yMin ? (m_yMax - m_yMin) * 0.05 : std::max(std::abs(m_yMax) * 0.05, 1e-12);
-    if (yAxis->scaleType() == QCPAxis::stLogarithmic)
+    if (logValueAxis())
         yAxis->setRange(m_yMin / 1.5, m_yMax * 1.5);
     else
         yAxis->setRange(m_yMin - yPad, m_yMax + yPad);
@@ -175,6 +562,33 @@ void MetricChart::updateRanges()
         xAxis->setRange(m_xMin, m_xMax > m_xMin ? m_xMax : m_xMin + 1);
         m_applyingRange = false;
     }
+}
+
+void MetricChart::setFollowingState(bool following)
+{
+    if (following == m_following)
+        return;
+    m_following = following;
+    emit followingChanged(following);
+}
+
+void MetricChart::mousePressEvent(QMouseEvent* event)
+{
+    m_userMovingRange = event->button() == Qt::LeftButton;
+    QCustomPlot::mousePressEvent(event);
+}
+
+void MetricChart::mouseReleaseEvent(QMouseEvent* event)
+{
+    QCustomPlot::mouseReleaseEvent(event);
+    m_userMovingRange = false;
+}
+
+void MetricChart::wheelEvent(QWheelEvent* event)
+{
+    m_userMovingRange = true;
+    QCustomPlot::wheelEvent(event);
+    m_userMovingRange = false;
 }
 
 void MetricChart::mouseDoubleClickEvent(QMouseEvent* event)
@@ -193,6 +607,12 @@ void ChartGroup::add(MetricChart* chart)
                 other->applyXRange(range);
     });
     connect(chart, &MetricChart::followingReset, this, [this] { setFollowing(true); });
+    connect(chart, &MetricChart::followingChanged, this, [this] { emit followingChanged(following()); });
+}
+
+bool ChartGroup::following() const
+{
+    return std::all_of(m_charts.begin(), m_charts.end(), [](const auto& chart) { return !chart || chart->following(); });
 }
 
 void ChartGroup::setFollowing(bool following)
@@ -200,6 +620,13 @@ void ChartGroup::setFollowing(bool following)
     for (const auto& chart : m_charts)
         if (chart)
             chart->setFollowing(following);
+}
+
+void ChartGroup::setSmoothing(double weight)
+{
+    for (const auto& chart : m_charts)
+        if (chart)
+            chart->setSmoothing(weight);
 }
 
 } // namespace shardscope::ui

@@ -55,6 +55,7 @@ Result<RunUpdate> StoreRunSource::poll()
     if (!details)
         return details.error();
     const auto& s = details->summary;
+    update.info.runId = s.id;
     update.info.name = s.name;
     update.info.status = s.status;
     update.info.startedAt = s.startedAt;

@@ -20,6 +20,7 @@
 namespace shardscope::ui {
 
 struct RunInfo {
+    std::int64_t runId = 0; // in the history; 0: a run directory read without it
     std::string name;
     storage::RunStatus status = storage::RunStatus::Pending;
     std::optional<double> startedAt, endedAt; // seconds since the Unix epoch

@@ -47,6 +47,8 @@ QStringList splitCommandLine(const QString& text)
     return words;
 }
 
+QString sweepTag(const QString& sweepName) { return QStringLiteral("sweep:") + sweepName; }
+
 QStringList launchArguments(const LaunchRequest& request)
 {
     QStringList args{QStringLiteral("launch"), QStringLiteral("--num_processes"), QString::number(request.numProcesses)};
@@ -67,6 +69,8 @@ QStringList launchArguments(const LaunchRequest& request)
         args << QStringLiteral("--mixed_precision") << request.mixedPrecision;
     if (request.profile)
         args << QStringLiteral("--profile");
+    for (const auto& tag : request.tags)
+        args << QStringLiteral("--tag") << tag;
     if (!request.workerArgs.isEmpty())
         args << QStringLiteral("--") << request.workerArgs;
     return args;

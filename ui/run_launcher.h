@@ -25,6 +25,7 @@ struct LaunchRequest {
     QString mixedPrecision; // empty: the config's
     QStringList workerArgs; // after "--"
     bool profile = false; // an engine run's --profile: trace steps 3-7 (or the recipe's window)
+    QStringList tags; // --tag each: the run's tags in the history
     // Where the launcher's own output (stdout and stderr) goes, so that a launch refused before
     // any rank started can show its message; empty: discarded.
     QString outputFile;
@@ -51,6 +52,9 @@ QStringList splitCommandLine(const QString& text);
 QString launcherProgram();
 QStringList launchArguments(const LaunchRequest& request);
 LaunchResult launchDetached(const LaunchRequest& request);
+
+// The tag a precision sweep's runs share in the history: Runs filters a sweep by it.
+QString sweepTag(const QString& sweepName);
 
 // Precision modes a sweep runs here: fp8 needs a Hopper GPU, which the workbench cannot see from
 // a CPU-only machine, so it is offered only when asked for explicitly.

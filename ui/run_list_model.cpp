@@ -99,9 +99,13 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         default:
             return {};
         }
+    case Qt::DecorationRole:
+        if (index.column() == Name)
+            return runColor(run.id); // the run's colour on every page
+        return {};
     case Qt::ToolTipRole:
         if (index.column() == Name)
-            return qs(run.runDir);
+            return QStringLiteral("%1\n%2").arg(qs(run.name), qs(run.runDir));
         return {};
     case Qt::DisplayRole:
     case SortRole: {
@@ -135,6 +139,9 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         }
         case Tags:
             return tagsText(run);
+        case Traces: // profiled runs: open them in Trace
+            return sort ? QVariant(run.traceCount)
+                        : (run.traceCount > 0 ? QVariant(tr("%n file(s)", nullptr, run.traceCount)) : QVariant());
         }
         return {};
     }
@@ -170,6 +177,8 @@ QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int 
         return tr("Duration");
     case Tags:
         return tr("Tags");
+    case Traces:
+        return tr("Traces");
     }
     return {};
 }

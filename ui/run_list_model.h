@@ -17,7 +17,7 @@ namespace shardscope::ui {
 class RunListModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Id, Name, Status, Type, Precision, Ranks, Steps, Loss, Created, Duration, Tags, ColumnCount };
+    enum Column { Id, Name, Status, Type, Precision, Ranks, Steps, Loss, Created, Duration, Tags, Traces, ColumnCount };
     enum Role { RunIdRole = Qt::UserRole + 1, SortRole, StatusRole, TagsRole, SearchTextRole };
 
     using QAbstractTableModel::QAbstractTableModel;

@@ -16,6 +16,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSlider>
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -26,15 +27,6 @@
 namespace shardscope::ui {
 
 namespace {
-
-// Tableau 10: distinguishable, and the order W&B and TensorBoard users are used to.
-QColor seriesColor(int index)
-{
-    static const QColor colors[] = {{0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
-                                    {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f},
-                                    {0xbc, 0xbd, 0x22}, {0x17, 0xbe, 0xcf}};
-    return colors[index % 10];
-}
 
 double nowSeconds() { return static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0; }
 
@@ -52,11 +44,10 @@ struct RunPage::Poll {
     std::optional<QString> command; // a script run's command.sh, its command line; read once
 };
 
-RunPage::RunPage(QWidget* parent, HistoryService* history)
-    : QWidget(parent), m_history(history ? history : new HistoryService(this))
+// The run's name on a line of its own (a long one never pushes Stop off-screen), then its
+// status, progress, smoothing, the x axis, Follow and Stop.
+void RunPage::buildHeader(QVBoxLayout* layout)
 {
-    auto* layout = new QVBoxLayout(this);
-
     auto* header = new QHBoxLayout;
     m_title = new QLabel(tr("No run open. Open one from Runs (double click) or launch one from Configure."), this);
     m_title->setObjectName(QStringLiteral("runTitle"));
@@ -71,8 +62,20 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     m_xAxisBox = new QComboBox(this);
     m_xAxisBox->setObjectName(QStringLiteral("xAxisMode"));
     m_xAxisBox->addItems({tr("x: step"), tr("x: time")});
+    // TensorBoard's smoothing slider (0: raw), for every chart of the page.
+    m_smoothingSlider = new QSlider(Qt::Horizontal, this);
+    m_smoothingSlider->setObjectName(QStringLiteral("smoothing"));
+    m_smoothingSlider->setRange(0, 99);
+    m_smoothingSlider->setFixedWidth(110);
+    m_smoothingSlider->setToolTip(tr("Smoothing: TensorBoard's debiased exponential moving average; the raw curve "
+                                     "stays faint behind. 0: off"));
+    m_smoothingLabel = new QLabel(tr("smoothing 0"), this);
     m_followButton = new QPushButton(tr("Follow"), this);
-    m_followButton->setToolTip(tr("Reset the zoom and follow new data (or double-click a chart)"));
+    m_followButton->setObjectName(QStringLiteral("followButton"));
+    m_followButton->setCheckable(true);
+    m_followButton->setChecked(true);
+    m_followButton->setToolTip(tr("Checked: the charts follow new data. A zoom or drag stops that (a view that ends at "
+                                  "the newest step keeps sliding); click, or double-click a chart, to follow again"));
     m_stopButton = new QPushButton(tr("Stop"), this);
     m_stopButton->setObjectName(QStringLiteral("stopButton"));
     m_stopButton->setToolTip(tr("Stop the run: SIGTERM to its launcher, which stops every rank"));
@@ -83,10 +86,20 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     header->addSpacing(12);
     header->addWidget(m_progress);
     header->addStretch(1);
+    header->addWidget(m_smoothingLabel);
+    header->addWidget(m_smoothingSlider);
     header->addWidget(m_xAxisBox);
     header->addWidget(m_followButton);
     header->addWidget(m_stopButton);
     layout->addLayout(header);
+}
+
+RunPage::RunPage(QWidget* parent, HistoryService* history)
+    : QWidget(parent), m_history(history ? history : new HistoryService(this))
+{
+    auto* layout = new QVBoxLayout(this);
+
+    buildHeader(layout);
 
     m_error = new QLabel(this);
     m_error->setObjectName(QStringLiteral("runError"));
@@ -172,7 +185,12 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     connect(m_pollTimer, &QTimer::timeout, this, &RunPage::pollNow);
     connect(m_xAxisBox, &QComboBox::currentIndexChanged, this,
             [this](int index) { setXAxisMode(index == 1 ? XAxis::Time : XAxis::Step); });
-    connect(m_followButton, &QPushButton::clicked, this, [this] { m_group->setFollowing(true); });
+    connect(m_followButton, &QPushButton::clicked, this, [this] {
+        m_group->setFollowing(true);
+        m_followButton->setChecked(true);
+    });
+    connect(m_group, &ChartGroup::followingChanged, m_followButton, &QPushButton::setChecked);
+    connect(m_smoothingSlider, &QSlider::valueChanged, this, [this](int value) { setSmoothing(value / 100.0); });
     connect(m_stopButton, &QPushButton::clicked, this, &RunPage::stopRun);
     connect(m_rankBox, &QComboBox::currentIndexChanged, this, [this] { reloadLog(); });
     connect(m_logFilter, &QLineEdit::textChanged, this, &RunPage::applyLogFilter);
@@ -341,7 +359,8 @@ RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
     namespace k = storage::keys;
     MetricChart* target = nullptr;
     QString name;
-    QColor color = seriesColor(0);
+    // The run's global series in its colour (as in Runs and Compare), per-rank ones in the rank's.
+    QColor color = m_info.runId > 0 ? runColor(m_info.runId) : paletteColor(0);
     auto style = MetricChart::Style::Line;
     const bool rankZero = rank == 0;
     // Loss, lr, grad norm, loss scale and throughput are global (equal on every rank): rank 0's
@@ -352,7 +371,7 @@ RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
     } else if (key == "eval.loss" && rankZero) {
         target = chart(QStringLiteral("loss"));
         name = tr("eval");
-        color = seriesColor(1);
+        color = color == paletteColor(1) ? paletteColor(2) : paletteColor(1);
         style = MetricChart::Style::Markers;
     } else if (key == k::kLr && rankZero) {
         target = chart(QStringLiteral("lr"));
@@ -367,7 +386,7 @@ RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
     } else if (key == "skipped.marker" && rankZero) {
         target = chart(QStringLiteral("loss_scale"));
         name = tr("skipped step");
-        color = seriesColor(3);
+        color = paletteColor(3);
         style = MetricChart::Style::Markers;
     } else if (key == k::kTokensPerS && rankZero) {
         target = chart(QStringLiteral("tokens_per_s"));
@@ -375,11 +394,11 @@ RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
     } else if (key == k::kStepTime) {
         target = chart(QStringLiteral("step_time"));
         name = tr("rank %1").arg(rank);
-        color = seriesColor(rank);
+        color = rankColor(rank);
     } else if (key == "memory") {
         target = chart(QStringLiteral("memory"));
         name = tr("rank %1").arg(rank);
-        color = seriesColor(rank);
+        color = rankColor(rank);
     }
     if (!target)
         return nullptr;
@@ -503,8 +522,22 @@ void RunPage::setXAxisMode(XAxis mode)
     m_group->setFollowing(true);
 }
 
+void RunPage::setSmoothing(double weight)
+{
+    m_smoothingLabel->setText(tr("smoothing %1").arg(weight, 0, 'f', 2));
+    const int position = static_cast<int>(std::lround(weight * 100));
+    if (m_smoothingSlider->value() != position) {
+        const QSignalBlocker blocker(m_smoothingSlider);
+        m_smoothingSlider->setValue(position);
+    }
+    m_group->setSmoothing(weight);
+}
+
 void RunPage::updateHeader()
 {
+    // The loss-scale panel only where there is a loss scale: fp16 (an empty panel misleads).
+    if (auto* scale = chart(QStringLiteral("loss_scale")))
+        scale->setVisible(m_info.mixedPrecision == "fp16");
     m_title->setText(elidedName(qs(m_info.name)));
     m_title->setToolTip(qs(m_info.name));
     m_status->setText(

@@ -24,7 +24,9 @@ class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
 class QPushButton;
+class QSlider;
 class QTimer;
+class QVBoxLayout;
 
 namespace shardscope::ui {
 
@@ -51,6 +53,8 @@ public:
     const RunInfo& info() const { return m_info; }
     XAxis xAxisMode() const { return m_xAxis; }
     void setXAxisMode(XAxis mode);
+    // Every chart's smoothing (TensorBoard's weight, 0: off), as the header's slider sets it.
+    void setSmoothing(double weight);
     const std::vector<MetricChart*>& charts() const { return m_charts; }
     MetricChart* chart(const QString& name) const; // "loss", "lr", "grad_norm", "loss_scale", ...
     QString logText() const;
@@ -113,7 +117,10 @@ private:
     QLineEdit* m_command = nullptr; // a script run's command line
     bool m_commandRead = false; // command.sh looked for (once a run directory is known)
     QComboBox* m_xAxisBox = nullptr;
-    QPushButton* m_followButton = nullptr;
+    void buildHeader(QVBoxLayout* layout);
+    QPushButton* m_followButton = nullptr; // checked while the charts follow the data
+    QSlider* m_smoothingSlider = nullptr;
+    QLabel* m_smoothingLabel = nullptr;
     QPushButton* m_stopButton = nullptr;
     std::vector<MetricChart*> m_charts;
     std::map<QString, MetricChart*> m_chartByName;

@@ -74,6 +74,12 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     m_view->horizontalHeader()->setSectionResizeMode(RunListModel::Name, QHeaderView::Stretch);
     m_view->horizontalHeader()->setSectionResizeMode(RunListModel::Tags, QHeaderView::Interactive);
     m_view->setContextMenuPolicy(Qt::CustomContextMenu);
+    // Runs a precision sweep has queued (they start one after another): not in the history yet.
+    m_queued = new QLabel(this);
+    m_queued->setObjectName(QStringLiteral("queuedRuns"));
+    m_queued->setWordWrap(true);
+    m_queued->hide();
+    layout->addWidget(m_queued);
     layout->addWidget(m_view, 1);
 
     auto* buttons = new QHBoxLayout;
@@ -176,6 +182,23 @@ QHBoxLayout* RunsPage::buildFilters()
     filters->addWidget(m_tagBox);
     filters->addWidget(m_count);
     return filters;
+}
+
+void RunsPage::setQueuedRuns(const QStringList& names)
+{
+    QStringList shown;
+    for (const auto& name : names)
+        shown << elidedName(name).toHtmlEscaped();
+    m_queued->setText(tr("<b>Queued</b> (a precision sweep runs its modes one after another; filter by its "
+                         "<i>sweep:</i> tag to see it as one group): %1")
+                          .arg(shown.join(QStringLiteral(", "))));
+    m_queued->setToolTip(names.join(QLatin1Char('\n')));
+    m_queued->setVisible(!names.isEmpty());
+}
+
+QStringList RunsPage::queuedRuns() const
+{
+    return m_queued->isHidden() ? QStringList() : m_queued->toolTip().split(QLatin1Char('\n'));
 }
 
 void RunsPage::refresh()

@@ -57,8 +57,12 @@ public:
     bool exportRun(std::int64_t runId, const QString& file); // .csv or .json by suffix
     QString lastError() const { return m_lastError; }
 
+    // What Runs lists above the table as queued (not started yet, so not in the history).
+    QStringList queuedRuns() const;
+
 public slots:
     void refresh();
+    void setQueuedRuns(const QStringList& names);
 
 signals:
     void runOpened(std::int64_t runId);
@@ -109,6 +113,7 @@ private:
     QComboBox* m_tagBox = nullptr;
     QLineEdit* m_search = nullptr;
     QLabel* m_count = nullptr;
+    QLabel* m_queued = nullptr; // a sweep's runs waiting their turn
     QTimer* m_refreshTimer = nullptr;
 };
 

@@ -480,14 +480,11 @@ void TracePage::updateStepCharts()
     m_overlapChart->clearPlottables();
     const auto ranks = m_view->analyses.size();
     auto* group = ranks > 1 ? new QCPBarsGroup(m_overlapChart) : nullptr;
-    static const QColor rankColors[] = {QColor(0x2e, 0x7d, 0x32), QColor(0x6a, 0x1b, 0x9a), QColor(0xc6, 0x28, 0x28),
-                                        QColor(0x15, 0x65, 0xc0), QColor(0xef, 0x6c, 0x00), QColor(0x00, 0x83, 0x8f)};
-    int i = 0;
     for (const auto& a : m_view->analyses) {
         auto* bars = new QCPBars(m_overlapChart->xAxis, m_overlapChart->yAxis);
         bars->setName(tr("rank %1").arg(a.rank));
         bars->setPen(Qt::NoPen);
-        bars->setBrush(rankColors[std::size_t(i++) % std::size(rankColors)]);
+        bars->setBrush(rankColor(a.rank)); // as the rank's series on the Run page
         bars->setWidth(0.8 / double(std::max<std::size_t>(ranks, 1)));
         QVector<double> keys, values;
         for (const auto& s : a.steps) {

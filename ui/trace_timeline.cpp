@@ -141,6 +141,33 @@ std::optional<TraceTimeline::Hit> TraceTimeline::barAt(QPoint pos) const
     return Hit{row, int(it - bars.begin())};
 }
 
+QString TraceTimeline::rowToolTip(int rowIndex) const
+{
+    const auto& row = m_view->rows[std::size_t(rowIndex)];
+    QString text = QStringLiteral("<b>%1</b><br>").arg(row.label.toHtmlEscaped());
+    switch (row.lane) {
+    case prof::Lane::Compute:
+        text += tr("Compute: forward, backward and optimizer work (kernels on a GPU, operators on the CPU).");
+        break;
+    case prof::Lane::Communication:
+        text += tr("Communication: collectives (all-reduce, all-gather, reduce-scatter) and their waits.");
+        break;
+    case prof::Lane::Memory:
+        text += tr("Memory: copies between host and device, and memsets.");
+        break;
+    case prof::Lane::Host:
+        text += tr("Host: the rank's CPU-side spans (the Python or C++ thread issuing the work, the data loader).");
+        break;
+    }
+    if (!row.track.empty())
+        text += tr("<br>Thread or stream: %1.").arg(qs(row.track).toHtmlEscaped());
+    if (row.level > 0)
+        text += tr("<br><i>#%1</i>: spans of this lane that overlap the row above in time (nested, or in flight "
+                   "together, as two all-reduce buckets are) get a row of their own so that none hides another.")
+                    .arg(row.level + 1);
+    return text;
+}
+
 QString TraceTimeline::tooltipFor(const Hit& hit) const
 {
     const auto& row = m_view->rows[std::size_t(hit.row)];
@@ -309,8 +336,11 @@ bool TraceTimeline::event(QEvent* event)
 {
     if (event->type() == QEvent::ToolTip) {
         auto* help = static_cast<QHelpEvent*>(event);
+        const int row = rowAt(help->pos().y());
         if (auto hit = barAt(help->pos()))
             QToolTip::showText(help->globalPos(), tooltipFor(*hit), this);
+        else if (row >= 0 && help->pos().x() < kLabelWidth)
+            QToolTip::showText(help->globalPos(), rowToolTip(row), this);
         else
             QToolTip::hideText();
         return true;

@@ -47,6 +47,8 @@ public:
     // benchmark that culling works.
     int lastPaintedBars() const { return m_lastPaintedBars; }
     QString tooltipFor(const Hit& hit) const;
+    // A row label's tooltip: what the lane holds and, for "#2" rows, why the row exists.
+    QString rowToolTip(int row) const;
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;

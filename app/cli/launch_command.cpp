@@ -57,6 +57,7 @@ struct LaunchArgs {
     std::string resumeFrom;
     bool profile = false;
     bool noHistory = false;
+    std::vector<std::string> tags; // the history's tags of the run (a sweep's name, ...)
     double heartbeatTimeout = 600; // seconds
     double rendezvousTimeout = 300; // seconds a machine other than 0 waits for machine 0
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
@@ -340,6 +341,7 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     newRun.distributedType = p.distributedType;
     newRun.mixedPrecision = std::string(precision::modeName(p.precision));
     newRun.worldSize = p.numProcesses;
+    newRun.tags = args.tags;
     watchRun(args, home ? std::optional<std::filesystem::path>(*home) : std::nullopt, newRun, p.recipe.maxSteps, *run, options);
     std::cout << "shardscope launch: run " << run->runDir.id << " (" << p.numProcesses << " ranks) in " << run->runDir.path
               << std::endl;
@@ -469,6 +471,7 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
     newRun.distributedType = plan.distributedType;
     newRun.mixedPrecision = plan.mixedPrecision;
     newRun.worldSize = plan.numProcesses;
+    newRun.tags = args.tags;
     watchRun(args, home ? std::optional<std::filesystem::path>(*home) : std::nullopt, newRun, 0, *run, options);
     std::cout << "shardscope launch: script run " << run->runDir.id << " (" << plan.numProcesses << " ranks, "
               << plan.distributedType << ", accelerate " << environment->accelerateVersion << ") in " << run->runDir.path
@@ -674,6 +677,7 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
                     "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
     cmd->add_flag("--profile", args->profile, "Trace steps 3-7 (or the recipe's profile window) into the run's traces/");
+    cmd->add_option("--tag", args->tags, "Tag the run in the history (repeatable): the sweep it belongs to, say");
     cmd->add_option("--rendezvous_timeout", args->rendezvousTimeout,
                     "Seconds a machine other than 0 waits for machine 0's launcher to answer before giving up")
         ->check(CLI::PositiveNumber)

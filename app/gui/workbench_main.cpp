@@ -19,7 +19,9 @@ namespace {
 
 // $SHARDSCOPE_SCREENSHOTS=<dir> (scripts/screenshots.sh): open the newest run in Run and every
 // run whose name starts with $SHARDSCOPE_SCREENSHOT_COMPARE in Compare, save each page as
-// <dir>/<mode>.png and quit. The pages render exactly as a user sees them.
+// <dir>/<mode>.png and quit. The pages render exactly as a user sees them, in a window of
+// $SHARDSCOPE_SCREENSHOT_SIZE (WxH, default 1440x900), the Run page's charts smoothed by
+// $SHARDSCOPE_SCREENSHOT_SMOOTHING (TensorBoard's weight; default none).
 void takeScreenshots(ui::MainWindow& window, const QString& dir)
 {
     QDir().mkpath(dir);
@@ -43,6 +45,8 @@ void takeScreenshots(ui::MainWindow& window, const QString& dir)
     std::sort(compare.begin(), compare.end());
     auto shoot = [&window, dir](ui::MainWindow::Mode mode) {
         window.showMode(mode);
+        if (mode == ui::MainWindow::Mode::Run && qEnvironmentVariableIsSet("SHARDSCOPE_SCREENSHOT_SMOOTHING"))
+            window.runPage()->setSmoothing(qEnvironmentVariable("SHARDSCOPE_SCREENSHOT_SMOOTHING").toDouble());
         for (int i = 0; i < 10; ++i) {
             QApplication::processEvents();
             QThread::msleep(50);
@@ -74,7 +78,10 @@ int runWorkbench(int argc, char** argv)
     ui::MainWindow window;
     const QString screenshots = qEnvironmentVariable("SHARDSCOPE_SCREENSHOTS");
     if (!screenshots.isEmpty()) {
-        window.resize(1440, 900);
+        const QStringList size =
+            qEnvironmentVariable("SHARDSCOPE_SCREENSHOT_SIZE", QStringLiteral("1440x900")).split(QLatin1Char('x'));
+        window.resize(size.value(0).toInt() > 0 ? size.value(0).toInt() : 1440,
+                      size.value(1).toInt() > 0 ? size.value(1).toInt() : 900);
         takeScreenshots(window, screenshots);
     }
     window.show();

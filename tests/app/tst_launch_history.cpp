@@ -4,6 +4,7 @@
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
+#include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -48,7 +49,9 @@ private slots:
                    "use_cpu: true\n");
         file.close();
         QString out;
-        QCOMPARE(launch(home.path(), {"--run_name", "ok", "--mixed_precision", "bf16", "--config_file", config}, &out), 0);
+        QCOMPARE(launch(home.path(),
+                        {"--run_name", "ok", "--mixed_precision", "bf16", "--config_file", config, "--tag", "sweep:s"}, &out),
+                 0);
         auto store = RunStore::open(historyFile(home.path().toStdString()));
         QVERIFY2(store.ok(), out.toUtf8().constData());
         auto runs = store->listRuns();
@@ -59,6 +62,7 @@ private slots:
         QCOMPARE(run.status, RunStatus::Completed);
         QCOMPARE(run.worldSize, 2);
         QCOMPARE(QString::fromStdString(run.mixedPrecision), QStringLiteral("bf16"));
+        QCOMPARE(run.tags, std::vector<std::string>{"sweep:s"}); // --tag: a sweep's runs as one group
         QCOMPARE(run.lastStep.value_or(0), std::int64_t(12));
         for (int rank : {0, 1}) {
             auto loss = store->series(run.id, rank, "loss");

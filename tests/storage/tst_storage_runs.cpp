@@ -396,6 +396,10 @@ private slots:
             (*writer)->addTrace({0, 1, "t", "host", 1, 1, 1, 1, 0.5});
             SS_VERIFY_OK((*writer)->finish({}));
         }
+        auto listed = store.listRuns();
+        SS_VERIFY_OK(listed);
+        for (const auto& r : *listed)
+            QCOMPARE(r.traceCount, 1); // what Runs shows as "1 file(s)"
         SS_VERIFY_OK(store.deleteRun(id));
         QVERIFY(!fs::exists(runDir));
         QVERIFY(fs::exists(f.runs()));

@@ -7,6 +7,9 @@
 #include "test_store.h"
 #include "ui/compare_models.h"
 #include "ui/compare_page.h"
+#include "ui/main_window.h"
+#include "ui/runs_page.h"
+#include "ui/format.h"
 #include "ui/metric_chart.h"
 #include "ui/run_launcher.h"
 
@@ -69,6 +72,9 @@ private slots:
         QCOMPARE(chart->seriesCount(), 2);
         QCOMPARE(chart->pointCount(0), 20);
         QCOMPARE(chart->pointCount(1), 14);
+        // Each run in its own colour, the one Runs and Run give it (#21: stable colours).
+        QCOMPARE(chart->seriesColor(0), ui::runColor(ia));
+        QCOMPARE(chart->seriesColor(1), ui::runColor(ib));
 
         // Unchecking a run in the picker drops it.
         auto* picker = page.findChild<QListWidget*>(QStringLiteral("runPicker"));
@@ -122,6 +128,36 @@ private slots:
         QCOMPARE(comparison->differences[0].file + ":" + comparison->differences[0].keyPath, std::string("run:mixed_precision"));
     }
 
+    // #21 problem 11: Compare's run list went stale (empty while runs existed, a finished run
+    // shown as running). While shown, it follows the history.
+    void runListStaysCurrent()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        seedRun(db, SeedRun{.name = "first"});
+        ui::ComparePage page(db);
+        page.show();
+        auto* picker = page.findChild<QListWidget*>(QStringLiteral("runPicker"));
+        QTRY_COMPARE(picker->count(), 1);
+        SeedRun live{.name = "live"};
+        live.status = storage::RunStatus::Running;
+        const auto id = seedRun(db, live);
+        QTRY_COMPARE_WITH_TIMEOUT(picker->count(), 2, 8000);
+        auto textOf = [picker](std::int64_t runId) {
+            for (int i = 0; i < picker->count(); ++i)
+                if (picker->item(i)->data(Qt::UserRole).toLongLong() == runId)
+                    return picker->item(i)->text();
+            return QString();
+        };
+        QVERIFY2(textOf(id).contains(QStringLiteral("running")), qPrintable(textOf(id)));
+        {
+            auto writer = storage::RunWriter::open(db, id);
+            QVERIFY(writer.ok());
+            QVERIFY((*writer)->finish({}).ok());
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(textOf(id).contains(QStringLiteral("completed")), 8000);
+    }
+
     void sweepRunsOneAfterAnother()
     {
         // A fake launcher records its arguments; the test plays the history: a run appears (and
@@ -144,7 +180,8 @@ private slots:
         };
         seedRun(db, SeedRun{.name = "other"}); // the history exists
 
-        ui::ComparePage page(db);
+        ui::MainWindow window(nullptr, db); // its Runs page lists what the sweep has queued
+        ui::ComparePage& page = *window.comparePage();
         ui::LaunchRequest request;
         request.scriptFile = QStringLiteral("/s/train.py");
         request.configFile = QStringLiteral("/s/cpu2.yaml");
@@ -157,6 +194,9 @@ private slots:
                      && launched().front().endsWith(QStringLiteral("-- --steps 5")),
                  qPrintable(launched().front()));
         QCOMPARE(page.queuedSweepRuns(), 1);
+        // #21 problem 3: the queue is visible in Runs, and the sweep's runs share a tag (one group).
+        QCOMPARE(window.runsPage()->queuedRuns(), QStringList{QStringLiteral("sw-bf16")});
+        QVERIFY2(launched().front().contains(QStringLiteral("--tag sweep:sw")), qPrintable(launched().front()));
         SeedRun first{.name = "sw-no"};
         first.status = storage::RunStatus::Running;
         const auto firstId = seedRun(db, first);
@@ -174,6 +214,7 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(launched().size(), 2, 10000);
         QVERIFY(launched().at(1).contains(QStringLiteral("--mixed_precision bf16")));
         QCOMPARE(page.queuedSweepRuns(), 0);
+        QVERIFY(window.runsPage()->queuedRuns().isEmpty());
 
         // A recipe's sweep too (#21 problem 3: 4 modes at once on 2 cores compared nothing).
         ui::LaunchRequest recipe;

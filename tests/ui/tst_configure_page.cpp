@@ -3,6 +3,7 @@
 // form shows a field only when it applies; an invalid value disables Launch with its message
 // shown; the memory estimate follows the sharding; Launch hands the saved files to the launcher.
 
+#include "engine/common/byte_format.h"
 #include "engine/config/data_preview.h"
 #include "engine/config/questionnaire.h"
 #include "engine/config/questionnaire_terminal.h"
@@ -27,6 +28,8 @@
 #include <QSignalSpy>
 #include <QStackedWidget>
 #include <QTemporaryDir>
+#include <QTextBlock>
+#include <QTextCursor>
 #include <QtTest>
 
 #include <sstream>
@@ -494,6 +497,13 @@ private slots:
         setCombo(form->fieldEditor(QStringLiteral("deepspeed_config.offload_optimizer_device")), QStringLiteral("cpu"));
         QCOMPARE(page.memoryEstimate()->optimizer, 0.0);
         QVERIFY(page.memoryEstimate()->hostOptimizer > 0);
+        // #21 problem 11: the summary said MB and the axis MiB, and the bars had no values.
+        const QString summary = page.findChild<QLabel*>(QStringLiteral("memorySummary"))->text();
+        QVERIFY2(summary.contains(QStringLiteral("iB")) && !summary.contains(QStringLiteral(" MB")), qPrintable(summary));
+        const QStringList bars = page.memoryBarLabels();
+        QCOMPARE(bars.size(), 4);
+        QCOMPARE(bars[0], QString::fromStdString(formatBytes(page.memoryEstimate()->parameters)));
+        QVERIFY2(bars[2].contains(QStringLiteral("host")), qPrintable(bars[2])); // the offloaded optimizer
     }
 
     void diagnosticModelPassesTheTester()
@@ -878,6 +888,30 @@ private slots:
         next.restoreLastFiles();
         QCOMPARE(next.configPath(), QFileInfo(typo).absoluteFilePath());
         QCOMPARE(next.recipePath(), QFileInfo(recipe).absoluteFilePath());
+    }
+
+    // What users asked for beside the YAML editor: help for every recipe key.
+    void recipeEditorShowsTheHelpOfTheKeyUnderTheCursor()
+    {
+        ConfigurePage page(db());
+        page.setRecipeText(
+            QStringLiteral("name: x\ntraining:\n  per_device_batch_size: 4\n  max_steps: 5\nmodel:\n  type: llama\n"
+                           "  hidden_size: 64\n"));
+        auto* editor = page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"));
+        auto* help = page.findChild<QLabel*>(QStringLiteral("recipeKeyHelp"));
+        auto moveTo = [editor](int line) {
+            QTextCursor cursor(editor->document()->findBlockByNumber(line));
+            editor->setTextCursor(cursor);
+        };
+        moveTo(3);
+        QVERIFY2(help->text().contains(QStringLiteral("training.max_steps"))
+                     && help->text().contains(QStringLiteral("default 100"))
+                     && help->text().contains(QStringLiteral("Optimizer steps")),
+                 qPrintable(help->text()));
+        moveTo(6);
+        QVERIFY2(help->text().contains(QStringLiteral("model.hidden_size"))
+                     && help->text().contains(QStringLiteral("config.json")),
+                 qPrintable(help->text()));
     }
 
     void launcherThatStopsEarlyHasItsMessageShown()

@@ -6,12 +6,15 @@
 
 #include "engine/protocol/events.h"
 #include "test_store.h"
+#include "ui/format.h"
 #include "ui/metric_chart.h"
 #include "ui/run_data_source.h"
 #include "ui/run_launcher.h"
 #include "ui/run_page.h"
 
 #include <QComboBox>
+#include <QPushButton>
+#include <QSlider>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QLabel>
@@ -150,6 +153,65 @@ private slots:
         QCOMPARE(loss->xAxis->range().upper, 50.0);
     }
 
+    // #21 problem 10: the loss-scale panel was drawn empty for non-fp16 runs and kept the last
+    // run's range; the run's colour is the one Runs and Compare give it, ranks' as in Trace.
+    void lossScalePanelOnlyForFp16AndColoursAreStable()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto fp16 = seedRun(db, {.name = "half", .mixedPrecision = "fp16", .steps = 10});
+        const auto bf16 = seedRun(db, {.name = "brain", .mixedPrecision = "bf16", .steps = 10});
+        RunPage page;
+        page.openStoreRun(db, fp16);
+        QTRY_VERIFY(!page.polling());
+        auto* scale = page.chart(QStringLiteral("loss_scale"));
+        QVERIFY(!scale->isHidden());
+        QVERIFY(scale->yAxis->range().upper > 65536);
+        page.openStoreRun(db, bf16);
+        QTRY_VERIFY(!page.polling() && page.chart(QStringLiteral("loss"))->pointCount(0) == 10);
+        QVERIFY(scale->isHidden());
+        QCOMPARE(page.chart(QStringLiteral("loss"))->seriesColor(0), ui::runColor(bf16));
+        auto* stepTime = page.chart(QStringLiteral("step_time"));
+        QCOMPARE(stepTime->seriesCount(), 2);
+        for (int i = 0; i < 2; ++i)
+            QCOMPARE(stepTime->seriesColor(i), ui::rankColor(stepTime->seriesName(i).back().digitValue()));
+    }
+
+    void followButtonShowsWhetherChartsFollowAndSmoothingAppliesToAll()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "follow", .steps = 30});
+        RunPage page;
+        page.resize(1200, 900);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling());
+        auto* follow = page.findChild<QPushButton*>(QStringLiteral("followButton"));
+        QVERIFY(follow && follow->isChecked());
+        auto* loss = page.chart(QStringLiteral("loss"));
+        QTest::mouseClick(loss, Qt::LeftButton, {}, loss->axisRect()->rect().center());
+        QVERIFY(follow->isChecked()); // a click is not a zoom
+        const QPoint center = loss->axisRect()->rect().center();
+        QWheelEvent wheel(center, loss->mapToGlobal(center), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
+                          Qt::NoScrollPhase, false);
+        QApplication::sendEvent(loss, &wheel);
+        QVERIFY(!follow->isChecked());
+        QTest::mouseClick(follow, Qt::LeftButton);
+        QVERIFY(follow->isChecked() && loss->following() && page.chart(QStringLiteral("memory"))->following());
+
+        auto* slider = page.findChild<QSlider*>(QStringLiteral("smoothing"));
+        QVERIFY(slider);
+        slider->setValue(60);
+        QCOMPARE(loss->smoothing(), 0.6);
+        QCOMPARE(page.chart(QStringLiteral("grad_norm"))->smoothing(), 0.6);
+        QVector<double> raw;
+        for (auto it = loss->series(0)->data()->constBegin(); it != loss->series(0)->data()->constEnd(); ++it)
+            raw << it->value;
+        QCOMPARE(loss->smoothedValues(0), ui::tensorBoardSmoothed(raw, 0.6));
+    }
+
     void failedRunShowsFailingRank()
     {
         QTemporaryDir dir;
@@ -281,6 +343,12 @@ private slots:
         QSignalSpy finished(&page, &RunPage::runFinished);
         QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
         QCOMPARE(page.chart(QStringLiteral("loss"))->pointCount(0), 200);
+        // #21 problem 10: the rank log pane was always empty (ranks wrote only events): each
+        // rank's log now says its progress as a person reads it.
+        QTRY_VERIFY_WITH_TIMEOUT(page.logText().contains(QStringLiteral("[rank 0] step 200  loss ")), 5000);
+        QVERIFY2(page.logText().contains(QStringLiteral("[rank 0] started: pid ")), qPrintable(page.logText().left(300)));
+        page.setLogRank(1);
+        QTRY_VERIFY_WITH_TIMEOUT(page.logText().contains(QStringLiteral("[rank 1] completed after 200 steps")), 5000);
     }
 };
 

@@ -3,6 +3,7 @@
 // (rename, tag, note, delete, export) change the store and show in the table.
 
 #include "test_store.h"
+#include "ui/format.h"
 #include "ui/run_list_model.h"
 #include "ui/runs_page.h"
 
@@ -83,6 +84,23 @@ private slots:
         QCOMPARE(proxy.rowCount(), 2);
         QCOMPARE(model.index(0, RunListModel::Status).data().toString(), QStringLiteral("completed"));
         QCOMPARE(model.index(1, RunListModel::Tags).data().toString(), QStringLiteral("sweep"));
+    }
+
+    // #21: each run's colour (the one Run and Compare draw it in) beside its name, and which
+    // runs have traces to open in Trace (problem 11).
+    void runsShowTheirColourAndTheirTraces()
+    {
+        RunListModel model;
+        auto runs = sampleRuns();
+        runs[2].traceCount = 2;
+        model.setRuns(runs);
+        for (int row = 0; row < model.rowCount(); ++row) {
+            const auto id = model.index(row, RunListModel::Id).data(RunListModel::RunIdRole).toLongLong();
+            QCOMPARE(model.index(row, RunListModel::Name).data(Qt::DecorationRole).value<QColor>(), ui::runColor(id));
+        }
+        QCOMPARE(model.index(2, RunListModel::Traces).data().toString(), QStringLiteral("2 file(s)"));
+        QVERIFY(model.index(1, RunListModel::Traces).data().toString().isEmpty());
+        QCOMPARE(model.headerData(RunListModel::Traces, Qt::Horizontal).toString(), QStringLiteral("Traces"));
     }
 
     void filters_data()

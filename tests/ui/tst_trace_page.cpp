@@ -7,6 +7,7 @@
 #include "profiler/chrome_trace.h"
 #include "test_store.h"
 #include "ui/main_window.h"
+#include "ui/format.h"
 #include "ui/trace_page.h"
 #include "ui/trace_timeline.h"
 
@@ -167,6 +168,9 @@ private slots:
 
         // Hovering a bar names its span.
         auto* timeline = page.timeline();
+        // #21 problem 11: a "#2" row says why it is there (it used to be unexplained).
+        QVERIFY2(timeline->rowToolTip(2).contains(QStringLiteral("overlap the row above")), qPrintable(timeline->rowToolTip(2)));
+        QVERIFY(!timeline->rowToolTip(1).contains(QStringLiteral("overlap the row above")));
         timeline->resize(1000, 300);
         timeline->resetZoom();
         const int x = int(timeline->xOf(2.0 * kMs)); // rank 0's forward (0-4 ms)
@@ -225,6 +229,7 @@ private slots:
         for (int r = 0; r < 2; ++r) {
             auto* b = bars(page.overlapChart(), QStringLiteral("rank %1").arg(r));
             QVERIFY(b);
+            QCOMPARE(b->brush().color(), shardscope::ui::rankColor(r)); // the rank's colour on the Run page too (#21)
             const auto values = valuesOf(b);
             QCOMPARE(values.size(), 2);
             for (const auto& s : analyses[r].steps) {

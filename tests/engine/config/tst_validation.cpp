@@ -127,7 +127,7 @@ private slots:
             << "deepspeed_config.zero_stage" << false << "stage 2";
         QTest::newRow("word zero stage")
             << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: two\n"
-            << "deepspeed_config.zero_stage" << true << "without quotes";
+            << "deepspeed_config.zero_stage" << true << "write a whole number";
         QTest::newRow("exponent as text")
             << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_min_num_params: 1e8\n"
             << "fsdp_config.fsdp_min_num_params" << true << "1e8 as 100000000";
