@@ -73,16 +73,16 @@ MetricChart::MetricChart(const QString& title, QWidget* parent) : QCustomPlot(pa
     setMouseTracking(true); // the hover label follows the mouse without a button pressed
     axisRect()->setRangeDrag(Qt::Horizontal);
     axisRect()->setRangeZoom(Qt::Horizontal);
+    // The title row holds the title and, beside it, the legend: outside the data, and no row of
+    // its own to take height from a short chart.
     plotLayout()->insertRow(0);
-    m_title = new QCPTextElement(this, title, QFont(font().family(), font().pointSize(), QFont::Bold));
-    plotLayout()->addElement(0, 0, m_title);
-
-    // The legend in a row of its own under the axes: it never covers the data.
     m_legendRow = new QCPLayoutGrid;
-    plotLayout()->addElement(plotLayout()->rowCount(), 0, m_legendRow);
-    m_legendRow->setMargins(QMargins(0, 0, 0, 2));
-    m_legendRow->addElement(0, 0, legend); // out of the axis rect's inset layout
-    plotLayout()->setRowStretchFactor(plotLayout()->rowCount() - 1, 0.001);
+    plotLayout()->addElement(0, 0, m_legendRow);
+    m_title = new QCPTextElement(this, title, QFont(font().family(), font().pointSize(), QFont::Bold));
+    m_legendRow->addElement(0, 0, m_title);
+    m_legendRow->addElement(0, 1, legend); // out of the axis rect's inset layout
+    m_legendRow->setColumnStretchFactor(0, 1);
+    m_legendRow->setColumnStretchFactor(1, 0.001);
     legend->setFillOrder(QCPLegend::foColumnsFirst);
     legend->setWrap(4);
     legend->setIconSize(14, 8);
@@ -91,6 +91,7 @@ MetricChart::MetricChart(const QString& title, QWidget* parent) : QCustomPlot(pa
     legend->setVisible(false);
     xAxis->grid()->setPen(QPen(QColor(225, 225, 225)));
     yAxis->grid()->setPen(QPen(QColor(225, 225, 225)));
+    setValueFormat(ValueFormat::Plain); // the value axis's ticker, few ticks: the charts are short
 
     // The crosshair and the hover label on a layer of their own: moving the mouse redraws that
     // layer only, not a million points.
@@ -489,6 +490,7 @@ void MetricChart::setValueFormat(ValueFormat format)
         yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new BytesTicker));
     else
         yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+    yAxis->ticker()->setTickCount(3);
 }
 
 void MetricChart::setLogValueAxis(bool log)
@@ -496,10 +498,12 @@ void MetricChart::setLogValueAxis(bool log)
     if (log == logValueAxis())
         return;
     yAxis->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
-    if (log)
+    if (log) {
         yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
-    else
+        yAxis->ticker()->setTickCount(3);
+    } else {
         setValueFormat(m_valueFormat);
+    }
     rescanRanges(); // zeros and negatives leave a log axis's range, and come back to a linear one
     requestReplot();
 }
