@@ -25,6 +25,7 @@
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFrame>
 #include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -174,6 +175,75 @@ QWidget* ConfigurePage::buildRecipeTab(QWidget* parent)
     return recipeTab;
 }
 
+// A first-run path: the demo, an example recipe or the user's own script, one click each. Shown
+// while nothing is open, until dismissed (remembered beside the history).
+void ConfigurePage::buildStartPanel(QVBoxLayout* layout)
+{
+    auto* frame = new QFrame(this);
+    frame->setFrameShape(QFrame::StyledPanel);
+    m_startPanel = frame;
+    m_startPanel->setObjectName(QStringLiteral("startPanel"));
+    m_startPanel->setStyleSheet(QStringLiteral("QFrame#startPanel { background: #eef5fd; }"));
+    auto* row = new QHBoxLayout(m_startPanel);
+    auto* text = new QLabel(tr("<b>New here?</b> Start from the demo (a small GPT on two CPU ranks, about a minute), "
+                               "an example recipe, or your own Accelerate script."),
+                            m_startPanel);
+    text->setWordWrap(true);
+    row->addWidget(text, 1);
+    auto button = [this, row](const QString& label, const QString& name, auto slot) {
+        auto* b = new QPushButton(label, m_startPanel);
+        b->setObjectName(name);
+        connect(b, &QPushButton::clicked, this, slot);
+        row->addWidget(b);
+    };
+    button(tr("Try the demo"), QStringLiteral("startDemo"), [this] { startDemo(); });
+    button(tr("Open an example recipe…"), QStringLiteral("startExample"), [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, tr("Example recipes"), qs(config::resourcesFolder()) + QStringLiteral("/recipes"), tr("Recipe (*.yaml *.yml)"));
+        if (!path.isEmpty() && openRecipeFile(path))
+            useCpuRanks();
+    });
+    button(tr("Run my own script…"), QStringLiteral("startScript"), [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Your Accelerate or Trainer script"),
+                                                          qs(config::resourcesFolder()) + QStringLiteral("/examples"),
+                                                          tr("Python (*.py)"));
+        if (path.isEmpty())
+            return;
+        useCpuRanks();
+        setScriptMode(true);
+        setScript(path);
+        m_startPanel->hide();
+    });
+    button(tr("Dismiss"), QStringLiteral("startDismiss"), [this] {
+        m_startPanel->hide();
+        remember(QStringLiteral("configure/startDismissed"), QStringLiteral("1"));
+    });
+    layout->addWidget(m_startPanel);
+}
+
+void ConfigurePage::useCpuRanks()
+{
+    // What runs on any machine: data parallelism over two CPU ranks (Gloo).
+    config::AccelerateConfig cfg = currentConfig();
+    cfg.setField("distributed_type", config::Value("MULTI_CPU"));
+    cfg.setField("num_processes", config::Value(2));
+    cfg.setField("use_cpu", config::Value(true));
+    m_form->setConfig(cfg);
+    configChanged(true);
+}
+
+void ConfigurePage::startDemo()
+{
+    useCpuRanks();
+    setScriptMode(false);
+    if (!openRecipeFile(qs(config::resourcesFolder()) + QStringLiteral("/recipes/demo-gpt.yaml")))
+        return;
+    m_startPanel->hide();
+    showMessage(tr("The demo is ready: Launch trains a small GPT on two CPU ranks (about a minute), and the Run page "
+                   "opens as it starts. The recipe is a bundled example: Save as… to keep changes."),
+                false);
+}
+
 // The problems (with the one-click fix), the script row, the message and Launch.
 void ConfigurePage::buildBottom(QWidget* parent)
 {
@@ -232,6 +302,7 @@ ConfigurePage::ConfigurePage(std::filesystem::path databaseFile, QWidget* parent
     auto* bar = new QWidget(this);
     buildTopBar(bar);
     layout->addWidget(bar);
+    buildStartPanel(layout);
 
     auto* vertical = new QSplitter(Qt::Vertical, this);
     auto* horizontal = new QSplitter(Qt::Horizontal, vertical);
@@ -436,12 +507,16 @@ void ConfigurePage::remember(const QString& key, const QString& path) const
 void ConfigurePage::restoreLastFiles()
 {
     QSettings settings(qs((m_databaseFile.parent_path() / "workbench.ini").string()), QSettings::IniFormat);
+    if (!settings.value(QStringLiteral("configure/startDismissed")).toString().isEmpty())
+        m_startPanel->hide();
     const QString config = settings.value(QStringLiteral("configure/lastConfig")).toString();
     const QString recipe = settings.value(QStringLiteral("configure/lastRecipe")).toString();
     if (!config.isEmpty() && QFileInfo::exists(config))
         openConfigFile(config);
     if (!recipe.isEmpty() && QFileInfo::exists(recipe))
         openRecipeFile(recipe);
+    if (!m_recipePath.isEmpty())
+        m_startPanel->hide(); // not the first run: the user's own files are back
 }
 
 QString ConfigurePage::saveAsStart(const QString& path) const

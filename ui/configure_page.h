@@ -92,6 +92,9 @@ public slots:
     void goToDiagnostic(const QString& keyPath);
     // Empty on success, else why nothing was launched (also shown on the page).
     QString launch();
+    // The start panel's "Try the demo": two CPU ranks (MULTI_CPU, use_cpu) and the bundled demo
+    // recipe, ready to Launch.
+    void startDemo();
     // What Launch runs (the "Run" choice): the recipe in the engine, or the user's own Accelerate
     // script through the real `accelerate launch` (`shardscope launch --script`), checked as the
     // launcher will check it (the silent degradations of Accelerate on this machine refused).
@@ -110,6 +113,8 @@ signals:
 
 private:
     void buildTopBar(QWidget* bar);
+    void buildStartPanel(QVBoxLayout* layout);
+    void useCpuRanks(); // MULTI_CPU, 2 processes, use_cpu: what runs on any machine
     void buildBottom(QWidget* parent);
     QWidget* buildRecipeTab(QWidget* parent);
     // Per-rank device bytes by category, host (offloaded) bytes stacked on top.
@@ -150,6 +155,7 @@ private:
     QString m_pendingOutput; // the launcher's output file
     int m_pollsLeft = 0;
 
+    QWidget* m_startPanel = nullptr; // the first-run path
     QLabel* m_configLabel = nullptr;
     QLabel* m_recipeLabel = nullptr;
     QTabWidget* m_tabs = nullptr;

@@ -21,6 +21,7 @@
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QVBoxLayout>
 
 namespace shardscope::ui {
 
@@ -33,6 +34,28 @@ std::filesystem::path defaultDatabase()
 }
 
 } // namespace
+
+QString MainWindow::pageHelp(Mode mode)
+{
+    switch (mode) {
+    case Mode::Configure:
+        return tr("Configure: the Accelerate config (the questions of `accelerate config`, the YAML it writes) and the "
+                  "recipe to train, checked for this machine, with the per-rank memory each choice costs; then Launch.");
+    case Mode::Runs:
+        return tr("Runs: every run in the history. Search, tag, rename, delete; double-click opens one in Run, select "
+                  "several to Compare.");
+    case Mode::Run:
+        return tr("Run: one run, live or finished: loss, learning rate, gradient norm, fp16 loss scale, throughput, "
+                  "step time and memory per rank, and each rank's log. Hover a chart for its values.");
+    case Mode::Compare:
+        return tr("Compare: runs side by side: curves, final numbers and what differed in how they ran. A precision "
+                  "sweep runs one recipe or script in every mode, one after another.");
+    case Mode::Trace:
+        return tr("Trace: where a step's time goes, per rank: compute, communication and how much of it is hidden "
+                  "behind compute (Holistic Trace Analysis' definitions). Launch with Profile to record one.");
+    }
+    return {};
+}
 
 MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     : QMainWindow(parent), m_databaseFile(databaseFile.empty() ? defaultDatabase() : std::move(databaseFile))
@@ -96,7 +119,17 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
         addAction(action);
     }
     layout->addWidget(m_modeBar);
-    layout->addWidget(m_pages, 1);
+    // Above the page: what it is for, in a line (new users asked for it).
+    auto* pageColumn = new QVBoxLayout;
+    pageColumn->setContentsMargins(8, 4, 0, 0);
+    pageColumn->setSpacing(2);
+    m_pageHelp = new QLabel(central);
+    m_pageHelp->setObjectName(QStringLiteral("pageHelp"));
+    m_pageHelp->setStyleSheet(QStringLiteral("QLabel#pageHelp { color: #5f6368; }"));
+    m_pageHelp->setWordWrap(true);
+    pageColumn->addWidget(m_pageHelp);
+    pageColumn->addWidget(m_pages, 1);
+    layout->addLayout(pageColumn, 1);
     setCentralWidget(central);
 
     auto* openDir = new QAction(tr("Open run directory…"), this);
@@ -119,6 +152,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
         if (row < 0)
             return;
         m_pages->setCurrentIndex(row);
+        m_pageHelp->setText(pageHelp(static_cast<Mode>(row)));
         emit modeChanged(static_cast<Mode>(row));
     });
     connect(m_runsPage, &RunsPage::runOpened, this, &MainWindow::openRun);

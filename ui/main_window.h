@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+class QLabel;
 class QListWidget;
 class QStackedWidget;
 
@@ -31,6 +32,8 @@ public:
     Mode currentMode() const;
     void showMode(Mode mode);
     static QString modeName(Mode mode);
+    // The line above each page saying what it is for.
+    static QString pageHelp(Mode mode);
     static constexpr int kModeCount = 5;
 
     RunsPage* runsPage() const { return m_runsPage; }
@@ -56,6 +59,7 @@ private:
     std::filesystem::path m_databaseFile;
     QListWidget* m_modeBar = nullptr;
     QStackedWidget* m_pages = nullptr;
+    QLabel* m_pageHelp = nullptr;
     HistoryService* m_history = nullptr; // the workbench's way to the history, off the GUI thread
     RunsPage* m_runsPage = nullptr;
     RunPage* m_runPage = nullptr;

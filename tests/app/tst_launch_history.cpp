@@ -91,8 +91,9 @@ private slots:
         env.insert("SHARDSCOPE_HOME", home.path());
         process.setProcessEnvironment(env);
         process.setProcessChannelMode(QProcess::MergedChannels);
-        process.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-gpt.yaml",
-                                    "--max_steps", "40", "--run_name", "demo"});
+        process.start(kShardscope,
+                      {"launch", "--num_processes", "2", "--recipe", SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-gpt.yaml",
+                       "--max_steps", "40", "--run_name", "demo"});
         QVERIFY(process.waitForFinished(180000));
         QVERIFY2(process.exitCode() == 0, process.readAll().constData());
         auto store = RunStore::open(historyFile(home.path().toStdString()));
@@ -111,7 +112,8 @@ private slots:
             }
             best = std::min(best, point.value);
         }
-        QVERIFY2(worstRise < 0.5, qPrintable(QStringLiteral("the loss rose %1 above the best so far at step %2").arg(worstRise).arg(at)));
+        QVERIFY2(worstRise < 0.5,
+                 qPrintable(QStringLiteral("the loss rose %1 above the best so far at step %2").arg(worstRise).arg(at)));
         QVERIFY2(loss->back().value < 3.0, qPrintable(QString::number(loss->back().value)));
     }
 

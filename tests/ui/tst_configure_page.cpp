@@ -914,6 +914,27 @@ private slots:
                  qPrintable(help->text()));
     }
 
+    // A first-run path (#21): the page offers the demo, ready to Launch on this machine.
+    void firstRunOffersTheDemo()
+    {
+        ConfigurePage page(db());
+        page.setMachine(config::MachineInfo{0, false, false});
+        auto* panel = page.findChild<QWidget*>(QStringLiteral("startPanel"));
+        QVERIFY(panel && !panel->isHidden());
+        QTest::mouseClick(page.findChild<QPushButton*>(QStringLiteral("startDemo")), Qt::LeftButton);
+        QVERIFY(panel->isHidden());
+        QVERIFY2(page.recipePath().endsWith(QStringLiteral("resources/recipes/demo-gpt.yaml")), qPrintable(page.recipePath()));
+        QCOMPARE(QString::fromStdString(page.currentConfig().distributedType()), QStringLiteral("MULTI_CPU"));
+        QCOMPARE(page.currentConfig().intField("num_processes").value_or(0), std::int64_t(2));
+        QVERIFY(page.canLaunch());
+        // Dismissed, it stays away in the next workbench.
+        ConfigurePage next(db());
+        QTest::mouseClick(next.findChild<QPushButton*>(QStringLiteral("startDismiss")), Qt::LeftButton);
+        ConfigurePage third(db());
+        third.restoreLastFiles();
+        QVERIFY(third.findChild<QWidget*>(QStringLiteral("startPanel"))->isHidden());
+    }
+
     void launcherThatStopsEarlyHasItsMessageShown()
     {
         // A launcher that refuses the run before any rank starts: its own message reaches the

@@ -48,6 +48,24 @@ private slots:
         QCOMPARE(spy.count(), 2);
     }
 
+    // What new users asked for: a line on each page saying what it is for.
+    void eachPageSaysWhatItIsFor()
+    {
+        QTemporaryDir dir;
+        MainWindow window(nullptr, std::filesystem::path(dir.path().toStdString()) / "history.sqlite");
+        auto* help = window.findChild<QLabel*>(QStringLiteral("pageHelp"));
+        QVERIFY(help);
+        QStringList seen;
+        for (int i = 0; i < MainWindow::kModeCount; ++i) {
+            const auto mode = static_cast<MainWindow::Mode>(i);
+            window.showMode(mode);
+            QVERIFY2(help->text().startsWith(MainWindow::modeName(mode) + QStringLiteral(":")), qPrintable(help->text()));
+            seen << help->text();
+        }
+        seen.removeDuplicates();
+        QCOMPARE(seen.size(), MainWindow::kModeCount);
+    }
+
     void modeBarClicksSwitchPages()
     {
         MainWindow window;
