@@ -7,6 +7,7 @@
 #include "engine/config/recipe_keys.h"
 #include "engine/config/run_plan.h"
 #include "engine/config/script_plan.h"
+#include "storage/config_diff.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 #include "ui/config_form.h"
@@ -25,7 +26,9 @@
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFormLayout>
 #include <QFrame>
+#include <QScrollArea>
 #include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -53,6 +56,25 @@
 namespace shardscope::ui {
 
 namespace {
+
+// The recipe form's keys: what most recipes set (the rest are in the YAML and docs/RECIPES.md).
+constexpr const char* kRecipeFormKeys[] = {"model.type",
+                                           "model.pretrained",
+                                           "model.block_size",
+                                           "data.type",
+                                           "data.path",
+                                           "data.tokenizer",
+                                           "optimizer.type",
+                                           "optimizer.lr",
+                                           "optimizer.weight_decay",
+                                           "schedule.type",
+                                           "schedule.warmup_steps",
+                                           "training.max_steps",
+                                           "training.per_device_batch_size",
+                                           "training.gradient_accumulation_steps",
+                                           "training.max_grad_norm",
+                                           "training.eval_every",
+                                           "training.checkpoint_every"};
 
 QStringList toQStringList(const std::vector<std::string>& texts)
 {
@@ -162,7 +184,13 @@ QWidget* ConfigurePage::buildRecipeTab(QWidget* parent)
     m_dataPreview->setMaximumBlockCount(200);
     m_dataPreview->setPlaceholderText(tr("Preview data shows what the run will train on"));
     recipeLayout->addLayout(pickers);
-    recipeLayout->addWidget(m_recipeEditor, 3);
+    // The form (the keys most recipes set, each with its help) beside the YAML it edits.
+    auto* formAndText = new QSplitter(Qt::Horizontal, recipeTab);
+    formAndText->addWidget(buildRecipeForm(formAndText));
+    formAndText->addWidget(m_recipeEditor);
+    formAndText->setStretchFactor(0, 2);
+    formAndText->setStretchFactor(1, 3);
+    recipeLayout->addWidget(formAndText, 3);
     // The help of the key under the cursor (docs/RECIPES.md's line for it).
     m_recipeKeyHelp = new QLabel(recipeTab);
     m_recipeKeyHelp->setObjectName(QStringLiteral("recipeKeyHelp"));
@@ -173,6 +201,79 @@ QWidget* ConfigurePage::buildRecipeTab(QWidget* parent)
     recipeLayout->addWidget(m_recipeStatus);
     recipeLayout->addWidget(m_dataPreview, 1);
     return recipeTab;
+}
+
+// The recipe form: the keys of recipeFormKeys as fields (a choice list where the key has one), each
+// with the key's help; an edit changes the YAML text (undoable, comments kept), and the fields
+// follow the text as it is edited.
+QWidget* ConfigurePage::buildRecipeForm(QWidget* parent)
+{
+    auto* scroll = new QScrollArea(parent);
+    scroll->setObjectName(QStringLiteral("recipeForm"));
+    scroll->setWidgetResizable(true);
+    auto* body = new QWidget(scroll);
+    auto* form = new QFormLayout(body);
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    for (const char* path : kRecipeFormKeys) {
+        const config::RecipeKeyDoc* doc = config::findRecipeKey(path);
+        if (!doc)
+            continue;
+        const QString keyPath = QString::fromLatin1(path);
+        const QString tip =
+            QStringLiteral("<b>%1</b> (%2)<p>%3</p>").arg(keyPath, qs(doc->type).toHtmlEscaped(), qs(doc->doc).toHtmlEscaped());
+        QWidget* editor = nullptr;
+        const QStringList choices = qs(doc->type).split(QStringLiteral(" | "));
+        if (choices.size() > 1) {
+            auto* combo = new QComboBox(body);
+            combo->addItems(choices);
+            connect(combo, &QComboBox::activated, this,
+                    [this, keyPath, combo] { setRecipeValue(keyPath, combo->currentText()); });
+            editor = combo;
+        } else {
+            auto* line = new QLineEdit(body);
+            line->setPlaceholderText(qs(doc->defaultValue));
+            connect(line, &QLineEdit::editingFinished, this, [this, keyPath, line] {
+                if (line->isModified())
+                    setRecipeValue(keyPath, line->text().trimmed());
+                line->setModified(false);
+            });
+            editor = line;
+        }
+        editor->setObjectName(QStringLiteral("recipe_") + keyPath);
+        editor->setToolTip(tip);
+        auto* label = new QLabel(keyPath, body);
+        label->setToolTip(tip);
+        form->addRow(label, editor);
+        m_recipeFields.push_back({keyPath, editor});
+    }
+    scroll->setWidget(body);
+    return scroll;
+}
+
+bool ConfigurePage::setRecipeValue(const QString& keyPath, const QString& value)
+{
+    if (value.isEmpty())
+        return false; // a cleared field keeps the text's value (the key's default shows as placeholder)
+    return replaceRecipeText(
+        config::withRecipeValue(m_recipeEditor->toPlainText().toStdString(), keyPath.toStdString(), value.toStdString()));
+}
+
+void ConfigurePage::fillRecipeForm()
+{
+    std::map<std::string, std::string> values;
+    if (m_recipe)
+        for (auto& [key, value] : storage::flattenYaml(config::recipeToYaml(*m_recipe)))
+            values[key] = value;
+    for (const auto& [keyPath, editor] : m_recipeFields) {
+        const auto it = values.find(keyPath.toStdString());
+        const QString value = it == values.end() ? QString() : qs(it->second);
+        editor->setEnabled(m_recipe.has_value()); // a text that does not parse is fixed in the text
+        const QSignalBlocker blocker(editor);
+        if (auto* combo = qobject_cast<QComboBox*>(editor))
+            combo->setCurrentIndex(std::max(0, combo->findText(value)));
+        else if (auto* line = qobject_cast<QLineEdit*>(editor); line && !line->hasFocus())
+            line->setText(value);
+    }
 }
 
 // A first-run path: the demo, an example recipe or the user's own script, one click each. Shown
@@ -729,6 +830,7 @@ void ConfigurePage::recipeChanged()
         }
     }
     m_recipeEditor->setExtraSelections(marks);
+    fillRecipeForm();
     refresh();
 }
 

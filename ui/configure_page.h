@@ -81,6 +81,8 @@ public slots:
     // The recipe editor's "Data files…" and "Tokenizer…": data.type tokens with these files (and
     // data.tokenizer, when `tokenizer` is not empty), as setModelFolder edits the text.
     bool setDataFiles(const QStringList& files, const QString& tokenizer = QString());
+    // The recipe form's edit of one key (section.key): the text changed as Model folder… changes it.
+    bool setRecipeValue(const QString& keyPath, const QString& value);
     // "Preview data": reads and tokenizes the recipe's data off the GUI thread, then shows its
     // statistics and rank 0's first batch decoded (dataPreviewText); dataPreviewed when done.
     void previewData();
@@ -117,6 +119,8 @@ private:
     void useCpuRanks(); // MULTI_CPU, 2 processes, use_cpu: what runs on any machine
     void buildBottom(QWidget* parent);
     QWidget* buildRecipeTab(QWidget* parent);
+    QWidget* buildRecipeForm(QWidget* parent);
+    void fillRecipeForm(); // the form's fields from the recipe text
     // Per-rank device bytes by category, host (offloaded) bytes stacked on top.
     void setUpMemoryChart();
     void configChanged(bool modified);
@@ -164,6 +168,7 @@ private:
     QPlainTextEdit* m_recipeEditor = nullptr;
     QLabel* m_recipeStatus = nullptr;
     QLabel* m_recipeKeyHelp = nullptr; // the help of the key under the cursor
+    std::vector<std::pair<QString, QWidget*>> m_recipeFields; // the recipe form: key path, editor
     QPlainTextEdit* m_dataPreview = nullptr;
     std::uint64_t m_previewGeneration = 0; // the newest preview asked for; older answers are dropped
     QPlainTextEdit* m_preview = nullptr;

@@ -61,7 +61,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     m_progress->setObjectName(QStringLiteral("runProgress"));
     m_xAxisBox = new QComboBox(this);
     m_xAxisBox->setObjectName(QStringLiteral("xAxisMode"));
-    m_xAxisBox->addItems({tr("x: step"), tr("x: time")});
+    m_xAxisBox->addItems({tr("x: step"), tr("x: time"), tr("x: tokens")});
     // TensorBoard's smoothing slider (0: raw), for every chart of the page.
     m_smoothingSlider = new QSlider(Qt::Horizontal, this);
     m_smoothingSlider->setObjectName(QStringLiteral("smoothing"));
@@ -183,8 +183,9 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     m_pollTimer = new QTimer(this);
     m_pollTimer->setInterval(500);
     connect(m_pollTimer, &QTimer::timeout, this, &RunPage::pollNow);
-    connect(m_xAxisBox, &QComboBox::currentIndexChanged, this,
-            [this](int index) { setXAxisMode(index == 1 ? XAxis::Time : XAxis::Step); });
+    connect(m_xAxisBox, &QComboBox::currentIndexChanged, this, [this](int index) {
+        setXAxisMode(index == 1 ? XAxis::Time : index == 2 ? XAxis::Tokens : XAxis::Step);
+    });
     connect(m_followButton, &QPushButton::clicked, this, [this] {
         m_group->setFollowing(true);
         m_followButton->setChecked(true);
@@ -218,6 +219,7 @@ void RunPage::closeRun()
     m_hasDeviceMemory = false;
     m_raw.clear();
     m_lossScaleAt.clear();
+    m_tokensSeen.clear();
     m_pendingSkips.clear();
     for (auto* c : m_charts)
         c->removeSeries();
@@ -348,7 +350,21 @@ void RunPage::applyPoll(Poll& poll)
     }
 }
 
-double RunPage::xOf(double step, double time) const { return m_xAxis == XAxis::Step ? step : time - std::max(m_t0, 0.0); }
+double RunPage::xOf(double step, double time) const
+{
+    switch (m_xAxis) {
+    case XAxis::Step:
+        break;
+    case XAxis::Time:
+        return time - std::max(m_t0, 0.0);
+    case XAxis::Tokens: {
+        // The tokens seen by the end of the step (the last known count at or before it).
+        auto it = m_tokensSeen.upper_bound(static_cast<std::int64_t>(step));
+        return it == m_tokensSeen.begin() ? 0.0 : std::prev(it)->second;
+    }
+    }
+    return step;
+}
 
 RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
 {
@@ -429,6 +445,14 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
         times.push_back(time);
         values.push_back(value);
     };
+    // Tokens first: a step's x by tokens is known before its other rows are placed.
+    for (const auto& row : rows) {
+        if (row.rank != 0 || row.key != k::kTokens)
+            continue;
+        auto last = m_tokensSeen.empty() ? 0.0 : m_tokensSeen.rbegin()->second;
+        if (m_tokensSeen.empty() || row.step > m_tokensSeen.rbegin()->first)
+            m_tokensSeen[row.step] = last + row.value * std::max(m_info.worldSize, 1);
+    }
     for (const auto& row : rows) {
         const auto step = static_cast<double>(row.step);
         if (row.rank == 0)
@@ -507,10 +531,12 @@ void RunPage::setXAxisMode(XAxis mode)
     if (mode == m_xAxis)
         return;
     m_xAxis = mode;
-    m_xAxisBox->setCurrentIndex(mode == XAxis::Time ? 1 : 0);
+    m_xAxisBox->setCurrentIndex(mode == XAxis::Time ? 1 : mode == XAxis::Tokens ? 2 : 0);
     for (auto* c : m_charts) {
         c->clearData();
-        c->setXLabel(mode == XAxis::Time ? tr("seconds since start") : tr("step"));
+        c->setXLabel(mode == XAxis::Time     ? tr("seconds since start")
+                     : mode == XAxis::Tokens ? tr("tokens (all ranks)")
+                                             : tr("step"));
     }
     for (auto& [id, raw] : m_raw) {
         QVector<double> xs;

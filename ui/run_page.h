@@ -37,7 +37,7 @@ class MetricChart;
 class RunPage : public QWidget {
     Q_OBJECT
 public:
-    enum class XAxis { Step, Time };
+    enum class XAxis { Step, Time, Tokens }; // tokens: seen by all ranks so far
 
     // `history`: the workbench's history service; none: the page makes its own.
     explicit RunPage(QWidget* parent = nullptr, HistoryService* history = nullptr);
@@ -102,6 +102,9 @@ private:
     RunInfo m_info;
     bool m_finishedAnnounced = false;
     XAxis m_xAxis = XAxis::Step;
+    // Tokens seen by all ranks up to each step (rank 0's tokens times the world size: data
+    // parallelism gives every rank batches of one size): the x of XAxis::Tokens.
+    std::map<std::int64_t, double> m_tokensSeen;
     double m_t0 = -1; // time origin of the time axis (run start), seconds since the epoch
     std::int64_t m_lastStep = -1;
     bool m_hasDeviceMemory = false;

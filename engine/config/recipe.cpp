@@ -646,6 +646,18 @@ Result<std::string> withPretrainedFolder(const std::string& yamlText, const std:
     return withSectionKey(yamlText, "model", "pretrained", quotedYaml(dir));
 }
 
+Result<std::string> withRecipeValue(const std::string& yamlText, const std::string& keyPath, const std::string& value)
+{
+    const auto dot = keyPath.find('.');
+    if (dot == std::string::npos || keyPath.find('.', dot + 1) != std::string::npos)
+        return makeError("the recipe form edits section.key paths, not '" + keyPath + "'");
+    // Plain when YAML reads it back as the same text (numbers, names, true/false), quoted otherwise.
+    const bool plain = !value.empty() && value.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos && value.front() != ' '
+                       && value.back() != ' ' && value.front() != '-';
+    const bool number = !value.empty() && value.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    return withSectionKey(yamlText, keyPath.substr(0, dot), keyPath.substr(dot + 1), plain || number ? value : quotedYaml(value));
+}
+
 Result<std::string> withTokenData(const std::string& yamlText, const std::vector<std::string>& paths,
                                   const std::string& tokenizer)
 {

@@ -200,6 +200,9 @@ Result<std::string> withPretrainedFolder(const std::string& yamlText, const std:
 // as withPretrainedFolder edits it (the recipe editor's data pickers).
 Result<std::string> withTokenData(const std::string& yamlText, const std::vector<std::string>& paths,
                                   const std::string& tokenizer);
+// The recipe text with `keyPath` (section.key) set to `value`, quoted when YAML would read it
+// otherwise, as withPretrainedFolder edits it (the recipe form).
+Result<std::string> withRecipeValue(const std::string& yamlText, const std::string& keyPath, const std::string& value);
 std::string recipeToYaml(const Recipe& recipe);
 
 } // namespace shardscope::config

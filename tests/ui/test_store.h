@@ -67,6 +67,7 @@ inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed
                                    {k::kSkipped, step % 7 == 0 ? 1.0 : 0.0},
                                    {k::kStepTime, 0.1 + 0.01 * rank},
                                    {k::kTokensPerS, 1000.0 + step},
+                                   {k::kTokens, 128.0},
                                    {k::kMemPeakAllocated, 0.0},
                                    {k::kMemRss, 1e8 + rank * 1e7 + step}});
         }

@@ -914,6 +914,39 @@ private slots:
                  qPrintable(help->text()));
     }
 
+    // The recipe form beside the YAML (#21): its fields follow the text, an edit changes the text
+    // (comments kept), each field has the key's help.
+    void recipeFormEditsTheText()
+    {
+        ConfigurePage page(db());
+        page.setRecipeText(QStringLiteral("# mine\nname: x\ntraining:\n  max_steps: 5 # short\n"));
+        auto* steps = page.findChild<QLineEdit*>(QStringLiteral("recipe_training.max_steps"));
+        auto* optimizer = page.findChild<QComboBox*>(QStringLiteral("recipe_optimizer.type"));
+        QVERIFY(steps && optimizer);
+        QCOMPARE(steps->text(), QStringLiteral("5"));
+        QCOMPARE(optimizer->currentText(), QStringLiteral("adamw"));
+        QVERIFY(steps->toolTip().contains(QStringLiteral("Optimizer steps")));
+        steps->setFocus();
+        steps->selectAll();
+        QTest::keyClicks(steps, QStringLiteral("7"));
+        QTest::keyClick(steps, Qt::Key_Return);
+        auto* editor = page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"));
+        QVERIFY2(editor->toPlainText().contains(QStringLiteral("max_steps: 7"))
+                     && editor->toPlainText().startsWith(QStringLiteral("# mine\n")),
+                 qPrintable(editor->toPlainText()));
+        optimizer->setCurrentIndex(optimizer->findText(QStringLiteral("sgd")));
+        emit optimizer->activated(optimizer->currentIndex());
+        QVERIFY2(editor->toPlainText().contains(QStringLiteral("optimizer:\n  type: sgd")), qPrintable(editor->toPlainText()));
+        QVERIFY(page.setRecipeValue(QStringLiteral("data.path"), QStringLiteral("/data/my corpus: v2.txt")));
+        auto parsed = config::parseRecipe(editor->toPlainText().toStdString(), "r.yaml");
+        QVERIFY2(parsed, parsed ? "" : parsed.error().message.c_str());
+        QCOMPARE(parsed->data.path, std::string("/data/my corpus: v2.txt"));
+        QCOMPARE(parsed->maxSteps, std::int64_t(7));
+        // The text edited by hand: the form follows.
+        page.setRecipeText(QStringLiteral("training:\n  max_steps: 12\n"));
+        QCOMPARE(steps->text(), QStringLiteral("12"));
+    }
+
     // A first-run path (#21): the page offers the demo, ready to Launch on this machine.
     void firstRunOffersTheDemo()
     {

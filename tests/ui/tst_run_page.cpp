@@ -120,6 +120,10 @@ private slots:
         const double t9 = loss->series(0)->data()->at(9)->key;
         const double t0 = loss->series(0)->data()->at(0)->key;
         QCOMPARE(t9 - t0, 9.0);
+        // By tokens seen (all ranks): 128 tokens per rank per step, 2 ranks (what W&B users plot).
+        page.setXAxisMode(RunPage::XAxis::Tokens);
+        QCOMPARE(loss->series(0)->data()->at(9)->key, 10.0 * 128 * 2);
+        QCOMPARE(loss->xAxis->label(), QStringLiteral("tokens (all ranks)"));
         page.setXAxisMode(RunPage::XAxis::Step);
         QCOMPARE(loss->series(0)->data()->at(9)->key, 10.0);
     }
