@@ -1,6 +1,8 @@
 // RunStore: a run as CSV metrics or one JSON document.
 
 #include "storage/run_store.h"
+
+#include "engine/common/text_format.h"
 #include "engine/common/json_string.h"
 #include "storage/run_store_detail.h"
 
@@ -16,7 +18,6 @@
 #include "storage/schema.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -29,13 +30,7 @@ using namespace detail;
 
 namespace {
 
-// Shortest text that reads back as the same double.
-std::string formatNumber(double value)
-{
-    char buffer[32];
-    auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
-    return std::string(buffer, end);
-}
+std::string formatNumber(double value) { return shortestNumber(value); }
 
 std::string jsonString(std::string_view text) { return jsonStringLiteral(text); }
 
@@ -50,19 +45,6 @@ std::string jsonOptional(const std::optional<T>& value)
         return jsonNumber(*value);
     else
         return std::to_string(*value);
-}
-
-std::string csvField(std::string_view text)
-{
-    if (text.find_first_of(",\"\n") == std::string_view::npos)
-        return std::string(text);
-    std::string out = "\"";
-    for (char c : text) {
-        if (c == '"')
-            out += '"';
-        out += c;
-    }
-    return out + "\"";
 }
 
 } // namespace

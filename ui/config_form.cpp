@@ -185,6 +185,8 @@ void ConfigForm::addField(QGroupBox* group, const std::string& section, const st
     f.editor->setObjectName(QStringLiteral("field_") + keyPath);
     f.toolTip = tip;
     f.label = new QLabel(qs(spec->key), group);
+    f.editor->setToolTip(tip);
+    f.label->setToolTip(tip);
     f.form->addRow(f.label, f.editor);
     m_fields.push_back(f);
 }
@@ -311,10 +313,11 @@ void ConfigForm::updateVisibility()
     // The question's "{W}" as Accelerate fills it for the distributed type chosen now.
     const QString word = qs(config::processWord(type));
     for (const Field& f : m_fields) {
-        QString tip = f.toolTip;
-        tip.replace(QStringLiteral("{W}"), word);
-        f.editor->setToolTip(tip);
-        f.label->setToolTip(tip);
+        if (f.toolTip.contains(QStringLiteral("{W}"))) {
+            const QString tip = QString(f.toolTip).replace(QStringLiteral("{W}"), word);
+            f.editor->setToolTip(tip);
+            f.label->setToolTip(tip);
+        }
         const std::string& key = f.spec->key;
         bool shown = true;
         if (f.section == "fsdp_config")

@@ -599,15 +599,17 @@ bool ConfigurePage::openConfigFile(const QString& path)
     return true;
 }
 
+QString ConfigurePage::settingsFile() const { return qs((m_databaseFile.parent_path() / "workbench.ini").string()); }
+
 void ConfigurePage::remember(const QString& key, const QString& path) const
 {
-    QSettings settings(qs((m_databaseFile.parent_path() / "workbench.ini").string()), QSettings::IniFormat);
+    QSettings settings(settingsFile(), QSettings::IniFormat);
     settings.setValue(key, QFileInfo(path).absoluteFilePath());
 }
 
 void ConfigurePage::restoreLastFiles()
 {
-    QSettings settings(qs((m_databaseFile.parent_path() / "workbench.ini").string()), QSettings::IniFormat);
+    QSettings settings(settingsFile(), QSettings::IniFormat);
     if (!settings.value(QStringLiteral("configure/startDismissed")).toString().isEmpty())
         m_startPanel->hide();
     const QString config = settings.value(QStringLiteral("configure/lastConfig")).toString();

@@ -141,6 +141,7 @@ private:
     // True, with the reason shown, when `path` is a bundled example (never written).
     bool refuseBundled(const QString& path);
     void remember(const QString& key, const QString& path) const;
+    QString settingsFile() const; // the workbench's settings, beside the run history
 
     std::filesystem::path m_databaseFile;
     config::MachineInfo m_machine; // probed once: GPUs and what they support

@@ -1,5 +1,6 @@
 #include "ui/metric_chart.h"
 
+#include "engine/common/text_format.h"
 #include "ui/format.h"
 
 #include <QContextMenuEvent>
@@ -11,7 +12,6 @@
 #include <QTextStream>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 
 namespace shardscope::ui {
@@ -23,42 +23,34 @@ protected:
     QString getTickLabel(double tick, const QLocale&, QChar, int) override { return formatBytes(tick); }
 };
 
-// A double as its shortest text that reads back as the same double (CSV export).
-QString shortest(double value)
-{
-    char buffer[32];
-    const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
-    return QString::fromLatin1(buffer, static_cast<qsizetype>(written.ptr - buffer));
-}
+QString shortest(double value) { return QString::fromStdString(shortestNumber(value)); }
 
-QString csvField(const QString& text)
-{
-    if (!text.contains(QLatin1Char(',')) && !text.contains(QLatin1Char('"')) && !text.contains(QLatin1Char('\n')))
-        return text;
-    return QLatin1Char('"') + QString(text).replace(QLatin1Char('"'), QStringLiteral("\"\"")) + QLatin1Char('"');
-}
+QString csvField(const QString& text) { return QString::fromStdString(shardscope::csvField(text.toStdString())); }
 
 } // namespace
 
+double TensorBoardEma::next(double value)
+{
+    if (!std::isfinite(value))
+        return value;
+    last = last * weight + (1 - weight) * value;
+    ++finiteCount;
+    // The average started at 0 is biased towards 0 by weight^n: divide that out.
+    const double debias = weight == 1 ? 1 : 1 - std::pow(weight, static_cast<double>(finiteCount));
+    return last / debias;
+}
+
 QVector<double> tensorBoardSmoothed(const QVector<double>& values, double weight)
 {
-    QVector<double> out;
-    out.reserve(values.size());
     // TensorBoard leaves a constant series alone (its #786): == as in JavaScript, NaN never equal.
     const bool constant = std::all_of(values.begin(), values.end(), [&](double v) { return v == values.front(); });
-    double last = 0;
-    std::int64_t finite = 0;
-    for (double v : values) {
-        if (constant || !std::isfinite(v)) {
-            out.push_back(v);
-            continue;
-        }
-        last = last * weight + (1 - weight) * v;
-        ++finite;
-        // The average started at 0 is biased towards 0 by weight^n: divide that out.
-        const double debias = weight == 1 ? 1 : 1 - std::pow(weight, static_cast<double>(finite));
-        out.push_back(last / debias);
-    }
+    if (constant)
+        return values;
+    QVector<double> out;
+    out.reserve(values.size());
+    TensorBoardEma ema{weight};
+    for (double v : values)
+        out.push_back(ema.next(v));
     return out;
 }
 
@@ -178,20 +170,8 @@ void MetricChart::appendPoints(int index, const QVector<double>& x, const QVecto
     s.graph->addData(x, y, /*alreadySorted=*/true);
     if (s.smooth)
         appendSmoothed(s, x, y);
-    for (qsizetype i = 0; i < x.size(); ++i) {
-        if (!std::isfinite(y[i]) || !std::isfinite(x[i]) || (logValueAxis() && y[i] <= 0))
-            continue;
-        if (!m_hasData) {
-            m_xMin = m_xMax = x[i];
-            m_yMin = m_yMax = y[i];
-            m_hasData = true;
-            continue;
-        }
-        m_xMin = std::min(m_xMin, x[i]);
-        m_xMax = std::max(m_xMax, x[i]);
-        m_yMin = std::min(m_yMin, y[i]);
-        m_yMax = std::max(m_yMax, y[i]);
-    }
+    for (qsizetype i = 0; i < x.size(); ++i)
+        includeInRanges(x[i], y[i]);
     if (viewAtEnd && m_xMax > oldMax) {
         const QCPRange r = xAxis->range();
         m_applyingRange = true;
@@ -218,16 +198,8 @@ void MetricChart::appendSmoothed(Series& s, const QVector<double>& x, const QVec
     }
     QVector<double> smoothed;
     smoothed.reserve(y.size());
-    const double w = m_smoothing;
-    for (double v : y) {
-        if (s.constant || !std::isfinite(v)) {
-            smoothed.push_back(v);
-            continue;
-        }
-        s.last = s.last * w + (1 - w) * v;
-        ++s.finiteCount;
-        smoothed.push_back(s.last / (1 - std::pow(w, static_cast<double>(s.finiteCount))));
-    }
+    for (double v : y)
+        smoothed.push_back(s.constant ? v : s.ema.next(v));
     s.smooth->addData(x, smoothed, /*alreadySorted=*/true);
 }
 
@@ -251,19 +223,15 @@ void MetricChart::resmooth(Series& s)
         xs.push_back(it->key);
         ys.push_back(it->value);
     }
-    const QVector<double> smoothed = tensorBoardSmoothed(ys, m_smoothing);
-    s.smooth->setData(xs, smoothed, /*alreadySorted=*/true);
-    // The state appendSmoothed carries on from.
+    // The whole curve, and the state appendSmoothed carries on from.
     s.first = ys.isEmpty() ? 0 : ys.front();
     s.constant = std::all_of(ys.begin(), ys.end(), [&](double v) { return v == s.first; });
-    s.last = 0;
-    s.finiteCount = 0;
-    if (!s.constant)
-        for (double v : ys)
-            if (std::isfinite(v)) {
-                s.last = s.last * m_smoothing + (1 - m_smoothing) * v;
-                ++s.finiteCount;
-            }
+    s.ema = TensorBoardEma{m_smoothing};
+    QVector<double> smoothed;
+    smoothed.reserve(ys.size());
+    for (double v : ys)
+        smoothed.push_back(s.constant ? v : s.ema.next(v));
+    s.smooth->setData(xs, smoothed, /*alreadySorted=*/true);
 }
 
 void MetricChart::setSmoothing(double weight)
@@ -462,8 +430,7 @@ void MetricChart::clearData()
         if (s.smooth)
             s.smooth->data()->clear();
         s.constant = true;
-        s.last = 0;
-        s.finiteCount = 0;
+        s.ema = TensorBoardEma{m_smoothing};
     }
     m_hasData = false;
     requestReplot();
@@ -511,23 +478,26 @@ void MetricChart::setLogValueAxis(bool log)
 void MetricChart::rescanRanges()
 {
     m_hasData = false;
-    for (const auto& s : m_series) {
-        for (auto it = s.graph->data()->constBegin(); it != s.graph->data()->constEnd(); ++it) {
-            if (!std::isfinite(it->value) || !std::isfinite(it->key) || (logValueAxis() && it->value <= 0))
-                continue;
-            if (!m_hasData) {
-                m_xMin = m_xMax = it->key;
-                m_yMin = m_yMax = it->value;
-                m_hasData = true;
-                continue;
-            }
-            m_xMin = std::min(m_xMin, it->key);
-            m_xMax = std::max(m_xMax, it->key);
-            m_yMin = std::min(m_yMin, it->value);
-            m_yMax = std::max(m_yMax, it->value);
-        }
-    }
+    for (const auto& s : m_series)
+        for (auto it = s.graph->data()->constBegin(); it != s.graph->data()->constEnd(); ++it)
+            includeInRanges(it->key, it->value);
     updateRanges();
+}
+
+void MetricChart::includeInRanges(double x, double y)
+{
+    if (!std::isfinite(y) || !std::isfinite(x) || (logValueAxis() && y <= 0))
+        return; // what the value axis cannot show
+    if (!m_hasData) {
+        m_xMin = m_xMax = x;
+        m_yMin = m_yMax = y;
+        m_hasData = true;
+        return;
+    }
+    m_xMin = std::min(m_xMin, x);
+    m_xMax = std::max(m_xMax, x);
+    m_yMin = std::min(m_yMin, y);
+    m_yMax = std::max(m_yMax, y);
 }
 
 void MetricChart::setXLabel(const QString& label) { xAxis->setLabel(label); }

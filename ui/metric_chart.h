@@ -30,6 +30,14 @@ namespace shardscope::ui {
 // pass through unsmoothed, and a constant series is left as it is. weight in [0, 1).
 QVector<double> tensorBoardSmoothed(const QVector<double>& values, double weight);
 
+// That filter one value at a time (a series that grows keeps one of these).
+struct TensorBoardEma {
+    double weight = 0;
+    double last = 0;
+    std::int64_t finiteCount = 0;
+    double next(double value); // the smoothed value; a non-finite one passes through
+};
+
 class MetricChart : public QCustomPlot {
     Q_OBJECT
 public:
@@ -103,13 +111,13 @@ private:
         QColor color;
         Style style = Style::Line;
         // TensorBoard's smoothing, carried over appends.
-        double last = 0;
-        std::int64_t finiteCount = 0;
-        bool constant = true; // every finite value so far equals the first
+        TensorBoardEma ema;
+        bool constant = true; // every value so far equals the first (TensorBoard then smooths none)
         double first = 0;
     };
     void updateRanges();
     void rescanRanges(); // after a change of scale: every point again
+    void includeInRanges(double x, double y);
     void resmooth(Series& s); // the whole smoothed curve again
     void appendSmoothed(Series& s, const QVector<double>& x, const QVector<double>& y);
     void updateLegend();

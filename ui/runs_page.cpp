@@ -186,6 +186,7 @@ QHBoxLayout* RunsPage::buildFilters()
 
 void RunsPage::setQueuedRuns(const QStringList& names)
 {
+    m_queuedNames = names;
     QStringList shown;
     for (const auto& name : names)
         shown << elidedName(name).toHtmlEscaped();
@@ -196,10 +197,7 @@ void RunsPage::setQueuedRuns(const QStringList& names)
     m_queued->setVisible(!names.isEmpty());
 }
 
-QStringList RunsPage::queuedRuns() const
-{
-    return m_queued->isHidden() ? QStringList() : m_queued->toolTip().split(QLatin1Char('\n'));
-}
+QStringList RunsPage::queuedRuns() const { return m_queuedNames; }
 
 void RunsPage::refresh()
 {

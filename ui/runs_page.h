@@ -114,6 +114,7 @@ private:
     QLineEdit* m_search = nullptr;
     QLabel* m_count = nullptr;
     QLabel* m_queued = nullptr; // a sweep's runs waiting their turn
+    QStringList m_queuedNames;
     QTimer* m_refreshTimer = nullptr;
 };
 

@@ -2,6 +2,7 @@
 
 #include "engine/common/edit_distance.h"
 #include "engine/common/line_column.h"
+#include "engine/common/text_format.h"
 #include "engine/config/hf_config_keys.h"
 #include "engine/text/corpus.h"
 #include "engine/text/token_stream.h"
@@ -11,7 +12,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -680,9 +680,7 @@ namespace {
 // reads back as a float.
 std::string yamlNumber(double value)
 {
-    char buffer[32];
-    const auto written = std::to_chars(buffer, buffer + sizeof(buffer), value);
-    std::string text(buffer, written.ptr);
+    std::string text = shortestNumber(value);
     if (std::isfinite(value) && text.find_first_of(".e") == std::string::npos)
         text += ".0";
     return text;
