@@ -16,6 +16,7 @@
 #include "storage/schema.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -263,6 +264,24 @@ Result<void> RunStore::renameRun(std::int64_t runId, const std::string& name)
     if (!update)
         return update.error();
     update->bind(1, trimmed).bind(2, runId);
+    return update->run();
+}
+
+Result<void> RunStore::setRunColor(std::int64_t runId, const std::string& color)
+{
+    std::string stored = color;
+    const bool hex = stored.size() == 7 && stored[0] == '#'
+                     && std::all_of(stored.begin() + 1, stored.end(), [](unsigned char c) { return std::isxdigit(c) != 0; });
+    if (!stored.empty() && !hex)
+        return makeError("a run's colour is written #rrggbb (six hex digits, e.g. #1f77b4), not \"" + color
+                         + "\"; leave it empty for the default colour");
+    std::transform(stored.begin(), stored.end(), stored.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (auto status = statusOf(runId); !status)
+        return status.error();
+    auto update = m_db.prepare("UPDATE runs SET color = ? WHERE id = ?");
+    if (!update)
+        return update.error();
+    update->bind(1, stored).bind(2, runId);
     return update->run();
 }
 

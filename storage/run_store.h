@@ -50,6 +50,8 @@ public:
     // The name shown in the history (blanks around it trimmed; empty is an error). The run
     // directory keeps its id.
     Result<void> renameRun(std::int64_t runId, const std::string& name);
+    // "#rrggbb" (any case, stored lower-case), or "" for the palette's colour again.
+    Result<void> setRunColor(std::int64_t runId, const std::string& color);
     // Pending or running runs whose launcher process is gone (same host: no such pid, or a pid
     // that started at another time, or another boot) become interrupted. Returns how many.
     Result<int> markInterruptedRuns();

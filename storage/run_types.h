@@ -158,6 +158,7 @@ struct RunSummary {
     std::optional<double> lastLoss;
     std::string runDir;
     int traceCount = 0; // trace files recorded (one per rank per profiled window)
+    std::string color; // "#rrggbb" the user chose; empty: the palette's colour for the id
 };
 
 struct RunDetails {

@@ -129,6 +129,8 @@ CREATE TABLE metric_blocks (
 ) WITHOUT ROWID;
 )sql";
 
+constexpr const char* kSchemaV3 = "ALTER TABLE runs ADD COLUMN color TEXT NOT NULL DEFAULT '';";
+
 // v2 backfills the blocks of the series v1 stored, with the accumulator the writer uses.
 Result<void> backfillBlocks(Database& db)
 {
@@ -178,6 +180,8 @@ Result<void> applyStep(Database& db, int version)
         if (auto rc = db.exec(kSchemaV2); !rc)
             return rc;
         return backfillBlocks(db);
+    case 3:
+        return db.exec(kSchemaV3);
     default:
         return makeError("internal error: no migration to schema version " + std::to_string(version));
     }

@@ -12,7 +12,8 @@ namespace shardscope::storage {
 
 // v1: runs, tags, ranks, metric keys, metrics, evals, traces, checkpoints.
 // v2: metric_blocks, the per-block summaries of every series (Note [Metric blocks]).
-inline constexpr int kSchemaVersion = 2;
+// v3: runs.color, the colour the user chose for a run ('' = the palette's, from its id).
+inline constexpr int kSchemaVersion = 3;
 
 Result<int> schemaVersion(const Database& db);
 

@@ -183,6 +183,7 @@ void ComparePage::reloadRunList()
                 m_message->setText(qs(runs->error().message));
                 return;
             }
+            rememberRunColors(**runs);
             QStringList texts;
             for (const auto& run : **runs)
                 texts << QStringLiteral("%1  %2 · %3 · %4")

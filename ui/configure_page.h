@@ -70,6 +70,7 @@ public slots:
     bool openConfigFile(const QString& path);
     // Opens the config and recipe last opened or saved (remembered beside the run history).
     void restoreLastFiles();
+    QString settingsFile() const; // the workbench's settings, beside the run history
     bool saveConfigTo(const QString& path);
     bool openRecipeFile(const QString& path);
     bool saveRecipeTo(const QString& path);
@@ -141,7 +142,6 @@ private:
     // True, with the reason shown, when `path` is a bundled example (never written).
     bool refuseBundled(const QString& path);
     void remember(const QString& key, const QString& path) const;
-    QString settingsFile() const; // the workbench's settings, beside the run history
 
     std::filesystem::path m_databaseFile;
     config::MachineInfo m_machine; // probed once: GPUs and what they support

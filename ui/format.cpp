@@ -3,6 +3,7 @@
 #include "engine/common/byte_format.h"
 
 #include <QDateTime>
+#include <QHash>
 
 #include <cmath>
 
@@ -31,7 +32,31 @@ QColor paletteColor(int index)
     return colors[((index % 10) + 10) % 10];
 }
 
-QColor runColor(std::int64_t runId) { return paletteColor(static_cast<int>((runId - 1) % 10)); }
+namespace {
+
+QHash<std::int64_t, QColor>& chosenRunColors()
+{
+    static QHash<std::int64_t, QColor> colors;
+    return colors;
+}
+
+} // namespace
+
+QColor defaultRunColor(std::int64_t runId) { return paletteColor(static_cast<int>((runId - 1) % 10)); }
+
+QColor runColor(std::int64_t runId) { return chosenRunColors().value(runId, defaultRunColor(runId)); }
+
+void rememberRunColors(const std::vector<storage::RunSummary>& runs)
+{
+    auto& chosen = chosenRunColors();
+    for (const auto& run : runs) {
+        const QColor color(QString::fromStdString(run.color));
+        if (!run.color.empty() && color.isValid())
+            chosen.insert(run.id, color);
+        else
+            chosen.remove(run.id);
+    }
+}
 
 QColor rankColor(int rank) { return paletteColor(rank); }
 

@@ -9,6 +9,7 @@
 #include <QString>
 
 #include <string>
+#include <vector>
 
 namespace shardscope::ui {
 
@@ -26,9 +27,13 @@ QColor statusColor(storage::RunStatus status);
 // The workbench's colours, the same on every page. Tableau 10: distinguishable, and the order
 // W&B and TensorBoard users know.
 QColor paletteColor(int index);
-// A run's colour follows from its history id (Runs, Run, Compare); a rank's from its number (the
-// Run page's per-rank series, the Trace page's per-rank bars).
+// A run's colour is the one its user chose (RunSummary::color), else follows from its history id
+// (Runs, Run, Compare); a rank's from its number (the Run page's per-rank series, the Trace page's
+// per-rank bars). The chosen colours are learnt from every run list the pages load
+// (rememberRunColors), so that a page that knows only an id draws the run as Runs does. GUI thread.
 QColor runColor(std::int64_t runId);
+QColor defaultRunColor(std::int64_t runId);
+void rememberRunColors(const std::vector<storage::RunSummary>& runs);
 QColor rankColor(int rank);
 
 } // namespace shardscope::ui

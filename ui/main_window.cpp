@@ -87,6 +87,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     m_comparePage = new ComparePage(m_databaseFile, m_pages, m_history);
     m_configurePage = new ConfigurePage(m_databaseFile, m_pages, m_history);
     m_configurePage->restoreLastFiles();
+    m_runPage->setLayoutSettingsFile(m_configurePage->settingsFile());
     m_tracePage = new TracePage(m_pages);
 
     for (int i = 0; i < kModeCount; ++i) {
@@ -166,6 +167,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     });
     connect(m_runsPage, &RunsPage::errorOccurred, this,
             [this](const QString& message) { statusBar()->showMessage(message, 10000); });
+    connect(m_runsPage, &RunsPage::runsLoaded, m_runPage, &RunPage::updateRunColor); // a colour chosen in Runs
     connect(m_runPage, &RunPage::pollFailed, this, [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     statusBar()->showMessage(tr("History: %1").arg(QString::fromStdString(m_databaseFile.string())));
 

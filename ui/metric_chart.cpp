@@ -56,7 +56,7 @@ QVector<double> tensorBoardSmoothed(const QVector<double>& values, double weight
 
 MetricChart::MetricChart(const QString& title, QWidget* parent) : QCustomPlot(parent)
 {
-    setMinimumHeight(120); // four rows of them and the log fit a 1366x768 screen
+    setMinimumHeight(kMinimumHeight);
     setNoAntialiasingOnDrag(true);
     // Antialiased lines cost several times more in the raster engine; charts are dense enough.
     setNotAntialiasedElements(QCP::aeAll);
@@ -119,24 +119,15 @@ int MetricChart::addSeries(const QString& name, const QColor& color, Style style
     auto* graph = addGraph();
     graph->setName(name);
     graph->setAdaptiveSampling(true);
-    QPen pen(color);
-    pen.setWidth(1); // wider pens defeat the fast path of the raster engine
-    graph->setPen(pen);
-    switch (style) {
-    case Style::Line:
-        break;
-    case Style::Steps:
+    if (style == Style::Steps)
         graph->setLineStyle(QCPGraph::lsStepLeft);
-        break;
-    case Style::Markers:
+    else if (style == Style::Markers)
         graph->setLineStyle(QCPGraph::lsNone);
-        graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, color, 6));
-        break;
-    }
     Series s;
     s.graph = graph;
     s.color = color;
     s.style = style;
+    applyPens(s);
     m_series.push_back(s);
     if (m_smoothing > 0)
         resmooth(m_series.back());
@@ -203,6 +194,27 @@ void MetricChart::appendSmoothed(Series& s, const QVector<double>& x, const QVec
     s.smooth->addData(x, smoothed, /*alreadySorted=*/true);
 }
 
+void MetricChart::applyPens(Series& s)
+{
+    // Width 1: wider pens defeat the fast path of the raster engine.
+    if (s.style == Style::Markers)
+        s.graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, s.color, s.color, 6));
+    QColor raw = s.color;
+    if (s.smooth) {
+        s.smooth->setPen(QPen(s.color, 1));
+        raw.setAlpha(70);
+    }
+    s.graph->setPen(QPen(raw, 1));
+}
+
+void MetricChart::setSeriesColor(int index, const QColor& color)
+{
+    Series& s = m_series[static_cast<std::size_t>(index)];
+    s.color = color;
+    applyPens(s);
+    requestReplot();
+}
+
 void MetricChart::resmooth(Series& s)
 {
     if (s.style != Style::Line)
@@ -210,11 +222,8 @@ void MetricChart::resmooth(Series& s)
     if (!s.smooth) {
         s.smooth = addGraph();
         s.smooth->setAdaptiveSampling(true);
-        s.smooth->setPen(QPen(s.color, 1));
         s.smooth->setName(s.graph->name());
-        QColor faint = s.color;
-        faint.setAlpha(70);
-        s.graph->setPen(QPen(faint, 1));
+        applyPens(s);
     }
     QVector<double> xs, ys;
     xs.reserve(s.graph->dataCount());
@@ -246,7 +255,7 @@ void MetricChart::setSmoothing(double weight)
         } else if (s.smooth) {
             removeGraph(s.smooth);
             s.smooth = nullptr;
-            s.graph->setPen(QPen(s.color, 1));
+            applyPens(s);
         }
     }
     updateLegend();
@@ -388,6 +397,10 @@ void MetricChart::contextMenuEvent(QContextMenuEvent* event)
         if (!path.isEmpty())
             exportCsv(path);
     });
+    if (!m_ownerActions.isEmpty()) {
+        menu.addSeparator();
+        menu.addActions(m_ownerActions);
+    }
     menu.exec(event->globalPos());
 }
 

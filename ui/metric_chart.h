@@ -44,6 +44,9 @@ public:
     enum class Style { Line, Markers, Steps };
     enum class ValueFormat { Plain, Bytes };
 
+    // Four rows of charts and the log fit a 1366x768 screen.
+    static constexpr int kMinimumHeight = 120;
+
     explicit MetricChart(const QString& title, QWidget* parent = nullptr);
 
     int addSeries(const QString& name, const QColor& color, Style style = Style::Line);
@@ -51,6 +54,7 @@ public:
     // The raw data's graph (with smoothing on, drawn faint behind the smoothed one).
     QCPGraph* series(int index) const { return m_series[static_cast<std::size_t>(index)].graph; }
     QColor seriesColor(int index) const { return m_series[static_cast<std::size_t>(index)].color; }
+    void setSeriesColor(int index, const QColor& color); // e.g. the user chose the run's colour
     QString seriesName(int index) const { return series(index)->name(); }
     int pointCount(int index) const;
     int totalPointCount() const;
@@ -84,6 +88,9 @@ public:
     // The image as PNG or SVG (by the suffix), and the data as CSV (series, x, value per line).
     bool saveImage(const QString& path);
     bool exportCsv(const QString& path) const;
+
+    // Actions of the chart's owner, at the end of the right-click menu (hide, enlarge).
+    void setOwnerActions(const QList<QAction*>& actions) { m_ownerActions = actions; }
 
     bool following() const { return m_following; }
     void setFollowing(bool following); // true: ranges track the data again
@@ -119,6 +126,7 @@ private:
     void rescanRanges(); // after a change of scale: every point again
     void includeInRanges(double x, double y);
     void resmooth(Series& s); // the whole smoothed curve again
+    void applyPens(Series& s); // from s.color: full, or faint behind the smoothed curve
     void appendSmoothed(Series& s, const QVector<double>& x, const QVector<double>& y);
     void updateLegend();
     void showHover(double x);
@@ -132,6 +140,7 @@ private:
     double m_smoothing = 0;
     ValueFormat m_valueFormat = ValueFormat::Plain;
     bool m_following = true;
+    QList<QAction*> m_ownerActions;
     bool m_hasData = false;
     bool m_applyingRange = false;
     bool m_userMovingRange = false; // a drag or a wheel zoom is under way

@@ -32,6 +32,7 @@ QString tagsText(const storage::RunSummary& run)
 
 void RunListModel::setRuns(std::vector<storage::RunSummary> runs)
 {
+    rememberRunColors(runs);
     // Same ids in the same order (the common case of a periodic refresh): update in place.
     const bool sameIds = runs.size() == m_runs.size()
                          && std::equal(runs.begin(), runs.end(), m_runs.begin(),

@@ -6,6 +6,7 @@
 #include "ui/format.h"
 #include "ui/metric_chart.h"
 
+#include <QAction>
 #include <QComboBox>
 #include <QDateTime>
 #include <QFile>
@@ -13,9 +14,11 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSettings>
 #include <QSlider>
 #include <QSplitter>
 #include <QTimer>
@@ -70,6 +73,12 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     m_smoothingSlider->setToolTip(tr("Smoothing: TensorBoard's debiased exponential moving average; the raw curve "
                                      "stays faint behind. 0: off"));
     m_smoothingLabel = new QLabel(tr("smoothing 0"), this);
+    m_chartsButton = new QPushButton(tr("Charts"), this);
+    m_chartsButton->setObjectName(QStringLiteral("chartsButton"));
+    m_chartsButton->setToolTip(tr("Show or hide charts; right-click a chart to hide or enlarge it. The layout is "
+                                  "remembered"));
+    m_chartsButton->setMenu(new QMenu(m_chartsButton));
+    connect(m_chartsButton->menu(), &QMenu::aboutToShow, this, &RunPage::updateChartsMenu);
     m_followButton = new QPushButton(tr("Follow"), this);
     m_followButton->setObjectName(QStringLiteral("followButton"));
     m_followButton->setCheckable(true);
@@ -89,6 +98,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     header->addWidget(m_smoothingLabel);
     header->addWidget(m_smoothingSlider);
     header->addWidget(m_xAxisBox);
+    header->addWidget(m_chartsButton);
     header->addWidget(m_followButton);
     header->addWidget(m_stopButton);
     layout->addLayout(header);
@@ -124,9 +134,9 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     chartScroll->setWidgetResizable(true);
     chartScroll->setFrameShape(QFrame::NoFrame);
     auto* chartArea = new QWidget(chartScroll);
-    auto* grid = new QGridLayout(chartArea);
-    grid->setContentsMargins(0, 0, 0, 0);
-    grid->setSpacing(4);
+    m_chartGrid = new QGridLayout(chartArea);
+    m_chartGrid->setContentsMargins(0, 0, 0, 0);
+    m_chartGrid->setSpacing(4);
     m_group = new ChartGroup(this);
     const struct {
         const char* name;
@@ -138,21 +148,28 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
                       {"tokens_per_s", tr("Tokens/s (all ranks)")},
                       {"step_time", tr("Step time [s] per rank")},
                       {"memory", tr("Memory per rank")}};
-    int i = 0;
     for (const auto& spec : chartSpecs) {
+        const QString name = QLatin1String(spec.name);
         auto* chart = new MetricChart(spec.title, chartArea);
-        chart->setObjectName(QStringLiteral("chart_%1").arg(QLatin1String(spec.name)));
+        chart->setObjectName(QStringLiteral("chart_%1").arg(name));
         chart->setXLabel(tr("step"));
-        grid->addWidget(chart, i / 2, i % 2);
+        auto* hide = new QAction(tr("Hide this chart"), chart);
+        connect(hide, &QAction::triggered, this, [this, name] { setChartHidden(name, true); });
+        auto* enlarge = new QAction(tr("Enlarge"), chart);
+        enlarge->setCheckable(true);
+        enlarge->setObjectName(QStringLiteral("enlarge_%1").arg(name));
+        connect(enlarge, &QAction::toggled, this, [this, name](bool on) { setChartEnlarged(name, on); });
+        chart->setOwnerActions({hide, enlarge});
         m_charts.push_back(chart);
-        m_chartByName[QLatin1String(spec.name)] = chart;
+        m_chartNames.push_back(name);
+        m_chartByName[name] = chart;
         m_group->add(chart);
-        ++i;
     }
     chart(QStringLiteral("memory"))->setValueFormat(MetricChart::ValueFormat::Bytes);
     chart(QStringLiteral("loss_scale"))->setLogValueAxis(true);
     chartScroll->setWidget(chartArea);
     splitter->addWidget(chartScroll);
+    layoutCharts();
 
     auto* logPanel = new QWidget(splitter);
     auto* logLayout = new QVBoxLayout(logPanel);
@@ -198,6 +215,134 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
 }
 
 RunPage::~RunPage() = default;
+
+void RunPage::layoutCharts()
+{
+    // The loss-scale panel only where there is a loss scale: fp16 (an empty panel misleads).
+    auto applies = [this](const QString& name) { return name != QLatin1String("loss_scale") || m_info.mixedPrecision == "fp16"; };
+    for (auto* c : m_charts)
+        m_chartGrid->removeWidget(c);
+    for (int row = 0; row < m_chartGrid->rowCount(); ++row)
+        m_chartGrid->setRowStretch(row, 0);
+    // In the charts' order, two to a row; an enlarged chart takes a row of its own, twice as tall.
+    int row = 0, column = 0;
+    for (std::size_t i = 0; i < m_charts.size(); ++i) {
+        MetricChart* c = m_charts[i];
+        const QString& name = m_chartNames[i];
+        const bool shown = applies(name) && !m_hiddenCharts.contains(name);
+        c->setVisible(shown);
+        if (!shown)
+            continue;
+        const bool enlarged = m_enlargedCharts.contains(name);
+        if (enlarged && column == 1) {
+            ++row;
+            column = 0;
+        }
+        m_chartGrid->addWidget(c, row, column, 1, enlarged ? 2 : 1);
+        m_chartGrid->setRowStretch(row, enlarged ? 2 : 1);
+        c->setMinimumHeight(enlarged ? 2 * MetricChart::kMinimumHeight : MetricChart::kMinimumHeight);
+        if (enlarged || column == 1) {
+            ++row;
+            column = 0;
+        } else {
+            column = 1;
+        }
+    }
+}
+
+void RunPage::setLayoutSettingsFile(const QString& settingsFile)
+{
+    m_layoutFile = settingsFile;
+    QSettings settings(m_layoutFile, QSettings::IniFormat);
+    const QStringList hidden = settings.value(QStringLiteral("run/hiddenCharts")).toStringList();
+    const QStringList enlarged = settings.value(QStringLiteral("run/enlargedCharts")).toStringList();
+    m_hiddenCharts = QSet<QString>(hidden.begin(), hidden.end());
+    m_enlargedCharts = QSet<QString>(enlarged.begin(), enlarged.end());
+    for (const auto& name : m_chartNames) {
+        if (auto* action = chart(name)->findChild<QAction*>(QStringLiteral("enlarge_%1").arg(name))) {
+            const QSignalBlocker blocker(action);
+            action->setChecked(m_enlargedCharts.contains(name));
+        }
+    }
+    layoutCharts();
+}
+
+void RunPage::saveChartLayout() const
+{
+    if (m_layoutFile.isEmpty())
+        return;
+    QSettings settings(m_layoutFile, QSettings::IniFormat);
+    QStringList hidden(m_hiddenCharts.begin(), m_hiddenCharts.end());
+    QStringList enlarged(m_enlargedCharts.begin(), m_enlargedCharts.end());
+    hidden.sort();
+    enlarged.sort();
+    settings.setValue(QStringLiteral("run/hiddenCharts"), hidden);
+    settings.setValue(QStringLiteral("run/enlargedCharts"), enlarged);
+}
+
+void RunPage::setChartHidden(const QString& name, bool hidden)
+{
+    if (!chart(name) || chartHidden(name) == hidden)
+        return;
+    if (hidden)
+        m_hiddenCharts.insert(name);
+    else
+        m_hiddenCharts.remove(name);
+    layoutCharts();
+    saveChartLayout();
+}
+
+void RunPage::setChartEnlarged(const QString& name, bool enlarged)
+{
+    MetricChart* c = chart(name);
+    if (!c || chartEnlarged(name) == enlarged)
+        return;
+    if (enlarged)
+        m_enlargedCharts.insert(name);
+    else
+        m_enlargedCharts.remove(name);
+    if (auto* action = c->findChild<QAction*>(QStringLiteral("enlarge_%1").arg(name))) {
+        const QSignalBlocker blocker(action);
+        action->setChecked(enlarged);
+    }
+    layoutCharts();
+    saveChartLayout();
+}
+
+void RunPage::resetChartLayout()
+{
+    for (const auto& name : QStringList(m_enlargedCharts.begin(), m_enlargedCharts.end()))
+        setChartEnlarged(name, false);
+    m_hiddenCharts.clear();
+    layoutCharts();
+    saveChartLayout();
+}
+
+void RunPage::updateChartsMenu()
+{
+    QMenu* menu = m_chartsButton->menu();
+    menu->clear();
+    for (const auto& name : m_chartNames) {
+        QAction* shown = menu->addAction(chart(name)->title());
+        shown->setCheckable(true);
+        shown->setChecked(!chartHidden(name));
+        connect(shown, &QAction::toggled, this, [this, name](bool on) { setChartHidden(name, !on); });
+    }
+    menu->addSeparator();
+    menu->addAction(tr("Reset layout"), this, &RunPage::resetChartLayout);
+}
+
+void RunPage::updateRunColor()
+{
+    if (m_info.runId <= 0)
+        return;
+    const QColor color = runColor(m_info.runId);
+    for (auto& [id, raw] : m_raw) {
+        (void)id;
+        if (raw.inRunColor)
+            raw.chart->setSeriesColor(raw.series, color);
+    }
+}
 
 MetricChart* RunPage::chart(const QString& name) const
 {
@@ -420,6 +565,7 @@ RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
         return nullptr;
     Raw raw;
     raw.chart = target;
+    raw.inRunColor = m_info.runId > 0 && color == runColor(m_info.runId);
     raw.series = target->addSeries(name, color, style);
     return &m_raw.emplace(id, std::move(raw)).first->second;
 }
@@ -561,9 +707,7 @@ void RunPage::setSmoothing(double weight)
 
 void RunPage::updateHeader()
 {
-    // The loss-scale panel only where there is a loss scale: fp16 (an empty panel misleads).
-    if (auto* scale = chart(QStringLiteral("loss_scale")))
-        scale->setVisible(m_info.mixedPrecision == "fp16");
+    layoutCharts();
     m_title->setText(elidedName(qs(m_info.name)));
     m_title->setToolTip(qs(m_info.name));
     m_status->setText(

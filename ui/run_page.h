@@ -12,6 +12,7 @@
 #include "storage/run_types.h"
 #include "ui/run_data_source.h"
 
+#include <QSet>
 #include <QWidget>
 
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <vector>
 
 class QComboBox;
+class QGridLayout;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -64,9 +66,21 @@ public:
     void setLogRank(int rank);
     void setLogFilter(const QString& text);
 
+    // The chart layout the user chose: charts hidden, charts enlarged (a row of their own, twice
+    // as tall). Remembered in `settingsFile` (the workbench's ini beside the history) and read
+    // from it here; without one it lasts as long as the page.
+    void setLayoutSettingsFile(const QString& settingsFile);
+    void setChartHidden(const QString& name, bool hidden);
+    void setChartEnlarged(const QString& name, bool enlarged);
+    bool chartHidden(const QString& name) const { return m_hiddenCharts.contains(name); }
+    bool chartEnlarged(const QString& name) const { return m_enlargedCharts.contains(name); }
+    void resetChartLayout();
+
 public slots:
     void pollNow();
     void stopRun();
+    // The user chose another colour for a run (Runs): the open run's series take it.
+    void updateRunColor();
 
 signals:
     void runUpdated();
@@ -77,6 +91,7 @@ private:
     struct Raw {
         MetricChart* chart = nullptr;
         int series = -1;
+        bool inRunColor = false; // drawn in the run's colour (the user may change it)
         QVector<double> steps, times, values;
     };
     Raw* seriesFor(const std::string& key, int rank);
@@ -85,6 +100,9 @@ private:
     void appendTo(Raw& raw, double step, double time, double value);
     void updateHeader();
     void updateRankList();
+    void layoutCharts(); // the grid from the layout chosen and the charts that apply to the run
+    void saveChartLayout() const;
+    void updateChartsMenu();
     struct Poll; // what one poll brings back
     void applyPoll(Poll& poll);
     void reloadLog();
@@ -126,7 +144,12 @@ private:
     QLabel* m_smoothingLabel = nullptr;
     QPushButton* m_stopButton = nullptr;
     std::vector<MetricChart*> m_charts;
+    std::vector<QString> m_chartNames; // "loss", ...: m_charts' names, in their order
     std::map<QString, MetricChart*> m_chartByName;
+    QGridLayout* m_chartGrid = nullptr;
+    QPushButton* m_chartsButton = nullptr; // its menu shows and hides charts
+    QSet<QString> m_hiddenCharts, m_enlargedCharts;
+    QString m_layoutFile;
     ChartGroup* m_group = nullptr;
 
     QComboBox* m_rankBox = nullptr;

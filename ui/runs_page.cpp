@@ -8,6 +8,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QColorDialog>
 #include <QComboBox>
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -97,6 +98,7 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     addButton(tr("Compare"), QStringLiteral("compareRuns"), [this] { emit compareRequested(selectedRunIds()); });
     buttons->addSpacing(16);
     addButton(tr("Rename…"), QStringLiteral("renameRun"), [this] { rename(); });
+    addButton(tr("Colour…"), QStringLiteral("colorRun"), [this] { chooseColor(); });
     addButton(tr("Tags…"), QStringLiteral("tagRun"), [this] { editTags(); });
     addButton(tr("Notes…"), QStringLiteral("noteRun"), [this] { editNotes(); });
     addButton(tr("Export…"), QStringLiteral("exportRun"), [this] { exportCurrent(); });
@@ -332,6 +334,14 @@ bool RunsPage::renameRun(std::int64_t runId, const QString& name)
     return true;
 }
 
+bool RunsPage::setRunColor(std::int64_t runId, const QColor& color)
+{
+    const std::string stored = color.isValid() ? color.name(QColor::HexRgb).toStdString() : std::string();
+    onStore(QStringLiteral("colour"), m_fromDialog,
+            [runId, stored](storage::RunStore& s) { return s.setRunColor(runId, stored); });
+    return true;
+}
+
 bool RunsPage::setRunTags(std::int64_t runId, const QStringList& tags)
 {
     std::vector<std::string> values;
@@ -383,6 +393,11 @@ void RunsPage::showContextMenu(const QPoint& pos)
     menu.addAction(tr("Compare selected"), this, [this] { emit compareRequested(selectedRunIds()); });
     menu.addSeparator();
     menu.addAction(tr("Rename…"), this, &RunsPage::rename);
+    menu.addAction(tr("Colour…"), this, &RunsPage::chooseColor);
+    menu.addAction(tr("Default colour"), this, [this] {
+        for (const auto id : selectedRunIds())
+            setRunColor(id, QColor());
+    });
     menu.addAction(tr("Tags…"), this, &RunsPage::editTags);
     menu.addAction(tr("Notes…"), this, &RunsPage::editNotes);
     menu.addAction(tr("Export…"), this, &RunsPage::exportCurrent);
@@ -402,6 +417,17 @@ void RunsPage::rename()
     const FromDialog asked(m_fromDialog);
     if (ok && !renameRun(id, name))
         QMessageBox::warning(this, tr("Rename run"), m_lastError);
+}
+
+void RunsPage::chooseColor()
+{
+    const auto id = currentRunId();
+    if (id <= 0)
+        return;
+    const QColor color = QColorDialog::getColor(runColor(id), this, tr("Colour of the run on every page"));
+    const FromDialog asked(m_fromDialog);
+    if (color.isValid() && !setRunColor(id, color))
+        QMessageBox::warning(this, tr("Run colour"), m_lastError);
 }
 
 void RunsPage::editTags()

@@ -51,6 +51,8 @@ public:
     // history thread; false: refused at once (lastError() says why); otherwise
     // operationFinished tells how it ended, and the list is refreshed.
     bool renameRun(std::int64_t runId, const QString& name);
+    // An invalid colour: back to the palette's colour for the run's id.
+    bool setRunColor(std::int64_t runId, const QColor& color);
     bool setRunTags(std::int64_t runId, const QStringList& tags);
     bool setRunNotes(std::int64_t runId, const QString& notes);
     bool deleteRun(std::int64_t runId);
@@ -95,6 +97,7 @@ private:
     void editTags();
     void editNotes();
     void rename();
+    void chooseColor();
     void removeSelected();
     void exportCurrent();
 

@@ -340,6 +340,31 @@ private slots:
         QCOMPARE(runs->front().tags, (std::vector<std::string>{"t1", "t2"}));
     }
 
+    // The colour a user picks is kept with the run, read back by every list, and can be reset.
+    void runColorIsStoredAndChecked()
+    {
+        Fixture f;
+        auto store = f.open();
+        const auto id = create(store, "coloured");
+        auto colorOf = [&] {
+            auto runs = store.listRuns();
+            return runs ? runs->front().color : std::string("(list failed)");
+        };
+        QCOMPARE(colorOf(), std::string());
+        SS_VERIFY_OK(store.setRunColor(id, "#A0B1C2"));
+        QCOMPARE(colorOf(), std::string("#a0b1c2"));
+        QCOMPARE(store.run(id)->summary.color, std::string("#a0b1c2"));
+        for (const char* bad : {"red", "#12345", "#1234567", "#12345g", "a0b1c2#"}) {
+            auto rc = store.setRunColor(id, bad);
+            QVERIFY2(!rc.ok(), bad);
+            QVERIFY2(rc.error().message.find("#rrggbb") != std::string::npos, rc.error().message.c_str());
+        }
+        QCOMPARE(colorOf(), std::string("#a0b1c2")); // a refused colour changes nothing
+        QVERIFY(!store.setRunColor(id + 1, "#000000").ok()); // no such run
+        SS_VERIFY_OK(store.setRunColor(id, ""));
+        QCOMPARE(colorOf(), std::string());
+    }
+
     void resolveRun_data()
     {
         QTest::addColumn<QString>("reference");

@@ -39,6 +39,16 @@ std::string copyFixture(const QTemporaryDir& dir, const std::string& name)
     return target;
 }
 
+// One row per earlier schema version; add history_v<N>.sqlite here when v<N+1> ships (v2's file
+// is v1's as Shardscope with schema 2 upgraded it).
+void addStoredFixtureRows()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<int>("version");
+    QTest::newRow("v1") << "history_v1.sqlite" << 1;
+    QTest::newRow("v2") << "history_v2.sqlite" << 2;
+}
+
 } // namespace
 
 class TestStorageSchema : public QObject {
@@ -61,28 +71,25 @@ private slots:
         QVERIFY(insert.error().message.find("FOREIGN KEY") != std::string::npos);
     }
 
-    // Migration 1 must still produce exactly the schema the stored v1 file has; otherwise the
-    // fixture would no longer stand for what v1 users have on disk.
-    void fixtureV1MatchesMigrationOne()
+    // Migrations 1..N must still produce exactly the schema the stored vN file has; otherwise the
+    // fixture would no longer stand for what vN users have on disk.
+    void fixtureMatchesItsMigrations_data() { addStoredFixtureRows(); }
+    void fixtureMatchesItsMigrations()
     {
+        QFETCH(QString, file);
+        QFETCH(int, version);
         QTemporaryDir dir;
         auto fresh = Database::open(dir.filePath("fresh.sqlite").toStdString(), OpenMode::ReadWriteCreate,
                                     std::chrono::milliseconds(1000));
         SS_VERIFY_OK(fresh);
-        SS_VERIFY_OK(migrate(*fresh, 1));
-        QCOMPARE(queryInt(*fresh, "PRAGMA user_version"), std::int64_t(1));
-        Database stored = rawOpen(copyFixture(dir, "history_v1.sqlite"));
-        QCOMPARE(queryInt(stored, "PRAGMA user_version"), std::int64_t(1));
+        SS_VERIFY_OK(migrate(*fresh, version));
+        QCOMPARE(queryInt(*fresh, "PRAGMA user_version"), std::int64_t(version));
+        Database stored = rawOpen(copyFixture(dir, file.toStdString()));
+        QCOMPARE(queryInt(stored, "PRAGMA user_version"), std::int64_t(version));
         QCOMPARE(schemaOf(*fresh), schemaOf(stored));
     }
 
-    void migratesStoredFile_data()
-    {
-        QTest::addColumn<QString>("file");
-        QTest::addColumn<int>("version");
-        // One row per earlier schema version; add history_v<N>.sqlite here when v<N+1> ships.
-        QTest::newRow("v1") << "history_v1.sqlite" << 1;
-    }
+    void migratesStoredFile_data() { addStoredFixtureRows(); }
 
     void migratesStoredFile()
     {
@@ -149,6 +156,8 @@ private slots:
         QCOMPARE(int(details->checkpoints.size()), 2);
         QCOMPARE(int(details->traces.size()), 1);
         QCOMPARE(details->summary.tags, (std::vector<std::string>{"baseline", "mlp"}));
+        QCOMPARE(details->summary.color, std::string()); // v3: no colour chosen yet
+        SS_VERIFY_OK(store->setRunColor(1, "#102030"));
 
         // Opening again is a no-op: no second backup, same version.
         std::filesystem::remove(path + ".v" + std::to_string(version) + ".bak");

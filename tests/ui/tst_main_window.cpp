@@ -4,7 +4,11 @@
 #include "test_store.h"
 #include "ui/compare_page.h"
 #include "ui/main_window.h"
+#include "ui/format.h"
+#include "ui/metric_chart.h"
+#include "ui/run_list_model.h"
 #include "ui/run_page.h"
+#include "ui/runs_page.h"
 
 #include <QLabel>
 #include <QListWidget>
@@ -107,6 +111,51 @@ private slots:
                 window.width() <= 1366 && window.height() <= 700,
                 qPrintable(QStringLiteral("%1: %2x%3").arg(MainWindow::modeName(mode)).arg(window.width()).arg(window.height())));
         }
+    }
+
+    // #21 (what W&B users bring): a run's colour, chosen in Runs, is kept in the history and drawn
+    // on Runs, Run and Compare; the other runs keep theirs; "Default colour" brings the palette's back.
+    void aRunColourChosenInRunsIsUsedOnEveryPage()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const auto a = seedRun(db, SeedRun{.name = "chosen", .steps = 5});
+        const auto b = seedRun(db, SeedRun{.name = "other", .steps = 5});
+        MainWindow window(nullptr, db);
+        auto* runs = window.runsPage();
+        QTRY_COMPARE(runs->model()->rowCount(), 2);
+        window.openRun(a);
+        auto* loss = window.runPage()->chart(QStringLiteral("loss"));
+        QTRY_VERIFY(loss->seriesCount() > 0 && loss->pointCount(0) == 5);
+        QCOMPARE(loss->seriesColor(0), shardscope::ui::defaultRunColor(a));
+
+        const QColor chosen(0x12, 0x34, 0x56);
+        QSignalSpy loaded(runs, &shardscope::ui::RunsPage::runsLoaded);
+        QVERIFY(runs->setRunColor(a, chosen));
+        QTRY_VERIFY(loaded.count() > 0);
+        auto swatch = [&](std::int64_t id) {
+            return runs->model()
+                ->index(runs->model()->rowOfRun(id), shardscope::ui::RunListModel::Name)
+                .data(Qt::DecorationRole)
+                .value<QColor>();
+        };
+        QCOMPARE(swatch(a), chosen);
+        QCOMPARE(swatch(b), shardscope::ui::defaultRunColor(b));
+        QCOMPARE(loss->seriesColor(0), chosen); // the open run takes it at once
+        auto store = shardscope::storage::RunStore::open(db);
+        QCOMPARE(store->run(a)->summary.color, std::string("#123456")); // kept in the history
+
+        QSignalSpy compared(window.comparePage(), &shardscope::ui::ComparePage::comparisonUpdated);
+        window.comparePage()->setRuns({a, b});
+        QTRY_VERIFY(compared.count() > 0 && window.comparePage()->chart()->seriesCount() == 2);
+        QCOMPARE(window.comparePage()->chart()->seriesColor(0), chosen);
+        QCOMPARE(window.comparePage()->chart()->seriesColor(1), shardscope::ui::defaultRunColor(b));
+
+        loaded.clear();
+        QVERIFY(runs->setRunColor(a, QColor()));
+        QTRY_VERIFY(loaded.count() > 0);
+        QCOMPARE(swatch(a), shardscope::ui::defaultRunColor(a));
+        QCOMPARE(loss->seriesColor(0), shardscope::ui::defaultRunColor(a));
     }
 };
 

@@ -12,6 +12,7 @@
 #include "ui/run_launcher.h"
 #include "ui/run_page.h"
 
+#include <QAction>
 #include <QComboBox>
 #include <QPushButton>
 #include <QSlider>
@@ -179,6 +180,54 @@ private slots:
         QCOMPARE(stepTime->seriesCount(), 2);
         for (int i = 0; i < 2; ++i)
             QCOMPARE(stepTime->seriesColor(i), ui::rankColor(stepTime->seriesName(i).back().digitValue()));
+    }
+
+    // #21 (what W&B users bring): the user hides and enlarges charts (right-click, the Charts
+    // menu); the layout is remembered in the workbench's settings and comes back in a new page.
+    void chartLayoutIsRememberedAcrossPages()
+    {
+        QTemporaryDir dir;
+        const QString ini = dir.filePath(QStringLiteral("workbench.ini"));
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "layout", .steps = 5});
+        {
+            RunPage page;
+            page.setLayoutSettingsFile(ini);
+            page.resize(1200, 800);
+            page.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&page));
+            page.openStoreRun(db, id);
+            QTRY_VERIFY(!page.polling() && page.chart(QStringLiteral("loss"))->pointCount(0) == 5);
+            auto* lr = page.chart(QStringLiteral("lr"));
+            auto* loss = page.chart(QStringLiteral("loss"));
+            QVERIFY(!lr->isHidden());
+            const int normalWidth = loss->width();
+            // The chart's own menu carries the page's actions.
+            auto* enlarge = loss->findChild<QAction*>(QStringLiteral("enlarge_loss"));
+            QVERIFY(enlarge && enlarge->isCheckable());
+            enlarge->trigger();
+            QVERIFY(page.chartEnlarged(QStringLiteral("loss")));
+            page.setChartHidden(QStringLiteral("lr"), true);
+            QTRY_VERIFY(lr->isHidden());
+            QTRY_VERIFY(loss->width() > normalWidth * 3 / 2); // a row of its own
+            QVERIFY(loss->minimumHeight() >= 2 * MetricChart::kMinimumHeight);
+        }
+        {
+            RunPage page;
+            page.setLayoutSettingsFile(ini);
+            QVERIFY(page.chartHidden(QStringLiteral("lr")));
+            QVERIFY(page.chartEnlarged(QStringLiteral("loss")));
+            QVERIFY(page.chart(QStringLiteral("loss"))->findChild<QAction*>(QStringLiteral("enlarge_loss"))->isChecked());
+            QVERIFY(page.chart(QStringLiteral("lr"))->isHidden());
+            QVERIFY(!page.chart(QStringLiteral("grad_norm"))->isHidden());
+            page.resetChartLayout();
+            QVERIFY(!page.chartHidden(QStringLiteral("lr")) && !page.chartEnlarged(QStringLiteral("loss")));
+        }
+        RunPage again;
+        again.setLayoutSettingsFile(ini);
+        QVERIFY(!again.chartHidden(QStringLiteral("lr"))); // the reset was remembered too
+        // Hidden by the user stays hidden; the loss-scale panel still only for fp16.
+        QVERIFY(again.chart(QStringLiteral("loss_scale"))->isHidden());
     }
 
     void followButtonShowsWhetherChartsFollowAndSmoothingAppliesToAll()
