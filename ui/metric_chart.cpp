@@ -79,6 +79,7 @@ MetricChart::MetricChart(const QString& title, QWidget* parent) : QCustomPlot(pa
     legend->setWrap(4);
     legend->setIconSize(14, 8);
     legend->setBorderPen(Qt::NoPen);
+    legend->setMargins(QMargins(4, 0, 4, 0)); // no taller than the title: the row is the title's
     legend->setFont(QFont(font().family(), font().pointSize() - 1));
     legend->setVisible(false);
     xAxis->grid()->setPen(QPen(QColor(225, 225, 225)));
@@ -274,15 +275,12 @@ QVector<double> MetricChart::smoothedValues(int index) const
 
 void MetricChart::updateLegend()
 {
-    // With smoothing on, the legend shows the smoothed curve's pen (the raw one is faint).
-    for (auto& s : m_series) {
-        if (s.smooth) {
-            s.graph->removeFromLegend();
-            s.smooth->addToLegend();
-        } else {
-            s.graph->addToLegend();
-        }
-    }
+    // With smoothing on, the legend shows the smoothed curve's pen (the raw one is faint). Built
+    // again in the series' order: QCustomPlot adds a graph to the legend when it is made, so the
+    // smoothed curves, made later, would come out of order (rank 1 before rank 0).
+    legend->clearItems();
+    for (auto& s : m_series)
+        (s.smooth ? s.smooth : s.graph)->addToLegend();
     legend->setVisible(m_series.size() > 1);
 }
 

@@ -195,6 +195,9 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     splitter->addWidget(logPanel);
     splitter->setStretchFactor(0, 4);
     splitter->setStretchFactor(1, 1);
+    // Four fifths for the charts from the start: left to the size hints, a tall log took most of
+    // a 1366x768 screen (the stretch factors only share out later changes of size).
+    splitter->setSizes({800, 200});
     layout->addWidget(splitter, 1);
 
     m_pollTimer = new QTimer(this);

@@ -113,6 +113,27 @@ private slots:
         }
     }
 
+    // The Run page gives its charts the room, the log the rest (a 1366x768 screenshot once showed
+    // the charts squeezed to a sliver above a tall log).
+    void runPageChartsGetTheRoomAt1366x768()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const auto id = seedRun(db, SeedRun{.name = "roomy", .mixedPrecision = "fp16", .steps = 20});
+        MainWindow window(nullptr, db);
+        window.resize(1366, 768);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.openRun(id);
+        auto* loss = window.runPage()->chart(QStringLiteral("loss"));
+        QTRY_VERIFY(loss->seriesCount() > 0 && loss->pointCount(0) == 20);
+        QTest::qWait(100);
+        auto* log = window.runPage()->findChild<QWidget*>(QStringLiteral("logView"));
+        QVERIFY2(loss->height() >= shardscope::ui::MetricChart::kMinimumHeight,
+                 qPrintable(QStringLiteral("loss chart %1 px high, log %2 px").arg(loss->height()).arg(log->height())));
+        QVERIFY2(log->height() < loss->height() * 2, qPrintable(QStringLiteral("log %1 px").arg(log->height())));
+    }
+
     // #21 (what W&B users bring): a run's colour, chosen in Runs, is kept in the history and drawn
     // on Runs, Run and Compare; the other runs keep theirs; "Default colour" brings the palette's back.
     void aRunColourChosenInRunsIsUsedOnEveryPage()

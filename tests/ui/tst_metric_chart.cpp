@@ -118,6 +118,17 @@ private slots:
         chart.addSeries(QStringLiteral("rank 1"), Qt::red);
         QVERIFY(chart.legend->visible());
         QVERIFY(chart.legend->layout() != chart.axisRect()->insetLayout());
+        // In the series' order, with smoothing on too (the smoothed curves are made later).
+        for (double weight : {0.6, 0.0, 0.3}) {
+            chart.setSmoothing(weight);
+            QCOMPARE(chart.legend->itemCount(), 2);
+            for (int i = 0; i < 2; ++i) {
+                auto* item = qobject_cast<QCPPlottableLegendItem*>(chart.legend->item(i));
+                QVERIFY(item);
+                QCOMPARE(item->plottable()->name(), QStringLiteral("rank %1").arg(i));
+                QCOMPARE(item->plottable()->pen().color().alpha(), 255); // the smoothed curve's pen, not the faint one
+            }
+        }
     }
 
     // #21 problem 10: wheel-zoom froze every chart until Follow was pressed; a click froze one.
