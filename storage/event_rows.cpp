@@ -21,6 +21,10 @@ std::vector<MetricValue> stepMetrics(const protocol::StepEvent& event)
         {k::kTokens, static_cast<double>(step->tokens)},
         {k::kSamples, static_cast<double>(step->samples)},
         {k::kStepTime, step->stepTime},
+        {k::kDataTime, step->dataTime},
+        {k::kWaitTime, step->waitTime},
+        {k::kOptimizerTime, step->optimizerTime},
+        {k::kComputeTime, step->computeTime},
         {k::kTokensPerS, step->tokensPerS},
         {"mem.params", static_cast<double>(step->mem.params)},
         {"mem.grads", static_cast<double>(step->mem.grads)},
@@ -37,6 +41,10 @@ std::vector<MetricValue> stepMetrics(const protocol::StepEvent& event)
     };
     if (step->lossScale)
         values.push_back({k::kLossScale, *step->lossScale});
+    if (step->flops > 0)
+        values.push_back({k::kFlops, step->flops});
+    if (step->mfu)
+        values.push_back({k::kMfu, *step->mfu});
     return values;
 }
 
@@ -63,6 +71,10 @@ void writeEventRows(RunWriter& writer, const protocol::Event& event)
                          trace->summary.memory, trace->summary.idle, trace->summary.overlap});
     } else if (const auto* checkpoint = std::get_if<protocol::CheckpointEvent>(&event.body)) {
         writer.addCheckpoint({rank, checkpoint->step, event.time, checkpoint->path, checkpoint->kind, checkpoint->bytes});
+    } else if (const auto* straggler = std::get_if<protocol::StragglerEvent>(&event.body)) {
+        // The flag, where the Run page marks it: the rank's compute time over the others' at that step.
+        const double ratio = straggler->othersTime > 0 ? straggler->computeTime / straggler->othersTime : 0;
+        writer.addMetrics(rank, straggler->step, event.time, {{keys::kStraggler, ratio}});
     }
 }
 

@@ -15,7 +15,18 @@ inline constexpr const char* kSkipped = "skipped"; // 1 when the optimizer step 
 inline constexpr const char* kTokens = "tokens";
 inline constexpr const char* kSamples = "samples";
 inline constexpr const char* kStepTime = "step_time"; // seconds
+// The parts of step_time: waiting for batches, blocked in collectives, the optimizer step, and
+// the rest, compute (what tells a straggler from the ranks waiting for it).
+inline constexpr const char* kDataTime = "data_time";
+inline constexpr const char* kWaitTime = "wait_time";
+inline constexpr const char* kOptimizerTime = "optimizer_time";
+inline constexpr const char* kComputeTime = "compute_time";
+// Written when the launcher flags a rank as a straggler: its compute time over the others', at the
+// step that ended the window.
+inline constexpr const char* kStraggler = "straggler";
 inline constexpr const char* kTokensPerS = "tokens_per_s"; // all ranks
+inline constexpr const char* kFlops = "flops"; // model FLOP/s of the rank (steps that know their model's FLOPs)
+inline constexpr const char* kMfu = "mfu"; // flops over the device's peak, in [0, 1] (where a peak is known)
 inline constexpr const char* kMemPeakAllocated = "mem.peak_allocated"; // bytes
 inline constexpr const char* kMemRss = "mem.rss"; // bytes
 // Other mem.* and comm.* keys follow the same pattern: mem.params, mem.grads, mem.optimizer,

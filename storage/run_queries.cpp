@@ -522,6 +522,16 @@ Result<RunStats> RunStore::runStats(std::int64_t runId) const
         if (tps->count > 0)
             stats.meanTokensPerS = tps->sum / double(tps->count);
     }
+    auto mfuRank = lowestRank(keys::kMfu);
+    if (!mfuRank)
+        return mfuRank.error();
+    if (*mfuRank) {
+        auto mfu = aggregate(keys::kMfu, **mfuRank);
+        if (!mfu)
+            return mfu.error();
+        if (mfu->count > 0)
+            stats.meanMfu = mfu->sum / double(mfu->count);
+    }
     auto skippedRank = lowestRank(keys::kSkipped);
     if (!skippedRank)
         return skippedRank.error();

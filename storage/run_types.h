@@ -190,6 +190,7 @@ struct RunStats {
     std::optional<double> finalLoss; // loss at the last step
     std::optional<double> bestLoss; // lowest loss
     std::optional<double> meanTokensPerS; // mean of tokens_per_s over the steps
+    std::optional<double> meanMfu; // mean of rank 0's mfu over the steps (where the device's peak is known)
     std::vector<std::pair<int, double>> peakMemory; // (rank, bytes): peak_allocated, else rss
     std::int64_t skippedSteps = 0; // steps with skipped = 1 (fp16 overflow)
     std::optional<double> wallSeconds;

@@ -48,6 +48,8 @@ QVariant RunStatsModel::data(const QModelIndex& index, int role) const
         return opt(s.bestLoss);
     case TokensPerS:
         return s.meanTokensPerS ? QVariant(QString::number(*s.meanTokensPerS, 'f', 0)) : QVariant();
+    case Mfu:
+        return s.meanMfu ? QVariant(QStringLiteral("%1 %").arg(100.0 * *s.meanMfu, 0, 'f', 1)) : QVariant();
     case PeakMemory: {
         QStringList parts;
         for (const auto& [rank, bytes] : s.peakMemory)
@@ -79,6 +81,8 @@ QVariant RunStatsModel::headerData(int section, Qt::Orientation orientation, int
         return tr("Best loss");
     case TokensPerS:
         return tr("Tokens/s");
+    case Mfu:
+        return tr("MFU");
     case PeakMemory:
         return tr("Peak memory per rank");
     case Skipped:

@@ -17,7 +17,7 @@ namespace shardscope::ui {
 class RunStatsModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Run, Status, Steps, FinalLoss, BestLoss, TokensPerS, PeakMemory, Skipped, Wall, ColumnCount };
+    enum Column { Run, Status, Steps, FinalLoss, BestLoss, TokensPerS, Mfu, PeakMemory, Skipped, Wall, ColumnCount };
     using QAbstractTableModel::QAbstractTableModel;
 
     void setStats(std::vector<storage::RunStats> stats);

@@ -104,33 +104,10 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     layout->addLayout(header);
 }
 
-RunPage::RunPage(QWidget* parent, HistoryService* history)
-    : QWidget(parent), m_history(history ? history : new HistoryService(this))
+QWidget* RunPage::buildCharts(QWidget* parent)
 {
-    auto* layout = new QVBoxLayout(this);
-
-    buildHeader(layout);
-
-    m_error = new QLabel(this);
-    m_error->setObjectName(QStringLiteral("runError"));
-    m_error->setWordWrap(true);
-    m_error->setStyleSheet(QStringLiteral("QLabel { background: #fbe3e3; color: #8a1c1c; padding: 6px; border-radius: 3px; }"));
-    m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_error->hide();
-    layout->addWidget(m_error);
-
-    // A script run's exact command (the run directory's command.sh), selectable and copyable.
-    m_command = new QLineEdit(this);
-    m_command->setObjectName(QStringLiteral("runCommand"));
-    m_command->setReadOnly(true);
-    m_command->setToolTip(tr("The command the launcher ran for this script run (command.sh in the run directory); "
-                             "select it to copy, or paste it into a shell to run the script again without Shardscope"));
-    m_command->hide();
-    layout->addWidget(m_command);
-
-    auto* splitter = new QSplitter(Qt::Vertical, this);
     // The charts scroll rather than make the window taller than a 1366x768 screen.
-    auto* chartScroll = new QScrollArea(splitter);
+    auto* chartScroll = new QScrollArea(parent);
     chartScroll->setWidgetResizable(true);
     chartScroll->setFrameShape(QFrame::NoFrame);
     auto* chartArea = new QWidget(chartScroll);
@@ -146,7 +123,9 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
                       {"grad_norm", tr("Grad norm")},
                       {"loss_scale", tr("Loss scale (fp16) · skipped steps")},
                       {"tokens_per_s", tr("Tokens/s (all ranks)")},
+                      {"mfu", tr("MFU [%] per rank")},
                       {"step_time", tr("Step time [s] per rank")},
+                      {"compute_time", tr("Compute time [s] per rank (without waits) · stragglers")},
                       {"memory", tr("Memory per rank")}};
     for (const auto& spec : chartSpecs) {
         const QString name = QLatin1String(spec.name);
@@ -168,8 +147,43 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     chart(QStringLiteral("memory"))->setValueFormat(MetricChart::ValueFormat::Bytes);
     chart(QStringLiteral("loss_scale"))->setLogValueAxis(true);
     chartScroll->setWidget(chartArea);
-    splitter->addWidget(chartScroll);
     layoutCharts();
+    return chartScroll;
+}
+
+RunPage::RunPage(QWidget* parent, HistoryService* history)
+    : QWidget(parent), m_history(history ? history : new HistoryService(this))
+{
+    auto* layout = new QVBoxLayout(this);
+
+    buildHeader(layout);
+
+    m_error = new QLabel(this);
+    m_error->setObjectName(QStringLiteral("runError"));
+    m_error->setWordWrap(true);
+    m_error->setStyleSheet(QStringLiteral("QLabel { background: #fbe3e3; color: #8a1c1c; padding: 6px; border-radius: 3px; }"));
+    m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_error->hide();
+    layout->addWidget(m_error);
+    // The launcher's findings while the run goes on (a straggler), above the charts.
+    m_alerts = new QLabel(this);
+    m_alerts->setObjectName(QStringLiteral("runAlerts"));
+    m_alerts->setWordWrap(true);
+    m_alerts->setStyleSheet(QStringLiteral("QLabel { background: #fff4d6; color: #6b4a00; padding: 4px; border-radius: 3px; }"));
+    m_alerts->hide();
+    layout->addWidget(m_alerts);
+
+    // A script run's exact command (the run directory's command.sh), selectable and copyable.
+    m_command = new QLineEdit(this);
+    m_command->setObjectName(QStringLiteral("runCommand"));
+    m_command->setReadOnly(true);
+    m_command->setToolTip(tr("The command the launcher ran for this script run (command.sh in the run directory); "
+                             "select it to copy, or paste it into a shell to run the script again without Shardscope"));
+    m_command->hide();
+    layout->addWidget(m_command);
+
+    auto* splitter = new QSplitter(Qt::Vertical, this);
+    splitter->addWidget(buildCharts(splitter));
 
     auto* logPanel = new QWidget(splitter);
     auto* logLayout = new QVBoxLayout(logPanel);
@@ -221,8 +235,13 @@ RunPage::~RunPage() = default;
 
 void RunPage::layoutCharts()
 {
-    // The loss-scale panel only where there is a loss scale: fp16 (an empty panel misleads).
-    auto applies = [this](const QString& name) { return name != QLatin1String("loss_scale") || m_info.mixedPrecision == "fp16"; };
+    // The loss-scale panel only where there is a loss scale: fp16 (an empty panel misleads); the
+    // MFU panel where the run reports MFU (engine runs on a device whose peak is known).
+    auto applies = [this](const QString& name) {
+        if (name == QLatin1String("mfu"))
+            return m_hasMfu;
+        return name != QLatin1String("loss_scale") || m_info.mixedPrecision == "fp16";
+    };
     for (auto* c : m_charts)
         m_chartGrid->removeWidget(c);
     for (int row = 0; row < m_chartGrid->rowCount(); ++row)
@@ -335,6 +354,19 @@ void RunPage::updateChartsMenu()
     menu->addAction(tr("Reset layout"), this, &RunPage::resetChartLayout);
 }
 
+void RunPage::updateAlerts()
+{
+    QStringList lines;
+    for (const auto& [rank, flag] : m_stragglers)
+        lines << tr("Straggler: rank %1 computed %2× as long as the other ranks (forward and backward without waits; "
+                    "medians of the steps up to step %3)")
+                     .arg(rank)
+                     .arg(flag.second, 0, 'f', 2)
+                     .arg(flag.first);
+    m_alerts->setText(lines.join(QLatin1Char('\n')));
+    m_alerts->setVisible(!lines.isEmpty());
+}
+
 void RunPage::updateRunColor()
 {
     if (m_info.runId <= 0)
@@ -361,6 +393,9 @@ void RunPage::closeRun()
     m_polling = false;
     m_pollAgain = false;
     m_info = {};
+    m_hasMfu = false;
+    m_stragglers.clear();
+    updateAlerts();
     m_finishedAnnounced = false;
     m_t0 = -1;
     m_lastStep = -1;
@@ -559,6 +594,19 @@ RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
         target = chart(QStringLiteral("step_time"));
         name = tr("rank %1").arg(rank);
         color = rankColor(rank);
+    } else if (key == storage::keys::kComputeTime) {
+        target = chart(QStringLiteral("compute_time"));
+        name = tr("rank %1").arg(rank);
+        color = rankColor(rank);
+    } else if (key == "straggler.marker") {
+        target = chart(QStringLiteral("compute_time"));
+        name = tr("straggler (rank %1)").arg(rank);
+        color = paletteColor(3);
+        style = MetricChart::Style::Markers;
+    } else if (key == "mfu") {
+        target = chart(QStringLiteral("mfu"));
+        name = tr("rank %1").arg(rank);
+        color = rankColor(rank);
     } else if (key == "memory") {
         target = chart(QStringLiteral("memory"));
         name = tr("rank %1").arg(rank);
@@ -626,6 +674,29 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
         if (row.key == k::kMemRss) {
             if (!m_hasDeviceMemory)
                 queue(seriesFor("memory", row.rank), step, row.time, row.value);
+            continue;
+        }
+        if (row.key == k::kStraggler) {
+            // Marked on the rank's compute-time curve, and said above the charts.
+            m_stragglers[row.rank] = {row.step, row.value};
+            double y = 0;
+            if (const auto it = m_raw.find({k::kComputeTime, row.rank}); it != m_raw.end()) {
+                const auto queued = batches.find(&it->second);
+                if (queued != batches.end() && !std::get<2>(queued->second).isEmpty())
+                    y = std::get<2>(queued->second).back();
+                else if (!it->second.values.isEmpty())
+                    y = it->second.values.back();
+            }
+            queue(seriesFor("straggler.marker", row.rank), step, row.time, y);
+            updateAlerts();
+            continue;
+        }
+        if (row.key == k::kMfu) {
+            if (!m_hasMfu) {
+                m_hasMfu = true; // the panel appears with the first value (a script run has none)
+                layoutCharts();
+            }
+            queue(seriesFor("mfu", row.rank), step, row.time, 100.0 * row.value);
             continue;
         }
         if (row.rank == 0 && row.key == k::kLossScale) {

@@ -103,6 +103,7 @@ private:
     void layoutCharts(); // the grid from the layout chosen and the charts that apply to the run
     void saveChartLayout() const;
     void updateChartsMenu();
+    void updateAlerts();
     struct Poll; // what one poll brings back
     void applyPoll(Poll& poll);
     void reloadLog();
@@ -126,6 +127,8 @@ private:
     double m_t0 = -1; // time origin of the time axis (run start), seconds since the epoch
     std::int64_t m_lastStep = -1;
     bool m_hasDeviceMemory = false;
+    bool m_hasMfu = false; // the run reported MFU (its panel is shown)
+    std::map<int, std::pair<std::int64_t, double>> m_stragglers; // rank -> (step, compute time over the others')
     std::map<std::pair<std::string, int>, Raw> m_raw;
     std::map<std::int64_t, double> m_lossScaleAt; // rank-0 loss scale by step (for skipped markers)
     std::vector<std::int64_t> m_pendingSkips;
@@ -135,10 +138,12 @@ private:
     QLabel* m_status = nullptr;
     QLabel* m_progress = nullptr;
     QLabel* m_error = nullptr;
+    QLabel* m_alerts = nullptr; // the launcher's findings: stragglers
     QLineEdit* m_command = nullptr; // a script run's command line
     bool m_commandRead = false; // command.sh looked for (once a run directory is known)
     QComboBox* m_xAxisBox = nullptr;
     void buildHeader(QVBoxLayout* layout);
+    QWidget* buildCharts(QWidget* parent); // the charts' scroll area
     QPushButton* m_followButton = nullptr; // checked while the charts follow the data
     QSlider* m_smoothingSlider = nullptr;
     QLabel* m_smoothingLabel = nullptr;

@@ -59,6 +59,7 @@ struct LaunchArgs {
     bool noHistory = false;
     std::vector<std::string> tags; // the history's tags of the run (a sweep's name, ...)
     double heartbeatTimeout = 600; // seconds
+    StragglerOptions stragglers; // --straggler_threshold, --straggler_window
     double rendezvousTimeout = 300; // seconds a machine other than 0 waits for machine 0
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
     bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false, givenPort = false;
@@ -343,6 +344,7 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     newRun.worldSize = p.numProcesses;
     newRun.tags = args.tags;
     watchRun(args, home ? std::optional<std::filesystem::path>(*home) : std::nullopt, newRun, p.recipe.maxSteps, *run, options);
+    run->monitor->detectStragglers(p.localProcesses(), args.stragglers);
     std::cout << "shardscope launch: run " << run->runDir.id << " (" << p.numProcesses << " ranks) in " << run->runDir.path
               << std::endl;
     exitCode = 0;
@@ -684,6 +686,15 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
         ->capture_default_str();
     cmd->add_option("--heartbeat_timeout", args->heartbeatTimeout,
                     "Seconds without any event from a rank before it is taken as hung (0: never)")
+        ->capture_default_str();
+    cmd->add_option("--straggler_threshold", args->stragglers.threshold,
+                    "Flag a rank whose compute time (forward and backward without waits) is this much above the "
+                    "other ranks' (0.2: 20 % slower)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_option("--straggler_window", args->stragglers.window,
+                    "Steps whose median compute times are compared for --straggler_threshold (0: no straggler check)")
+        ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
     cmd->add_option("worker_args", args->workerArgs,

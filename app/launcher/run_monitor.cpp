@@ -98,6 +98,27 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         m_errors.push_back("rank " + std::to_string(event->rank) + ": " + error->kind + ": " + error->message);
     if (onEvent)
         onEvent(*event);
+    if (const auto* step = std::get_if<protocol::StepEvent>(&event->body); step && m_stragglers)
+        for (const auto& flag : m_stragglers->addStep(event->rank, *step, event->time))
+            reportStraggler(flag);
+}
+
+void RunMonitor::detectStragglers(int ranks, StragglerOptions options) { m_stragglers.emplace(ranks, options); }
+
+void RunMonitor::reportStraggler(const protocol::Event& flag)
+{
+    const auto& s = std::get<protocol::StragglerEvent>(flag.body);
+    std::fprintf(stderr,
+                 "%sshardscope launch: warning: rank %d is a straggler: its compute time (forward and backward "
+                 "without waits) is %.3g s, %.2f x the other ranks' %.3g s (medians of the %d steps up to step %lld)\n",
+                 m_interactive ? "\n" : "", flag.rank, s.computeTime, s.othersTime > 0 ? s.computeTime / s.othersTime : 0.0,
+                 s.othersTime, s.window, static_cast<long long>(s.step));
+    if (!m_eventsPath.empty()) {
+        m_unwritten += protocol::encodeEvent(flag);
+        m_unwritten.push_back('\n');
+    }
+    if (onEvent)
+        onEvent(flag);
 }
 
 bool RunMonitor::isEnding(int rank) const

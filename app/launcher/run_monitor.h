@@ -5,6 +5,7 @@
 // loss, tokens/s, ETA). A malformed or truncated line is reported and skipped, never fatal.
 
 #include "app/launcher/launcher.h"
+#include "app/launcher/stragglers.h"
 #include "engine/protocol/events.h"
 
 #include <chrono>
@@ -29,6 +30,9 @@ public:
     RunMonitor& operator=(const RunMonitor&) = delete;
 
     void onEventLine(int rank, std::string_view line);
+    // Watch the ranks' compute-only times for stragglers (stragglers.h): a flag is printed,
+    // written to events.jsonl as a `straggler` event of the slow rank and passed to onEvent.
+    void detectStragglers(int ranks, StragglerOptions options);
     void tick();
     // Writes what events.jsonl still lacks, trying for up to `patience` while it cannot.
     void finish(std::chrono::milliseconds patience = std::chrono::seconds(10));
@@ -60,6 +64,7 @@ public:
     std::string progressLine() const;
 
 private:
+    void reportStraggler(const protocol::Event& flag);
     void writeEvents();
     void noteWriteFailure(int error);
     static constexpr std::size_t kMaxUnwrittenBytes = 256u << 20;
@@ -89,6 +94,7 @@ private:
     std::map<int, std::string> m_doneStatus;
     std::map<int, std::int64_t> m_lastSteps;
     std::set<int> m_heard;
+    std::optional<StragglerDetector> m_stragglers;
     int m_malformed = 0;
 };
 

@@ -155,6 +155,10 @@ const std::vector<EngineFlag>& engineFlags()
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.injectNonfiniteGradAtStep; }, 1)},
         {"fill-disk-at-step", "fault injection: from this step, files beyond 64 KiB cannot be written",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.fillDiskAtStep; }, 1)},
+        {"slow-rank", "fault injection: this rank sleeps --slow-forward-ms after each forward pass",
+         [](EngineChoices& c, V v) { return number<int>(v[0], c.faults.slowRank, 0, 1 << 20); }},
+        {"slow-forward-ms", "fault injection: the sleep of --slow-rank, in milliseconds",
+         [](EngineChoices& c, V v) { return number<int>(v[0], c.faults.slowForwardMs, 0, 600000); }},
         {"crash-in-checkpoint", "fault injection: rank 0 dies while writing the checkpoint of this step",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.crashInCheckpointAtStep; }, 1)},
     };
@@ -688,6 +692,8 @@ std::string planToJson(const RunPlan& p)
                {{"crash_in_checkpoint_at_step", p.faults.crashInCheckpointAtStep},
                 {"inject_nonfinite_grad_at_step", p.faults.injectNonfiniteGradAtStep},
                 {"fill_disk_at_step", p.faults.fillDiskAtStep},
+                {"slow_rank", p.faults.slowRank},
+                {"slow_forward_ms", p.faults.slowForwardMs},
                 {"dump_params", p.faults.dumpParamsPath},
                 {"dump_initial", p.faults.dumpInitialPath}}}};
     return j.dump(2) + "\n";
@@ -727,6 +733,8 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
         f.read("crash_in_checkpoint_at_step", p.faults.crashInCheckpointAtStep);
         f.read("inject_nonfinite_grad_at_step", p.faults.injectNonfiniteGradAtStep);
         f.read("fill_disk_at_step", p.faults.fillDiskAtStep);
+        f.read("slow_rank", p.faults.slowRank);
+        f.read("slow_forward_ms", p.faults.slowForwardMs);
         f.read("dump_params", p.faults.dumpParamsPath);
         f.read("dump_initial", p.faults.dumpInitialPath);
         if (!f.error().empty())

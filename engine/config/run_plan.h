@@ -37,6 +37,9 @@ struct FaultInjection {
     // From this step on, the rank cannot write files beyond 64 KiB (RLIMIT_FSIZE answers EFBIG,
     // as a full disk answers ENOSPC).
     std::int64_t fillDiskAtStep = -1;
+    // This rank sleeps slowForwardMs after each forward pass (a straggler for the detector's tests).
+    int slowRank = -1;
+    int slowForwardMs = 0;
     std::string dumpParamsPath; // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)
 };

@@ -1,4 +1,5 @@
 #include "engine/dist/communicator.h"
+#include "engine/dist/wait_clock.h"
 
 #include "engine/dist/collective_tracker.h"
 
@@ -167,7 +168,7 @@ void Communicator::barrier()
 {
     c10d::BarrierOptions opts;
     opts.timeout = m_timeout;
-    tracked("barrier", m_backend->barrier(opts))->wait();
+    dist::waitFor(tracked("barrier", m_backend->barrier(opts)));
 }
 
 } // namespace shardscope::dist

@@ -1,4 +1,5 @@
 #include "engine/parallel/ddp.h"
+#include "engine/dist/wait_clock.h"
 
 #include "engine/parallel/collective_spans.h"
 
@@ -68,7 +69,7 @@ DistributedDataParallel::~DistributedDataParallel()
     // Outstanding work must finish before the tensors it reads go away.
     for (auto& bucket : m_buckets)
         if (bucket.work)
-            bucket.work->wait();
+            dist::waitFor(bucket.work);
 }
 
 void DistributedDataParallel::broadcastParameters()
@@ -80,7 +81,7 @@ void DistributedDataParallel::broadcastParameters()
         for (auto k : bucket.params)
             views.push_back(m_params[k].detach().reshape({-1}));
         at::Tensor flat = at::cat(views);
-        m_comm.broadcast(flat, 0)->wait();
+        dist::waitFor(m_comm.broadcast(flat, 0));
         std::int64_t offset = 0;
         for (auto k : bucket.params) {
             auto& p = m_params[k];
@@ -158,7 +159,7 @@ void DistributedDataParallel::finishGradientSync()
             launch(b, /*duringBackward=*/false);
     const double scale = 1.0 / static_cast<double>(m_comm.size());
     for (auto& bucket : m_buckets) {
-        bucket.work->wait();
+        dist::waitFor(bucket.work);
         bucket.work.reset();
         endSpanAfterWait(m_recorder, bucket.span);
         bucket.flat.mul_(scale);

@@ -1,4 +1,5 @@
 #include "engine/parallel/sharded.h"
+#include "engine/dist/wait_clock.h"
 
 #include "engine/parallel/activation_checkpoint.h"
 #include "engine/parallel/collective_spans.h"
@@ -181,16 +182,16 @@ void ShardedDataParallel::shardUnit(Unit& unit, c10::ScalarType dtype)
         // Only the shard arrives; the full buffer stays unwritten (stage 3 frees it below).
         unit.full = at::empty({unit.padded}, flatOptions);
         receivedShard = at::empty({shardNumel}, flatOptions);
-        m_comm.scatter(receivedShard, {}, 0)->wait();
+        dist::waitFor(m_comm.scatter(receivedShard, {}, 0));
     } else {
         unit.full = at::zeros({unit.padded}, flatOptions);
         for (std::size_t i = 0; i < unit.params.size(); ++i)
             unit.full.narrow(0, unit.offsets[i], unit.params[i].numel()).copy_(unit.params[i].reshape({-1}));
         if (scatterFromRankZero) {
             receivedShard = at::empty({shardNumel}, flatOptions);
-            m_comm.scatter(receivedShard, unit.full.chunk(shardCount), 0)->wait();
+            dist::waitFor(m_comm.scatter(receivedShard, unit.full.chunk(shardCount), 0));
         } else {
-            m_comm.broadcast(unit.full, 0)->wait(); // sync_module_states
+            dist::waitFor(m_comm.broadcast(unit.full, 0)); // sync_module_states
         }
     }
     for (std::size_t i = 0; i < unit.params.size(); ++i) {
@@ -200,7 +201,7 @@ void ShardedDataParallel::shardUnit(Unit& unit, c10::ScalarType dtype)
     if (receivedShard.defined()) {
         unit.full.narrow(0, shardIndex * shardNumel, shardNumel).copy_(receivedShard);
         if (m_options.zeroStage < 3) // the full parameters are needed now: assemble them
-            shardGroup().allGatherSingle(unit.full, receivedShard)->wait();
+            dist::waitFor(shardGroup().allGatherSingle(unit.full, receivedShard));
     }
     for (const auto& p : unit.params)
         unit.trainable += p.requires_grad() ? 1 : 0;
@@ -303,9 +304,9 @@ ShardedDataParallel::~ShardedDataParallel()
 {
     for (auto& unit : m_units) {
         if (unit.gradWork)
-            unit.gradWork->wait();
+            dist::waitFor(unit.gradWork);
         if (unit.gatherWork)
-            unit.gatherWork->wait();
+            dist::waitFor(unit.gatherWork);
     }
 }
 
@@ -359,7 +360,7 @@ void ShardedDataParallel::gather(Unit& unit)
         auto wait = m_recorder ? m_recorder->scope(profiler::Lane::Host, "wait all_gather " + unit.name, "wait")
                                : profiler::SpanRecorder::Scope{};
         startGather(unit); // no-op when a prefetch already started it
-        unit.gatherWork->wait();
+        dist::waitFor(unit.gatherWork);
     }
     unit.gatherWork.reset();
     endSpanAfterWait(m_recorder, unit.gatherSpan);
@@ -455,7 +456,7 @@ void ShardedDataParallel::finishGradientSync()
             reshard(unit);
             continue;
         }
-        unit.gradWork->wait();
+        dist::waitFor(unit.gradWork);
         unit.gradWork.reset();
         endSpanAfterWait(m_recorder, unit.gradSpan);
         unit.fullGrad = at::Tensor();
@@ -463,7 +464,7 @@ void ShardedDataParallel::finishGradientSync()
             auto span = m_recorder ? m_recorder->scope(profiler::Lane::Communication, "all_reduce replicas " + unit.name,
                                                        "all_reduce", tensorBytes(unit.shardGrad))
                                    : profiler::SpanRecorder::Scope{};
-            m_replicateGroup->allreduce(unit.shardGrad)->wait();
+            dist::waitFor(m_replicateGroup->allreduce(unit.shardGrad));
             m_stats.allReduced += tensorBytes(unit.shardGrad);
         }
         unit.shardGrad.mul_(scale);
@@ -493,7 +494,7 @@ void ShardedDataParallel::afterOptimizerStep()
         return; // gathered again by the next forward
     for (auto& unit : m_units) {
         auto input = shardForCollective(unit);
-        shardGroup().allGatherSingle(unit.full, input)->wait();
+        dist::waitFor(shardGroup().allGatherSingle(unit.full, input));
         unit.shardOnDevice = at::Tensor();
         m_stats.allGathered += tensorBytes(unit.full);
     }
@@ -541,7 +542,7 @@ void ShardedDataParallel::loadShards(const std::map<std::string, at::Tensor>& sh
         unit.shard.detach().copy_(it->second);
         if (unit.gathered) {
             auto input = shardForCollective(unit);
-            shardGroup().allGatherSingle(unit.full, input)->wait();
+            dist::waitFor(shardGroup().allGatherSingle(unit.full, input));
             unit.shardOnDevice = at::Tensor();
         }
     }
@@ -593,7 +594,7 @@ NamedTensors ShardedDataParallel::gatherByParameter(const PartOf& part, bool kee
         }
         mine = mine.to(unit.full.device());
         auto full = at::empty({unit.padded}, mine.options());
-        shardGroup().allGatherSingle(full, mine)->wait();
+        dist::waitFor(shardGroup().allGatherSingle(full, mine));
         if (!keep)
             continue;
         for (std::size_t i = 0; i < unit.params.size(); ++i)
@@ -658,7 +659,7 @@ double ShardedDataParallel::globalGradSquaredNorm(double local)
     if (m_comm.size() == 1)
         return local;
     auto t = at::full({1}, local, at::TensorOptions().dtype(at::kDouble).device(m_comm.device()));
-    m_comm.allreduce(t)->wait();
+    dist::waitFor(m_comm.allreduce(t));
     return t.item<double>() / static_cast<double>(replicas());
 }
 

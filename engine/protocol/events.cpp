@@ -12,8 +12,8 @@ namespace {
 
 const char* typeNameOf(const EventBody& body)
 {
-    static constexpr const char* kNames[] = {"hello",      "step", "eval",  "memory", "trace",
-                                             "checkpoint", "log",  "error", "done",   "heartbeat"};
+    static constexpr const char* kNames[] = {"hello", "step",  "eval", "memory",    "trace",    "checkpoint",
+                                             "log",   "error", "done", "heartbeat", "straggler"};
     static_assert(std::size(kNames) == std::variant_size_v<EventBody>);
     return kNames[body.index()];
 }
@@ -56,6 +56,9 @@ json bodyJson(const EventBody& body)
                           {"samples", e.samples},
                           {"step_time", e.stepTime},
                           {"data_time", e.dataTime},
+                          {"wait_time", e.waitTime},
+                          {"optimizer_time", e.optimizerTime},
+                          {"compute_time", e.computeTime},
                           {"tokens_per_s", e.tokensPerS},
                           {"mem", memoryJson(e.mem)},
                           {"comm",
@@ -65,6 +68,10 @@ json bodyJson(const EventBody& body)
                             {"broadcast", e.comm.broadcast}}}};
                 if (e.lossScale)
                     j["loss_scale"] = *e.lossScale;
+                if (e.flops > 0)
+                    j["flops"] = e.flops;
+                if (e.mfu)
+                    j["mfu"] = *e.mfu;
                 return j;
             } else if constexpr (std::is_same_v<T, EvalEvent>) {
                 json j = {{"step", e.step}, {"loss", e.loss}};
@@ -95,6 +102,12 @@ json bodyJson(const EventBody& body)
                 if (!e.waitingFor.empty())
                     j["waiting"] = {{"collective", e.waitingFor}, {"seq", e.waitingSeq}, {"seconds", e.waitingSeconds}};
                 return j;
+            } else if constexpr (std::is_same_v<T, StragglerEvent>) {
+                return {{"step", e.step},
+                        {"compute_time", e.computeTime},
+                        {"others_time", e.othersTime},
+                        {"window", e.window},
+                        {"threshold", e.threshold}};
             } else {
                 static_assert(sizeof(T) != sizeof(T), "every event type needs an encoder"); // false, but only when instantiated
             }
@@ -251,7 +264,16 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("samples", e.samples);
         r.read("step_time", e.stepTime);
         r.read("data_time", e.dataTime);
+        r.read("wait_time", e.waitTime);
+        r.read("optimizer_time", e.optimizerTime);
+        r.read("compute_time", e.computeTime);
         r.read("tokens_per_s", e.tokensPerS);
+        r.read("flops", e.flops);
+        if (j.contains("mfu") && !j["mfu"].is_null()) {
+            double mfu = 0;
+            r.read("mfu", mfu);
+            e.mfu = mfu;
+        }
         readMemory(r.child("mem"), e.mem);
         auto comm = r.child("comm");
         comm.read("all_reduce", e.comm.allReduce);
@@ -317,6 +339,14 @@ Result<Event> decodeEvent(std::string_view line)
             w.read("seq", e.waitingSeq);
             w.read("seconds", e.waitingSeconds);
         }
+        event.body = e;
+    } else if (type == "straggler") {
+        StragglerEvent e;
+        r.read("step", e.step, true);
+        r.read("compute_time", e.computeTime, true);
+        r.read("others_time", e.othersTime, true);
+        r.read("window", e.window);
+        r.read("threshold", e.threshold);
         event.body = e;
     } else {
         return makeError("unknown event type '" + type + "'");

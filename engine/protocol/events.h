@@ -61,7 +61,16 @@ struct StepEvent {
     std::int64_t samples = 0; // this rank, this step
     double stepTime = 0; // seconds
     double dataTime = 0; // seconds of stepTime this rank waited for its batches
+    // The rest of stepTime: blocked in collectives' waits, in the optimizer step, and computing
+    // (forward and backward without the waits: what tells a slow rank from the ones waiting for it).
+    double waitTime = 0;
+    double optimizerTime = 0;
+    double computeTime = 0;
     double tokensPerS = 0; // all ranks
+    // Model FLOP/s this rank achieved (config::flopsPerToken's model FLOPs x its tokens / step
+    // time; 0: the model's FLOPs are unknown) and that over the device's peak (none: no peak).
+    double flops = 0;
+    std::optional<double> mfu;
     MemoryStats mem;
     CommStats comm;
 };
@@ -128,8 +137,18 @@ struct HeartbeatEvent {
     double waitingSeconds = 0; // since it was issued
 };
 
+// Written by the launcher, never by a rank: the event's rank has been slower than the others in
+// compute-only time (StepEvent::computeTime) over the last `window` steps (app/launcher/stragglers.h).
+struct StragglerEvent {
+    std::int64_t step = 0; // the step that ended the window
+    double computeTime = 0; // the rank's median compute-only time over the window, s
+    double othersTime = 0; // the median of the other ranks' medians, s
+    int window = 0; // steps
+    double threshold = 0; // flagged when computeTime > (1 + threshold) x othersTime
+};
+
 using EventBody = std::variant<HelloEvent, StepEvent, EvalEvent, MemoryEvent, TraceEvent, CheckpointEvent, LogEvent, ErrorEvent,
-                               DoneEvent, HeartbeatEvent>;
+                               DoneEvent, HeartbeatEvent, StragglerEvent>;
 
 struct Event {
     int version = kProtocolVersion;

@@ -1,4 +1,5 @@
 #include "engine/train/accelerator.h"
+#include "engine/dist/wait_clock.h"
 
 #include <ATen/ATen.h>
 
@@ -26,7 +27,7 @@ Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options) : m_opt
     if (options.precision == precision::PrecisionMode::Fp16) {
         std::function<void(at::Tensor&)> agree;
         if (numProcesses() > 1)
-            agree = [this](at::Tensor& foundInf) { m_comm->allreduce(foundInf, c10d::ReduceOp::MAX)->wait(); };
+            agree = [this](at::Tensor& foundInf) { dist::waitFor(m_comm->allreduce(foundInf, c10d::ReduceOp::MAX)); };
         m_scaler = std::make_unique<precision::GradScaler>(options.scaler, std::move(agree));
     }
 }
@@ -195,7 +196,7 @@ double Accelerator::meanOverRanks(double value)
     if (numProcesses() == 1)
         return value;
     auto t = at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(device()));
-    m_comm->allreduce(t)->wait();
+    dist::waitFor(m_comm->allreduce(t));
     return t.item<double>() / numProcesses();
 }
 
@@ -214,7 +215,7 @@ Accelerator::StepAgreement Accelerator::finishStepAgreement()
     if (!m_agreementValues.defined())
         throw std::logic_error("finishStepAgreement without startStepAgreement");
     if (m_agreementWork)
-        m_agreementWork->wait();
+        dist::waitFor(m_agreementWork);
     m_agreementWork.reset();
     const auto values = m_agreementValues.to(at::kCPU);
     StepAgreement agreement;
@@ -231,7 +232,7 @@ torch::Tensor Accelerator::gatherForMetrics(const torch::Tensor& tensor)
         return tensor;
     auto input = tensor.contiguous().view({-1});
     auto output = at::empty({input.numel() * numProcesses()}, input.options());
-    m_comm->allGatherSingle(output, input)->wait();
+    dist::waitFor(m_comm->allGatherSingle(output, input));
     auto sizes = tensor.sizes().vec();
     if (sizes.empty())
         return output;

@@ -42,8 +42,11 @@ std::string logLine(int rank, const protocol::EventBody& body)
                 return prefix + "started: pid " + std::to_string(e.pid) + " on " + e.host + ", " + e.device + ", torch " + e.torch
                        + "\n";
             } else if constexpr (std::is_same_v<T, protocol::StepEvent>) {
-                std::snprintf(buffer, sizeof buffer, "step %lld  loss %.4f  lr %.3g  grad_norm %.3g  %.0f tokens/s  %.3f s%s",
-                              static_cast<long long>(e.step), e.loss, e.lr, e.gradNorm, e.tokensPerS, e.stepTime,
+                char mfu[32] = "";
+                if (e.mfu)
+                    std::snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100.0 * *e.mfu);
+                std::snprintf(buffer, sizeof buffer, "step %lld  loss %.4f  lr %.3g  grad_norm %.3g  %.0f tokens/s%s  %.3f s%s",
+                              static_cast<long long>(e.step), e.loss, e.lr, e.gradNorm, e.tokensPerS, mfu, e.stepTime,
                               e.skipped ? "  (skipped: fp16 overflow)" : "");
                 return prefix + buffer + "\n";
             } else if constexpr (std::is_same_v<T, protocol::EvalEvent>) {

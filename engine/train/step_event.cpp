@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -66,6 +67,9 @@ protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& 
     e.tokens = measured.tokens;
     e.stepTime = measured.stepTime;
     e.dataTime = measured.dataTime;
+    e.waitTime = measured.waitTime;
+    e.optimizerTime = measured.optimizerTime;
+    e.computeTime = std::max(0.0, measured.stepTime - measured.dataTime - measured.waitTime - measured.optimizerTime);
     e.tokensPerS = measured.stepTime > 0 ? static_cast<double>(e.tokens * acc.numProcesses()) / measured.stepTime : 0;
 
     const parallel::StepFootprint footprint = acc.dataParallel().stepFootprint();

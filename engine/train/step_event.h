@@ -28,6 +28,8 @@ struct StepMeasurement {
     std::int64_t tokens = 0; // this rank's, this step
     double stepTime = 0; // seconds
     double dataTime = 0; // seconds of it spent waiting for batches
+    double waitTime = 0; // seconds of it blocked in collectives (dist::waitFor)
+    double optimizerTime = 0; // seconds of it in the optimizer step
 };
 
 // After the optimizer step (the data-parallel footprint is the step's then).

@@ -5,6 +5,7 @@
 #include "engine/config/hf_config_keys.h"
 #include "engine/config/model_architecture.h"
 #include "engine/config/run_plan.h"
+#include "engine/dist/wait_clock.h"
 #include "engine/models/lora.h"
 #include "engine/models/pretrained.h"
 #include "engine/train/checkpointer.h"
@@ -24,6 +25,7 @@
 #include <atomic>
 #include <csignal>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <thread>
@@ -85,6 +87,7 @@ Trainer::Trainer(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
                                        m_acc.numProcesses(), env.localRank, env.groupRank});
     prepareModel();
     prepareData();
+    prepareUtilisation();
     m_optimizer = makeOptimizer(m_recipe.optimizer, m_acc.namedOptimizerParameters());
     m_model->train();
     m_checkpointer = std::make_unique<Checkpointer>(m_plan, m_acc, *m_optimizer, *m_batches, m_events);
@@ -170,6 +173,29 @@ void Trainer::prepareData()
     m_batches = std::make_unique<data::BatchIterator>(m_split->train, *m_sampler, m_recipe.perDeviceBatchSize);
 }
 
+void Trainer::prepareUtilisation()
+{
+    const bool recomputes = m_plan.sharding && m_plan.sharding->activationCheckpointing;
+    auto perToken = config::flopsPerToken(m_recipe, recomputes);
+    if (!perToken) {
+        if (m_acc.isMainProcess())
+            m_events.emit(protocol::LogEvent{"warning", "no MFU for this run: " + perToken.error().message});
+        return;
+    }
+    m_flopsPerToken = *perToken;
+    m_devicePeak = devicePeak(m_acc.device(), m_plan.precision);
+    if (!m_acc.isMainProcess())
+        return;
+    char text[512];
+    if (m_devicePeak)
+        std::snprintf(text, sizeof text, "MFU: %.4g FLOPs per token (model%s), device peak %.4g TFLOP/s (%s)", perToken->model,
+                      recomputes ? ", recomputation apart" : "", m_devicePeak->flops / 1e12, m_devicePeak->how.c_str());
+    else
+        std::snprintf(text, sizeof text, "MFU: %.4g FLOPs per token (model); no peak known for %s, FLOP/s only", perToken->model,
+                      m_acc.device().str().c_str());
+    m_events.emit(protocol::LogEvent{"info", text});
+}
+
 void Trainer::run()
 {
     const std::int64_t firstStep = m_plan.resumeFrom.empty() ? 0 : m_checkpointer->resume();
@@ -177,8 +203,12 @@ void Trainer::run()
     m_runStart = Clock::now();
     for (std::int64_t step = firstStep; step < m_recipe.maxSteps; ++step) {
         const StepOutcome outcome = trainStep(step);
-        if ((step + 1) % m_recipe.logEvery == 0 || step + 1 == m_recipe.maxSteps)
-            m_events.emit(makeStepEvent(outcome.measured, m_acc, *m_optimizer));
+        if ((step + 1) % m_recipe.logEvery == 0 || step + 1 == m_recipe.maxSteps) {
+            auto event = makeStepEvent(outcome.measured, m_acc, *m_optimizer);
+            if (m_flopsPerToken)
+                addUtilisation(event, *m_flopsPerToken, m_devicePeak);
+            m_events.emit(event);
+        }
         if (outcome.stop) {
             m_events.emit(protocol::LogEvent{"info", "stopping after step " + std::to_string(step + 1) + " as asked"});
             m_events.emit(protocol::DoneEvent{"cancelled", step + 1, secondsSince(m_runStart)});
@@ -195,6 +225,7 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
 {
     setProgress(step, Phase::Train);
     const auto stepStart = Clock::now();
+    const double waitedBefore = dist::secondsWaited();
     if (step + 1 == m_plan.faults.fillDiskAtStep)
         limitFileSize();
     m_acc.dataParallel().beginStep();
@@ -213,9 +244,12 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     if (step == 0)
         if (std::string report = m_acc.dataParallel().firstStepReport(); !report.empty())
             m_events.emit(protocol::LogEvent{"info", std::move(report)});
+    double optimizerTime = 0;
     {
         auto optimizerSpan = recorder.scope(profiler::Lane::Compute, "optimizer", "optimizer");
+        const auto optimizerStart = Clock::now();
         m_acc.step(*m_optimizer);
+        optimizerTime = secondsSince(optimizerStart);
     }
     stepSpan.finish();
     m_profiling->stepEnded();
@@ -234,6 +268,8 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     m.tokens = micro.samples * m_split->train.tokensPerSample;
     m.stepTime = secondsSince(stepStart);
     m.dataTime = micro.dataTime;
+    m.waitTime = dist::secondsWaited() - waitedBefore;
+    m.optimizerTime = optimizerTime;
     return outcome;
 }
 
@@ -261,6 +297,8 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
             auto autocast = m_acc.autocast();
             loss = m_model->loss(m_model->forward(inputs), targets);
         }
+        if (m_plan.faults.slowRank == m_acc.processIndex() && m_plan.faults.slowForwardMs > 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(m_plan.faults.slowForwardMs)); // fault injection
         out.lossSum = micro == 0 ? loss.detach().to(at::kDouble) : out.lossSum + loss.detach().to(at::kDouble);
         if (micro + 1 == m_recipe.gradientAccumulationSteps)
             m_acc.startStepAgreement(out.lossSum / static_cast<double>(m_recipe.gradientAccumulationSteps), stopRequested());

@@ -13,6 +13,7 @@
 #include "engine/common/run_layout.h"
 #include "engine/data/data.h"
 #include "engine/train/accelerator.h"
+#include "engine/train/mfu.h"
 #include "engine/train/step_event.h"
 
 #include <torch/optim/optimizer.h>
@@ -63,6 +64,7 @@ private:
     static AcceleratorOptions acceleratorOptions(const config::RunPlan& plan);
     void prepareModel();
     void prepareData();
+    void prepareUtilisation();
     StepOutcome trainStep(std::int64_t step);
     MicroSteps forwardAndBackward();
     void injectNonfiniteGradient();
@@ -84,6 +86,9 @@ private:
     std::unique_ptr<Checkpointer> m_checkpointer;
     std::unique_ptr<ProfilingWindow> m_profiling;
     std::chrono::steady_clock::time_point m_runStart;
+    // MFU: the model's FLOPs per token (none: not countable) and the device's peak (mfu.h).
+    std::optional<config::FlopsPerToken> m_flopsPerToken;
+    std::optional<DevicePeak> m_devicePeak;
 };
 
 } // namespace shardscope::train

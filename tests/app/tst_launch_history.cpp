@@ -20,14 +20,16 @@ namespace {
 const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
 const QString kRecipe = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-mlp.yaml");
 
-int launch(const QString& home, const QStringList& extra, QString* output = nullptr)
+int launch(const QString& home, const QStringList& extra, QString* output = nullptr, int ranks = 2, int steps = 12)
 {
     QProcess process;
     auto env = QProcessEnvironment::systemEnvironment();
     env.insert("SHARDSCOPE_HOME", home);
     process.setProcessEnvironment(env);
     process.setProcessChannelMode(QProcess::MergedChannels);
-    process.start(kShardscope, QStringList{"launch", "--num_processes", "2", "--recipe", kRecipe, "--max_steps", "12"} + extra);
+    process.start(kShardscope, QStringList{"launch", "--num_processes", QString::number(ranks), "--recipe", kRecipe,
+                                           "--max_steps", QString::number(steps)}
+                                   + extra);
     process.waitForFinished(120000);
     if (output)
         *output = QString::fromUtf8(process.readAll());
@@ -115,6 +117,46 @@ private slots:
         QVERIFY2(worstRise < 0.5,
                  qPrintable(QStringLiteral("the loss rose %1 above the best so far at step %2").arg(worstRise).arg(at)));
         QVERIFY2(loss->back().value < 3.0, qPrintable(QString::number(loss->back().value)));
+    }
+
+    // #22 fault injection: a rank made slower in forward is flagged as a straggler within the
+    // window (its compute-only time; the step times stay equal under DDP), the others are not; the
+    // flag is in the history (where the Run page reads it) and said on the terminal.
+    void slowRankIsFlaggedAsAStraggler_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::newRow("2 ranks") << 2;
+        QTest::newRow("4 ranks") << 4;
+    }
+    void slowRankIsFlaggedAsAStraggler()
+    {
+        QFETCH(int, ranks);
+        QTemporaryDir home;
+        const int slow = ranks - 1;
+        QString out;
+        QCOMPARE(launch(home.path(),
+                        // Four ranks share two cores here: the other ranks' compute times jitter by a
+                        // few times their ~1 ms, so the threshold is 3x (the slow rank's is ~40x).
+                        {"--run_name", "slow", "--straggler_window", "7", "--straggler_threshold", "2", "--", "--slow-rank",
+                         QString::number(slow), "--slow-forward-ms", "40"},
+                        &out, ranks, 16),
+                 0);
+        QVERIFY2(out.contains(QStringLiteral("rank %1 is a straggler").arg(slow)), qPrintable(out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        const auto id = store->listRuns()->front().id;
+        for (int rank = 0; rank < ranks; ++rank) {
+            auto flags = store->series(id, rank, "straggler");
+            QVERIFY(flags.ok());
+            QCOMPARE(int(flags->size()), rank == slow ? 1 : 0);
+            if (rank == slow) {
+                QVERIFY2(flags->front().step <= 16, "flagged within the run");
+                QVERIFY2(flags->front().value > 3, qPrintable(QString::number(flags->front().value)));
+            }
+            auto compute = store->series(id, rank, "compute_time");
+            QVERIFY(compute.ok());
+            QCOMPARE(int(compute->size()), 16);
+        }
     }
 
     void failedRunNamesTheRootCause()

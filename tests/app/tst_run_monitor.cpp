@@ -48,6 +48,62 @@ private slots:
         QVERIFY(!file.readAll().contains("heartbeat"));
     }
 
+    // #22 stragglers: a rank whose compute-only time is persistently above the others' is flagged
+    // once the window is full, the others never; the flag is a `straggler` event of that rank in
+    // events.jsonl and to the history; equal step times (DDP makes them so) do not hide it; a
+    // short spike does not make one; a rank flagged, then back in line, can be flagged again.
+    void computeTimeFlagsTheSlowRankOnly_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::newRow("2 ranks") << 2;
+        QTest::newRow("4 ranks") << 4;
+    }
+    void computeTimeFlagsTheSlowRankOnly()
+    {
+        QFETCH(int, ranks);
+        QTemporaryDir dir;
+        const QString events = dir.filePath("events.jsonl");
+        RunMonitor monitor(events.toStdString(), 100, nullptr, false);
+        monitor.detectStragglers(ranks, StragglerOptions{0.2, 5});
+        std::vector<protocol::Event> flagged;
+        monitor.onEvent = [&](const protocol::Event& e) {
+            if (std::holds_alternative<protocol::StragglerEvent>(e.body))
+                flagged.push_back(e);
+        };
+        auto step = [&](int rank, std::int64_t n, double compute) {
+            protocol::StepEvent e;
+            e.step = n;
+            e.stepTime = 0.2; // equal everywhere: the all-reduce waits for the slowest
+            e.computeTime = compute;
+            e.waitTime = 0.2 - compute;
+            monitor.onEventLine(rank, protocol::encodeEvent({1, rank, double(n), e}));
+        };
+        const int slow = ranks - 1;
+        for (std::int64_t n = 1; n <= 12; ++n)
+            for (int rank = 0; rank < ranks; ++rank) {
+                const bool spike = rank == 0 && n == 2; // one slow step of rank 0: not persistent
+                step(rank, n, rank == slow && n >= 3 ? 0.15 : spike ? 0.5 : 0.1);
+            }
+        QCOMPARE(int(flagged.size()), 1);
+        QCOMPARE(flagged[0].rank, slow);
+        const auto& flag = std::get<protocol::StragglerEvent>(flagged[0].body);
+        QCOMPARE(flag.step, std::int64_t(5)); // steps 1-5: three of five slow, the median is slow
+        QCOMPARE(flag.computeTime, 0.15);
+        QCOMPARE(flag.othersTime, 0.1);
+        QCOMPARE(flag.window, 5);
+        // Back in line, then slow again: a second flag.
+        for (std::int64_t n = 13; n <= 30; ++n)
+            for (int rank = 0; rank < ranks; ++rank)
+                step(rank, n, rank == slow && n >= 22 ? 0.2 : 0.1);
+        QCOMPARE(int(flagged.size()), 2);
+        QCOMPARE(flagged[1].rank, slow);
+        QCOMPARE(std::get<protocol::StragglerEvent>(flagged[1].body).step, std::int64_t(24));
+        monitor.finish();
+        QFile file(events);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QCOMPARE(file.readAll().count("\"type\":\"straggler\""), 2);
+    }
+
     void skipsMalformedLinesAndKeepsTheRest()
     {
         QTemporaryDir dir;

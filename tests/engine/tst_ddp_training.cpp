@@ -189,6 +189,33 @@ private slots:
         QVERIFY2(maxRelativeDifference(four.losses, one.losses) <= 1e-5, "4 ranks with accumulation differ from 1 rank");
     }
 
+    // #22: every step reports the model FLOP/s each rank achieved, from the hand count of this GPT
+    // (2 layers of n_embd 32, head 32 x 256, 32 tokens: forward 2 x (2 x 12 x 32^2 + 32 x 256)
+    // + 4 x 2 x 32 x 32 = 73,728 FLOPs, training 3 x that), and MFU against the CPU's measured peak.
+    void stepsReportModelFlopsAndMfu()
+    {
+        auto launched = testing::launchRecipe(m_dir.path(), "mfu", gpt(4, 1, 25, true, 4), 2);
+        QVERIFY2(launched.exitCode == 0, qPrintable(launched.output));
+        int steps = 0, mfuLines = 0;
+        for (const auto& e : launched.events) {
+            if (e["type"].toString() == "log" && e["message"].toString().startsWith("MFU:")) {
+                ++mfuLines;
+                const QString message = e["message"].toString();
+                QVERIFY2(message.contains("2.212e+05 FLOPs per token") && message.contains("measured"), qPrintable(message));
+            }
+            if (e["type"].toString() != "step")
+                continue;
+            ++steps;
+            const double expected = 3 * 73728.0 * e["tokens"].toDouble() / e["step_time"].toDouble();
+            QVERIFY2(std::abs(e["flops"].toDouble() - expected) <= 1e-9 * expected,
+                     qPrintable(QStringLiteral("flops %1, expected %2").arg(e["flops"].toDouble()).arg(expected)));
+            const double mfu = e["mfu"].toDouble(-1);
+            QVERIFY2(mfu > 0 && mfu < 10, qPrintable(QStringLiteral("mfu %1").arg(mfu)));
+        }
+        QCOMPARE(steps, 2 * 4); // both ranks, every step
+        QCOMPARE(mfuLines, 1); // rank 0 says how it counts
+    }
+
     // The same recipe under PyTorch's own DDP (same torch, same initial weights and data order).
     void matchesPytorchDdp_data()
     {

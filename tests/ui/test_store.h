@@ -29,6 +29,8 @@ struct SeedRun {
     storage::RunStatus status = storage::RunStatus::Completed; // Running leaves it open
     std::optional<int> failingRank{};
     std::string runDir{};
+    bool mfu = false; // steps report mfu (0.30 + 0.01 x rank) and flops
+    int stragglerRank = -1; // >= 0: compute_time 0.1 s (this rank 0.2 s) and the launcher's flag at step 5
 };
 
 inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed)
@@ -59,6 +61,13 @@ inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed
     for (int step = 1; step <= seed.steps; ++step) {
         for (int rank = 0; rank < seed.worldSize; ++rank) {
             const double loss = 1.0 / step;
+            if (seed.mfu)
+                (*writer)->addMetrics(rank, step, 1.7e9 + step, {{k::kMfu, 0.30 + 0.01 * rank}, {k::kFlops, 3e10}});
+            if (seed.stragglerRank >= 0) {
+                (*writer)->addMetrics(rank, step, 1.7e9 + step, {{k::kComputeTime, rank == seed.stragglerRank ? 0.2 : 0.1}});
+                if (rank == seed.stragglerRank && step == 5)
+                    (*writer)->addMetrics(rank, step, 1.7e9 + step, {{k::kStraggler, 2.0}});
+            }
             (*writer)->addMetrics(rank, step, 1.7e9 + step,
                                   {{k::kLoss, loss},
                                    {k::kLr, 0.01},

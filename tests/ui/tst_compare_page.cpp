@@ -40,6 +40,7 @@ private slots:
         b.configText = "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_offload_params: "
                        "false\nnum_processes: 2\n";
         b.steps = 14;
+        b.mfu = true;
         const auto ia = seedRun(db, a);
         const auto ib = seedRun(db, b);
 
@@ -66,6 +67,10 @@ private slots:
         QCOMPARE(stats->index(0, ui::RunStatsModel::FinalLoss).data().toString(), QStringLiteral("0.05")); // 1/20
         QCOMPARE(stats->index(1, ui::RunStatsModel::FinalLoss).data().toString(), QStringLiteral("0.07143")); // 1/14
         QCOMPARE(stats->index(0, ui::RunStatsModel::Skipped).data().toLongLong(), 2); // steps 7 and 14
+        // #22: mean MFU (rank 0's) beside tokens/s; none where the run reported none.
+        QVERIFY(stats->index(0, ui::RunStatsModel::Mfu).data().isNull());
+        QCOMPARE(stats->index(1, ui::RunStatsModel::Mfu).data().toString(), QStringLiteral("30.0 %"));
+        QCOMPARE(stats->headerData(ui::RunStatsModel::Mfu, Qt::Horizontal).toString(), QStringLiteral("MFU"));
         QVERIFY(stats->index(0, ui::RunStatsModel::PeakMemory).data().toString().contains(QStringLiteral("r1")));
 
         auto* chart = page.chart();

@@ -230,6 +230,57 @@ private slots:
         QVERIFY(again.chart(QStringLiteral("loss_scale"))->isHidden());
     }
 
+    // #22: MFU per rank, in percent, where the run reports it; no empty panel where it does not
+    // (a script run, a GPU the peak table does not know).
+    void mfuPanelShowsEachRanksUtilisation()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto with = seedRun(db, {.name = "with-mfu", .steps = 6, .mfu = true});
+        const auto without = seedRun(db, {.name = "without", .steps = 6});
+        RunPage page;
+        page.openStoreRun(db, with);
+        auto* mfu = page.chart(QStringLiteral("mfu"));
+        QVERIFY(mfu);
+        QTRY_VERIFY(!page.polling() && mfu->seriesCount() == 2 && mfu->pointCount(1) == 6);
+        QVERIFY(!mfu->isHidden());
+        QCOMPARE(mfu->pointNear(0, 3)->y(), 30.0);
+        QCOMPARE(mfu->pointNear(1, 3)->y(), 31.0);
+        QCOMPARE(mfu->seriesColor(1), ui::rankColor(1));
+        page.openStoreRun(db, without);
+        QTRY_VERIFY(!page.polling() && page.chart(QStringLiteral("loss"))->pointCount(0) == 6);
+        QVERIFY(mfu->isHidden());
+    }
+
+    // #22: compute-only time per rank, the launcher's straggler flag marked on the slow rank's
+    // curve at the flagged step and said above the charts.
+    void stragglerIsMarkedAndSaid()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "straggling", .steps = 8, .stragglerRank = 1});
+        const auto calm = seedRun(db, {.name = "calm", .steps = 8});
+        RunPage page;
+        page.openStoreRun(db, id);
+        auto* compute = page.chart(QStringLiteral("compute_time"));
+        QTRY_VERIFY(!page.polling() && compute->seriesCount() == 3 && compute->pointCount(1) == 8);
+        int marker = -1;
+        for (int i = 0; i < compute->seriesCount(); ++i)
+            if (compute->seriesName(i).startsWith(QStringLiteral("straggler")))
+                marker = i;
+        QVERIFY(marker >= 0);
+        QCOMPARE(compute->seriesName(marker), QStringLiteral("straggler (rank 1)"));
+        QCOMPARE(compute->pointCount(marker), 1);
+        QCOMPARE(*compute->pointNear(marker, 5), QPointF(5, 0.2)); // on rank 1's curve at step 5
+        auto* alerts = page.findChild<QLabel*>(QStringLiteral("runAlerts"));
+        QVERIFY(!alerts->isHidden());
+        QVERIFY2(alerts->text().contains(QStringLiteral("rank 1 computed 2.00×")) && alerts->text().contains("step 5"),
+                 qPrintable(alerts->text()));
+        page.openStoreRun(db, calm);
+        QTRY_VERIFY(!page.polling() && page.chart(QStringLiteral("loss"))->pointCount(0) == 8);
+        QVERIFY(alerts->isHidden());
+    }
+
     void followButtonShowsWhetherChartsFollowAndSmoothingAppliesToAll()
     {
         QTemporaryDir dir;

@@ -1,0 +1,45 @@
+#pragma once
+
+// Stragglers: a rank persistently slower than the others. DDP's all-reduce makes every rank's
+// step time equal (the fast ones wait for the slow one), so the check reads compute-only time
+// (StepEvent::computeTime: the step without data loading, collective waits and the optimizer).
+// A rank is flagged when the median of its last `window` compute times exceeds (1 + threshold)
+// times the median of the other ranks' medians over the same steps (the others, not all ranks:
+// with two ranks the median of all would sit halfway to the slow one). A rank is flagged once;
+// after it falls back under the threshold it can be flagged again.
+
+#include "engine/protocol/events.h"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace shardscope {
+
+struct StragglerOptions {
+    double threshold = 0.2; // 20 % slower than the others
+    int window = 20; // steps
+};
+
+class StragglerDetector {
+public:
+    // `ranks`: how many ranks report (this launcher's); a window is judged once all have.
+    StragglerDetector(int ranks, StragglerOptions options);
+
+    // A rank's step; the ranks flagged because of it (at most one at a time in practice), as the
+    // launcher's events for those ranks (Event::rank is the straggler).
+    std::vector<protocol::Event> addStep(int rank, const protocol::StepEvent& step, double time);
+
+private:
+    struct RankTimes {
+        std::map<std::int64_t, double> computeByStep; // the last steps' compute-only times
+        bool flagged = false;
+    };
+    int m_ranks;
+    StragglerOptions m_options;
+    std::map<int, RankTimes> m_times;
+};
+
+} // namespace shardscope

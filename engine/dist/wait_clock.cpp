@@ -1,0 +1,24 @@
+#include "engine/dist/wait_clock.h"
+
+#include <atomic>
+#include <chrono>
+
+namespace shardscope::dist {
+
+namespace {
+
+std::atomic<std::int64_t> g_waitedNanoseconds{0};
+
+} // namespace
+
+void waitFor(const c10::intrusive_ptr<c10d::Work>& work)
+{
+    const auto start = std::chrono::steady_clock::now();
+    work->wait();
+    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    g_waitedNanoseconds.fetch_add(waited.count(), std::memory_order_relaxed);
+}
+
+double secondsWaited() { return static_cast<double>(g_waitedNanoseconds.load(std::memory_order_relaxed)) * 1e-9; }
+
+} // namespace shardscope::dist
