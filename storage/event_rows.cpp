@@ -75,6 +75,11 @@ void writeEventRows(RunWriter& writer, const protocol::Event& event)
         // The flag, where the Run page marks it: the rank's compute time over the others' at that step.
         const double ratio = straggler->othersTime > 0 ? straggler->computeTime / straggler->othersTime : 0;
         writer.addMetrics(rank, straggler->step, event.time, {{keys::kStraggler, ratio}});
+    } else if (const auto* spike = std::get_if<protocol::LossSpikeEvent>(&event.body)) {
+        writer.addMetrics(rank, spike->step, event.time,
+                          {{keys::kLossSpike, spike->loss},
+                           {keys::kLossSpikeEpoch, static_cast<double>(spike->epoch)},
+                           {keys::kLossSpikeBatch, static_cast<double>(spike->batch)}});
     }
 }
 

@@ -24,6 +24,10 @@ inline constexpr const char* kComputeTime = "compute_time";
 // Written when the launcher flags a rank as a straggler: its compute time over the others', at the
 // step that ended the window.
 inline constexpr const char* kStraggler = "straggler";
+// Written when the launcher reports a loss spike: the loss of that step (rank 0).
+inline constexpr const char* kLossSpike = "loss_spike";
+inline constexpr const char* kLossSpikeEpoch = "loss_spike.epoch"; // where its data was: the epoch
+inline constexpr const char* kLossSpikeBatch = "loss_spike.batch"; // and the batch within it (StepEvent::batch)
 inline constexpr const char* kTokensPerS = "tokens_per_s"; // all ranks
 inline constexpr const char* kFlops = "flops"; // model FLOP/s of the rank (steps that know their model's FLOPs)
 inline constexpr const char* kMfu = "mfu"; // flops over the device's peak, in [0, 1] (where a peak is known)

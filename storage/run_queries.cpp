@@ -512,35 +512,34 @@ Result<RunStats> RunStore::runStats(std::int64_t runId) const
         else if (*row)
             stats.finalLoss = optionalReal(*last, 0);
     }
-    auto tpsRank = lowestRank(keys::kTokensPerS);
-    if (!tpsRank)
-        return tpsRank.error();
-    if (*tpsRank) {
-        auto tps = aggregate(keys::kTokensPerS, **tpsRank);
-        if (!tps)
-            return tps.error();
-        if (tps->count > 0)
-            stats.meanTokensPerS = tps->sum / double(tps->count);
-    }
-    auto mfuRank = lowestRank(keys::kMfu);
-    if (!mfuRank)
-        return mfuRank.error();
-    if (*mfuRank) {
-        auto mfu = aggregate(keys::kMfu, **mfuRank);
-        if (!mfu)
-            return mfu.error();
-        if (mfu->count > 0)
-            stats.meanMfu = mfu->sum / double(mfu->count);
-    }
-    auto skippedRank = lowestRank(keys::kSkipped);
-    if (!skippedRank)
-        return skippedRank.error();
-    if (*skippedRank) {
-        auto skipped = aggregate(keys::kSkipped, **skippedRank);
-        if (!skipped)
-            return skipped.error();
-        stats.skippedSteps = std::int64_t(std::llround(skipped->sum));
-    }
+    // Aggregates of the lowest rank's series of `key`; none when no rank has one.
+    auto lowestRankAggregate = [&](const char* key) -> Result<std::optional<Aggregate>> {
+        auto rank = lowestRank(key);
+        if (!rank)
+            return rank.error();
+        if (!*rank)
+            return std::optional<Aggregate>();
+        auto aggregated = aggregate(key, **rank);
+        if (!aggregated)
+            return aggregated.error();
+        return std::optional<Aggregate>(*aggregated);
+    };
+    auto meanOf = [](const std::optional<Aggregate>& a) {
+        return a && a->count > 0 ? std::optional<double>(a->sum / double(a->count)) : std::nullopt;
+    };
+    auto tps = lowestRankAggregate(keys::kTokensPerS);
+    if (!tps)
+        return tps.error();
+    stats.meanTokensPerS = meanOf(*tps);
+    auto mfu = lowestRankAggregate(keys::kMfu);
+    if (!mfu)
+        return mfu.error();
+    stats.meanMfu = meanOf(*mfu);
+    auto skipped = lowestRankAggregate(keys::kSkipped);
+    if (!skipped)
+        return skipped.error();
+    if (*skipped)
+        stats.skippedSteps = std::int64_t(std::llround((*skipped)->sum));
     // Peak memory per rank: the allocator's peak on CUDA, else the process RSS (CPU ranks).
     std::map<int, double> peaks;
     for (const char* key : {keys::kMemRss, keys::kMemPeakAllocated}) {

@@ -241,15 +241,20 @@ Result<void> RunStore::setTags(std::int64_t runId, const std::vector<std::string
     return tx->commit();
 }
 
-Result<void> RunStore::setNotes(std::int64_t runId, const std::string& notes)
+Result<void> RunStore::updateRunText(std::int64_t runId, const char* sql, const std::string& value)
 {
     if (auto status = statusOf(runId); !status)
-        return status.error();
-    auto update = m_db.prepare("UPDATE runs SET notes = ? WHERE id = ?");
+        return status.error(); // no such run
+    auto update = m_db.prepare(sql);
     if (!update)
         return update.error();
-    update->bind(1, notes).bind(2, runId);
+    update->bind(1, value).bind(2, runId);
     return update->run();
+}
+
+Result<void> RunStore::setNotes(std::int64_t runId, const std::string& notes)
+{
+    return updateRunText(runId, "UPDATE runs SET notes = ? WHERE id = ?", notes);
 }
 
 Result<void> RunStore::renameRun(std::int64_t runId, const std::string& name)
@@ -258,13 +263,7 @@ Result<void> RunStore::renameRun(std::int64_t runId, const std::string& name)
     if (first == std::string::npos)
         return makeError("a run's name cannot be empty; type a name");
     const std::string trimmed = name.substr(first, name.find_last_not_of(" \t\n") - first + 1);
-    if (auto status = statusOf(runId); !status)
-        return status.error();
-    auto update = m_db.prepare("UPDATE runs SET name = ? WHERE id = ?");
-    if (!update)
-        return update.error();
-    update->bind(1, trimmed).bind(2, runId);
-    return update->run();
+    return updateRunText(runId, "UPDATE runs SET name = ? WHERE id = ?", trimmed);
 }
 
 Result<void> RunStore::setRunColor(std::int64_t runId, const std::string& color)
@@ -276,13 +275,7 @@ Result<void> RunStore::setRunColor(std::int64_t runId, const std::string& color)
         return makeError("a run's colour is written #rrggbb (six hex digits, e.g. #1f77b4), not \"" + color
                          + "\"; leave it empty for the default colour");
     std::transform(stored.begin(), stored.end(), stored.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    if (auto status = statusOf(runId); !status)
-        return status.error();
-    auto update = m_db.prepare("UPDATE runs SET color = ? WHERE id = ?");
-    if (!update)
-        return update.error();
-    update->bind(1, stored).bind(2, runId);
-    return update->run();
+    return updateRunText(runId, "UPDATE runs SET color = ? WHERE id = ?", stored);
 }
 
 Result<void> RunStore::deleteRun(std::int64_t runId, bool removeDirectory)

@@ -98,6 +98,8 @@ public:
     const std::vector<std::string>& warnings() const { return m_warnings; }
 
 private:
+    // `sql`: one of our own UPDATE runs statements, binding (value, runId).
+    Result<void> updateRunText(std::int64_t runId, const char* sql, const std::string& value);
     RunStore(Database db, std::filesystem::path runsRoot) : m_db(std::move(db)), m_runsRoot(std::move(runsRoot)) { }
     static Result<RunStore> openAs(const std::filesystem::path& databaseFile, const StoreOptions& options, OpenMode mode);
     Result<RunStatus> statusOf(std::int64_t runId) const;

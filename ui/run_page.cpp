@@ -363,6 +363,16 @@ void RunPage::updateAlerts()
                      .arg(rank)
                      .arg(flag.second, 0, 'f', 2)
                      .arg(flag.first);
+    if (!m_lossSpikes.empty()) {
+        QStringList steps;
+        for (const auto& [step, spike] : m_lossSpikes)
+            steps << tr("%1 (loss %2; its data: epoch %3, batch %4 of rank 0)")
+                         .arg(step)
+                         .arg(formatNumber(spike.loss))
+                         .arg(spike.epoch)
+                         .arg(spike.batch);
+        lines << tr("Loss spike at step %1").arg(steps.join(QStringLiteral(", ")));
+    }
     m_alerts->setText(lines.join(QLatin1Char('\n')));
     m_alerts->setVisible(!lines.isEmpty());
 }
@@ -395,6 +405,7 @@ void RunPage::closeRun()
     m_info = {};
     m_hasMfu = false;
     m_stragglers.clear();
+    m_lossSpikes.clear();
     updateAlerts();
     m_finishedAnnounced = false;
     m_t0 = -1;
@@ -594,6 +605,11 @@ RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
         target = chart(QStringLiteral("step_time"));
         name = tr("rank %1").arg(rank);
         color = rankColor(rank);
+    } else if (key == "loss_spike.marker") {
+        target = chart(QStringLiteral("loss"));
+        name = tr("loss spike");
+        color = paletteColor(3);
+        style = MetricChart::Style::Markers;
     } else if (key == storage::keys::kComputeTime) {
         target = chart(QStringLiteral("compute_time"));
         name = tr("rank %1").arg(rank);
@@ -674,6 +690,18 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
         if (row.key == k::kMemRss) {
             if (!m_hasDeviceMemory)
                 queue(seriesFor("memory", row.rank), step, row.time, row.value);
+            continue;
+        }
+        if (row.key == k::kLossSpike || row.key == k::kLossSpikeEpoch || row.key == k::kLossSpikeBatch) {
+            // Marked on the loss curve, said above the charts with where its data was.
+            LossSpike& spike = m_lossSpikes[row.step];
+            if (row.key == k::kLossSpike) {
+                spike.loss = row.value;
+                queue(seriesFor("loss_spike.marker", 0), step, row.time, row.value);
+            } else {
+                (row.key == k::kLossSpikeEpoch ? spike.epoch : spike.batch) = static_cast<std::int64_t>(row.value);
+            }
+            updateAlerts();
             continue;
         }
         if (row.key == k::kStraggler) {

@@ -129,6 +129,11 @@ private:
     bool m_hasDeviceMemory = false;
     bool m_hasMfu = false; // the run reported MFU (its panel is shown)
     std::map<int, std::pair<std::int64_t, double>> m_stragglers; // rank -> (step, compute time over the others')
+    struct LossSpike {
+        double loss = 0;
+        std::int64_t epoch = 0, batch = 0;
+    };
+    std::map<std::int64_t, LossSpike> m_lossSpikes; // by step, as the launcher reported them
     std::map<std::pair<std::string, int>, Raw> m_raw;
     std::map<std::int64_t, double> m_lossScaleAt; // rank-0 loss scale by step (for skipped markers)
     std::vector<std::int64_t> m_pendingSkips;

@@ -60,6 +60,7 @@ struct LaunchArgs {
     std::vector<std::string> tags; // the history's tags of the run (a sweep's name, ...)
     double heartbeatTimeout = 600; // seconds
     StragglerOptions stragglers; // --straggler_threshold, --straggler_window
+    LossSpikeOptions lossSpikes; // --loss_spike_factor, --loss_spike_window
     double rendezvousTimeout = 300; // seconds a machine other than 0 waits for machine 0
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
     bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false, givenPort = false;
@@ -345,6 +346,8 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     newRun.tags = args.tags;
     watchRun(args, home ? std::optional<std::filesystem::path>(*home) : std::nullopt, newRun, p.recipe.maxSteps, *run, options);
     run->monitor->detectStragglers(p.localProcesses(), args.stragglers);
+    if (p.machineRank == 0)
+        run->monitor->detectLossSpikes(args.lossSpikes); // rank 0's launcher
     std::cout << "shardscope launch: run " << run->runDir.id << " (" << p.numProcesses << " ranks) in " << run->runDir.path
               << std::endl;
     exitCode = 0;
@@ -694,6 +697,14 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
         ->capture_default_str();
     cmd->add_option("--straggler_window", args->stragglers.window,
                     "Steps whose median compute times are compared for --straggler_threshold (0: no straggler check)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    cmd->add_option("--loss_spike_factor", args->lossSpikes.factor,
+                    "Report a step whose loss is over this many times the median of the steps before")
+        ->check(CLI::Range(1.0, 1e9))
+        ->capture_default_str();
+    cmd->add_option("--loss_spike_window", args->lossSpikes.window,
+                    "Steps before a step whose median --loss_spike_factor compares with (0: no loss-spike check)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");

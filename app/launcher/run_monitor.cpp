@@ -101,6 +101,29 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
     if (const auto* step = std::get_if<protocol::StepEvent>(&event->body); step && m_stragglers)
         for (const auto& flag : m_stragglers->addStep(event->rank, *step, event->time))
             reportStraggler(flag);
+    if (const auto* step = std::get_if<protocol::StepEvent>(&event->body); step && m_lossSpikes && event->rank == 0) {
+        if (auto spike = m_lossSpikes->addStep(*step, event->time)) {
+            const auto& s = std::get<protocol::LossSpikeEvent>(spike->body);
+            std::fprintf(stderr,
+                         "%sshardscope launch: warning: loss spike at step %lld: %.4g, %.2f x the median of the %d steps "
+                         "before (its data: epoch %lld, batch %lld of rank 0)\n",
+                         m_interactive ? "\n" : "", static_cast<long long>(s.step), s.loss, s.loss / s.median, s.window,
+                         static_cast<long long>(s.epoch), static_cast<long long>(s.batch));
+            reportFinding(*spike);
+        }
+    }
+}
+
+void RunMonitor::detectLossSpikes(LossSpikeOptions options) { m_lossSpikes.emplace(options); }
+
+void RunMonitor::reportFinding(const protocol::Event& finding)
+{
+    if (!m_eventsPath.empty()) {
+        m_unwritten += protocol::encodeEvent(finding);
+        m_unwritten.push_back('\n');
+    }
+    if (onEvent)
+        onEvent(finding);
 }
 
 void RunMonitor::detectStragglers(int ranks, StragglerOptions options) { m_stragglers.emplace(ranks, options); }
@@ -113,12 +136,7 @@ void RunMonitor::reportStraggler(const protocol::Event& flag)
                  "without waits) is %.3g s, %.2f x the other ranks' %.3g s (medians of the %d steps up to step %lld)\n",
                  m_interactive ? "\n" : "", flag.rank, s.computeTime, s.othersTime > 0 ? s.computeTime / s.othersTime : 0.0,
                  s.othersTime, s.window, static_cast<long long>(s.step));
-    if (!m_eventsPath.empty()) {
-        m_unwritten += protocol::encodeEvent(flag);
-        m_unwritten.push_back('\n');
-    }
-    if (onEvent)
-        onEvent(flag);
+    reportFinding(flag);
 }
 
 bool RunMonitor::isEnding(int rank) const

@@ -5,6 +5,7 @@
 // loss, tokens/s, ETA). A malformed or truncated line is reported and skipped, never fatal.
 
 #include "app/launcher/launcher.h"
+#include "app/launcher/loss_spikes.h"
 #include "app/launcher/stragglers.h"
 #include "engine/protocol/events.h"
 
@@ -33,6 +34,8 @@ public:
     // Watch the ranks' compute-only times for stragglers (stragglers.h): a flag is printed,
     // written to events.jsonl as a `straggler` event of the slow rank and passed to onEvent.
     void detectStragglers(int ranks, StragglerOptions options);
+    // Watch rank 0's loss for spikes (loss_spikes.h), reported the same way (a `loss_spike` event).
+    void detectLossSpikes(LossSpikeOptions options);
     void tick();
     // Writes what events.jsonl still lacks, trying for up to `patience` while it cannot.
     void finish(std::chrono::milliseconds patience = std::chrono::seconds(10));
@@ -65,6 +68,7 @@ public:
 
 private:
     void reportStraggler(const protocol::Event& flag);
+    void reportFinding(const protocol::Event& finding); // to events.jsonl and onEvent
     void writeEvents();
     void noteWriteFailure(int error);
     static constexpr std::size_t kMaxUnwrittenBytes = 256u << 20;
@@ -95,6 +99,7 @@ private:
     std::map<int, std::int64_t> m_lastSteps;
     std::set<int> m_heard;
     std::optional<StragglerDetector> m_stragglers;
+    std::optional<LossSpikeDetector> m_lossSpikes;
     int m_malformed = 0;
 };
 

@@ -159,6 +159,8 @@ const std::vector<EngineFlag>& engineFlags()
          [](EngineChoices& c, V v) { return number<int>(v[0], c.faults.slowRank, 0, 1 << 20); }},
         {"slow-forward-ms", "fault injection: the sleep of --slow-rank, in milliseconds",
          [](EngineChoices& c, V v) { return number<int>(v[0], c.faults.slowForwardMs, 0, 600000); }},
+        {"spike-at-step", "fault injection: the batches of this step are spoilt, its loss spikes",
+         step([](EngineChoices& c) -> std::int64_t& { return c.faults.spikeAtStep; }, 1)},
         {"crash-in-checkpoint", "fault injection: rank 0 dies while writing the checkpoint of this step",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.crashInCheckpointAtStep; }, 1)},
     };
@@ -694,6 +696,7 @@ std::string planToJson(const RunPlan& p)
                 {"fill_disk_at_step", p.faults.fillDiskAtStep},
                 {"slow_rank", p.faults.slowRank},
                 {"slow_forward_ms", p.faults.slowForwardMs},
+                {"spike_at_step", p.faults.spikeAtStep},
                 {"dump_params", p.faults.dumpParamsPath},
                 {"dump_initial", p.faults.dumpInitialPath}}}};
     return j.dump(2) + "\n";
@@ -735,6 +738,7 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
         f.read("fill_disk_at_step", p.faults.fillDiskAtStep);
         f.read("slow_rank", p.faults.slowRank);
         f.read("slow_forward_ms", p.faults.slowForwardMs);
+        f.read("spike_at_step", p.faults.spikeAtStep);
         f.read("dump_params", p.faults.dumpParamsPath);
         f.read("dump_initial", p.faults.dumpInitialPath);
         if (!f.error().empty())

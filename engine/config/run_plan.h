@@ -40,6 +40,9 @@ struct FaultInjection {
     // This rank sleeps slowForwardMs after each forward pass (a straggler for the detector's tests).
     int slowRank = -1;
     int slowForwardMs = 0;
+    // The batches of this step are spoilt (regression targets x 3, token targets random): its
+    // loss spikes (for the loss-spike detector's tests).
+    std::int64_t spikeAtStep = -1;
     std::string dumpParamsPath; // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)
 };

@@ -189,9 +189,10 @@ BatchIterator::Batch BatchIterator::next()
         m_position = 0;
     }
     auto [inputs, targets] = m_ahead.valid() ? m_ahead.get() : m_dataset.gather(m_order.data() + m_position, m_batchSize);
+    const auto position = static_cast<std::int64_t>(m_position);
     m_position += static_cast<std::size_t>(m_batchSize);
     readAhead();
-    return {inputs, targets, m_epoch};
+    return {inputs, targets, m_epoch, position};
 }
 
 } // namespace shardscope::data

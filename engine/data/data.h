@@ -101,6 +101,7 @@ public:
         at::Tensor inputs;
         at::Tensor targets;
         std::int64_t epoch = 0;
+        std::int64_t position = 0; // samples of the epoch this rank consumed before this batch
     };
     Batch next();
     // Where the iterator is, for checkpoints: the epoch and the samples of it already consumed.

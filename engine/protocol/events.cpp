@@ -12,8 +12,8 @@ namespace {
 
 const char* typeNameOf(const EventBody& body)
 {
-    static constexpr const char* kNames[] = {"hello", "step",  "eval", "memory",    "trace",    "checkpoint",
-                                             "log",   "error", "done", "heartbeat", "straggler"};
+    static constexpr const char* kNames[] = {"hello", "step",  "eval", "memory",    "trace",     "checkpoint",
+                                             "log",   "error", "done", "heartbeat", "straggler", "loss_spike"};
     static_assert(std::size(kNames) == std::variant_size_v<EventBody>);
     return kNames[body.index()];
 }
@@ -46,6 +46,7 @@ json bodyJson(const EventBody& body)
             } else if constexpr (std::is_same_v<T, StepEvent>) {
                 json j = {{"step", e.step},
                           {"epoch", e.epoch},
+                          {"batch", e.batch},
                           {"loss", e.loss},
                           {"local_loss", e.localLoss},
                           {"lr", e.lr},
@@ -108,6 +109,9 @@ json bodyJson(const EventBody& body)
                         {"others_time", e.othersTime},
                         {"window", e.window},
                         {"threshold", e.threshold}};
+            } else if constexpr (std::is_same_v<T, LossSpikeEvent>) {
+                return {{"step", e.step},   {"loss", e.loss},     {"median", e.median}, {"epoch", e.epoch},
+                        {"batch", e.batch}, {"window", e.window}, {"factor", e.factor}};
             } else {
                 static_assert(sizeof(T) != sizeof(T), "every event type needs an encoder"); // false, but only when instantiated
             }
@@ -249,6 +253,7 @@ Result<Event> decodeEvent(std::string_view line)
         StepEvent e;
         r.read("step", e.step, true);
         r.read("epoch", e.epoch);
+        r.read("batch", e.batch);
         r.read("loss", e.loss, true);
         r.read("local_loss", e.localLoss);
         r.read("lr", e.lr);
@@ -347,6 +352,16 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("others_time", e.othersTime, true);
         r.read("window", e.window);
         r.read("threshold", e.threshold);
+        event.body = e;
+    } else if (type == "loss_spike") {
+        LossSpikeEvent e;
+        r.read("step", e.step, true);
+        r.read("loss", e.loss, true);
+        r.read("median", e.median, true);
+        r.read("epoch", e.epoch);
+        r.read("batch", e.batch);
+        r.read("window", e.window);
+        r.read("factor", e.factor);
         event.body = e;
     } else {
         return makeError("unknown event type '" + type + "'");

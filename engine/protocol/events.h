@@ -50,6 +50,9 @@ struct CommStats { // bytes moved by this rank in this step
 struct StepEvent {
     std::int64_t step = 0; // optimizer steps done
     std::int64_t epoch = 0;
+    // The step's first batch within the epoch, in this rank's sampler order (its number, from 0):
+    // with the epoch, where to find the data of a step whose loss spiked.
+    std::int64_t batch = 0;
     double loss = 0; // global mean over ranks (equal on every rank)
     double localLoss = 0; // this rank's own
     double lr = 0;
@@ -147,8 +150,20 @@ struct StragglerEvent {
     double threshold = 0; // flagged when computeTime > (1 + threshold) x othersTime
 };
 
+// Written by the launcher: a step whose loss is over `factor` times the median of the steps
+// before it (app/launcher/loss_spikes.h), with where its data was.
+struct LossSpikeEvent {
+    std::int64_t step = 0;
+    double loss = 0;
+    double median = 0; // of the `window` steps before
+    std::int64_t epoch = 0;
+    std::int64_t batch = 0; // StepEvent::batch: the step's first batch within the epoch (rank 0's)
+    int window = 0;
+    double factor = 0;
+};
+
 using EventBody = std::variant<HelloEvent, StepEvent, EvalEvent, MemoryEvent, TraceEvent, CheckpointEvent, LogEvent, ErrorEvent,
-                               DoneEvent, HeartbeatEvent, StragglerEvent>;
+                               DoneEvent, HeartbeatEvent, StragglerEvent, LossSpikeEvent>;
 
 struct Event {
     int version = kProtocolVersion;

@@ -56,6 +56,7 @@ protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& 
     protocol::StepEvent e;
     e.step = measured.step;
     e.epoch = measured.epoch;
+    e.batch = measured.batch;
     e.loss = measured.loss;
     e.localLoss = measured.localLoss;
     e.lr = measured.lr;

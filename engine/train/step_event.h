@@ -20,6 +20,7 @@ class Accelerator;
 struct StepMeasurement {
     std::int64_t step = 0; // optimizer steps done
     std::int64_t epoch = 0;
+    std::int64_t batch = 0; // the step's first batch within the epoch (this rank's)
     double loss = 0; // mean over ranks
     double localLoss = 0; // this rank's
     double lr = 0;

@@ -173,6 +173,14 @@ void Trainer::prepareData()
     m_batches = std::make_unique<data::BatchIterator>(m_split->train, *m_sampler, m_recipe.perDeviceBatchSize);
 }
 
+void Trainer::spoilBatch(data::BatchIterator::Batch& batch)
+{
+    if (batch.targets.is_floating_point())
+        batch.targets = batch.targets * 3.0; // enough for a spike, too little to wreck the run after it
+    else
+        batch.targets = at::randint_like(batch.targets, std::max<std::int64_t>(2, m_recipe.model.vocabSize));
+}
+
 void Trainer::prepareUtilisation()
 {
     const bool recomputes = m_plan.sharding && m_plan.sharding->activationCheckpointing;
@@ -224,6 +232,7 @@ void Trainer::run()
 Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
 {
     setProgress(step, Phase::Train);
+    m_stepInProgress = step + 1;
     const auto stepStart = Clock::now();
     const double waitedBefore = dist::secondsWaited();
     if (step + 1 == m_plan.faults.fillDiskAtStep)
@@ -260,6 +269,7 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     StepMeasurement& m = outcome.measured;
     m.step = step + 1;
     m.epoch = micro.epoch;
+    m.batch = micro.batch;
     m.loss = agreement.meanLoss;
     m.localLoss = agreement.localLoss;
     m.lr = lr;
@@ -284,6 +294,10 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
         out.dataTime += secondsSince(dataStart);
         dataSpan.finish();
         out.epoch = batch.epoch;
+        if (micro == 0)
+            out.batch = batch.position / std::max<std::int64_t>(1, m_recipe.perDeviceBatchSize);
+        if (m_plan.faults.spikeAtStep == m_stepInProgress)
+            spoilBatch(batch); // fault injection: this step's loss spikes
         [[maybe_unused]] Accelerator::AccumulateGuard guard = m_acc.accumulate();
         auto inputs = batch.inputs.to(m_acc.device());
         auto targets = batch.targets.to(m_acc.device());

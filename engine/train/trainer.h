@@ -58,6 +58,7 @@ private:
         at::Tensor lossSum; // this rank's losses of the step, summed without a host sync
         std::int64_t samples = 0;
         std::int64_t epoch = 0;
+        std::int64_t batch = 0; // the first micro-batch's number within the epoch
         double dataTime = 0; // seconds waiting for batches
     };
 
@@ -68,6 +69,7 @@ private:
     StepOutcome trainStep(std::int64_t step);
     MicroSteps forwardAndBackward();
     void injectNonfiniteGradient();
+    void spoilBatch(data::BatchIterator::Batch& batch);
     void checkFinite(double lossSum, double gradNorm, std::int64_t step);
     void betweenSteps(std::int64_t stepsDone); // evaluation and checkpoint
     double evaluate();
@@ -86,6 +88,7 @@ private:
     std::unique_ptr<Checkpointer> m_checkpointer;
     std::unique_ptr<ProfilingWindow> m_profiling;
     std::chrono::steady_clock::time_point m_runStart;
+    std::int64_t m_stepInProgress = 0; // from 1
     // MFU: the model's FLOPs per token (none: not countable) and the device's peak (mfu.h).
     std::optional<config::FlopsPerToken> m_flopsPerToken;
     std::optional<DevicePeak> m_devicePeak;

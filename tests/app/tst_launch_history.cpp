@@ -159,6 +159,33 @@ private slots:
         }
     }
 
+    // #22 fault injection: a spike injected into one step's batches is reported at that step, with
+    // where its data was, in the history (the Run page marks it) and on the terminal.
+    void injectedLossSpikeIsMarkedAtItsStep()
+    {
+        QTemporaryDir home;
+        QString out;
+        QCOMPARE(launch(home.path(), {"--run_name", "spiky", "--", "--spike-at-step", "9"}, &out, 2, 14), 0);
+        QVERIFY2(out.contains(QStringLiteral("loss spike at step 9:")), qPrintable(out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        const auto id = store->listRuns()->front().id;
+        auto spikes = store->series(id, 0, "loss_spike");
+        QVERIFY(spikes.ok());
+        QVERIFY(!spikes->empty());
+        QCOMPARE(spikes->front().step, std::int64_t(9)); // the first spike is the injected step
+        auto loss = store->series(id, 0, "loss");
+        QCOMPARE(spikes->front().value, (*loss)[8].value);
+        auto batch = store->series(id, 0, "loss_spike.batch");
+        QVERIFY(batch.ok() && !batch->empty());
+        QVERIFY(batch->front().value >= 0);
+        // Without the injection the demo has none.
+        QTemporaryDir calmHome;
+        QCOMPARE(launch(calmHome.path(), {"--run_name", "calm"}, &out, 2, 14), 0);
+        auto calm = RunStore::open(historyFile(calmHome.path().toStdString()));
+        QVERIFY(calm->series(calm->listRuns()->front().id, 0, "loss_spike")->empty());
+    }
+
     void failedRunNamesTheRootCause()
     {
         QTemporaryDir home;

@@ -104,6 +104,49 @@ private slots:
         QCOMPARE(file.readAll().count("\"type\":\"straggler\""), 2);
     }
 
+    // #22 loss spikes: a step whose loss is over factor x the median of the steps before is
+    // reported with its epoch and batch; a falling curve, an fp16 skipped step and the first steps
+    // (too few to judge) are not.
+    void lossSpikeIsReportedAtItsStep()
+    {
+        QTemporaryDir dir;
+        const QString events = dir.filePath("events.jsonl");
+        RunMonitor monitor(events.toStdString(), 100, nullptr, false);
+        monitor.detectLossSpikes(LossSpikeOptions{2.0, 8});
+        std::vector<protocol::LossSpikeEvent> spikes;
+        monitor.onEvent = [&](const protocol::Event& e) {
+            if (const auto* spike = std::get_if<protocol::LossSpikeEvent>(&e.body))
+                spikes.push_back(*spike);
+        };
+        auto step = [&](int rank, std::int64_t n, double loss, bool skipped = false) {
+            protocol::StepEvent e;
+            e.step = n;
+            e.loss = loss;
+            e.skipped = skipped;
+            e.epoch = n / 10;
+            e.batch = n % 10;
+            monitor.onEventLine(rank, protocol::encodeEvent({1, rank, double(n), e}));
+        };
+        step(0, 1, 9.0); // the first steps fall fast: nothing to judge them by
+        step(0, 2, 4.0);
+        for (std::int64_t n = 3; n <= 11; ++n)
+            step(0, n, 3.0 - 0.1 * double(n));
+        step(0, 12, 50.0, /*skipped=*/true); // an fp16 overflow step: not a spike
+        step(1, 12, 50.0); // another rank's copy of the loss: rank 0's is judged
+        QVERIFY(spikes.empty());
+        step(0, 13, 6.0);
+        QCOMPARE(int(spikes.size()), 1);
+        QCOMPARE(spikes[0].step, std::int64_t(13));
+        QCOMPARE(spikes[0].loss, 6.0);
+        QVERIFY(std::abs(spikes[0].median - 2.25) < 1e-12); // the 8 steps before (4-11: 2.6 .. 1.9)
+        QCOMPARE(spikes[0].epoch, std::int64_t(1));
+        QCOMPARE(spikes[0].batch, std::int64_t(3));
+        monitor.finish();
+        QFile file(events);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QCOMPARE(file.readAll().count("\"type\":\"loss_spike\""), 1);
+    }
+
     void skipsMalformedLinesAndKeepsTheRest()
     {
         QTemporaryDir dir;

@@ -31,6 +31,7 @@ struct SeedRun {
     std::string runDir{};
     bool mfu = false; // steps report mfu (0.30 + 0.01 x rank) and flops
     int stragglerRank = -1; // >= 0: compute_time 0.1 s (this rank 0.2 s) and the launcher's flag at step 5
+    int lossSpikeAtStep = -1; // >= 1: the launcher's loss-spike report at that step (epoch 0, batch step - 1)
 };
 
 inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed)
@@ -63,6 +64,9 @@ inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed
             const double loss = 1.0 / step;
             if (seed.mfu)
                 (*writer)->addMetrics(rank, step, 1.7e9 + step, {{k::kMfu, 0.30 + 0.01 * rank}, {k::kFlops, 3e10}});
+            if (rank == 0 && step == seed.lossSpikeAtStep)
+                (*writer)->addMetrics(rank, step, 1.7e9 + step,
+                                      {{k::kLossSpike, loss}, {k::kLossSpikeEpoch, 0.0}, {k::kLossSpikeBatch, step - 1.0}});
             if (seed.stragglerRank >= 0) {
                 (*writer)->addMetrics(rank, step, 1.7e9 + step, {{k::kComputeTime, rank == seed.stragglerRank ? 0.2 : 0.1}});
                 if (rank == seed.stragglerRank && step == 5)

@@ -281,6 +281,30 @@ private slots:
         QVERIFY(alerts->isHidden());
     }
 
+    // #22: a loss spike the launcher reported is marked on the loss curve at its step and said
+    // with where its data was.
+    void lossSpikeIsMarkedAndSaid()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "spiky", .steps = 8, .lossSpikeAtStep = 4});
+        RunPage page;
+        page.openStoreRun(db, id);
+        auto* loss = page.chart(QStringLiteral("loss"));
+        QTRY_VERIFY(!page.polling() && loss->seriesCount() >= 2 && loss->pointCount(0) == 8);
+        int marker = -1;
+        for (int i = 0; i < loss->seriesCount(); ++i)
+            if (loss->seriesName(i) == QStringLiteral("loss spike"))
+                marker = i;
+        QVERIFY(marker >= 0);
+        QCOMPARE(*loss->pointNear(marker, 4), QPointF(4, 0.25)); // at step 4, on the curve (loss 1/4)
+        auto* alerts = page.findChild<QLabel*>(QStringLiteral("runAlerts"));
+        QVERIFY(!alerts->isHidden());
+        QVERIFY2(
+            alerts->text().contains(QStringLiteral("Loss spike at step 4 (loss 0.25; its data: epoch 0, batch 3 of rank 0)")),
+            qPrintable(alerts->text()));
+    }
+
     void followButtonShowsWhetherChartsFollowAndSmoothingAppliesToAll()
     {
         QTemporaryDir dir;
