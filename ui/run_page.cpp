@@ -235,6 +235,11 @@ RunPage::~RunPage() = default;
 
 void RunPage::layoutCharts()
 {
+    // Called on every poll: the grid is rebuilt only when what decides it changed.
+    const auto state = std::make_tuple(m_info.mixedPrecision == "fp16", m_hasMfu, m_hiddenCharts, m_enlargedCharts);
+    if (m_laidOut && *m_laidOut == state)
+        return;
+    m_laidOut = state;
     // The loss-scale panel only where there is a loss scale: fp16 (an empty panel misleads); the
     // MFU panel where the run reports MFU (engine runs on a device whose peak is known).
     auto applies = [this](const QString& name) {
@@ -650,6 +655,7 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
     namespace k = storage::keys;
     // Batch per series: one addData per series per poll, not one per row.
     std::map<Raw*, std::tuple<QVector<double>, QVector<double>, QVector<double>>> batches;
+    bool alertsChanged = false; // a straggler or a loss spike arrived: the line above the charts, once
     auto queue = [&](Raw* raw, double step, double time, double value) {
         if (!raw)
             return;
@@ -694,6 +700,7 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
         }
         if (row.key == k::kLossSpike || row.key == k::kLossSpikeEpoch || row.key == k::kLossSpikeBatch) {
             // Marked on the loss curve, said above the charts with where its data was.
+            alertsChanged = true;
             LossSpike& spike = m_lossSpikes[row.step];
             if (row.key == k::kLossSpike) {
                 spike.loss = row.value;
@@ -701,11 +708,11 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
             } else {
                 (row.key == k::kLossSpikeEpoch ? spike.epoch : spike.batch) = static_cast<std::int64_t>(row.value);
             }
-            updateAlerts();
             continue;
         }
         if (row.key == k::kStraggler) {
             // Marked on the rank's compute-time curve, and said above the charts.
+            alertsChanged = true;
             m_stragglers[row.rank] = {row.step, row.value};
             double y = 0;
             if (const auto it = m_raw.find({k::kComputeTime, row.rank}); it != m_raw.end()) {
@@ -716,7 +723,6 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
                     y = it->second.values.back();
             }
             queue(seriesFor("straggler.marker", row.rank), step, row.time, y);
-            updateAlerts();
             continue;
         }
         if (row.key == k::kMfu) {
@@ -750,6 +756,8 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
         queue(seriesFor("skipped.marker", 0), static_cast<double>(skippedStep), m_t0, it->second);
     }
     m_pendingSkips = std::move(stillPending);
+    if (alertsChanged)
+        updateAlerts();
 
     for (auto& [raw, batch] : batches) {
         auto& [steps, times, values] = batch;

@@ -18,6 +18,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 class QComboBox;
@@ -159,6 +161,8 @@ private:
     QGridLayout* m_chartGrid = nullptr;
     QPushButton* m_chartsButton = nullptr; // its menu shows and hides charts
     QSet<QString> m_hiddenCharts, m_enlargedCharts;
+    // What the grid was last laid out for (fp16, MFU reported, hidden, enlarged).
+    std::optional<std::tuple<bool, bool, QSet<QString>, QSet<QString>>> m_laidOut;
     QString m_layoutFile;
     ChartGroup* m_group = nullptr;
 

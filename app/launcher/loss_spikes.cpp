@@ -1,5 +1,7 @@
 #include "app/launcher/loss_spikes.h"
 
+#include "app/launcher/stragglers.h" // median
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -12,14 +14,11 @@ std::optional<protocol::Event> LossSpikeDetector::addStep(const protocol::StepEv
         return std::nullopt;
     std::optional<protocol::Event> spike;
     if (m_recent.size() >= std::min<std::size_t>(5, static_cast<std::size_t>(m_options.window))) {
-        std::vector<double> sorted(m_recent.begin(), m_recent.end());
-        std::sort(sorted.begin(), sorted.end());
-        const std::size_t n = sorted.size();
-        const double median = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-        if (median > 0 && step.loss > m_options.factor * median)
+        const double before = median(std::vector<double>(m_recent.begin(), m_recent.end()));
+        if (before > 0 && step.loss > m_options.factor * before)
             spike = protocol::Event{protocol::kProtocolVersion, 0, time,
-                                    protocol::LossSpikeEvent{step.step, step.loss, median, step.epoch, step.batch,
-                                                             static_cast<int>(n), m_options.factor}};
+                                    protocol::LossSpikeEvent{step.step, step.loss, before, step.epoch, step.batch,
+                                                             static_cast<int>(m_recent.size()), m_options.factor}};
     }
     m_recent.push_back(step.loss);
     if (static_cast<int>(m_recent.size()) > m_options.window)

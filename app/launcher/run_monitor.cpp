@@ -98,20 +98,25 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         m_errors.push_back("rank " + std::to_string(event->rank) + ": " + error->kind + ": " + error->message);
     if (onEvent)
         onEvent(*event);
-    if (const auto* step = std::get_if<protocol::StepEvent>(&event->body); step && m_stragglers)
-        for (const auto& flag : m_stragglers->addStep(event->rank, *step, event->time))
-            reportStraggler(flag);
-    if (const auto* step = std::get_if<protocol::StepEvent>(&event->body); step && m_lossSpikes && event->rank == 0) {
-        if (auto spike = m_lossSpikes->addStep(*step, event->time)) {
-            const auto& s = std::get<protocol::LossSpikeEvent>(spike->body);
-            std::fprintf(stderr,
-                         "%sshardscope launch: warning: loss spike at step %lld: %.4g, %.2f x the median of the %d steps "
-                         "before (its data: epoch %lld, batch %lld of rank 0)\n",
-                         m_interactive ? "\n" : "", static_cast<long long>(s.step), s.loss, s.loss / s.median, s.window,
-                         static_cast<long long>(s.epoch), static_cast<long long>(s.batch));
-            reportFinding(*spike);
-        }
+    if (const auto* step = std::get_if<protocol::StepEvent>(&event->body)) {
+        if (m_stragglers)
+            for (const auto& flag : m_stragglers->addStep(event->rank, *step, event->time))
+                reportStraggler(flag);
+        if (m_lossSpikes && event->rank == 0)
+            if (auto spike = m_lossSpikes->addStep(*step, event->time))
+                reportLossSpike(*spike);
     }
+}
+
+void RunMonitor::reportLossSpike(const protocol::Event& spike)
+{
+    const auto& s = std::get<protocol::LossSpikeEvent>(spike.body);
+    std::fprintf(stderr,
+                 "%sshardscope launch: warning: loss spike at step %lld: %.4g, %.2f x the median of the %d steps "
+                 "before (its data: epoch %lld, batch %lld of rank 0)\n",
+                 m_interactive ? "\n" : "", static_cast<long long>(s.step), s.loss, s.loss / s.median, s.window,
+                 static_cast<long long>(s.epoch), static_cast<long long>(s.batch));
+    reportFinding(spike);
 }
 
 void RunMonitor::detectLossSpikes(LossSpikeOptions options) { m_lossSpikes.emplace(options); }

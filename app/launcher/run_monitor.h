@@ -67,7 +67,8 @@ public:
     std::string progressLine() const;
 
 private:
-    void reportStraggler(const protocol::Event& flag);
+    void reportStraggler(const protocol::Event& flag); // printed, then reportFinding
+    void reportLossSpike(const protocol::Event& spike);
     void reportFinding(const protocol::Event& finding); // to events.jsonl and onEvent
     void writeEvents();
     void noteWriteFailure(int error);

@@ -5,16 +5,14 @@
 
 namespace shardscope {
 
-namespace {
-
 double median(std::vector<double> values)
 {
+    if (values.empty())
+        return 0;
     std::sort(values.begin(), values.end());
     const std::size_t n = values.size();
     return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
-
-} // namespace
 
 StragglerDetector::StragglerDetector(int ranks, StragglerOptions options) : m_ranks(ranks), m_options(options) { }
 

@@ -18,6 +18,9 @@
 
 namespace shardscope {
 
+// The median of `values` (the mean of the middle two for an even count); 0 for none.
+double median(std::vector<double> values);
+
 struct StragglerOptions {
     double threshold = 0.2; // 20 % slower than the others
     int window = 20; // steps

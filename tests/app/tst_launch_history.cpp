@@ -135,10 +135,11 @@ private slots:
         const int slow = ranks - 1;
         QString out;
         QCOMPARE(launch(home.path(),
-                        // Four ranks share two cores here: the other ranks' compute times jitter by a
-                        // few times their ~1 ms, so the threshold is 3x (the slow rank's is ~40x).
-                        {"--run_name", "slow", "--straggler_window", "7", "--straggler_threshold", "2", "--", "--slow-rank",
-                         QString::number(slow), "--slow-forward-ms", "40"},
+                        // Four ranks share two cores here, under ctest -j2 with other tests: the other
+                        // ranks' ~1 ms compute times jitter by several times, so the threshold is 10x
+                        // (the slow rank's is ~200x).
+                        {"--run_name", "slow", "--straggler_window", "7", "--straggler_threshold", "9", "--", "--slow-rank",
+                         QString::number(slow), "--slow-forward-ms", "200"},
                         &out, ranks, 16),
                  0);
         QVERIFY2(out.contains(QStringLiteral("rank %1 is a straggler").arg(slow)), qPrintable(out));
@@ -151,7 +152,7 @@ private slots:
             QCOMPARE(int(flags->size()), rank == slow ? 1 : 0);
             if (rank == slow) {
                 QVERIFY2(flags->front().step <= 16, "flagged within the run");
-                QVERIFY2(flags->front().value > 3, qPrintable(QString::number(flags->front().value)));
+                QVERIFY2(flags->front().value > 10, qPrintable(QString::number(flags->front().value)));
             }
             auto compute = store->series(id, rank, "compute_time");
             QVERIFY(compute.ok());
