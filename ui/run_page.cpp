@@ -714,14 +714,12 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
             // Marked on the rank's compute-time curve, and said above the charts.
             alertsChanged = true;
             m_stragglers[row.rank] = {row.step, row.value};
-            double y = 0;
-            if (const auto it = m_raw.find({k::kComputeTime, row.rank}); it != m_raw.end()) {
-                const auto queued = batches.find(&it->second);
-                if (queued != batches.end() && !std::get<2>(queued->second).isEmpty())
-                    y = std::get<2>(queued->second).back();
-                else if (!it->second.values.isEmpty())
-                    y = it->second.values.back();
-            }
+            const auto it = m_raw.find({k::kComputeTime, row.rank});
+            const auto queued = it == m_raw.end() ? batches.end() : batches.find(&it->second);
+            const double y = queued != batches.end() && !std::get<2>(queued->second).isEmpty()
+                                 ? std::get<2>(queued->second).back()
+                             : it != m_raw.end() && !it->second.values.isEmpty() ? it->second.values.back()
+                                                                                 : 0.0;
             queue(seriesFor("straggler.marker", row.rank), step, row.time, y);
             continue;
         }
