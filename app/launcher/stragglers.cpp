@@ -48,7 +48,8 @@ std::vector<protocol::Event> StragglerDetector::addStep(int rank, const protocol
             if (q != r)
                 others.push_back(m);
         const double othersTime = median(std::move(others));
-        const bool slow = othersTime > 0 && medians[r] > (1.0 + m_options.threshold) * othersTime;
+        const bool slow = othersTime > 0 && medians[r] > (1.0 + m_options.threshold) * othersTime
+                          && medians[r] - othersTime >= m_options.minGap;
         if (slow && !times.flagged)
             flags.push_back(
                 protocol::Event{protocol::kProtocolVersion, r, time,

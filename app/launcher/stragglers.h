@@ -24,6 +24,9 @@ double median(std::vector<double> values);
 struct StragglerOptions {
     double threshold = 0.2; // 20 % slower than the others
     int window = 20; // steps
+    // And at least this much slower, seconds: a rank 0.3 ms behind in a 2 ms step is the noise of
+    // ranks sharing cores, not a straggler (the demo on two cores flagged both ranks at 1.2x).
+    double minGap = 0.005;
 };
 
 class StragglerDetector {
