@@ -129,6 +129,10 @@ ours = sum(e["tokens"] for e in steps) / sum(e["step_time"] for e in steps)
 mfu = ours * ref["flops_per_token"] / (float(sys.argv[3]) * 1e12)
 print(f"{ref['parameters'] / 1e9:.2f}B parameters, 4 x 2048 tokens per step, bf16 autocast, AdamW")
 print(f"ours: {ours:.0f} tokens/s, MFU {mfu:.3f}, peak CUDA memory {max(e['mem']['peak_allocated'] for e in steps) / 2**30:.1f} GiB")
+# #22: the MFU the engine itself reports in its step events (its FLOP count, the device-peak table), beside
+# the figure computed here from the reference's FLOP count and GPU_PEAK_TFLOPS.
+reported = sorted(e["mfu"] for e in steps if e.get("mfu") is not None)
+print("engine-reported MFU (median of its step events):", f"{reported[len(reported) // 2]:.3f}" if reported else "none (device peak unknown)")
 print(f"transformers + PyTorch: {ref['tokens_per_s']:.0f} tokens/s, MFU {ref['mfu']:.3f}, peak {ref['peak_memory_gib']:.1f} GiB")
 print(f"ratio {ours / ref['tokens_per_s']:.2f} (goal >= 1.0; MFU goal >= 0.45)")
 EOF

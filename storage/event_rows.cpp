@@ -39,6 +39,11 @@ std::vector<MetricValue> stepMetrics(const protocol::StepEvent& event)
         {"comm.reduce_scatter", static_cast<double>(step->comm.reduceScatter)},
         {"comm.broadcast", static_cast<double>(step->comm.broadcast)},
     };
+    if (const auto& phases = step->phaseMemory; phases.afterOptimizer > 0) { // measured (engine ranks)
+        values.push_back({k::kMemAfterForward, static_cast<double>(phases.afterForward)});
+        values.push_back({k::kMemAfterBackward, static_cast<double>(phases.afterBackward)});
+        values.push_back({k::kMemAfterOptimizer, static_cast<double>(phases.afterOptimizer)});
+    }
     if (step->lossScale)
         values.push_back({k::kLossScale, *step->lossScale});
     if (step->flops > 0)

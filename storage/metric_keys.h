@@ -33,6 +33,10 @@ inline constexpr const char* kFlops = "flops"; // model FLOP/s of the rank (step
 inline constexpr const char* kMfu = "mfu"; // flops over the device's peak, in [0, 1] (where a peak is known)
 inline constexpr const char* kMemPeakAllocated = "mem.peak_allocated"; // bytes
 inline constexpr const char* kMemRss = "mem.rss"; // bytes
+// What the rank held at the end of each phase of the step (CUDA: allocated; CPU: resident set).
+inline constexpr const char* kMemAfterForward = "mem.after_forward"; // bytes
+inline constexpr const char* kMemAfterBackward = "mem.after_backward"; // bytes
+inline constexpr const char* kMemAfterOptimizer = "mem.after_optimizer"; // bytes
 // Other mem.* and comm.* keys follow the same pattern: mem.params, mem.grads, mem.optimizer,
 // mem.activations_peak, mem.allocated, mem.reserved, comm.all_reduce, comm.all_gather,
 // comm.reduce_scatter, comm.broadcast.

@@ -5,6 +5,7 @@
 #include "ui/history_service.h"
 #include "ui/format.h"
 #include "ui/metric_chart.h"
+#include "ui/run_launcher.h"
 
 #include <QAction>
 #include <QComboBox>
@@ -16,6 +17,7 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QPlainTextEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSettings>
@@ -89,6 +91,11 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     m_stopButton->setObjectName(QStringLiteral("stopButton"));
     m_stopButton->setToolTip(tr("Stop the run: SIGTERM to its launcher, which stops every rank"));
     m_stopButton->setEnabled(false);
+    m_diagnoseButton = new QPushButton(tr("Diagnose"), this);
+    m_diagnoseButton->setObjectName(QStringLiteral("diagnoseButton"));
+    m_diagnoseButton->setToolTip(tr("Ask the ranks where they are: the collective they wait in, the rank that never "
+                                    "entered it, each rank's last collective (shardscope runs diagnose)"));
+    m_diagnoseButton->setEnabled(false);
     // The title on a line of its own: a long run name never pushes Stop off-screen.
     layout->addWidget(m_title);
     header->addWidget(m_status);
@@ -100,6 +107,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     header->addWidget(m_xAxisBox);
     header->addWidget(m_chartsButton);
     header->addWidget(m_followButton);
+    header->addWidget(m_diagnoseButton);
     header->addWidget(m_stopButton);
     layout->addLayout(header);
 }
@@ -165,6 +173,14 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_error->hide();
     layout->addWidget(m_error);
+    m_diagnosis = new QLabel(this);
+    m_diagnosis->setObjectName(QStringLiteral("runDiagnosis"));
+    m_diagnosis->setWordWrap(true);
+    m_diagnosis->setStyleSheet(
+        QStringLiteral("QLabel { background: #eef3fb; color: #1c3a6b; padding: 6px; border-radius: 3px; }"));
+    m_diagnosis->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_diagnosis->hide();
+    layout->addWidget(m_diagnosis);
     // The launcher's findings while the run goes on (a straggler), above the charts.
     m_alerts = new QLabel(this);
     m_alerts->setObjectName(QStringLiteral("runAlerts"));
@@ -227,6 +243,7 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     connect(m_group, &ChartGroup::followingChanged, m_followButton, &QPushButton::setChecked);
     connect(m_smoothingSlider, &QSlider::valueChanged, this, [this](int value) { setSmoothing(value / 100.0); });
     connect(m_stopButton, &QPushButton::clicked, this, &RunPage::stopRun);
+    connect(m_diagnoseButton, &QPushButton::clicked, this, &RunPage::diagnoseRun);
     connect(m_rankBox, &QComboBox::currentIndexChanged, this, [this] { reloadLog(); });
     connect(m_logFilter, &QLineEdit::textChanged, this, &RunPage::applyLogFilter);
 }
@@ -430,6 +447,7 @@ void RunPage::closeRun()
     m_logOffset = 0;
     m_logPartial.clear();
     m_error->hide();
+    m_diagnosis->hide();
     m_command->clear();
     m_command->hide();
     m_commandRead = false;
@@ -844,6 +862,7 @@ void RunPage::updateHeader()
     m_progress->setText(progress);
     const bool live = !storage::isTerminal(m_info.status);
     m_stopButton->setEnabled(live && m_info.launcher.pid > 0);
+    m_diagnoseButton->setEnabled(live && !m_info.runDir.empty() && !m_diagnoseProcess);
     if (m_info.status == storage::RunStatus::Failed || !m_info.error.empty()) {
         QString text = m_info.rootCauseRank ? tr("Failed on rank %1: ").arg(*m_info.rootCauseRank) : tr("Failed: ");
         text += m_info.error.empty() ? tr("(no message)") : qs(m_info.error);
@@ -941,6 +960,35 @@ void RunPage::stopRun()
     ::kill(static_cast<pid_t>(m_info.launcher.pid), SIGTERM);
     m_stopButton->setEnabled(false);
     pollNow();
+}
+
+void RunPage::diagnoseRun()
+{
+    if (m_diagnoseProcess || m_info.runDir.empty())
+        return;
+    m_diagnoseProcess = new QProcess(this);
+    m_diagnoseProcess->setProcessChannelMode(QProcess::MergedChannels);
+    m_diagnoseButton->setEnabled(false);
+    m_diagnosis->setText(tr("Asking the ranks…"));
+    m_diagnosis->show();
+    QProcess* process = m_diagnoseProcess;
+    const std::string askedRun = m_info.runDir;
+    auto done = [this, process, askedRun] {
+        QString answer = QString::fromUtf8(process->readAll()).trimmed();
+        if (process->error() == QProcess::FailedToStart)
+            answer = tr("Could not run %1: %2").arg(process->program(), process->errorString());
+        if (m_info.runDir == askedRun) // the page may show another run by now
+            m_diagnosis->setText(answer.isEmpty() ? tr("shardscope runs diagnose said nothing") : answer);
+        m_diagnoseProcess = nullptr;
+        process->deleteLater();
+        m_diagnoseButton->setEnabled(!storage::isTerminal(m_info.status));
+    };
+    connect(process, &QProcess::finished, this, done);
+    connect(process, &QProcess::errorOccurred, this, [process, done](QProcess::ProcessError error) {
+        if (error == QProcess::FailedToStart)
+            done();
+    });
+    process->start(launcherProgram(), {QStringLiteral("runs"), QStringLiteral("diagnose"), qs(m_info.runDir)});
 }
 
 } // namespace shardscope::ui

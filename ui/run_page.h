@@ -27,6 +27,7 @@ class QGridLayout;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
+class QProcess;
 class QPushButton;
 class QSlider;
 class QTimer;
@@ -81,6 +82,9 @@ public:
 public slots:
     void pollNow();
     void stopRun();
+    // Asks the live run's ranks where they wait (`shardscope runs diagnose`, in the background);
+    // the answer is shown above the charts.
+    void diagnoseRun();
     // The user chose another colour for a run (Runs): the open run's series take it.
     void updateRunColor();
 
@@ -155,6 +159,9 @@ private:
     QSlider* m_smoothingSlider = nullptr;
     QLabel* m_smoothingLabel = nullptr;
     QPushButton* m_stopButton = nullptr;
+    QPushButton* m_diagnoseButton = nullptr;
+    QLabel* m_diagnosis = nullptr; // what `shardscope runs diagnose` answered
+    QProcess* m_diagnoseProcess = nullptr; // running it; null when none runs
     std::vector<MetricChart*> m_charts;
     std::vector<QString> m_chartNames; // "loss", ...: m_charts' names, in their order
     std::map<QString, MetricChart*> m_chartByName;

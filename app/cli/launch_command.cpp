@@ -2,6 +2,7 @@
 
 #include "app/cli/commands.h"
 #include "engine/config/machine_probe.h"
+#include "app/launcher/hang_report.h"
 #include "app/launcher/launcher.h"
 #include "app/launcher/run_directory.h"
 #include "app/launcher/run_monitor.h"
@@ -211,6 +212,7 @@ struct TrainingRun {
     std::unique_ptr<RunMonitor> monitor;
     std::unique_ptr<RunRecorder> recorder; // null: not recorded in the history
     std::optional<config::ScriptPlan> script; // a script run's command
+    std::string hangReport; // what the flight records said when the run hung
 };
 
 void printError(const std::string& message) { std::cerr << "shardscope launch: error: " << message << "\n"; }
@@ -282,6 +284,25 @@ void watchRun(const LaunchArgs& args, const std::optional<std::filesystem::path>
     options.rankIsEnding = [monitor](int rank) { return monitor->isEnding(rank); };
 }
 
+// On a hang, before any rank is stopped: the ranks' flight records, read into a report that goes
+// into the run directory (hang_report.txt), to the terminal, and with the run's error into the
+// history. This machine's ranks only: another machine's write into their own run directory.
+void watchForHangs(TrainingRun& run, LaunchOptions& options)
+{
+    // Three beats for every rank to answer, and a second for the files.
+    const auto patience = 3 * heartbeatInterval(options.hangTimeout) + std::chrono::seconds(1);
+    options.onHang = [&run, ranks = options.numProcesses, patience] {
+        const RunLayout layout = run.runDir.layout();
+        run.hangReport = analyseFlightRecords(gatherFlightRecords(layout.flightDir(), ranks, patience), patience).text;
+        std::ofstream(layout.hangReportFile()) << run.hangReport;
+        std::cerr << "shardscope launch: a rank hangs; its flight records say (kept in " << layout.hangReportFile().string()
+                  << "):\n";
+        std::istringstream lines(run.hangReport);
+        for (std::string line; std::getline(lines, line);)
+            std::cerr << "  " << line << "\n";
+    };
+}
+
 // With a recipe: the plan checked before anything is created, then the run directory and its
 // files, per-rank logs, the event stream and a progress line; `options` get the plan's shape.
 // Null with `exitCode` set when the launch is refused.
@@ -317,7 +338,7 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
         printError(created.error().message);
         return nullptr;
     }
-    auto run = std::make_unique<TrainingRun>(TrainingRun{*created, *plan, nullptr, nullptr, std::nullopt});
+    auto run = std::make_unique<TrainingRun>(TrainingRun{*created, *plan, nullptr, nullptr, std::nullopt, {}});
     run->plan.runDir = run->runDir.path;
     run->plan.resumeFrom = resumeFrom;
     if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
@@ -345,6 +366,8 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     newRun.worldSize = p.numProcesses;
     newRun.tags = args.tags;
     watchRun(args, home ? std::optional<std::filesystem::path>(*home) : std::nullopt, newRun, p.recipe.maxSteps, *run, options);
+    if (p.numMachines == 1)
+        watchForHangs(*run, options);
     run->monitor->detectStragglers(p.localProcesses(), args.stragglers);
     if (p.machineRank == 0)
         run->monitor->detectLossSpikes(args.lossSpikes); // rank 0's launcher
@@ -439,7 +462,7 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
         printError(created.error().message);
         return nullptr;
     }
-    auto run = std::make_unique<TrainingRun>(TrainingRun{*created, config::RunPlan{}, nullptr, nullptr, std::nullopt});
+    auto run = std::make_unique<TrainingRun>(TrainingRun{*created, config::RunPlan{}, nullptr, nullptr, std::nullopt, {}});
     const RunLayout layout = run->runDir.layout();
     if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
         std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
@@ -524,7 +547,9 @@ void recordEnd(TrainingRun& run, const Result<LaunchOutcome>& outcome)
     std::string log;
     if (ended.rootCauseRank)
         log = tailOfFile(run.runDir.layout().rankLog(*ended.rootCauseRank).string(), 10);
-    const storage::RunEnd end = run.recorder->endOf(ended, log);
+    storage::RunEnd end = run.recorder->endOf(ended, log);
+    if (!run.hangReport.empty())
+        end.error += "hang report (flight records, also in hang_report.txt):\n" + run.hangReport;
     const auto kept = storage::writeOutcomeFile(run.runDir.path, end);
     if (auto finished = run.recorder->finish(end); !finished) {
         std::cerr << "shardscope launch: warning: recording the end of the run in the history failed: "

@@ -2,7 +2,10 @@
 // The store is $SHARDSCOPE_HOME/history.sqlite (else the XDG data folder); --home overrides.
 
 #include "app/cli/commands.h"
+#include "app/launcher/hang_report.h"
 #include "app/launcher/run_import.h"
+#include "engine/common/run_layout.h"
+#include "engine/config/run_plan.h"
 #include "engine/common/byte_format.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
@@ -41,6 +44,8 @@ struct RunsArgs {
     bool readsOnly = true; // every subcommand but delete and import
     // import
     std::string directory, name;
+    // diagnose
+    double patience = 10; // seconds
 };
 
 // A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
@@ -268,13 +273,21 @@ int runShow(const RunsArgs& args)
         if (!details->ranks.empty()) {
             std::map<int, double> peaks(stats->peakMemory.begin(), stats->peakMemory.end());
             std::cout << "\n";
-            Table ranks({"RANK", "PID", "HOST", "DEVICE", "LOCAL", "MACHINE", "PEAK MEMORY", "EXIT"});
+            // What each rank held at the end of its last step's forward, backward and optimizer
+            // step (CUDA: allocated; CPU: resident set): where memory grows within a step.
+            auto lastOf = [&](int rank, const char* key) {
+                auto series = store->series(s.id, rank, key);
+                return series && !series->empty() ? formatBytes(series->back().value) : std::string("-");
+            };
+            Table ranks({"RANK", "PID", "HOST", "DEVICE", "LOCAL", "MACHINE", "PEAK MEMORY", "AFTER FWD", "AFTER BWD",
+                         "AFTER OPT", "EXIT"});
             for (const auto& r : details->ranks) {
                 ranks.add({std::to_string(r.info.rank), r.info.pid ? std::to_string(r.info.pid) : "-",
                            r.info.host.empty() ? "-" : r.info.host, r.info.device.empty() ? "-" : r.info.device,
                            std::to_string(r.info.localRank), std::to_string(r.info.machineRank),
                            peaks.count(r.info.rank) ? formatBytes(peaks[r.info.rank]) : "-",
-                           r.exitCode ? std::to_string(*r.exitCode) : "-"});
+                           lastOf(r.info.rank, "mem.after_forward"), lastOf(r.info.rank, "mem.after_backward"),
+                           lastOf(r.info.rank, "mem.after_optimizer"), r.exitCode ? std::to_string(*r.exitCode) : "-"});
             }
             ranks.print(std::cout);
         }
@@ -361,6 +374,55 @@ int runCompare(const RunsArgs& args)
     return 0;
 }
 
+// The run directory `reference` names: a directory itself, else a run of the history (id or name).
+Result<std::filesystem::path> runDirectoryOf(const RunsArgs& args, const std::string& reference)
+{
+    std::error_code error;
+    if (std::filesystem::is_directory(reference, error))
+        return std::filesystem::path(reference);
+    auto store = openStore(args);
+    if (!store)
+        return store.error();
+    auto id = store->resolveRun(reference);
+    if (!id)
+        return id.error();
+    auto details = store->run(*id);
+    if (!details)
+        return details.error();
+    if (isTerminal(details->summary.status)) {
+        const RunLayout layout(details->summary.runDir);
+        std::string fix = std::filesystem::exists(layout.hangReportFile())
+                              ? "; the report of its hang is in " + layout.hangReportFile().string()
+                              : std::string("; its error is in `shardscope runs show ") + reference + "`";
+        return makeError("run " + reference + " is " + std::string(statusName(details->summary.status))
+                         + ": only a running run's ranks can be asked" + fix);
+    }
+    return std::filesystem::path(details->summary.runDir);
+}
+
+// Asks a live run's ranks for their flight records (they answer from their heartbeat thread,
+// whatever their training thread does) and says where they wait.
+int runDiagnose(const RunsArgs& args)
+{
+    auto dir = runDirectoryOf(args, args.runs.front());
+    if (!dir)
+        return fail("diagnose", dir.error());
+    const RunLayout layout(*dir);
+    auto plan = config::loadPlan(layout.planFile().string());
+    if (!plan)
+        return fail("diagnose", makeError(plan.error().message
+                                          + " (a run of Shardscope's engine has one; a script run's "
+                                            "ranks keep no flight record)"));
+    const auto patience = std::chrono::milliseconds(static_cast<std::int64_t>(args.patience * 1000));
+    const auto records = gatherFlightRecords(layout.flightDir(), plan->localProcesses(), patience);
+    if (std::none_of(records.begin(), records.end(), [](const auto& r) { return r.has_value(); }))
+        return fail("diagnose", makeError("no rank of " + dir->string() + " answered within "
+                                          + std::to_string(static_cast<int>(args.patience))
+                                          + " s: is the run still running on this machine? (--timeout waits longer)"));
+    std::cout << analyseFlightRecords(records, patience).text;
+    return 0;
+}
+
 int runExport(const RunsArgs& args)
 {
     auto store = openStore(args);
@@ -440,7 +502,7 @@ int runImport(const RunsArgs& args)
 void addRunsCommand(CLI::App& app, CommandContext& context)
 {
     auto args = std::make_shared<RunsArgs>();
-    auto* runs = app.add_subcommand("runs", "Browse the run history (list, show, compare, export, delete, import)");
+    auto* runs = app.add_subcommand("runs", "Browse the run history (list, show, compare, export, delete, import, diagnose)");
     runs->require_subcommand(1);
     runs->add_option("--home", args->home,
                      "Shardscope's data folder (default: $SHARDSCOPE_HOME, else $XDG_DATA_HOME/shardscope, "
@@ -479,6 +541,12 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
     del->add_flag("-y,--yes", args->yes, "Do not ask for confirmation");
     del->add_flag("--keep-files", args->keepFiles, "Delete the rows only, keep the run directories");
     del->callback([args, &context] { context.exitCode = runDelete(*args); });
+
+    auto* diagnose = runs->add_subcommand("diagnose", "Ask a running run's ranks where they are: the collective they wait "
+                                                      "in, who never entered it, each rank's last collective");
+    diagnose->add_option("run", args->runs, "Run id, name or directory")->required()->expected(1);
+    diagnose->add_option("--timeout", args->patience, "Seconds to wait for the ranks' answers")->capture_default_str();
+    diagnose->callback([args, &context] { context.exitCode = runDiagnose(*args); });
 
     auto* import = runs->add_subcommand("import", "Add a run directory's events to the history (a script run under a plain "
                                                   "`accelerate launch`, whose shardscope reporter wrote events/rank<N>.jsonl)");

@@ -189,6 +189,11 @@ Result<pid_t> spawnRank(const std::string& path, std::vector<std::string> argv, 
 
 } // namespace
 
+std::chrono::milliseconds heartbeatInterval(std::chrono::milliseconds hangTimeout)
+{
+    return std::chrono::milliseconds(std::clamp<std::int64_t>(hangTimeout.count() / 4, 100, 2000));
+}
+
 std::string RankExit::describe() const
 {
     std::ostringstream out;
@@ -405,6 +410,7 @@ private:
     void reapExited();
     void checkHeartbeats();
     void checkStuckRank();
+    void stopForHang(); // LaunchOptions::onHang, then beginStopping
     void pollOnce();
     void readSignals();
     bool drainEvents(int localRank); // false at EOF
@@ -513,8 +519,7 @@ Result<void> Supervisor::startRank(int rank, const ListeningSocket& listener)
     fds.listenFd = dist.masterListenFd;
     std::vector<std::string> extra = m_options.extraEnvironment;
     if (m_options.hangTimeout.count() > 0 && m_options.onEventLine) {
-        const auto beat = std::clamp<std::int64_t>(m_options.hangTimeout.count() / 4, 100, 2000);
-        extra.push_back("SHARDSCOPE_HEARTBEAT_MS=" + std::to_string(beat));
+        extra.push_back("SHARDSCOPE_HEARTBEAT_MS=" + std::to_string(heartbeatInterval(m_options.hangTimeout).count()));
     }
     int eventsPipe[2] = {-1, -1};
     if (m_options.onEventLine) {
@@ -587,8 +592,7 @@ Result<void> Supervisor::startRankLauncher()
     std::vector<std::string> extra = m_options.extraEnvironment;
     extra.push_back("SHARDSCOPE_EVENT_PIPES=" + m_options.eventPipeDirectory);
     if (m_options.hangTimeout.count() > 0) {
-        const auto beat = std::clamp<std::int64_t>(m_options.hangTimeout.count() / 4, 100, 2000);
-        extra.push_back("SHARDSCOPE_HEARTBEAT_MS=" + std::to_string(beat));
+        extra.push_back("SHARDSCOPE_HEARTBEAT_MS=" + std::to_string(heartbeatInterval(m_options.hangTimeout).count()));
     }
     ChildFds fds;
     int outputPipe[2] = {-1, -1};
@@ -782,9 +786,16 @@ void Supervisor::checkHeartbeats()
                       static_cast<double>(limit.count()) / 1000.0, heard ? "" : " since it started");
         exit.hungDetail = detail;
         m_outcome.rootCauseRank = exit.rank;
-        beginStopping();
+        stopForHang();
         return;
     }
+}
+
+void Supervisor::stopForHang()
+{
+    if (m_options.onHang)
+        m_options.onHang();
+    beginStopping();
 }
 
 void Supervisor::checkStuckRank()
@@ -798,7 +809,7 @@ void Supervisor::checkStuckRank()
             r.hung = true;
             r.hungDetail = detail;
             m_outcome.rootCauseRank = globalRank;
-            beginStopping();
+            stopForHang();
         }
 }
 

@@ -59,6 +59,10 @@ struct LaunchOptions {
     // event): its heartbeat has stopped on purpose while the process tears down, so it gets
     // max(hangTimeout, startupGrace) like a starting rank.
     std::function<bool(int rank)> rankIsEnding;
+    // With hangTimeout: called once when a rank is taken as hung, before any rank is stopped, so
+    // that what the ranks can still say is gathered (their flight records; it may block for a few
+    // seconds).
+    std::function<void()> onHang;
 
     // A script run: the worker is itself a launcher that starts this machine's ranks (the real
     // `accelerate launch`, which runs torchrun), so it is started once, without torchrun's
@@ -72,6 +76,9 @@ struct LaunchOptions {
     bool launcherStartsRanks = false;
     std::string eventPipeDirectory;
 };
+
+// How often ranks beat under a hang timeout: a quarter of it, within 0.1 .. 2 s.
+std::chrono::milliseconds heartbeatInterval(std::chrono::milliseconds hangTimeout);
 
 struct RankExit {
     int rank = 0; // global rank

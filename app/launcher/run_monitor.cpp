@@ -70,7 +70,12 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
     m_heard.insert(event->rank);
     if (const auto* beat = std::get_if<protocol::HeartbeatEvent>(&event->body)) {
         // Liveness only: kept for the hang check, neither written to events.jsonl nor stored.
-        m_beats[event->rank] = Beat{*beat, std::chrono::steady_clock::now()};
+        const auto now = std::chrono::steady_clock::now();
+        m_beats[event->rank] = Beat{*beat, now};
+        auto& history = m_cpuHistory[event->rank];
+        history.emplace_back(now, beat->cpuSeconds);
+        if (history.size() > 512) // at the slowest beat (2 s), 17 minutes: more than any timeout looks back
+            history.pop_front();
         return;
     }
     if (const auto* done = std::get_if<protocol::DoneEvent>(&event->body))
@@ -165,39 +170,90 @@ std::int64_t RunMonitor::lastStepOf(int rank) const
     return it == m_lastSteps.end() ? 0 : it->second;
 }
 
+std::optional<double> RunMonitor::cpuUse(int rank, std::chrono::duration<double> window) const
+{
+    auto it = m_cpuHistory.find(rank);
+    if (it == m_cpuHistory.end() || it->second.size() < 2)
+        return std::nullopt;
+    const auto& history = it->second;
+    const auto& newest = history.back();
+    // The oldest beat inside the window; the window must be mostly covered.
+    auto oldest = history.end() - 2;
+    while (oldest != history.begin() && newest.first - (oldest - 1)->first <= window)
+        --oldest;
+    const std::chrono::duration<double> span = newest.first - oldest->first;
+    if (span < window / 2 || span.count() <= 0)
+        return std::nullopt;
+    return (newest.second - oldest->second) / span.count();
+}
+
 std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::milliseconds timeout) const
 {
     const auto now = std::chrono::steady_clock::now();
     const double limit = static_cast<double>(timeout.count()) / 1000.0;
     if (m_beats.empty())
         return std::nullopt;
-    // Only a deadlock: every rank waits in a collective, and has for longer than the timeout. A
-    // rank that computes (however long its step, however slower than the others) or evaluates,
-    // checkpoints or exports is alive and beating, and not blamed; a rank whose heartbeats
-    // stopped is the silence check's to name.
+    // A hang: a rank has waited in a collective for longer than the timeout, and either every
+    // rank waits (a deadlock: the rank on the earliest collective is behind) or a rank waits in
+    // none and is idle (it never entered the collective the others wait in: a rank that skipped
+    // it, or is blocked elsewhere). A rank that computes, however slowly, uses its cores and is not
+    // blamed, nor is one that evaluates, checkpoints or finishes (work the others may wait for);
+    // a rank whose heartbeats stopped is the silence check's.
+    constexpr double kIdleCores = 0.25;
     const Beat* behind = nullptr;
     int behindRank = -1;
+    int absentRank = -1;
+    double absentCores = 0;
+    int longestRank = -1;
+    double longest = 0;
     double shortest = 0;
     for (const auto& [rank, beat] : m_beats) {
         const double since = std::chrono::duration<double>(now - beat.at).count();
-        if (since > limit / 2 || beat.event.waitingFor.empty())
+        if (since > limit / 2)
             return std::nullopt;
+        if (beat.event.waitingFor.empty()) {
+            const std::string& phase = beat.event.phase;
+            const auto cores = cpuUse(rank, std::chrono::duration<double>(limit));
+            if (phase == "eval" || phase == "checkpoint" || phase == "finish" || !cores || *cores >= kIdleCores)
+                return std::nullopt;
+            if (absentRank < 0) {
+                absentRank = rank;
+                absentCores = *cores;
+            }
+            continue;
+        }
         const double waited = beat.event.waitingSeconds + since;
-        if (waited < limit)
-            return std::nullopt;
+        if (waited > longest) {
+            longest = waited;
+            longestRank = rank;
+        }
         shortest = behind ? std::min(shortest, waited) : waited;
         if (!behind || beat.event.waitingSeq < behind->event.waitingSeq) {
             behind = &beat;
             behindRank = rank;
         }
     }
+    char text[384];
+    if (absentRank >= 0) {
+        if (longestRank < 0 || longest < limit)
+            return std::nullopt;
+        const auto& waiter = m_beats.at(longestRank).event;
+        const auto& absent = m_beats.at(absentRank).event;
+        std::snprintf(text, sizeof text,
+                      "rank %d has waited %.1f s in %s #%lld of %s, and this rank is in no collective and idle (%.2f "
+                      "cores over the last %.1f s): it never entered that one (it is in %s after step %lld)",
+                      longestRank, longest, waiter.waitingFor.c_str(), static_cast<long long>(waiter.waitingSeq),
+                      waiter.waitingGroup.c_str(), absentCores, limit, absent.phase.c_str(), static_cast<long long>(absent.step));
+        return std::pair{absentRank, std::string(text)};
+    }
+    if (shortest < limit)
+        return std::nullopt;
     // The rank on the earliest collective is behind the others (they wait in later ones).
-    char text[256];
     std::snprintf(text, sizeof text,
-                  "every rank has waited %.1f s or more in a collective; this rank waits in %s #%lld, "
+                  "every rank has waited %.1f s or more in a collective; this rank waits in %s #%lld of %s, "
                   "the earliest (it was in %s after step %lld)",
                   shortest, behind->event.waitingFor.c_str(), static_cast<long long>(behind->event.waitingSeq),
-                  behind->event.phase.c_str(), static_cast<long long>(behind->event.step));
+                  behind->event.waitingGroup.c_str(), behind->event.phase.c_str(), static_cast<long long>(behind->event.step));
     return std::pair{behindRank, std::string(text)};
 }
 

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -96,6 +97,10 @@ private:
         std::chrono::steady_clock::time_point at;
     };
     std::map<int, Beat> m_beats;
+    // Per rank, its recent beats' (time, CPU seconds): whether a rank is idle or computing.
+    std::map<int, std::deque<std::pair<std::chrono::steady_clock::time_point, double>>> m_cpuHistory;
+    // The CPU cores `rank` used over the last `window` (none: not beating for that long yet).
+    std::optional<double> cpuUse(int rank, std::chrono::duration<double> window) const;
     std::map<int, std::string> m_doneStatus;
     std::map<int, std::int64_t> m_lastSteps;
     std::set<int> m_heard;

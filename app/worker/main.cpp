@@ -5,9 +5,11 @@
 // (its connection closed: the cause is that rank's own error).
 
 #include "engine/common/dist_env.h"
+#include "engine/common/run_layout.h"
 #include "engine/config/recipe.h"
 #include "engine/config/run_plan.h"
 #include "engine/dist/collective_check.h"
+#include "engine/dist/flight_recorder.h"
 #include "engine/train/event_sink.h"
 #include "engine/train/heartbeat.h"
 #include "engine/train/rank_errors.h"
@@ -93,7 +95,11 @@ int train(const std::string& planPath)
     train::EventSink events(env->rank);
     train::installTerminateHandler(events);
     // Beats from its own thread while this one trains, evaluates, checkpoints or waits.
-    train::Heartbeat heartbeat(events);
+    // It also answers requests for this rank's flight record (runs/<id>/flight/).
+    train::Heartbeat heartbeat(events, env->rank,
+                               plan->runDir.empty() ? std::filesystem::path() : RunLayout(plan->runDir).flightDir());
+    if (plan->faults.skipCollectiveRank == env->rank)
+        dist::injectSkippedCollective(plan->faults.skipCollectiveSeq); // fault injection
     // SIGTERM / SIGINT from the launcher (Ctrl-C): finish the step, agree with the other ranks,
     // report "cancelled". A second signal is not caught: the launcher escalates to SIGKILL.
     struct sigaction stop { };

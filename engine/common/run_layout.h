@@ -5,7 +5,7 @@
 // workbench reads it. The one place that spells the names:
 //
 //   config.yaml  recipe.yaml (or script.yaml, command.sh)  plan.json  events.jsonl  outcome.json
-//   logs/rank<N>.log  traces/rank<N>.json  checkpoints/step_<N>/  export/
+//   logs/rank<N>.log  traces/rank<N>.json  checkpoints/step_<N>/  export/  flight/  hang_report.txt
 
 #include <filesystem>
 #include <string>
@@ -31,6 +31,10 @@ public:
     std::filesystem::path rankTrace(int rank) const { return tracesDir() / rankTraceName(rank); }
     std::filesystem::path checkpointsDir() const { return m_dir / "checkpoints"; }
     std::filesystem::path exportDir() const { return m_dir / "export"; }
+    // Flight records (engine/protocol/flight_record.h): flight/request, flight/rank<N>.json.
+    std::filesystem::path flightDir() const { return m_dir / "flight"; }
+    // The launcher's report of a hang (app/launcher/hang_report.h), as text.
+    std::filesystem::path hangReportFile() const { return m_dir / "hang_report.txt"; }
 
     // The file names inside logs/ and traces/, for code that is handed only those folders.
     static std::string rankLogName(int rank) { return "rank" + std::to_string(rank) + ".log"; }

@@ -91,6 +91,31 @@ std::string number(const std::string& text, T& out, T minimum, T maximum)
 
 constexpr std::int64_t kSteps = std::int64_t{1} << 40;
 
+// "MODULE:STEP": a module's name and a step from 1.
+std::string moduleAndStep(const std::string& text, std::string& module, std::int64_t& step)
+{
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+        return "'" + text + "' is not MODULE:STEP (e.g. h.1:3)";
+    module = text.substr(0, colon);
+    if (auto problem = number<std::int64_t>(text.substr(colon + 1), step, 1, kSteps); !problem.empty())
+        return "step " + problem;
+    return {};
+}
+
+// "RANK:SEQ", both counted from 0 and 1.
+std::string rankAndSeq(const std::string& text, int& rank, std::int64_t& seq)
+{
+    const auto colon = text.find(':');
+    if (colon == std::string::npos)
+        return "'" + text + "' is not RANK:SEQ (e.g. 1:40)";
+    if (auto problem = number<int>(text.substr(0, colon), rank, 0, 1 << 20); !problem.empty())
+        return "rank " + problem;
+    if (auto problem = number<std::int64_t>(text.substr(colon + 1), seq, 1, kSteps); !problem.empty())
+        return "sequence number " + problem;
+    return {};
+}
+
 const std::vector<EngineFlag>& engineFlags()
 {
     using V = const std::vector<std::string>&;
@@ -161,6 +186,16 @@ const std::vector<EngineFlag>& engineFlags()
          [](EngineChoices& c, V v) { return number<int>(v[0], c.faults.slowForwardMs, 0, 600000); }},
         {"spike-at-step", "fault injection: the batches of this step are spoilt, its loss spikes",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.spikeAtStep; }, 1)},
+        {"nonfinite-output", "fault injection: MODULE:STEP, a NaN in this module's output at this step (e.g. h.1:3)",
+         [](EngineChoices& c, V v) {
+             return moduleAndStep(v[0], c.faults.nonfiniteOutputModule, c.faults.nonfiniteOutputAtStep);
+         }},
+        {"diagnostics-ab", "benchmark: odd steps with the diagnostics (flight recorder, timers, NaN probe), even without",
+         [](EngineChoices& c, V) { return (c.faults.diagnosticsAb = true, std::string()); }, false},
+        {"oom-at-step", "fault injection: every rank runs out of memory in this step's forward",
+         step([](EngineChoices& c) -> std::int64_t& { return c.faults.outOfMemoryAtStep; }, 1)},
+        {"skip-collective", "fault injection: RANK:SEQ, this rank never issues collective SEQ of the default group",
+         [](EngineChoices& c, V v) { return rankAndSeq(v[0], c.faults.skipCollectiveRank, c.faults.skipCollectiveSeq); }},
         {"crash-in-checkpoint", "fault injection: rank 0 dies while writing the checkpoint of this step",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.crashInCheckpointAtStep; }, 1)},
     };
@@ -697,6 +732,12 @@ std::string planToJson(const RunPlan& p)
                 {"slow_rank", p.faults.slowRank},
                 {"slow_forward_ms", p.faults.slowForwardMs},
                 {"spike_at_step", p.faults.spikeAtStep},
+                {"skip_collective_rank", p.faults.skipCollectiveRank},
+                {"skip_collective_seq", p.faults.skipCollectiveSeq},
+                {"nonfinite_output_module", p.faults.nonfiniteOutputModule},
+                {"nonfinite_output_at_step", p.faults.nonfiniteOutputAtStep},
+                {"out_of_memory_at_step", p.faults.outOfMemoryAtStep},
+                {"diagnostics_ab", p.faults.diagnosticsAb},
                 {"dump_params", p.faults.dumpParamsPath},
                 {"dump_initial", p.faults.dumpInitialPath}}}};
     return j.dump(2) + "\n";
@@ -739,6 +780,12 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
         f.read("slow_rank", p.faults.slowRank);
         f.read("slow_forward_ms", p.faults.slowForwardMs);
         f.read("spike_at_step", p.faults.spikeAtStep);
+        f.read("skip_collective_rank", p.faults.skipCollectiveRank);
+        f.read("skip_collective_seq", p.faults.skipCollectiveSeq);
+        f.read("nonfinite_output_module", p.faults.nonfiniteOutputModule);
+        f.read("nonfinite_output_at_step", p.faults.nonfiniteOutputAtStep);
+        f.read("out_of_memory_at_step", p.faults.outOfMemoryAtStep);
+        f.read("diagnostics_ab", p.faults.diagnosticsAb);
         f.read("dump_params", p.faults.dumpParamsPath);
         f.read("dump_initial", p.faults.dumpInitialPath);
         if (!f.error().empty())

@@ -43,6 +43,20 @@ struct FaultInjection {
     // The batches of this step are spoilt (regression targets x 3, token targets random): its
     // loss spikes (for the loss-spike detector's tests).
     std::int64_t spikeAtStep = -1;
+    // This rank does not issue collective skipSeq of the default process group, and holds there
+    // (for the hang diagnosis's tests).
+    int skipCollectiveRank = -1;
+    std::int64_t skipCollectiveSeq = -1;
+    // The output of this module (a wrappable module's name, e.g. "h.1") gets a NaN in this step's
+    // forward, on every rank (for the non-finite origin's tests).
+    std::string nonfiniteOutputModule;
+    std::int64_t nonfiniteOutputAtStep = -1;
+    // Every rank asks for more memory than any machine has in this step's forward (the
+    // out-of-memory report's tests).
+    std::int64_t outOfMemoryAtStep = -1;
+    // Odd steps with #22's diagnostics (flight recorder, wait clock, memory per phase, NaN probe),
+    // even steps without: the overhead benchmark (scripts/bench-diagnostics.sh). Not a fault.
+    bool diagnosticsAb = false;
     std::string dumpParamsPath; // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)
 };

@@ -1,21 +1,18 @@
 #include "engine/dist/communicator.h"
-#include "engine/dist/wait_clock.h"
-
-#include "engine/dist/collective_tracker.h"
 
 #include "engine/dist/backends.h"
+#include "engine/dist/flight_recorder.h"
+#include "engine/dist/wait_clock.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <iostream>
 #include <stdexcept>
+#include <thread>
 
 namespace shardscope::dist {
-
-namespace {
-
-} // namespace
 
 std::unique_ptr<Communicator> Communicator::connect(const DistEnv& env, const CommunicatorOptions& options)
 {
@@ -80,14 +77,52 @@ Communicator::~Communicator() = default;
 
 namespace {
 
-// Every collective is recorded where the heartbeat can see whether it completed.
-c10::intrusive_ptr<c10d::Work> tracked(const char* kind, c10::intrusive_ptr<c10d::Work> work)
+std::string dtypeName(c10::ScalarType type)
 {
-    CollectiveTracker::instance().issued(kind, work);
-    return work;
+    switch (type) {
+    case c10::kFloat:
+        return "float32";
+    case c10::kBFloat16:
+        return "bfloat16";
+    case c10::kHalf:
+        return "float16";
+    case c10::kDouble:
+        return "float64";
+    case c10::kLong:
+        return "int64";
+    case c10::kInt:
+        return "int32";
+    case c10::kByte:
+        return "uint8";
+    default:
+        return c10::toString(type);
+    }
+}
+
+[[noreturn]] void holdForever(const std::string& group, std::int64_t seq)
+{
+    std::cerr << "shardscope-worker: fault injection: not issuing collective #" << seq << " of " << group
+              << "; holding until stopped" << std::endl;
+    for (;;)
+        std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 } // namespace
+
+// Every collective is numbered in its group and recorded where the heartbeat can see whether it
+// completed, and a hang's report what each rank issued.
+template <typename IssueFn>
+c10::intrusive_ptr<c10d::Work> Communicator::recorded(const char* kind, const at::Tensor* input, IssueFn&& issue)
+{
+    const std::int64_t seq = ++m_lastSeq;
+    if (isSkippedCollective(m_name, seq))
+        holdForever(m_name, seq);
+    c10::intrusive_ptr<c10d::Work> work = issue();
+    FlightRecorder::Issue what{&m_name, seq, kind, input ? static_cast<std::int64_t>(input->nbytes()) : 0,
+                               input ? dtypeName(input->scalar_type()) : std::string()};
+    FlightRecorder::instance().issued(what, work);
+    return work;
+}
 
 c10::intrusive_ptr<c10d::Work> Communicator::allreduce(at::Tensor& tensor, c10d::ReduceOp op)
 {
@@ -95,7 +130,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::allreduce(at::Tensor& tensor, c10d:
     c10d::AllreduceOptions opts;
     opts.reduceOp = op;
     opts.timeout = m_timeout;
-    return tracked("all_reduce", m_backend->allreduce(tensors, opts));
+    return recorded("all_reduce", &tensor, [&] { return m_backend->allreduce(tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::allGatherSingle(at::Tensor& output, at::Tensor& input)
@@ -103,7 +138,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::allGatherSingle(at::Tensor& output,
     c10d::AllgatherOptions opts;
     opts.timeout = m_timeout;
     // `_allgather_base` exists from 2.11 through 2.14 (2.14's canonical name is all_gather_single).
-    return tracked("all_gather", m_backend->_allgather_base(output, input, opts));
+    return recorded("all_gather", &input, [&] { return m_backend->_allgather_base(output, input, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::reduceScatterSingle(at::Tensor& output, at::Tensor& input, c10d::ReduceOp op)
@@ -111,7 +146,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::reduceScatterSingle(at::Tensor& out
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = op;
     opts.timeout = m_timeout;
-    return tracked("reduce_scatter", m_backend->_reduce_scatter_base(output, input, opts));
+    return recorded("reduce_scatter", &input, [&] { return m_backend->_reduce_scatter_base(output, input, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::broadcast(at::Tensor& tensor, int rootRank)
@@ -120,7 +155,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::broadcast(at::Tensor& tensor, int r
     c10d::BroadcastOptions opts;
     opts.rootRank = rootRank;
     opts.timeout = m_timeout;
-    return tracked("broadcast", m_backend->broadcast(tensors, opts));
+    return recorded("broadcast", &tensor, [&] { return m_backend->broadcast(tensors, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> Communicator::scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, int rootRank)
@@ -132,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> Communicator::scatter(at::Tensor& output, const s
     c10d::ScatterOptions opts;
     opts.rootRank = rootRank;
     opts.timeout = m_timeout;
-    return tracked("scatter", m_backend->scatter(outputs, inputLists, opts));
+    return recorded("scatter", &output, [&] { return m_backend->scatter(outputs, inputLists, opts); });
 }
 
 std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, const std::vector<int>& members) const
@@ -141,6 +176,7 @@ std::unique_ptr<Communicator> Communicator::subgroup(const std::string& name, co
     if (me == members.end())
         throw std::logic_error("subgroup " + name + ": rank " + std::to_string(m_rank) + " is not a member");
     std::unique_ptr<Communicator> group(new Communicator());
+    group->m_name = name;
     group->m_rank = static_cast<int>(me - members.begin());
     group->m_size = static_cast<int>(members.size());
     group->m_kind = m_kind;
@@ -168,7 +204,7 @@ void Communicator::barrier()
 {
     c10d::BarrierOptions opts;
     opts.timeout = m_timeout;
-    dist::waitFor(tracked("barrier", m_backend->barrier(opts)));
+    dist::waitFor(recorded("barrier", nullptr, [&] { return m_backend->barrier(opts); }));
 }
 
 } // namespace shardscope::dist

@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <vector>
 #include <string>
@@ -59,8 +60,18 @@ public:
     const c10::intrusive_ptr<c10d::Backend>& backend() const { return m_backend; }
     const c10::intrusive_ptr<c10d::Store>& store() const { return m_store; }
 
+    // The group's name: "default_pg" for the job's, the name given to subgroup() otherwise.
+    const std::string& name() const { return m_name; }
+
 private:
     Communicator() = default;
+    // Numbers the collective within this group, issues it (`issue` returns its Work) and records
+    // it in the flight recorder with `input`'s size and dtype.
+    template <typename IssueFn>
+    c10::intrusive_ptr<c10d::Work> recorded(const char* kind, const at::Tensor* input, IssueFn&& issue);
+
+    std::string m_name = "default_pg";
+    std::int64_t m_lastSeq = 0;
 
     int m_rank = 0;
     int m_size = 1;

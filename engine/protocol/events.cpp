@@ -62,6 +62,10 @@ json bodyJson(const EventBody& body)
                           {"compute_time", e.computeTime},
                           {"tokens_per_s", e.tokensPerS},
                           {"mem", memoryJson(e.mem)},
+                          {"phase_memory",
+                           {{"after_forward", e.phaseMemory.afterForward},
+                            {"after_backward", e.phaseMemory.afterBackward},
+                            {"after_optimizer", e.phaseMemory.afterOptimizer}}},
                           {"comm",
                            {{"all_reduce", e.comm.allReduce},
                             {"all_gather", e.comm.allGather},
@@ -99,9 +103,12 @@ json bodyJson(const EventBody& body)
             } else if constexpr (std::is_same_v<T, DoneEvent>) {
                 return {{"status", e.status}, {"steps", e.steps}, {"wall", e.wall}};
             } else if constexpr (std::is_same_v<T, HeartbeatEvent>) {
-                json j = {{"step", e.step}, {"phase", e.phase}};
+                json j = {{"step", e.step}, {"phase", e.phase}, {"cpu_seconds", e.cpuSeconds}};
                 if (!e.waitingFor.empty())
-                    j["waiting"] = {{"collective", e.waitingFor}, {"seq", e.waitingSeq}, {"seconds", e.waitingSeconds}};
+                    j["waiting"] = {{"collective", e.waitingFor},
+                                    {"group", e.waitingGroup},
+                                    {"seq", e.waitingSeq},
+                                    {"seconds", e.waitingSeconds}};
                 return j;
             } else if constexpr (std::is_same_v<T, StragglerEvent>) {
                 return {{"step", e.step},
@@ -280,6 +287,12 @@ Result<Event> decodeEvent(std::string_view line)
             e.mfu = mfu;
         }
         readMemory(r.child("mem"), e.mem);
+        if (j.contains("phase_memory")) { // since #22
+            auto phases = r.child("phase_memory");
+            phases.read("after_forward", e.phaseMemory.afterForward);
+            phases.read("after_backward", e.phaseMemory.afterBackward);
+            phases.read("after_optimizer", e.phaseMemory.afterOptimizer);
+        }
         auto comm = r.child("comm");
         comm.read("all_reduce", e.comm.allReduce);
         comm.read("all_gather", e.comm.allGather);
@@ -338,9 +351,11 @@ Result<Event> decodeEvent(std::string_view line)
         HeartbeatEvent e;
         r.read("step", e.step);
         r.read("phase", e.phase);
+        r.read("cpu_seconds", e.cpuSeconds);
         if (j.contains("waiting")) {
             auto w = r.child("waiting");
             w.read("collective", e.waitingFor, true);
+            w.read("group", e.waitingGroup);
             w.read("seq", e.waitingSeq);
             w.read("seconds", e.waitingSeconds);
         }

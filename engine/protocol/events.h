@@ -40,6 +40,15 @@ struct MemoryStats { // bytes
     std::int64_t rss = 0;
 };
 
+// What a rank held at the ends of a step's phases, in bytes: the caching allocator's allocated
+// bytes on CUDA, the process's resident set on CPU. With gradient accumulation, forward and
+// backward are the last micro-batch's. All 0: not measured.
+struct PhaseMemory {
+    std::int64_t afterForward = 0;
+    std::int64_t afterBackward = 0;
+    std::int64_t afterOptimizer = 0;
+};
+
 struct CommStats { // bytes moved by this rank in this step
     std::int64_t allReduce = 0;
     std::int64_t allGather = 0;
@@ -75,6 +84,7 @@ struct StepEvent {
     double flops = 0;
     std::optional<double> mfu;
     MemoryStats mem;
+    PhaseMemory phaseMemory;
     CommStats comm;
 };
 
@@ -136,8 +146,12 @@ struct HeartbeatEvent {
     std::string phase; // "setup", "train", "eval", "checkpoint", "finish"
     // The oldest collective this rank issued that has not completed, if any.
     std::string waitingFor; // "all_reduce", "all_gather", ... ; empty: none
-    std::int64_t waitingSeq = 0; // the collective's sequence number on this rank
+    std::string waitingGroup; // its process group: "default_pg", or a subgroup's name
+    std::int64_t waitingSeq = 0; // the collective's sequence number in that group
     double waitingSeconds = 0; // since it was issued
+    // CPU seconds the process has used since it started: a rank that uses none between beats is
+    // idle (blocked), one that computes uses about a core or more.
+    double cpuSeconds = 0;
 };
 
 // Written by the launcher, never by a rank: the event's rank has been slower than the others in

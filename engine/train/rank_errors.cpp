@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <new>
+#include <string_view>
 
 namespace shardscope::train {
 
@@ -53,11 +55,20 @@ RankError describeError(const std::exception& e)
     // gloo::IoException carries no type we can name here (Gloo's headers are the backend's
     // business): its text says what happened.
     const bool network = dynamic_cast<const c10::DistNetworkError*>(&e) != nullptr;
-    out.kind = network || mentionsLostPeer(out.message) ? kPeerLostKind : "exception";
+    out.kind = network || mentionsLostPeer(out.message) ? kPeerLostKind : isOutOfMemory(e) ? kOutOfMemoryKind : "exception";
     if (out.kind == kPeerLostKind)
         out.message = "lost the connection to another rank (" + out.message
                       + "); that rank's own error, in its log, is the cause";
     return out;
+}
+
+bool isOutOfMemory(const std::exception& e)
+{
+    if (dynamic_cast<const OutOfMemory*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)
+        || dynamic_cast<const std::bad_alloc*>(&e))
+        return true;
+    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+    return c10 && std::string_view(c10->what_without_backtrace()).find("can't allocate memory") != std::string_view::npos;
 }
 
 void installTerminateHandler(EventSink& sink)

@@ -9,6 +9,7 @@
 #include "engine/train/event_sink.h"
 
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 namespace shardscope::train {
@@ -20,6 +21,15 @@ struct RankError {
     std::string message; // without C++ backtraces
 };
 RankError describeError(const std::exception& e);
+
+// An allocation that failed: CUDA's caching allocator (c10::OutOfMemoryError) or the CPU's
+// (a c10::Error "can't allocate memory"), or std::bad_alloc. Its error event's kind is "oom".
+bool isOutOfMemory(const std::exception& e);
+// What the trainer throws instead, with the phase, the sizes and the estimate (trainer.cpp).
+struct OutOfMemory : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+inline constexpr const char* kOutOfMemoryKind = "oom";
 
 // Exit code of a rank that ended because a peer went away (see app/worker/main.cpp).
 inline constexpr int kPeerLostExitCode = 5;

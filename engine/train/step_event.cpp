@@ -51,6 +51,18 @@ void deviceMemory([[maybe_unused]] c10::Device device, [[maybe_unused]] protocol
 
 } // namespace
 
+std::int64_t memoryInUse(c10::Device device)
+{
+#ifdef SHARDSCOPE_HAVE_CUDA
+    if (device.is_cuda()) {
+        const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+        return stats.allocated_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+    }
+#endif
+    (void)device;
+    return residentMemory().first;
+}
+
 protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& acc, torch::optim::Optimizer& optimizer)
 {
     protocol::StepEvent e;
@@ -80,6 +92,7 @@ protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& 
     std::tie(e.mem.rss, e.mem.peakAllocated) = residentMemory();
     if (acc.device().is_cuda())
         deviceMemory(acc.device(), e.mem); // the caching allocator's view, peak since the last step event
+    e.phaseMemory = measured.phaseMemory;
     e.comm.allReduce = footprint.allReduced;
     e.comm.allGather = footprint.allGathered;
     e.comm.reduceScatter = footprint.reduceScattered;

@@ -5,6 +5,8 @@
 
 #include "engine/protocol/events.h"
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <optional>
 
@@ -31,7 +33,12 @@ struct StepMeasurement {
     double dataTime = 0; // seconds of it spent waiting for batches
     double waitTime = 0; // seconds of it blocked in collectives (dist::waitFor)
     double optimizerTime = 0; // seconds of it in the optimizer step
+    protocol::PhaseMemory phaseMemory; // what the rank held after forward, backward, the optimizer
 };
+
+// What this rank holds now, in bytes: the caching allocator's allocated bytes on CUDA, the
+// process's resident set on CPU (one short read of /proc/self/statm). For PhaseMemory.
+std::int64_t memoryInUse(c10::Device device);
 
 // After the optimizer step (the data-parallel footprint is the step's then).
 protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& acc, torch::optim::Optimizer& optimizer);

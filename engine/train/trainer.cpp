@@ -3,8 +3,11 @@
 #include "engine/checkpoint/hf_export.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/hf_config_keys.h"
+#include "engine/config/memory_estimate.h"
 #include "engine/config/model_architecture.h"
 #include "engine/config/run_plan.h"
+#include "engine/common/byte_format.h"
+#include "engine/dist/flight_recorder.h"
 #include "engine/dist/wait_clock.h"
 #include "engine/models/lora.h"
 #include "engine/models/pretrained.h"
@@ -13,11 +16,15 @@
 #include "engine/train/heartbeat.h"
 #include "engine/train/optimizer_setup.h"
 #include "engine/train/profiling_window.h"
+#include "engine/train/rank_errors.h"
 #include "engine/train/runner.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/version.h>
+#ifdef SHARDSCOPE_HAVE_CUDA
+#include <torch/csrc/cuda/memory_snapshot.h>
+#endif
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -27,6 +34,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <thread>
 
@@ -46,6 +54,31 @@ void limitFileSize()
     std::signal(SIGXFSZ, SIG_IGN); // a write past the limit fails instead of killing
     const rlimit limit{64 * 1024, 64 * 1024};
     setrlimit(RLIMIT_FSIZE, &limit);
+}
+
+// The memory estimate (`shardscope estimate-memory`'s) of what this plan runs: its model, precision,
+// sharding and optimizer.
+config::MemoryEstimate estimateFor(const config::RunPlan& plan)
+{
+    using precision::PrecisionMode;
+    const PrecisionMode mode = plan.precision;
+    const config::PrecisionMode precision = mode == PrecisionMode::No         ? config::PrecisionMode::Fp32
+                                            : mode == PrecisionMode::Bf16Pure ? config::PrecisionMode::PureBf16
+                                            : mode == PrecisionMode::Fp8      ? config::PrecisionMode::Fp8
+                                                                              : config::PrecisionMode::Mixed16;
+    config::Sharding sharding;
+    sharding.autocast = !plan.sharding; // DDP: autocast over fp32 states
+    if (plan.sharding) {
+        sharding.zeroStage = plan.sharding->zeroStage;
+        sharding.shardRanks = plan.sharding->hybridGroupSize > 0 ? plan.sharding->hybridGroupSize : plan.numProcesses;
+        sharding.offloadOptimizer = sharding.offloadParams = sharding.offloadGrads = plan.sharding->offloadToHost;
+        sharding.activationCheckpointing = plan.sharding->activationCheckpointing;
+    }
+    const auto& optimizer = plan.recipe.optimizer;
+    const config::OptimizerKind kind = optimizer.type != "sgd"  ? config::OptimizerKind::Adam
+                                       : optimizer.momentum > 0 ? config::OptimizerKind::SgdMomentum
+                                                                : config::OptimizerKind::Sgd;
+    return config::estimateMemory(config::modelShapeOf(plan.recipe), precision, sharding, kind);
 }
 
 } // namespace
@@ -128,6 +161,8 @@ void Trainer::prepareModel()
     }
     freezeParameters(*m_model, model.frozen);
     m_acc.prepareModel(*m_model);
+    injectNonfiniteOutput();
+    m_nonfinite.attach(*m_model); // after parallelism's hooks and the fault's
     if (m_acc.upcastParameters())
         m_events.emit(protocol::LogEvent{"info", "parameters loaded in " + model.loadDtype
                                                      + " are trained as fp32 master weights (bf16-pure keeps them in bf16)"});
@@ -210,7 +245,7 @@ void Trainer::run()
     m_profiling = std::make_unique<ProfilingWindow>(m_plan, m_acc, m_events);
     m_runStart = Clock::now();
     for (std::int64_t step = firstStep; step < m_recipe.maxSteps; ++step) {
-        const StepOutcome outcome = trainStep(step);
+        const StepOutcome outcome = trainStepReportingOutOfMemory(step);
         if ((step + 1) % m_recipe.logEvery == 0 || step + 1 == m_recipe.maxSteps) {
             auto event = makeStepEvent(outcome.measured, m_acc, *m_optimizer);
             if (m_flopsPerToken)
@@ -229,10 +264,58 @@ void Trainer::run()
     finish();
 }
 
+Trainer::StepOutcome Trainer::trainStepReportingOutOfMemory(std::int64_t step)
+{
+    try {
+        return trainStep(step);
+    } catch (const std::exception& e) {
+        if (!isOutOfMemory(e) || dynamic_cast<const OutOfMemory*>(&e))
+            throw;
+        throw OutOfMemory(outOfMemoryReport(e, step));
+    }
+}
+
+// Where it ran out (the phase), what the rank held, what the estimate says the config needs,
+// and on CUDA the allocator's snapshot in the run directory (torch.cuda.memory._dump_snapshot's
+// format: pytorch.org/memory_viz reads it).
+std::string Trainer::outOfMemoryReport(const std::exception& e, std::int64_t step)
+{
+    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+    std::string cause = c10 ? c10->what_without_backtrace() : e.what();
+    if (const auto end = cause.find('\n'); end != std::string::npos)
+        cause.resize(end);
+    // The CPU allocator's TORCH_CHECK prefix says where in c10 it failed, not what the user needs.
+    if (cause.rfind("[enforce fail at ", 0) == 0)
+        if (const auto text = cause.find("DefaultCPUAllocator"); text != std::string::npos)
+            cause.erase(0, text);
+    std::string report = "out of memory in " + std::string(dist::FlightRecorder::instance().phase()) + " of step "
+                         + std::to_string(step + 1) + " (" + cause + "); this rank held "
+                         + formatBytes(static_cast<double>(memoryInUse(m_acc.device())))
+                         + (m_acc.device().is_cuda() ? " allocated" : " resident");
+    const config::MemoryEstimate estimate = estimateFor(m_plan);
+    report += "; the estimate for this config is " + formatBytes(estimate.deviceTotal()) + " per rank (model states "
+              + formatBytes(estimate.modelStates()) + ", activations " + formatBytes(estimate.activations)
+              + "; shardscope estimate-memory shows the choices that need less)";
+#ifdef SHARDSCOPE_HAVE_CUDA
+    if (m_acc.device().is_cuda() && !m_plan.runDir.empty()) {
+        const auto path = m_layout.dir() / ("memory_snapshot_rank" + std::to_string(m_acc.processIndex()) + ".pickle");
+        std::ofstream(path, std::ios::binary) << torch::cuda::_memory_snapshot_pickled();
+        report += "; the CUDA allocator's snapshot is in " + path.string();
+    }
+#endif
+    return report;
+}
+
 Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
 {
     setProgress(step, Phase::Train);
     m_stepInProgress = step + 1;
+    if (m_plan.faults.diagnosticsAb) { // the overhead benchmark: odd steps with the diagnostics, even without
+        m_diagnostics = m_stepInProgress % 2 == 1;
+        dist::FlightRecorder::instance().setEnabled(m_diagnostics);
+        m_nonfinite.setEnabled(m_diagnostics);
+    }
+    m_nonfinite.beginStep();
     const auto stepStart = Clock::now();
     const double waitedBefore = dist::secondsWaited();
     if (step + 1 == m_plan.faults.fillDiskAtStep)
@@ -248,6 +331,7 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     const MicroSteps micro = forwardAndBackward();
     if (step + 1 == m_plan.faults.injectNonfiniteGradAtStep)
         injectNonfiniteGradient();
+    setProgress(step, Phase::Optimizer); // clipping's norm, the step, the agreement
     const double gradNorm = m_acc.clipGradNorm(m_recipe.maxGradNorm);
     checkFinite(micro.lossSum.item<double>(), gradNorm, step);
     if (step == 0)
@@ -260,6 +344,9 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
         m_acc.step(*m_optimizer);
         optimizerTime = secondsSince(optimizerStart);
     }
+    protocol::PhaseMemory phaseMemory = micro.phaseMemory;
+    if (m_diagnostics)
+        phaseMemory.afterOptimizer = memoryInUse(m_acc.device());
     stepSpan.finish();
     m_profiling->stepEnded();
 
@@ -280,6 +367,7 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     m.dataTime = micro.dataTime;
     m.waitTime = dist::secondsWaited() - waitedBefore;
     m.optimizerTime = optimizerTime;
+    m.phaseMemory = phaseMemory;
     return outcome;
 }
 
@@ -288,6 +376,7 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
     profiler::SpanRecorder& recorder = m_profiling->recorder();
     MicroSteps out;
     for (std::int64_t micro = 0; micro < m_recipe.gradientAccumulationSteps; ++micro) {
+        setProgress(m_stepInProgress - 1, Phase::Data);
         auto dataSpan = recorder.scope(profiler::Lane::Host, "data", "data");
         const auto dataStart = Clock::now();
         auto batch = m_batches->next();
@@ -306,20 +395,28 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
         if (targets.is_floating_point())
             targets = targets.to(m_acc.inputDtype());
         torch::Tensor loss;
+        setProgress(m_stepInProgress - 1, Phase::Forward);
         {
             auto forwardSpan = recorder.scope(profiler::Lane::Compute, "forward", "forward");
             auto autocast = m_acc.autocast();
             loss = m_model->loss(m_model->forward(inputs), targets);
         }
+        if (m_plan.faults.outOfMemoryAtStep == m_stepInProgress) // fault injection: an allocation no machine has
+            (void)at::empty({std::int64_t{1} << 50}, at::TensorOptions().dtype(at::kByte).device(m_acc.device()));
+        if (m_diagnostics)
+            out.phaseMemory.afterForward = memoryInUse(m_acc.device());
         if (m_plan.faults.slowRank == m_acc.processIndex() && m_plan.faults.slowForwardMs > 0)
             std::this_thread::sleep_for(std::chrono::milliseconds(m_plan.faults.slowForwardMs)); // fault injection
         out.lossSum = micro == 0 ? loss.detach().to(at::kDouble) : out.lossSum + loss.detach().to(at::kDouble);
         if (micro + 1 == m_recipe.gradientAccumulationSteps)
             m_acc.startStepAgreement(out.lossSum / static_cast<double>(m_recipe.gradientAccumulationSteps), stopRequested());
+        setProgress(m_stepInProgress - 1, Phase::Backward);
         {
             auto backwardSpan = recorder.scope(profiler::Lane::Compute, "backward", "backward");
             m_acc.backward(loss);
         }
+        if (m_diagnostics)
+            out.phaseMemory.afterBackward = memoryInUse(m_acc.device());
         out.samples += batch.inputs.size(0);
     }
     return out;
@@ -338,14 +435,41 @@ void Trainer::injectNonfiniteGradient()
         }
 }
 
+void Trainer::injectNonfiniteOutput()
+{
+    const std::string& target = m_plan.faults.nonfiniteOutputModule;
+    if (target.empty())
+        return;
+    auto addTo = [&](models::ForwardHooks& hooks) {
+        hooks.addPostHook([this](const at::Tensor& output) {
+            if (m_stepInProgress != m_plan.faults.nonfiniteOutputAtStep)
+                return output;
+            at::Tensor spoilt = at::zeros_like(output);
+            spoilt.view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
+            return output + spoilt; // out of place: autograd still sees the module's output
+        });
+    };
+    if (target == kModelOutputName) {
+        addTo(m_model->forwardHooks);
+        return;
+    }
+    for (auto& m : m_model->wrappableModules())
+        if (m.name == target) {
+            addTo(*m.hooks);
+            return;
+        }
+    throw std::runtime_error("--nonfinite-output: the model has no module " + target);
+}
+
 void Trainer::checkFinite(double lossSum, double gradNorm, std::int64_t step)
 {
-    // Non-finite values outside fp16 (where the scaler skips the step): stop or flag.
+    // Non-finite values outside fp16 (where the scaler skips the step): stop or flag, saying where
+    // they began.
     if (m_acc.gradScaler() || (std::isfinite(lossSum) && std::isfinite(gradNorm)))
         return;
     const std::string what = std::string(!std::isfinite(lossSum) ? "loss" : "gradient norm") + " is "
                              + std::to_string(!std::isfinite(lossSum) ? lossSum : gradNorm) + " at step "
-                             + std::to_string(step + 1);
+                             + std::to_string(step + 1) + "; " + m_nonfinite.describe(std::isfinite(lossSum));
     if (m_recipe.stopOnNonfinite) {
         m_events.emit(protocol::ErrorEvent{"nonfinite", what + " (training.stop_on_nonfinite)"});
         throw std::runtime_error(what + "; stopping (training.stop_on_nonfinite is true)");

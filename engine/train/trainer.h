@@ -14,6 +14,7 @@
 #include "engine/data/data.h"
 #include "engine/train/accelerator.h"
 #include "engine/train/mfu.h"
+#include "engine/train/nonfinite_probe.h"
 #include "engine/train/step_event.h"
 
 #include <torch/optim/optimizer.h>
@@ -60,6 +61,7 @@ private:
         std::int64_t epoch = 0;
         std::int64_t batch = 0; // the first micro-batch's number within the epoch
         double dataTime = 0; // seconds waiting for batches
+        protocol::PhaseMemory phaseMemory; // after the last micro-batch's forward and backward
     };
 
     static AcceleratorOptions acceleratorOptions(const config::RunPlan& plan);
@@ -67,10 +69,14 @@ private:
     void prepareData();
     void prepareUtilisation();
     StepOutcome trainStep(std::int64_t step);
+    // trainStep, with an allocation failure turned into OutOfMemory with outOfMemoryReport's text.
+    StepOutcome trainStepReportingOutOfMemory(std::int64_t step);
+    std::string outOfMemoryReport(const std::exception& e, std::int64_t step);
     MicroSteps forwardAndBackward();
     void injectNonfiniteGradient();
     void spoilBatch(data::BatchIterator::Batch& batch);
     void checkFinite(double lossSum, double gradNorm, std::int64_t step);
+    void injectNonfiniteOutput(); // fault injection: --nonfinite-output MODULE:STEP
     void betweenSteps(std::int64_t stepsDone); // evaluation and checkpoint
     double evaluate();
     void finish();
@@ -89,6 +95,8 @@ private:
     std::unique_ptr<ProfilingWindow> m_profiling;
     std::chrono::steady_clock::time_point m_runStart;
     std::int64_t m_stepInProgress = 0; // from 1
+    NonfiniteProbe m_nonfinite; // where a NaN began
+    bool m_diagnostics = true; // memory per phase measured (off: half the overhead benchmark's steps)
     // MFU: the model's FLOPs per token (none: not countable) and the device's peak (mfu.h).
     std::optional<config::FlopsPerToken> m_flopsPerToken;
     std::optional<DevicePeak> m_devicePeak;

@@ -246,6 +246,28 @@ private slots:
             QVERIFY(e["type"] != "heartbeat");
     }
 
+    // #22 point 4: a rank that runs out of memory says in which phase of which step, what it held
+    // and what the estimate for the config is; the error's kind is "oom", and the history has it.
+    void outOfMemoryIsReportedWithItsPhaseAndTheEstimate()
+    {
+        Launch l;
+        l.start("oom", "name: oom\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\ntraining: {max_steps: 10}\n",
+                {"--", "--oom-at-step", "3"});
+        QVERIFY(l.process.waitForFinished(60000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QVERIFY(l.process.exitCode() != 0);
+        QVERIFY2(
+            out.contains("oom: out of memory in forward of step 3 (DefaultCPUAllocator: can't allocate memory: you "
+                         "tried to allocate 1125899906842624 bytes. Error code 12 (Cannot allocate memory)); this rank held"),
+            qPrintable(out));
+        QVERIFY2(out.contains(QRegularExpression("this rank held [0-9.]+ MiB resident; the estimate for this config is [0-9.]+ "
+                                                 "[KM]iB per rank \\(model states")),
+                 qPrintable(out));
+        const auto details = l.details("oom");
+        QCOMPARE(details.summary.status, RunStatus::Failed);
+        QVERIFY2(QString::fromStdString(details.error).contains("out of memory in forward of step 3"), details.error.c_str());
+    }
+
     // Point 3: rank 1 cannot read its optimizer file; rank 0 loses its peer. Rank 1 is the cause.
     void ownErrorIsTheRootCauseAndPeersEndCleanly()
     {

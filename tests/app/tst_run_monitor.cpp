@@ -14,27 +14,45 @@ class TestRunMonitor : public QObject {
     Q_OBJECT
 private slots:
     // Heartbeats: a deadlock (every rank waiting past the timeout) blames the rank on the
-    // earliest collective; a rank that computes, however long, or checkpoints is not blamed;
-    // heartbeats are not written to events.jsonl.
+    // earliest collective; a rank idle in no collective while another waited past the timeout
+    // never entered it and is blamed, unless it checkpoints or evaluates; one that computes is
+    // not; heartbeats are not written to events.jsonl.
     void heartbeatsNameTheRankBehindADeadlock()
     {
         QTemporaryDir dir;
         const QString events = dir.filePath("events.jsonl");
         RunMonitor monitor(events.toStdString(), 100, nullptr, false);
-        auto beat = [&](int rank, const char* phase, const char* waiting, std::int64_t seq, double seconds) {
+        auto beat = [&](int rank, const char* phase, const char* waiting, std::int64_t seq, double seconds, double cpu = 0) {
             protocol::HeartbeatEvent h;
             h.step = 4;
             h.phase = phase;
             h.waitingFor = waiting;
+            h.waitingGroup = "default_pg";
             h.waitingSeq = seq;
             h.waitingSeconds = seconds;
+            h.cpuSeconds = cpu;
             monitor.onEventLine(rank, protocol::encodeEvent({1, rank, 1.0, h}));
         };
-        beat(0, "train", "all_reduce", 42, 5.0);
-        beat(1, "train", "", 0, 0); // a long step: alive, not blamed
+        beat(0, "backward", "all_reduce", 42, 0.5);
+        beat(1, "forward", "", 0, 0, 10.0);
+        QTest::qWait(700);
+        // Rank 1 computes (0.7 CPU seconds in 0.7 s): however long rank 0 waits, it is not blamed.
+        beat(1, "forward", "", 0, 0, 10.7);
+        beat(0, "backward", "all_reduce", 42, 5.0);
         QVERIFY(!monitor.stuckRank(std::chrono::seconds(1)));
-        beat(1, "checkpoint", "", 0, 0);
+        QTest::qWait(700);
+        beat(1, "forward", "", 0, 0, 10.71); // now idle: it is blocked outside any collective
+        beat(0, "backward", "all_reduce", 42, 0.5);
+        QVERIFY(!monitor.stuckRank(std::chrono::seconds(1))); // but rank 0 has not waited past the timeout yet
+        beat(0, "backward", "all_reduce", 42, 5.0);
+        beat(1, "checkpoint", "", 0, 0, 10.71); // work the others may wait for: not blamed
         QVERIFY(!monitor.stuckRank(std::chrono::seconds(1)));
+        beat(1, "forward", "", 0, 0, 10.71); // idle, in no collective, while rank 0 waited past the timeout
+        auto absent = monitor.stuckRank(std::chrono::seconds(1));
+        QVERIFY(absent);
+        QCOMPARE(absent->first, 1);
+        QVERIFY2(absent->second.find("never entered") != std::string::npos, absent->second.c_str());
+        QVERIFY2(absent->second.find("all_reduce #42 of default_pg") != std::string::npos, absent->second.c_str());
         beat(1, "train", "all_reduce", 41, 0.2); // in flight a moment: still not a deadlock
         QVERIFY(!monitor.stuckRank(std::chrono::seconds(1)));
         beat(1, "train", "all_reduce", 41, 6.0); // both wait, rank 1 on an earlier collective

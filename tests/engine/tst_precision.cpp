@@ -212,10 +212,40 @@ private slots:
         const Run stopped = m_runner->launch("nan-stop", stopping.constData(), "no", fault);
         QVERIFY(stopped.exitCode != 0);
         QVERIFY2(stopped.output.contains("nonfinite: gradient norm is nan at step 3"), qPrintable(stopped.output));
+        // #22: the NaN was put into a parameter's gradient after backward: no module's output had one.
+        QVERIFY2(stopped.output.contains("every module's output and output gradient was finite on this rank"),
+                 qPrintable(stopped.output));
         QCOMPARE(stopped.steps.at(0).size(), 2);
         const Run flagged = m_runner->launch("nan-flag", kStallRecipe, "no", fault);
         QCOMPARE(flagged.exitCode, 0);
-        QVERIFY(flagged.logs.contains("non-finite gradient norm is nan at step 3"));
+        QVERIFY(flagged.logs.join(QLatin1Char('\n')).contains("non-finite gradient norm is nan at step 3; every module"));
+    }
+
+    // #22 fault injection: a NaN in one block's output at step 3 (on both ranks): the run stops
+    // at that step, naming that block (not the blocks after it, nor the model's output) as where
+    // the non-finite values began, in forward; an MLP's layer is named the same way.
+    void nonfiniteOutputNamesItsModule_data()
+    {
+        QTest::addColumn<QByteArray>("recipe");
+        QTest::addColumn<QString>("module");
+        QTest::newRow("gpt block") << QByteArray("name: nan-gpt\nmodel: {type: gpt, n_layer: 3, n_embd: 32, n_head: 2, "
+                                                 "block_size: 32}\ndata: {type: text}\n"
+                                                 "training: {per_device_batch_size: 4, max_steps: 6, stop_on_nonfinite: true}\n")
+                                   << "h.1";
+        QByteArray mlp(kStallRecipe);
+        mlp.replace("max_steps: 400}", "max_steps: 6, stop_on_nonfinite: true}");
+        QTest::newRow("mlp layer") << mlp << "layers.0";
+    }
+    void nonfiniteOutputNamesItsModule()
+    {
+        QFETCH(QByteArray, recipe);
+        QFETCH(QString, module);
+        const Run run = m_runner->launch("nan-" + module, recipe.constData(), "no", {"--nonfinite-output", module + ":3"});
+        QVERIFY(run.exitCode != 0);
+        QVERIFY2(run.output.contains("loss is nan at step 3; the first non-finite output on this rank was " + module
+                                     + "'s, in forward"),
+                 qPrintable(run.output));
+        QCOMPARE(run.steps.at(0).size(), 2);
     }
 
     // Per-rank bytes of parameters, gradients and optimizer state, as the step events report

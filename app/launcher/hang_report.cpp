@@ -1,0 +1,209 @@
+#include "app/launcher/hang_report.h"
+
+#include "engine/common/byte_format.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace shardscope {
+
+namespace {
+
+using protocol::CollectiveRecord;
+using protocol::FlightRecord;
+using Records = std::vector<std::optional<FlightRecord>>;
+
+std::string rankList(const std::vector<int>& ranks)
+{
+    std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(ranks[i]);
+    return text;
+}
+
+std::string describe(const CollectiveRecord& c) { return c.kind + " #" + std::to_string(c.seq) + " of " + c.group; }
+
+std::string sizeOf(const CollectiveRecord& c)
+{
+    return c.dtype.empty() ? std::string("no data") : formatBytes(static_cast<double>(c.bytes)) + " " + c.dtype;
+}
+
+const CollectiveRecord* find(const FlightRecord& r, const std::string& group, std::int64_t seq)
+{
+    for (const auto& c : r.collectives)
+        if (c.group == group && c.seq == seq)
+            return &c;
+    return nullptr;
+}
+
+std::int64_t issuedIn(const FlightRecord& r, const std::string& group)
+{
+    auto it = r.issued.find(group);
+    return it == r.issued.end() ? 0 : it->second;
+}
+
+// A rank is in a group when it issued anything in it; every rank is in the default group.
+bool isMember(const FlightRecord& r, const std::string& group) { return group == "default_pg" || r.issued.count(group) > 0; }
+
+struct Candidate {
+    const CollectiveRecord* first = nullptr; // the earliest issue of it among the waiters
+    std::vector<int> waiting;
+    std::vector<int> missing;
+};
+
+// Every collective pending somewhere, with who waits in it and who never issued it; the one to
+// report is the earliest that someone never entered, else the earliest pending.
+std::optional<Candidate> chooseWaitedCollective(const Records& records)
+{
+    std::map<std::pair<std::string, std::int64_t>, Candidate> pending;
+    for (std::size_t rank = 0; rank < records.size(); ++rank) {
+        if (!records[rank])
+            continue;
+        for (const auto& c : records[rank]->collectives) {
+            if (c.completedAt)
+                continue;
+            Candidate& candidate = pending[{c.group, c.seq}];
+            candidate.waiting.push_back(static_cast<int>(rank));
+            if (!candidate.first || c.issuedAt < candidate.first->issuedAt)
+                candidate.first = &c;
+        }
+    }
+    std::optional<Candidate> best;
+    for (auto& [key, candidate] : pending) {
+        for (std::size_t rank = 0; rank < records.size(); ++rank)
+            if (records[rank] && isMember(*records[rank], key.first) && issuedIn(*records[rank], key.first) < key.second)
+                candidate.missing.push_back(static_cast<int>(rank));
+        const bool better = !best || (!candidate.missing.empty() && best->missing.empty())
+                            || (candidate.missing.empty() == best->missing.empty()
+                                && candidate.first->issuedAt < best->first->issuedAt);
+        if (better)
+            best = candidate;
+    }
+    return best;
+}
+
+std::string rankLine(int rank, const FlightRecord& r, double now)
+{
+    const CollectiveRecord* lastDone = nullptr;
+    const CollectiveRecord* waitingIn = nullptr;
+    for (const auto& c : r.collectives) {
+        if (c.completedAt && (!lastDone || c.issuedAt >= lastDone->issuedAt))
+            lastDone = &c;
+        if (!c.completedAt && !waitingIn)
+            waitingIn = &c;
+    }
+    std::ostringstream line;
+    line << "rank " << rank << ": last completed ";
+    if (lastDone)
+        line << describe(*lastDone) << " (issued after step " << lastDone->step << ", in " << lastDone->phase << ")";
+    else
+        line << "none in its record";
+    line << "; now after step " << r.step << ", in " << r.phase;
+    if (waitingIn) {
+        char waited[32];
+        std::snprintf(waited, sizeof waited, "%.1f s", std::max(0.0, now - waitingIn->issuedAt));
+        line << ", waiting in " << describe(*waitingIn) << " for " << waited;
+    } else {
+        line << ", in no collective";
+    }
+    return line.str();
+}
+
+} // namespace
+
+HangReport analyseFlightRecords(const Records& records, std::chrono::milliseconds patience)
+{
+    HangReport report;
+    std::ostringstream text;
+    double now = 0;
+    int answered = 0;
+    for (std::size_t rank = 0; rank < records.size(); ++rank) {
+        if (!records[rank]) {
+            report.silentRanks.push_back(static_cast<int>(rank));
+            continue;
+        }
+        ++answered;
+        now = std::max(now, records[rank]->time);
+    }
+    text << "flight records: " << answered << " of " << records.size() << " ranks answered\n";
+    if (!report.silentRanks.empty()) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.1f s", static_cast<double>(patience.count()) / 1000.0);
+        text << rankList(report.silentRanks) << " did not answer within " << seconds
+             << " (stopped, or wedged beyond its heartbeat thread): look there first\n";
+    }
+    if (auto chosen = chooseWaitedCollective(records)) {
+        const CollectiveRecord& c = *chosen->first;
+        report.group = c.group;
+        report.seq = c.seq;
+        report.kind = c.kind;
+        report.bytes = c.bytes;
+        report.dtype = c.dtype;
+        report.waitingRanks = chosen->waiting;
+        report.missingRanks = chosen->missing;
+        char waited[32];
+        std::snprintf(waited, sizeof waited, "%.1f s", std::max(0.0, now - c.issuedAt));
+        text << rankList(report.waitingRanks) << (report.waitingRanks.size() == 1 ? " waits" : " wait") << " in " << describe(c)
+             << " (" << sizeOf(c) << "), issued after step " << c.step << " in " << c.phase << ", for up to " << waited << "\n";
+        for (int rank : report.missingRanks)
+            text << "rank " << rank << " never entered it: the last collective it issued in " << c.group << " is #"
+                 << issuedIn(*records[static_cast<std::size_t>(rank)], c.group) << "\n";
+        for (std::size_t rank = 0; rank < records.size(); ++rank) {
+            const CollectiveRecord* theirs = records[rank] ? find(*records[rank], c.group, c.seq) : nullptr;
+            if (theirs && (theirs->kind != c.kind || theirs->bytes != c.bytes || theirs->dtype != c.dtype)) {
+                report.mismatchedRanks.push_back(static_cast<int>(rank));
+                text << "rank " << rank << " issued " << describe(*theirs) << " (" << sizeOf(*theirs)
+                     << ") under the same number: the ranks took different paths\n";
+            }
+        }
+    } else if (answered > 0) {
+        text << "no collective is pending: every collective the ranks issued has completed\n";
+    }
+    for (std::size_t rank = 0; rank < records.size(); ++rank)
+        if (records[rank])
+            text << rankLine(static_cast<int>(rank), *records[rank], now) << "\n";
+    report.text = text.str();
+    return report;
+}
+
+Records gatherFlightRecords(const std::filesystem::path& flightDir, int ranks, std::chrono::milliseconds patience)
+{
+    Records records(static_cast<std::size_t>(std::max(ranks, 0)));
+    std::error_code error;
+    std::filesystem::create_directories(flightDir, error);
+    // Milliseconds since the epoch: larger than any request before it, whoever asked.
+    const auto request =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    {
+        const auto partial = flightDir / "request.partial";
+        std::ofstream(partial, std::ios::trunc) << request << "\n";
+        std::filesystem::rename(partial, protocol::flightRequestFile(flightDir), error);
+    }
+    if (error)
+        return records;
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+        bool missing = false;
+        for (int rank = 0; rank < ranks; ++rank) {
+            auto& slot = records[static_cast<std::size_t>(rank)];
+            if (slot)
+                continue;
+            const auto path = protocol::flightRecordFile(flightDir, rank);
+            std::ifstream in(path);
+            std::stringstream text;
+            text << in.rdbuf();
+            if (auto record = protocol::parseFlightRecord(text.str(), path.string()); record && record->request == request)
+                slot = std::move(*record);
+            else
+                missing = true;
+        }
+        if (!missing || std::chrono::steady_clock::now() >= deadline)
+            return records;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+}
+
+} // namespace shardscope

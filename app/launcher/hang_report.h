@@ -1,0 +1,46 @@
+#pragma once
+
+// Where the ranks of a run wait, from their flight records (engine/protocol/flight_record.h):
+// the collective some ranks wait in, the ranks that never entered it, each rank's last completed
+// collective and what it does now. The launcher writes it into the run directory when it stops a
+// hung run (hang_report.txt, stored with the run and shown on its page); `shardscope runs
+// diagnose` prints it for a live run on request.
+
+#include "engine/protocol/flight_record.h"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct HangReport {
+    // The collective ranks wait in (group, sequence number within it, kind, size); seq 0: none
+    // is pending anywhere.
+    std::string group;
+    std::int64_t seq = 0;
+    std::string kind;
+    std::int64_t bytes = 0;
+    std::string dtype;
+    std::vector<int> waitingRanks; // have it pending
+    std::vector<int> missingRanks; // have not issued it (the ones to look at)
+    std::vector<int> silentRanks; // gave no flight record
+    // Ranks that issued a different collective (kind, size or dtype) under the same number: the
+    // ranks took different code paths.
+    std::vector<int> mismatchedRanks;
+    std::string text; // the whole report, one finding per line
+};
+
+// `records[r]`: rank r's flight record, none when it did not answer.
+HangReport analyseFlightRecords(const std::vector<std::optional<protocol::FlightRecord>>& records,
+                                std::chrono::milliseconds patience);
+
+// Asks each of `ranks` ranks for its flight record (flight/request in `flightDir`) and waits up to
+// `patience` for every answer; a rank that does not answer in time has none.
+std::vector<std::optional<protocol::FlightRecord>> gatherFlightRecords(const std::filesystem::path& flightDir, int ranks,
+                                                                       std::chrono::milliseconds patience);
+
+} // namespace shardscope

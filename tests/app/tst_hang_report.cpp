@@ -1,0 +1,169 @@
+// #22 hang diagnosis: what the flight records of a run's ranks say, on records made by hand: the
+// collective ranks wait in, the rank that never entered it, a rank that issued something else
+// under the same number, a rank that did not answer, and a run where nothing waits.
+
+#include "app/launcher/hang_report.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+#include <thread>
+
+using namespace shardscope;
+using protocol::CollectiveRecord;
+using protocol::FlightRecord;
+
+namespace {
+
+constexpr std::chrono::milliseconds kPatience{2000};
+
+// `rank` issued default_pg's collectives 1..issued (all_reduce of 4 KiB float32), completed all
+// but those from `pendingFrom` on.
+FlightRecord record(int rank, std::int64_t issued, std::int64_t pendingFrom, const char* phase = "backward")
+{
+    FlightRecord r;
+    r.rank = rank;
+    r.request = 7;
+    r.time = 1000;
+    r.step = 3;
+    r.phase = phase;
+    r.issued["default_pg"] = issued;
+    for (std::int64_t seq = 1; seq <= issued; ++seq) {
+        CollectiveRecord c{"default_pg", seq, "all_reduce", 4096, "float32", 3, "backward", 900.0 + static_cast<double>(seq), {}};
+        if (seq < pendingFrom)
+            c.completedAt = 901.0 + static_cast<double>(seq);
+        r.collectives.push_back(c);
+    }
+    return r;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+} // namespace
+
+class TestHangReport : public QObject {
+    Q_OBJECT
+private slots:
+    void rankThatNeverEnteredIsNamed_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::newRow("2 ranks") << 2;
+        QTest::newRow("4 ranks") << 4;
+    }
+    void rankThatNeverEnteredIsNamed()
+    {
+        QFETCH(int, ranks);
+        const int skipper = 1;
+        std::vector<std::optional<FlightRecord>> records;
+        // The others issued #41 and #42 (asynchronous buckets) and wait in #41; the skipper
+        // stopped after #40, which completed everywhere.
+        for (int rank = 0; rank < ranks; ++rank)
+            records.push_back(rank == skipper ? record(rank, 40, 41, "forward") : record(rank, 42, 41));
+        const HangReport report = analyseFlightRecords(records, kPatience);
+        QCOMPARE(report.seq, std::int64_t(41));
+        QCOMPARE(report.kind, std::string("all_reduce"));
+        QCOMPARE(report.group, std::string("default_pg"));
+        QCOMPARE(report.missingRanks, std::vector<int>{skipper});
+        QCOMPARE(int(report.waitingRanks.size()), ranks - 1);
+        QVERIFY(report.silentRanks.empty());
+        QVERIFY2(has(report.text, "rank 1 never entered it: the last collective it issued in default_pg is #40"),
+                 report.text.c_str());
+        QVERIFY2(has(report.text, "in all_reduce #41 of default_pg (4.00 KiB float32), issued after step 3 in backward"),
+                 report.text.c_str());
+        QVERIFY2(has(report.text, "rank 1: last completed all_reduce #40 of default_pg (issued after step 3, in backward); "
+                                  "now after step 3, in forward, in no collective"),
+                 report.text.c_str());
+        QVERIFY2(has(report.text, "rank 0: last completed all_reduce #40"), report.text.c_str());
+        QVERIFY2(has(report.text, "waiting in all_reduce #41 of default_pg for 59.0 s"), report.text.c_str());
+    }
+
+    // Every rank entered it and it still waits: nobody is missing; the earliest pending is named.
+    void deadlockWithoutAMissingRank()
+    {
+        std::vector<std::optional<FlightRecord>> records{record(0, 12, 12), record(1, 12, 11)};
+        const HangReport report = analyseFlightRecords(records, kPatience);
+        QCOMPARE(report.seq, std::int64_t(11));
+        QVERIFY(report.missingRanks.empty());
+        QCOMPARE(report.waitingRanks, std::vector<int>{1});
+    }
+
+    // The same number, another collective: the ranks went down different paths.
+    void mismatchIsSaid()
+    {
+        auto other = record(1, 41, 41);
+        other.collectives.back().kind = "all_gather";
+        other.collectives.back().bytes = 8192;
+        std::vector<std::optional<FlightRecord>> records{record(0, 41, 41), other};
+        const HangReport report = analyseFlightRecords(records, kPatience);
+        QCOMPARE(report.seq, std::int64_t(41));
+        QCOMPARE(report.mismatchedRanks, std::vector<int>{1});
+        QVERIFY2(has(report.text, "rank 1 issued all_gather #41 of default_pg (8.00 KiB float32) under the same number"),
+                 report.text.c_str());
+    }
+
+    void silentRankIsSaid()
+    {
+        std::vector<std::optional<FlightRecord>> records{record(0, 41, 41), std::nullopt};
+        const HangReport report = analyseFlightRecords(records, kPatience);
+        QCOMPARE(report.silentRanks, std::vector<int>{1});
+        QVERIFY2(has(report.text, "1 of 2 ranks answered"), report.text.c_str());
+        QVERIFY2(has(report.text, "rank 1 did not answer within 2.0 s"), report.text.c_str());
+    }
+
+    void nothingPending()
+    {
+        std::vector<std::optional<FlightRecord>> records{record(0, 9, 10), record(1, 9, 10)};
+        const HangReport report = analyseFlightRecords(records, kPatience);
+        QCOMPARE(report.seq, std::int64_t(0));
+        QVERIFY2(has(report.text, "no collective is pending"), report.text.c_str());
+    }
+
+    // The request and answer files: a record answers only the request it was asked; an older
+    // answer left in the folder is not taken for a new one.
+    void gatherTakesOnlyAnswersToItsRequest()
+    {
+        QTemporaryDir dir;
+        const std::filesystem::path flight = dir.filePath("flight").toStdString();
+        std::filesystem::create_directories(flight);
+        std::ofstream(protocol::flightRecordFile(flight, 0)) << protocol::flightRecordJson(record(0, 3, 4)); // request 7
+        std::thread rank1([&] {
+            // A rank answering: reads the request, writes its record with that number.
+            for (int tries = 0; tries < 100; ++tries) {
+                std::ifstream in(protocol::flightRequestFile(flight));
+                std::int64_t request = 0;
+                if (in >> request) {
+                    auto r = record(1, 3, 4);
+                    r.request = request;
+                    std::ofstream(protocol::flightRecordFile(flight, 1)) << protocol::flightRecordJson(r);
+                    return;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+        });
+        const auto records = gatherFlightRecords(flight, 2, std::chrono::milliseconds(600));
+        rank1.join();
+        QVERIFY(!records[0]); // its file answers an older request
+        QVERIFY(records[1]);
+        QCOMPARE(records[1]->rank, 1);
+        QCOMPARE(records[1]->collectives.size(), std::size_t(3));
+        QVERIFY(records[1]->collectives.back().completedAt);
+    }
+
+    void recordRoundTripsAndBadFilesAreSaid()
+    {
+        auto r = record(2, 5, 4);
+        auto parsed = protocol::parseFlightRecord(protocol::flightRecordJson(r), "rank2.json");
+        QVERIFY(parsed.ok());
+        QCOMPARE(parsed->collectives.size(), std::size_t(5));
+        QVERIFY(!parsed->collectives[4].completedAt);
+        QCOMPARE(*parsed->collectives[0].completedAt, 902.0);
+        QCOMPARE(parsed->issued.at("default_pg"), std::int64_t(5));
+        auto bad = protocol::parseFlightRecord("{\"rank\": 1}", "flight/rank1.json");
+        QVERIFY(!bad.ok());
+        QVERIFY2(has(bad.error().message, "flight/rank1.json: not a flight record"), bad.error().message.c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHangReport)
+#include "tst_hang_report.moc"
