@@ -134,7 +134,8 @@ QWidget* RunPage::buildCharts(QWidget* parent)
                       {"mfu", tr("MFU [%] per rank")},
                       {"step_time", tr("Step time [s] per rank")},
                       {"compute_time", tr("Compute time [s] per rank (without waits) · stragglers")},
-                      {"memory", tr("Memory per rank")}};
+                      {"memory", tr("Memory per rank")},
+                      {"memory_phases", tr("Memory after forward · backward · optimizer (rank 0)")}};
     for (const auto& spec : chartSpecs) {
         const QString name = QLatin1String(spec.name);
         auto* chart = new MetricChart(spec.title, chartArea);
@@ -153,6 +154,7 @@ QWidget* RunPage::buildCharts(QWidget* parent)
         m_group->add(chart);
     }
     chart(QStringLiteral("memory"))->setValueFormat(MetricChart::ValueFormat::Bytes);
+    chart(QStringLiteral("memory_phases"))->setValueFormat(MetricChart::ValueFormat::Bytes);
     chart(QStringLiteral("loss_scale"))->setLogValueAxis(true);
     chartScroll->setWidget(chartArea);
     layoutCharts();
@@ -253,7 +255,8 @@ RunPage::~RunPage() = default;
 void RunPage::layoutCharts()
 {
     // Called on every poll: the grid is rebuilt only when what decides it changed.
-    const auto state = std::make_tuple(m_info.mixedPrecision == "fp16", m_hasMfu, m_hiddenCharts, m_enlargedCharts);
+    const auto state = std::make_tuple(m_info.mixedPrecision == "fp16", m_hasMfu, m_hasPhaseMemory, m_hiddenCharts,
+                                       m_enlargedCharts);
     if (m_laidOut && *m_laidOut == state)
         return;
     m_laidOut = state;
@@ -262,6 +265,8 @@ void RunPage::layoutCharts()
     auto applies = [this](const QString& name) {
         if (name == QLatin1String("mfu"))
             return m_hasMfu;
+        if (name == QLatin1String("memory_phases"))
+            return m_hasPhaseMemory;
         return name != QLatin1String("loss_scale") || m_info.mixedPrecision == "fp16";
     };
     for (auto* c : m_charts)
@@ -426,6 +431,7 @@ void RunPage::closeRun()
     m_pollAgain = false;
     m_info = {};
     m_hasMfu = false;
+    m_hasPhaseMemory = false;
     m_stragglers.clear();
     m_lossSpikes.clear();
     updateAlerts();
@@ -646,6 +652,13 @@ RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
         target = chart(QStringLiteral("mfu"));
         name = tr("rank %1").arg(rank);
         color = rankColor(rank);
+    } else if (key == k::kMemAfterForward || key == k::kMemAfterBackward || key == k::kMemAfterOptimizer) {
+        // Where memory grows within a step: the three ends of its phases, rank 0's.
+        target = chart(QStringLiteral("memory_phases"));
+        const int phase = key == k::kMemAfterForward ? 0 : key == k::kMemAfterBackward ? 1 : 2;
+        name = phase == 0 ? tr("after forward") : phase == 1 ? tr("after backward") : tr("after optimizer");
+        color = paletteColor(4 + phase);
+        style = phase == 2 ? MetricChart::Style::Steps : MetricChart::Style::Line;
     } else if (key == "memory") {
         target = chart(QStringLiteral("memory"));
         name = tr("rank %1").arg(rank);
@@ -739,6 +752,16 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
                              : it != m_raw.end() && !it->second.values.isEmpty() ? it->second.values.back()
                                                                                  : 0.0;
             queue(seriesFor("straggler.marker", row.rank), step, row.time, y);
+            continue;
+        }
+        if (row.key == k::kMemAfterForward || row.key == k::kMemAfterBackward || row.key == k::kMemAfterOptimizer) {
+            if (row.rank != 0)
+                continue;
+            if (!m_hasPhaseMemory) {
+                m_hasPhaseMemory = true; // engine runs report it; a script run does not
+                layoutCharts();
+            }
+            queue(seriesFor(row.key, 0), step, row.time, row.value);
             continue;
         }
         if (row.key == k::kMfu) {

@@ -134,6 +134,7 @@ private:
     std::int64_t m_lastStep = -1;
     bool m_hasDeviceMemory = false;
     bool m_hasMfu = false; // the run reported MFU (its panel is shown)
+    bool m_hasPhaseMemory = false; // the run reported memory per phase (its panel is shown)
     std::map<int, std::pair<std::int64_t, double>> m_stragglers; // rank -> (step, compute time over the others')
     struct LossSpike {
         double loss = 0;
@@ -169,7 +170,7 @@ private:
     QPushButton* m_chartsButton = nullptr; // its menu shows and hides charts
     QSet<QString> m_hiddenCharts, m_enlargedCharts;
     // What the grid was last laid out for (fp16, MFU reported, hidden, enlarged).
-    std::optional<std::tuple<bool, bool, QSet<QString>, QSet<QString>>> m_laidOut;
+    std::optional<std::tuple<bool, bool, bool, QSet<QString>, QSet<QString>>> m_laidOut;
     QString m_layoutFile;
     ChartGroup* m_group = nullptr;
 

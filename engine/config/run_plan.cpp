@@ -190,7 +190,7 @@ const std::vector<EngineFlag>& engineFlags()
          [](EngineChoices& c, V v) {
              return moduleAndStep(v[0], c.faults.nonfiniteOutputModule, c.faults.nonfiniteOutputAtStep);
          }},
-        {"diagnostics-ab", "benchmark: odd steps with the diagnostics (flight recorder, timers, NaN probe), even without",
+        {"diagnostics-ab", "benchmark: steps cycle through the diagnostics off, on, recorder alone, NaN probe alone",
          [](EngineChoices& c, V) { return (c.faults.diagnosticsAb = true, std::string()); }, false},
         {"oom-at-step", "fault injection: every rank runs out of memory in this step's forward",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.outOfMemoryAtStep; }, 1)},

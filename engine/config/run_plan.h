@@ -54,8 +54,9 @@ struct FaultInjection {
     // Every rank asks for more memory than any machine has in this step's forward (the
     // out-of-memory report's tests).
     std::int64_t outOfMemoryAtStep = -1;
-    // Odd steps with #22's diagnostics (flight recorder, wait clock, memory per phase, NaN probe),
-    // even steps without: the overhead benchmark (scripts/bench-diagnostics.sh). Not a fault.
+    // Steps cycle through #22's diagnostics off, all on, the flight recorder and wait clock alone,
+    // the NaN probe and memory per phase alone: the overhead benchmark (scripts/bench-diagnostics.sh).
+    // Not a fault.
     bool diagnosticsAb = false;
     std::string dumpParamsPath; // rank 0 writes the final parameters there (safetensors)
     std::string dumpInitialPath; // rank 0 writes the initial parameters there (safetensors)

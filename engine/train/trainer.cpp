@@ -310,9 +310,12 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
 {
     setProgress(step, Phase::Train);
     m_stepInProgress = step + 1;
-    if (m_plan.faults.diagnosticsAb) { // the overhead benchmark: odd steps with the diagnostics, even without
-        m_diagnostics = m_stepInProgress % 2 == 1;
-        dist::FlightRecorder::instance().setEnabled(m_diagnostics);
+    if (m_plan.faults.diagnosticsAb) {
+        // The overhead benchmark's cycle of four steps: none of the diagnostics, all of them, the
+        // flight recorder and wait clock alone, the NaN probe and memory per phase alone.
+        const std::int64_t mode = m_stepInProgress % 4;
+        dist::FlightRecorder::instance().setEnabled(mode == 1 || mode == 2);
+        m_diagnostics = mode == 1 || mode == 3;
         m_nonfinite.setEnabled(m_diagnostics);
     }
     m_nonfinite.beginStep();

@@ -96,7 +96,7 @@ private:
     std::chrono::steady_clock::time_point m_runStart;
     std::int64_t m_stepInProgress = 0; // from 1
     NonfiniteProbe m_nonfinite; // where a NaN began
-    bool m_diagnostics = true; // memory per phase measured (off: half the overhead benchmark's steps)
+    bool m_diagnostics = true; // memory per phase measured (off in some of the overhead benchmark's steps)
     // MFU: the model's FLOPs per token (none: not countable) and the device's peak (mfu.h).
     std::optional<config::FlopsPerToken> m_flopsPerToken;
     std::optional<DevicePeak> m_devicePeak;

@@ -30,6 +30,7 @@ struct SeedRun {
     std::optional<int> failingRank{};
     std::string runDir{};
     bool mfu = false; // steps report mfu (0.30 + 0.01 x rank) and flops
+    bool phaseMemory = false; // steps report memory after forward / backward / optimizer (100 / 150 / 120 MB + step)
     int stragglerRank = -1; // >= 0: compute_time 0.1 s (this rank 0.2 s) and the launcher's flag at step 5
     int lossSpikeAtStep = -1; // >= 1: the launcher's loss-spike report at that step (epoch 0, batch step - 1)
 };
@@ -64,6 +65,11 @@ inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed
             const double loss = 1.0 / step;
             if (seed.mfu)
                 (*writer)->addMetrics(rank, step, 1.7e9 + step, {{k::kMfu, 0.30 + 0.01 * rank}, {k::kFlops, 3e10}});
+            if (seed.phaseMemory)
+                (*writer)->addMetrics(rank, step, 1.7e9 + step,
+                                      {{k::kMemAfterForward, 100e6 + step},
+                                       {k::kMemAfterBackward, 150e6 + step},
+                                       {k::kMemAfterOptimizer, 120e6 + step}});
             if (rank == 0 && step == seed.lossSpikeAtStep)
                 (*writer)->addMetrics(rank, step, 1.7e9 + step,
                                       {{k::kLossSpike, loss}, {k::kLossSpikeEpoch, 0.0}, {k::kLossSpikeBatch, step - 1.0}});

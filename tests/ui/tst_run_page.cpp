@@ -254,6 +254,61 @@ private slots:
 
     // #22: compute-only time per rank, the launcher's straggler flag marked on the slow rank's
     // curve at the flagged step and said above the charts.
+    // #22 point 4: memory after each phase of the step, rank 0's, in a panel of its own that only
+    // runs reporting it show.
+    void phaseMemoryPanelShowsWhereMemoryGrows()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto without = seedRun(db, {.name = "plain", .steps = 4});
+        const auto with = seedRun(db, {.name = "phases", .steps = 6, .phaseMemory = true});
+        RunPage page;
+        page.openStoreRun(db, without);
+        QTRY_VERIFY(!page.polling());
+        QVERIFY(!page.chart(QStringLiteral("memory_phases"))->isVisibleTo(&page));
+        page.openStoreRun(db, with);
+        QTRY_COMPARE(page.chart(QStringLiteral("memory_phases"))->seriesCount(), 3);
+        auto* phases = page.chart(QStringLiteral("memory_phases"));
+        QVERIFY(phases->isVisibleTo(&page));
+        QTRY_COMPARE(phases->pointCount(2), 6);
+        QCOMPARE(phases->series(0)->name(), QStringLiteral("after forward"));
+        QCOMPARE(phases->series(1)->data()->at(5)->value, 150e6 + 6); // rank 0's after backward at step 6
+        QCOMPARE(phases->series(2)->name(), QStringLiteral("after optimizer"));
+    }
+
+    // #22 point 1: Diagnose runs `shardscope runs diagnose <run dir>` in the background for a live
+    // run and shows its answer above the charts; an ended run cannot be asked.
+    void diagnoseButtonAsksTheLiveRun()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        // A stand-in for shardscope that says what it was asked.
+        const QString fake = dir.filePath(QStringLiteral("shardscope"));
+        {
+            std::ofstream script(fake.toStdString());
+            script << "#!/bin/sh\necho \"asked: $*\"\necho \"rank 1 never entered it\"\n";
+        }
+        QFile::setPermissions(fake, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+        qputenv("SHARDSCOPE_LAUNCHER", fake.toUtf8());
+        const auto live = seedRun(db, {.name = "live", .steps = 3, .status = storage::RunStatus::Running});
+        const auto ended = seedRun(db, {.name = "ended", .steps = 3});
+        RunPage page;
+        page.openStoreRun(db, ended);
+        QTRY_VERIFY(!page.polling());
+        auto* diagnose = page.findChild<QPushButton*>(QStringLiteral("diagnoseButton"));
+        QVERIFY(!diagnose->isEnabled());
+        page.openStoreRun(db, live);
+        QTRY_VERIFY(diagnose->isEnabled());
+        diagnose->click();
+        auto* answer = page.findChild<QLabel*>(QStringLiteral("runDiagnosis"));
+        const QString runDir = QString::fromStdString((dbIn(dir).parent_path() / "runs" / "live").string());
+        QTRY_VERIFY2(answer->text().contains(QStringLiteral("asked: runs diagnose ") + runDir), qPrintable(answer->text()));
+        QVERIFY(answer->text().contains(QStringLiteral("rank 1 never entered it")));
+        QVERIFY(answer->isVisibleTo(&page));
+        QTRY_VERIFY(diagnose->isEnabled()); // it can ask again
+        qunsetenv("SHARDSCOPE_LAUNCHER");
+    }
+
     void stragglerIsMarkedAndSaid()
     {
         QTemporaryDir dir;
