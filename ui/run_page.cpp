@@ -681,6 +681,39 @@ void RunPage::appendTo(Raw& raw, double step, double time, double value)
     raw.chart->appendPoint(raw.series, xOf(step, time), value);
 }
 
+std::optional<RunPage::Raw*> RunPage::memorySeries(const storage::MetricRow& row)
+{
+    namespace k = storage::keys;
+    if (row.key == k::kMemPeakAllocated) {
+        if (row.value <= 0)
+            return nullptr;
+        if (!m_hasDeviceMemory) {
+            // A device allocator reports: its peak is the memory that matters, not RSS.
+            m_hasDeviceMemory = true;
+            for (auto it = m_raw.begin(); it != m_raw.end(); ++it)
+                if (it->first.first == "memory") {
+                    it->second.steps.clear();
+                    it->second.times.clear();
+                    it->second.values.clear();
+                    it->second.chart->clearData();
+                }
+        }
+        return seriesFor("memory", row.rank);
+    }
+    if (row.key == k::kMemRss)
+        return m_hasDeviceMemory ? nullptr : seriesFor("memory", row.rank);
+    if (row.key == k::kMemAfterForward || row.key == k::kMemAfterBackward || row.key == k::kMemAfterOptimizer) {
+        if (row.rank != 0)
+            return nullptr;
+        if (!m_hasPhaseMemory) {
+            m_hasPhaseMemory = true; // engine runs report it; a script run does not
+            layoutCharts();
+        }
+        return seriesFor(row.key, 0);
+    }
+    return std::nullopt;
+}
+
 void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
 {
     namespace k = storage::keys;
@@ -707,26 +740,8 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
         const auto step = static_cast<double>(row.step);
         if (row.rank == 0)
             m_lastStep = std::max(m_lastStep, row.step);
-        if (row.key == k::kMemPeakAllocated) {
-            if (row.value > 0) {
-                if (!m_hasDeviceMemory) {
-                    // A device allocator reports: its peak is the memory that matters, not RSS.
-                    m_hasDeviceMemory = true;
-                    for (auto it = m_raw.begin(); it != m_raw.end(); ++it)
-                        if (it->first.first == "memory") {
-                            it->second.steps.clear();
-                            it->second.times.clear();
-                            it->second.values.clear();
-                            it->second.chart->clearData();
-                        }
-                }
-                queue(seriesFor("memory", row.rank), step, row.time, row.value);
-            }
-            continue;
-        }
-        if (row.key == k::kMemRss) {
-            if (!m_hasDeviceMemory)
-                queue(seriesFor("memory", row.rank), step, row.time, row.value);
+        if (auto memory = memorySeries(row)) {
+            queue(*memory, step, row.time, row.value);
             continue;
         }
         if (row.key == k::kLossSpike || row.key == k::kLossSpikeEpoch || row.key == k::kLossSpikeBatch) {
@@ -752,16 +767,6 @@ void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
                              : it != m_raw.end() && !it->second.values.isEmpty() ? it->second.values.back()
                                                                                  : 0.0;
             queue(seriesFor("straggler.marker", row.rank), step, row.time, y);
-            continue;
-        }
-        if (row.key == k::kMemAfterForward || row.key == k::kMemAfterBackward || row.key == k::kMemAfterOptimizer) {
-            if (row.rank != 0)
-                continue;
-            if (!m_hasPhaseMemory) {
-                m_hasPhaseMemory = true; // engine runs report it; a script run does not
-                layoutCharts();
-            }
-            queue(seriesFor(row.key, 0), step, row.time, row.value);
             continue;
         }
         if (row.key == k::kMfu) {

@@ -102,6 +102,9 @@ private:
     };
     Raw* seriesFor(const std::string& key, int rank);
     void appendRows(const std::vector<storage::MetricRow>& rows);
+    // The memory chart's series for a memory row (null: the row is not drawn), or none when the
+    // row is not about memory.
+    std::optional<Raw*> memorySeries(const storage::MetricRow& row);
     void appendEvals(const std::vector<storage::EvalRecord>& evals);
     void appendTo(Raw& raw, double step, double time, double value);
     void updateHeader();

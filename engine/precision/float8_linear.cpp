@@ -1,0 +1,129 @@
+#include "engine/precision/float8_linear.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <limits>
+
+namespace shardscope::precision {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor amaxOf(const at::Tensor& t) { return t.detach().abs().max().to(at::kFloat); }
+
+// (t · scale) clamped to the format's range, cast: what torchao's to_fp8_saturated does.
+at::Tensor quantize(const at::Tensor& t, const at::Tensor& scale, at::ScalarType fp8, double fp8Max)
+{
+    return (t.to(at::kFloat) * scale).clamp(-fp8Max, fp8Max).to(fp8);
+}
+
+// _scaled_mm wants its second operand column-major (cuBLASLt's layout; the CPU takes either).
+at::Tensor columnMajor(const at::Tensor& t) { return t.t().contiguous().t(); }
+
+// The scale for `t` and what recording it means: tensorwise derives it from t's amax now;
+// delayed takes the state's, and t's amax joins that state's history.
+at::Tensor scaleFor(const at::Tensor& t, DelayedScale* delayed, double fp8Max)
+{
+    if (!delayed)
+        return scaleFromAmax(amaxOf(t), fp8Max);
+    at::Tensor scale = delayed->scale();
+    delayed->record(amaxOf(t));
+    return scale;
+}
+
+class Float8LinearFunction : public torch::autograd::Function<Float8LinearFunction> {
+public:
+    static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                              Float8LinearState* state)
+    {
+        const auto inFeatures = input.size(-1);
+        const at::Tensor x = input.reshape({-1, inFeatures}).contiguous();
+        const at::Tensor xScale = scaleFor(x, state ? &state->input : nullptr, e4m3Max());
+        const at::Tensor wScale = scaleFor(weight, state ? &state->weight : nullptr, e4m3Max());
+        const at::Tensor x8 = quantize(x, xScale, at::kFloat8_e4m3fn, e4m3Max());
+        const at::Tensor w8 = quantize(weight, wScale, at::kFloat8_e4m3fn, e4m3Max());
+        at::Tensor out = at::_scaled_mm(x8, w8.t(), xScale.reciprocal(), wScale.reciprocal(), {}, {}, input.scalar_type());
+        if (bias.defined())
+            out = out + bias.to(out.scalar_type());
+        ctx->save_for_backward({x8, w8, xScale, wScale});
+        ctx->saved_data["state"] = reinterpret_cast<std::int64_t>(state);
+        ctx->saved_data["input_dtype"] = static_cast<std::int64_t>(input.scalar_type());
+        ctx->saved_data["weight_dtype"] = static_cast<std::int64_t>(weight.scalar_type());
+        ctx->saved_data["has_bias"] = bias.defined();
+        std::vector<std::int64_t> shape = input.sizes().vec();
+        shape.back() = weight.size(0);
+        ctx->saved_data["shape"] = shape;
+        return out.reshape(shape);
+    }
+
+    static variable_list backward(AutogradContext* ctx, variable_list grads)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const at::Tensor& x8 = saved[0];
+        const at::Tensor& w8 = saved[1];
+        const at::Tensor& xScale = saved[2];
+        const at::Tensor& wScale = saved[3];
+        auto* state = reinterpret_cast<Float8LinearState*>(ctx->saved_data["state"].toInt());
+        const auto inputDtype = static_cast<at::ScalarType>(ctx->saved_data["input_dtype"].toInt());
+        const auto weightDtype = static_cast<at::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
+        const at::Tensor g = grads[0].reshape({-1, w8.size(0)}).contiguous();
+        const at::Tensor gScale = scaleFor(g, state ? &state->gradOutput : nullptr, e5m2Max());
+        const at::Tensor g8 = quantize(g, gScale, at::kFloat8_e5m2, e5m2Max());
+        // dX = dY · W, dW = dYᵀ · X, both from the fp8 operands.
+        at::Tensor gradInput = at::_scaled_mm(g8, columnMajor(w8), gScale.reciprocal(), wScale.reciprocal(), {}, {}, inputDtype);
+        at::Tensor gradWeight = at::_scaled_mm(g8.t().contiguous(), columnMajor(x8), gScale.reciprocal(), xScale.reciprocal(), {},
+                                               {}, weightDtype);
+        std::vector<std::int64_t> inputShape = ctx->saved_data["shape"].toIntVector();
+        inputShape.back() = x8.size(1);
+        at::Tensor gradBias = ctx->saved_data["has_bias"].toBool() ? g.to(at::kFloat).sum(0).to(weightDtype) : at::Tensor();
+        return {gradInput.reshape(inputShape), gradWeight, gradBias, at::Tensor()};
+    }
+};
+
+} // namespace
+
+double e4m3Max() { return static_cast<double>(std::numeric_limits<c10::Float8_e4m3fn>::max()); }
+double e5m2Max() { return static_cast<double>(std::numeric_limits<c10::Float8_e5m2>::max()); }
+
+at::Tensor scaleFromAmax(const at::Tensor& amax, double fp8Max)
+{
+    // max / t written as Python evaluates it (Tensor.__rtruediv__: reciprocal, then the product),
+    // so that the scales are torchao's to the last bit.
+    return (at::clamp(amax.to(at::kDouble), 1e-12).reciprocal() * fp8Max).to(at::kFloat);
+}
+
+DelayedScale::DelayedScale(const DelayedScalingOptions& options, double fp8Max)
+    : m_options(options), m_fp8Max(fp8Max), m_scale(at::ones({}, at::kFloat))
+{
+}
+
+void DelayedScale::record(const at::Tensor& amax)
+{
+    m_history.push_back(amax);
+    if (static_cast<std::int64_t>(m_history.size()) > m_options.amaxHistoryLen)
+        m_history.pop_front();
+    if (++m_records % m_options.interval != 0)
+        return;
+    at::Tensor reduced = m_options.amaxComputeMax ? at::stack(std::vector<at::Tensor>(m_history.begin(), m_history.end())).max()
+                                                  : m_history.back();
+    // Transformer Engine's rule: keep the old scale where the amax is zero or not finite.
+    at::Tensor fresh = (reduced.reciprocal() * m_fp8Max) / std::pow(2.0, m_options.margin); // as in scaleFromAmax
+    fresh = at::where(reduced > 0.0, fresh, m_scale);
+    m_scale = at::where(at::isfinite(reduced), fresh, m_scale).to(at::kFloat);
+}
+
+Float8LinearState::Float8LinearState(const DelayedScalingOptions& options)
+    : input(options, e4m3Max()), weight(options, e4m3Max()), gradOutput(options, e5m2Max())
+{
+}
+
+at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, Float8LinearState* state)
+{
+    return Float8LinearFunction::apply(input, weight, bias, state);
+}
+
+} // namespace shardscope::precision

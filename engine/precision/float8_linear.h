@@ -1,0 +1,65 @@
+#pragma once
+
+// fp8 linear layers: y = x·Wᵀ + b with its three matmuls in fp8 through torch._scaled_mm, on the
+// two recipes Accelerate's fp8_config exposes:
+//   - tensorwise dynamic scaling (torchao's "tensorwise" Float8Linear, Accelerate's AO backend):
+//     every call scales each operand by fp8_max / amax of that operand now;
+//   - delayed scaling (Transformer Engine's DelayedScaling, fp8_format HYBRID): each operand is
+//     scaled from the amaxes of earlier calls (a history of amax_history_len, reduced by
+//     amax_compute_algo "max" or "most_recent", scale = fp8_max / amax / 2^margin, recomputed every
+//     `interval` calls), and this call's amax joins the history.
+// Forward: input and weight in e4m3; backward: the output gradient in e5m2 against the e4m3
+// weight (input gradient) and the e4m3 input (weight gradient). _scaled_mm dequantizes into the
+// input's dtype (output, input gradient) and the weight's (weight gradient: the fp32 master's).
+// The same steps, op for op, are in tests/tools/fp8_reference.py, which the tests hold this to.
+// _scaled_mm runs on the CPU too (slowly: emulated), so all of it is tested without a GPU.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <deque>
+
+namespace shardscope::precision {
+
+struct DelayedScalingOptions {
+    std::int64_t amaxHistoryLen = 1024; // fp8_config.amax_history_len
+    bool amaxComputeMax = false; // amax_compute_algo: "max" (true) or "most_recent" (false)
+    int margin = 0; // fp8_config.margin: the scale is divided by 2^margin
+    std::int64_t interval = 1; // fp8_config.interval: calls between scale updates
+};
+
+// One operand's scale under delayed scaling.
+class DelayedScale {
+public:
+    DelayedScale(const DelayedScalingOptions& options, double fp8Max);
+    const at::Tensor& scale() const { return m_scale; } // fp32, 0-dim; 1 until the first update
+    // This call's amax joins the history; every `interval` records the scale is recomputed.
+    void record(const at::Tensor& amax);
+
+private:
+    DelayedScalingOptions m_options;
+    double m_fp8Max;
+    std::deque<at::Tensor> m_history; // the newest last
+    std::int64_t m_records = 0;
+    at::Tensor m_scale;
+};
+
+// A layer's scales under delayed scaling: its input, its weight, its output gradient.
+struct Float8LinearState {
+    explicit Float8LinearState(const DelayedScalingOptions& options);
+    DelayedScale input;
+    DelayedScale weight;
+    DelayedScale gradOutput;
+};
+
+// `input` [..., in], `weight` [out, in], `bias` [out] or undefined. `state` null: tensorwise
+// dynamic scaling; else delayed scaling with that state (it must outlive the backward pass).
+at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, Float8LinearState* state);
+
+// torchao's amax_to_scale: fp8_max / max(amax, 1e-12), computed in float64, kept in float32.
+at::Tensor scaleFromAmax(const at::Tensor& amax, double fp8Max);
+
+double e4m3Max(); // 448
+double e5m2Max(); // 57344
+
+} // namespace shardscope::precision
