@@ -60,12 +60,7 @@ void limitFileSize()
 // sharding and optimizer.
 config::MemoryEstimate estimateFor(const config::RunPlan& plan)
 {
-    using precision::PrecisionMode;
-    const PrecisionMode mode = plan.precision;
-    const config::PrecisionMode precision = mode == PrecisionMode::No         ? config::PrecisionMode::Fp32
-                                            : mode == PrecisionMode::Bf16Pure ? config::PrecisionMode::PureBf16
-                                            : mode == PrecisionMode::Fp8      ? config::PrecisionMode::Fp8
-                                                                              : config::PrecisionMode::Mixed16;
+    const config::PrecisionMode precision = config::precisionFromName(std::string(precision::modeName(plan.precision)));
     config::Sharding sharding;
     sharding.autocast = !plan.sharding; // DDP: autocast over fp32 states
     if (plan.sharding) {
