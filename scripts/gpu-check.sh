@@ -2,7 +2,8 @@
 # The GPU checks, in one go, for a machine with an NVIDIA GPU and a CUDA build of torch already
 # installed (no downloads, no Qt there): builds the engine without the GUI against that torch,
 # then runs the NCCL path (collectives check, DDP training on cuda), a CUPTI-traced run with CUDA
-# memory stats, and sharded runs with offload and recomputation, and reports what it measured.
+# memory stats, sharded runs with offload and recomputation, the Llama 1B shape against transformers,
+# and bf16 / bf16-pure / fp8 side by side with PyTorch's, and reports what it measured.
 # Results go to stdout and, when $OUT is set, to $OUT/gpu-check.log.
 #
 #   ./scripts/gpu-check.sh [python-with-torch]   (default: the first python3 whose torch has CUDA)
@@ -137,5 +138,49 @@ print(f"transformers + PyTorch: {ref['tokens_per_s']:.0f} tokens/s, MFU {ref['mf
 print(f"ratio {ours / ref['tokens_per_s']:.2f} (goal >= 1.0; MFU goal >= 0.45)")
 EOF
 
-echo "== fp8: not built (see the precision issue)"
+echo "== Precision modes on cuda:0 (#23): bf16, bf16-pure, fp8 tokens/s, ours next to PyTorch's (same torch, same recipe)"
+# The demo GPT: ours, and tests/tools/ddp_reference.py on cuda from the same initial weights (fp8:
+# fp8_reference.py's tensorwise _scaled_mm layers where Accelerate's filter puts them). Llama 1B's
+# shape: ours against transformers + PyTorch (hf_train_bench.py, the same fp8 layers for fp8).
+echo "| model | mode | ours tokens/s | PyTorch tokens/s | ours / PyTorch | ours last loss | PyTorch last loss |"
+echo "|---|---|---|---|---|---|---|"
+for mode in bf16 bf16-pure fp8; do
+  "$bin/shardscope" launch --num_processes 1 --recipe "$root/resources/recipes/demo-gpt.yaml" --max_steps 60 \
+    --runs_dir "$work/runs" --run_name "demo-$mode" -- --backend nccl --mixed_precision "$mode" \
+    --dump-initial "$work/demo-$mode.safetensors" >/dev/null || { echo "| demo GPT | $mode | failed | | | | |"; status=1; continue; }
+  "$py" "$root/tests/tools/ddp_reference.py" --recipe "$root/resources/recipes/demo-gpt.yaml" --max-steps 60 --ranks 1 \
+    --device cuda --mixed-precision "$mode" --initial "$work/demo-$mode.safetensors" --out "$work/demo-$mode-ref.json" \
+    >/dev/null 2>&1 || { echo "| demo GPT | $mode | | reference failed | | | |"; status=1; continue; }
+  python3 - "$work/runs/demo-$mode/events.jsonl" "$work/demo-$mode-ref.json" "$mode" <<'PY' || status=1
+import json, sys
+steps = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "step"][10:]
+ref = json.load(open(sys.argv[2]))
+ours = sum(e["tokens"] for e in steps) / sum(e["step_time"] for e in steps)
+per_step = ref["tokens"] / len(ref["step_times"])
+theirs = per_step * len(ref["step_times"][10:]) / sum(ref["step_times"][10:])
+print(f"| demo GPT | {sys.argv[3]} | {ours:.0f} | {theirs:.0f} | {ours / theirs:.2f} | {steps[-1]['loss']:.3f} | {ref['losses'][-1]:.3f} |")
+PY
+done
+for mode in bf16-pure fp8; do
+  "$bin/shardscope" launch --num_processes 1 --recipe "$work/llama1b.yaml" --max_steps 20 --runs_dir "$work/runs" \
+    --run_name "llama1b-$mode" -- --backend nccl --mixed_precision "$mode" >/dev/null \
+    || { echo "| Llama 1B | $mode | failed | | | | |"; status=1; continue; }
+  reference=$("$py" "$root/tests/tools/hf_train_bench.py" --recipe "$work/llama1b.yaml" --steps 20 --peak-tflops "$peak" \
+    --mixed-precision "$mode") || { echo "| Llama 1B | $mode | | reference failed | | | |"; status=1; continue; }
+  python3 - "$work/runs/llama1b-$mode/events.jsonl" "$reference" "$mode" <<'PY' || status=1
+import json, sys
+steps = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "step"][5:]
+ref = json.loads(sys.argv[2])
+ours = sum(e["tokens"] for e in steps) / sum(e["step_time"] for e in steps)
+print(f"| Llama 1B | {sys.argv[3]} | {ours:.0f} | {ref['tokens_per_s']:.0f} | {ours / ref['tokens_per_s']:.2f} | "
+      f"{steps[-1]['loss']:.3f} | {ref['loss']:.3f} |")
+PY
+done
+# Which layers ran in fp8, as each fp8 run's rank 0 said.
+cat "$work"/runs/*-fp8/events.jsonl | python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)
+    if e["type"] == "log" and e["message"].startswith("fp8: "):
+        print("engine:", e["message"])'
 exit $status

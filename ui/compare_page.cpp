@@ -2,6 +2,7 @@
 
 #include "ui/history_service.h"
 
+#include "engine/config/machine_probe.h"
 #include "storage/config_diff.h"
 #include "storage/run_store.h"
 #include "ui/compare_models.h"
@@ -481,10 +482,12 @@ void ComparePage::showSweepDialog()
     name->setPlaceholderText(tr("sweep-<date>-<time>"));
     auto* modesRow = new QHBoxLayout;
     std::vector<QCheckBox*> modeBoxes;
-    for (const auto& mode : sweepPrecisionModes(true)) {
+    for (const auto& mode : sweepPrecisionModes()) {
         auto* box = new QCheckBox(mode, &dialog);
-        // fp8 needs a Hopper GPU; off unless the user knows the machine has one.
-        box->setChecked(mode != QLatin1String("fp8"));
+        box->setChecked(true);
+        if (mode == QLatin1String("fp8"))
+            box->setToolTip(tr("fp8 matmuls: fast on Ada/Hopper GPUs, emulated (many times slower) on a CPU; "
+                               "a script's fp8 (Accelerate's) runs only where an fp8 GPU is"));
         modesRow->addWidget(box);
         modeBoxes.push_back(box);
     }
@@ -515,9 +518,13 @@ void ComparePage::showSweepDialog()
     if (steps->value() > 0 && !script) // a script takes its own step count, among its arguments
         request.maxSteps = steps->value();
     request.runName = name->text();
+    // bf16-pure is a mode of the engine only; a script's fp8 is Accelerate's (torchao or Transformer
+    // Engine in the script's Python), which needs an fp8 GPU: the engine's emulated fp8 is not it.
+    const bool fp8Gpu = config::probeMachine().fp8Capable;
     QStringList modes;
     for (auto* box : modeBoxes)
-        if (box->isChecked() && !(script && box->text() == QLatin1String("bf16-pure"))) // a mode of the engine only
+        if (box->isChecked() && !(script && box->text() == QLatin1String("bf16-pure"))
+            && !(script && box->text() == QLatin1String("fp8") && !fp8Gpu))
             modes << box->text();
     startPrecisionSweep(request, modes);
 }

@@ -121,12 +121,10 @@ QString launcherErrorText(const QString& outputFile)
     return errors.isEmpty() ? text : errors.join(QLatin1Char('\n'));
 }
 
-QStringList sweepPrecisionModes(bool includeFp8)
+QStringList sweepPrecisionModes()
 {
-    QStringList modes{QStringLiteral("no"), QStringLiteral("fp16"), QStringLiteral("bf16"), QStringLiteral("bf16-pure")};
-    if (includeFp8)
-        modes << QStringLiteral("fp8");
-    return modes;
+    return {QStringLiteral("no"), QStringLiteral("fp16"), QStringLiteral("bf16"), QStringLiteral("bf16-pure"),
+            QStringLiteral("fp8")};
 }
 
 } // namespace shardscope::ui

@@ -56,8 +56,8 @@ LaunchResult launchDetached(const LaunchRequest& request);
 // The tag a precision sweep's runs share in the history: Runs filters a sweep by it.
 QString sweepTag(const QString& sweepName);
 
-// Precision modes a sweep runs here: fp8 needs a Hopper GPU, which the workbench cannot see from
-// a CPU-only machine, so it is offered only when asked for explicitly.
-QStringList sweepPrecisionModes(bool includeFp8);
+// The precision modes a sweep offers: every mode the engine runs. fp8 runs on the CPU too
+// (emulated, slowly), so fp8 against bf16 can be compared on any machine.
+QStringList sweepPrecisionModes();
 
 } // namespace shardscope::ui

@@ -30,6 +30,7 @@ MachineInfo probeMachine()
     MachineInfo m;
     const auto names = probeGpuNames();
     m.gpuCount = static_cast<int>(names.size());
+    m.gpuNames = names;
     // Without the CUDA runtime the compute capability is inferred from the model name.
     for (const auto& n : names) {
         const bool hopperOrAda = n.find("H100") != std::string::npos || n.find("H200") != std::string::npos

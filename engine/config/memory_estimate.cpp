@@ -1,5 +1,6 @@
 #include "engine/config/memory_estimate.h"
 
+#include "engine/config/float8_options.h"
 #include "engine/config/hf_config_keys.h"
 #include "engine/config/model_architecture.h"
 
@@ -32,7 +33,8 @@ StateBytes stateBytesPerParameter(PrecisionMode precision, OptimizerKind optimiz
     return {4, 4, 4 * moments};
 }
 
-MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const Sharding& sharding, OptimizerKind optimizer)
+MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const Sharding& sharding, OptimizerKind optimizer,
+                              const Fp8Scaling& fp8)
 {
     const bool autocastMixed = sharding.autocast && (precision == PrecisionMode::Mixed16 || precision == PrecisionMode::Fp8);
     const StateBytes b = stateBytesPerParameter(autocastMixed ? PrecisionMode::Fp32 : precision, optimizer);
@@ -59,6 +61,10 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
     e.parameters = params;
     e.gradients = grads;
     e.optimizer = opt;
+    // Delayed scaling: per fp8 layer three operands (input, weight, output gradient), each an fp32
+    // scale and an fp32 amax history, replicated on every rank (engine/precision/float8_linear.h).
+    if (precision == PrecisionMode::Fp8 && fp8.delayed)
+        e.fp8Scaling = static_cast<double>(model.fp8Linears) * 3.0 * 4.0 * static_cast<double>(fp8.amaxHistoryLen + 1);
     if (sharding.offloadOptimizer) {
         e.hostOptimizer = e.optimizer;
         e.optimizer = 0;
@@ -443,6 +449,8 @@ ModelShape modelShapeOf(const Recipe& r)
         m.parameters = (p + width * S{mr.outputDim} + S{mr.outputDim}).v;
     }
     m.microBatch = r.perDeviceBatchSize;
+    for (const LinearLayer& layer : linearLayersOf(r))
+        m.fp8Linears += layer.fp8 ? 1 : 0;
     return m;
 }
 

@@ -39,6 +39,9 @@ struct ModelShape {
     std::int64_t sequence = 0; // tokens per sample
     std::int64_t microBatch = 0; // samples per rank per step
     std::int64_t vocab = 0;
+    // The linear layers mixed_precision fp8 runs in fp8 (Accelerate's filter: every nn.Linear but the
+    // first and the last, with both dimensions divisible by 16; see linearLayersOf).
+    std::int64_t fp8Linears = 0;
 };
 
 struct Sharding {
@@ -65,8 +68,10 @@ struct MemoryEstimate {
     double hostParameters = 0;
     double hostGradients = 0;
     double hostOptimizer = 0;
+    // fp8 with delayed scaling: each fp8 layer's three scales and amax histories (fp32) on the device.
+    double fp8Scaling = 0;
     double modelStates() const { return parameters + gradients + optimizer; }
-    double deviceTotal() const { return modelStates() + activations; }
+    double deviceTotal() const { return modelStates() + activations + fp8Scaling; }
     double hostTotal() const { return hostParameters + hostGradients + hostOptimizer; }
 };
 
@@ -76,8 +81,14 @@ struct StateBytes {
 };
 StateBytes stateBytesPerParameter(PrecisionMode precision, OptimizerKind optimizer = OptimizerKind::Adam);
 
+// How fp8 scales (PrecisionMode::Fp8 only): tensorwise keeps no state; delayed scaling keeps, per
+// fp8 layer and for each of input, weight and output gradient, a scale and amaxHistoryLen amaxes.
+struct Fp8Scaling {
+    bool delayed = false;
+    std::int64_t amaxHistoryLen = 1024;
+};
 MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const Sharding& sharding,
-                              OptimizerKind optimizer = OptimizerKind::Adam);
+                              OptimizerKind optimizer = OptimizerKind::Adam, const Fp8Scaling& fp8 = {});
 
 // What an Accelerate config asks for: the sharding (DeepSpeed stage and offload, FSDP strategy
 // and offload, parallelism shard size) and the precision. A DeepSpeed JSON file's stage and

@@ -558,6 +558,36 @@ void planRecipe(const PlanInputs& in, const EngineChoices& e, RunPlan& plan, std
     }
 }
 
+// mixed_precision fp8: its recipe from Accelerate's fp8 variables, and what this engine cannot
+// combine with it.
+void planFloat8(const PlanInputs& in, RunPlan& plan, std::vector<Diagnostic>& problems)
+{
+    if (plan.precision != precision::PrecisionMode::Fp8)
+        return;
+    plan.fp8 = float8OptionsFrom(plan.environment, problems);
+    if (plan.recipe.model.lora.enabled)
+        problems.push_back({Severity::Error, "recipe",
+                            "mixed_precision fp8 with model.lora is not implemented in this engine (the adapters' "
+                            "linear layers would change which layers are first and last); use bf16 for LoRA"});
+    const bool checkpointing = plan.sharding && plan.sharding->activationCheckpointing;
+    if (checkpointing && plan.fp8.scaling == Float8Options::Scaling::Delayed)
+        problems.push_back({Severity::Error, "fsdp_config.fsdp_activation_checkpointing",
+                            "delayed fp8 scaling (fp8_config.backend TE) with activation checkpointing is not implemented "
+                            "in this engine: the recomputed forward would record its amaxes twice; use backend AO "
+                            "(tensorwise scaling) or turn activation checkpointing off"});
+    if (plan.sharding && plan.distributedType == "FSDP" && plan.fp8.scaling == Float8Options::Scaling::Tensorwise
+        && plan.fp8.fsdpFloat8AllGather)
+        problems.push_back({Severity::Warning, "fp8_config.enable_fsdp_float8_all_gather",
+                            "enable_fsdp_float8_all_gather: this engine all-gathers the fp32 weights and "
+                            "quantizes them after the gather (the same numbers; the gather moves 4x the bytes of an "
+                            "fp8 one)"});
+    // Without a config, nothing else says so (validation does for a config on the CPU).
+    if (!in.config && in.machine.gpuCount == 0)
+        problems.push_back({Severity::Warning, "mixed_precision",
+                            "mixed_precision fp8 on the CPU runs emulated (torch._scaled_mm without fp8 hardware): "
+                            "the numbers of an fp8 run, many times slower than bf16; for tests and comparisons"});
+}
+
 } // namespace
 
 std::string stateDictTypeName(StateDictType type)
@@ -618,6 +648,7 @@ PlanResult buildRunPlan(const PlanInputs& in)
     plan.faults = engine.faults;
     if (in.recipe)
         planRecipe(in, engine, plan, problems);
+    planFloat8(in, plan, problems);
     // Accelerate's checks (validateConfig) and the planner's can name the same key; one error per
     // key is enough, the first being the more specific.
     std::vector<Diagnostic> unique;
@@ -702,6 +733,28 @@ private:
     std::string m_error;
 };
 
+Result<Float8Options> float8FromJson(const json& object, const std::string& source)
+{
+    Float8Options o;
+    FieldReader f(object, source + ": fp8.");
+    std::string scaling;
+    f.read("scaling", scaling);
+    f.read("amax_history_len", o.amaxHistoryLen);
+    f.read("amax_compute_max", o.amaxComputeMax);
+    f.read("margin", o.margin);
+    f.read("interval", o.interval);
+    f.read("in_eval", o.inEval);
+    f.read("fsdp_float8_all_gather", o.fsdpFloat8AllGather);
+    if (f.error().empty() && scaling != "tensorwise" && scaling != "delayed")
+        f.fail("scaling '" + scaling + "' is not tensorwise or delayed");
+    if (f.error().empty() && (o.amaxHistoryLen < 1 || o.interval < 1 || o.margin < 0))
+        f.fail("amax_history_len and interval must be at least 1, margin at least 0");
+    if (!f.error().empty())
+        return makeError(f.error());
+    o.scaling = scaling == "delayed" ? Float8Options::Scaling::Delayed : Float8Options::Scaling::Tensorwise;
+    return o;
+}
+
 } // namespace
 
 std::string planToJson(const RunPlan& p)
@@ -719,6 +772,14 @@ std::string planToJson(const RunPlan& p)
               {"recipe", recipeToYaml(p.recipe)},
               {"backend", dist::backendName(p.backend)},
               {"mixed_precision", std::string(precision::modeName(p.precision))},
+              {"fp8",
+               {{"scaling", p.fp8.scaling == Float8Options::Scaling::Delayed ? "delayed" : "tensorwise"},
+                {"amax_history_len", p.fp8.amaxHistoryLen},
+                {"amax_compute_max", p.fp8.amaxComputeMax},
+                {"margin", p.fp8.margin},
+                {"interval", p.fp8.interval},
+                {"in_eval", p.fp8.inEval},
+                {"fsdp_float8_all_gather", p.fp8.fsdpFloat8AllGather}}},
               {"sharding", p.sharding ? shardingToJson(*p.sharding) : json(nullptr)},
               {"state_dict_type", stateDictTypeName(p.stateDictType)},
               {"resume_from", p.resumeFrom},
@@ -790,6 +851,12 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
         f.read("dump_initial", p.faults.dumpInitialPath);
         if (!f.error().empty())
             return makeError(f.error());
+    }
+    if (const json* fp8 = fields.object("fp8")) {
+        auto options = float8FromJson(*fp8, source);
+        if (!options)
+            return options.error();
+        p.fp8 = *options;
     }
     if (const json* sharding = fields.object("sharding")) {
         parallel::ShardingOptions s;

@@ -13,6 +13,7 @@
 #include "engine/common/result.h"
 #include "engine/config/accelerate_config.h"
 #include "engine/config/env_export.h"
+#include "engine/config/float8_options.h"
 #include "engine/config/precision_mode.h"
 #include "engine/config/recipe.h"
 #include "engine/config/sharding_options.h"
@@ -79,6 +80,7 @@ struct RunPlan {
     Recipe recipe; // with every override applied (--max_steps, DeepSpeed's accumulation, ...)
     dist::BackendKind backend = dist::BackendKind::Gloo;
     precision::PrecisionMode precision = precision::PrecisionMode::No;
+    Float8Options fp8; // how mixed_precision fp8 scales; unused by the other modes
     std::optional<parallel::ShardingOptions> sharding; // FSDP / ZeRO; none: DDP
     StateDictType stateDictType = StateDictType::Full;
     std::string resumeFrom; // a resolved step_<N> folder; empty: start fresh

@@ -548,12 +548,16 @@ void Checker::fp8()
         warning("fp8_config", "fp8_config is set but mixed_precision is '" + mp + "'; it is ignored unless mixed_precision: fp8");
     if (mp != "fp8")
         return;
-    if (m_c.boolField("use_cpu") || m_c.distributedType() == "MULTI_CPU")
-        error("mixed_precision", "mixed_precision is fp8 but training runs on CPU (use_cpu / MULTI_CPU); FP8 needs a GPU with "
-                                 "compute capability 8.9 or newer. Use bf16 or a GPU machine");
-    if (m_o.machine && !m_o.machine->fp8Capable)
-        machine("mixed_precision", "mixed_precision is fp8 but this machine has no GPU that supports FP8 (compute "
-                                   "capability 8.9+, e.g. H100, L40, RTX 4090); use bf16 here");
+    const bool onCpu = m_c.boolField("use_cpu") || m_c.distributedType() == "MULTI_CPU";
+    if (onCpu || (m_o.machine && m_o.machine->gpuCount == 0))
+        warning("mixed_precision", "mixed_precision fp8 on the CPU runs emulated (torch._scaled_mm without fp8 hardware): "
+                                   "the numbers of an fp8 run, many times slower than bf16; for tests and comparisons");
+    if (!onCpu && m_o.machine && m_o.machine->gpuCount > 0 && !m_o.machine->fp8Capable) {
+        const std::string device = m_o.machine->gpuNames.empty() ? "this machine's GPU" : m_o.machine->gpuNames.front();
+        error("mixed_precision", "mixed_precision is fp8 but " + device
+                                     + " is below compute capability 8.9, where fp8 matmuls begin (Ada, Hopper: L4, L40, "
+                                       "RTX 4090, H100, H200); use bf16 on this GPU, or use_cpu: true to run fp8 emulated");
+    }
     const std::string backend = nstr("fp8_config", "backend");
     if (!backend.empty() && backend != "AO" && backend != "TE" && backend != "MSAMP") {
         // (type errors are reported by types(); this catches lower case, which Accelerate rejects)

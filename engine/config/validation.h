@@ -26,6 +26,7 @@ struct MachineInfo {
     int gpuCount = 0;
     bool fp8Capable = false; // compute capability >= 8.9 (Ada/Hopper)
     bool bf16Capable = false;
+    std::vector<std::string> gpuNames; // as the driver names them, e.g. "NVIDIA A100-SXM4-80GB"
 };
 
 // `accelerate launch` flags that override the file (CLI flags win; reference §4.2).

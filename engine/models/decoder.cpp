@@ -1,4 +1,5 @@
 #include "engine/models/decoder.h"
+#include "engine/precision/float8_linear.h"
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/loss.h>
@@ -77,7 +78,7 @@ ProjectionImpl::ProjectionImpl(std::int64_t in, std::int64_t out, bool withBias)
 
 torch::Tensor ProjectionImpl::forward(const torch::Tensor& x)
 {
-    torch::Tensor y = F::linear(x, weight, bias);
+    torch::Tensor y = float8 && float8->active(is_training()) ? float8->forward(x, weight, bias) : F::linear(x, weight, bias);
     if (!lora_A)
         return y;
     const torch::Tensor in = loraDropout > 0.0 && is_training()

@@ -52,6 +52,7 @@ struct ProjectionImpl : torch::nn::Module {
     torch::nn::Linear lora_A{nullptr}, lora_B{nullptr};
     double loraScaling = 0.0;
     double loraDropout = 0.0;
+    std::shared_ptr<precision::Float8Layer> float8; // set: the base matmul runs in fp8
 };
 TORCH_MODULE(Projection);
 

@@ -1,4 +1,5 @@
 #include "engine/models/models.h"
+#include "engine/precision/float8_linear.h"
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/loss.h>
@@ -11,14 +12,21 @@ namespace shardscope::models {
 
 namespace F = torch::nn::functional;
 
+torch::Tensor LinearImpl::forward(const torch::Tensor& x)
+{
+    if (float8 && float8->active(is_training()))
+        return float8->forward(x, weight, bias);
+    return torch::nn::LinearImpl::forward(x);
+}
+
 MlpImpl::MlpImpl(const config::ModelRecipe& recipe)
 {
     std::int64_t width = recipe.inputDim;
     for (std::int64_t i = 0; i < recipe.depth; ++i) {
-        layers->push_back(torch::nn::Linear(width, recipe.hiddenDim));
+        layers->push_back(Linear(width, recipe.hiddenDim));
         width = recipe.hiddenDim;
     }
-    layers->push_back(torch::nn::Linear(width, recipe.outputDim));
+    layers->push_back(Linear(width, recipe.outputDim));
     register_module("layers", layers);
     layerHooks.resize(layers->size());
 }
@@ -29,8 +37,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& input)
         torch::Tensor x = in;
         const auto n = layers->size();
         for (std::size_t i = 0; i < n; ++i) {
-            x = layerHooks[i].call(x,
-                                   [this, i](const torch::Tensor& y) { return layers[i]->as<torch::nn::Linear>()->forward(y); });
+            x = layerHooks[i].call(x, [this, i](const torch::Tensor& y) { return layers[i]->as<Linear>()->forward(y); });
             if (i + 1 < n)
                 x = torch::relu(x);
         }
@@ -51,8 +58,8 @@ torch::Tensor MlpImpl::loss(const torch::Tensor& output, const torch::Tensor& ta
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead_, double attentionDropout_)
     : nHead(nHead_), attentionDropout(attentionDropout_)
 {
-    c_attn = register_module("c_attn", torch::nn::Linear(nEmbd, 3 * nEmbd));
-    c_proj = register_module("c_proj", torch::nn::Linear(nEmbd, nEmbd));
+    c_attn = register_module("c_attn", Linear(nEmbd, 3 * nEmbd));
+    c_proj = register_module("c_proj", Linear(nEmbd, nEmbd));
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x)
@@ -70,8 +77,8 @@ GPTBlockImpl::GPTBlockImpl(std::int64_t nEmbd, std::int64_t nHead, double dropou
     ln_1 = register_module("ln_1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({nEmbd})));
     attn = register_module("attn", CausalSelfAttention(nEmbd, nHead, attentionDropout));
     ln_2 = register_module("ln_2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({nEmbd})));
-    c_fc = register_module("c_fc", torch::nn::Linear(nEmbd, 4 * nEmbd));
-    c_proj = register_module("c_proj", torch::nn::Linear(4 * nEmbd, nEmbd));
+    c_fc = register_module("c_fc", Linear(nEmbd, 4 * nEmbd));
+    c_proj = register_module("c_proj", Linear(4 * nEmbd, nEmbd));
 }
 
 torch::Tensor GPTBlockImpl::forward(const torch::Tensor& x)

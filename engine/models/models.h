@@ -15,7 +15,21 @@
 #include <memory>
 #include <string>
 
+namespace shardscope::precision {
+class Float8Layer;
+}
+
 namespace shardscope::models {
+
+// torch::nn::Linear (the same parameters, names and initialisation) whose matmuls mixed_precision
+// fp8 can move to fp8 (engine/models/float8_conversion.h sets `float8`).
+struct LinearImpl : torch::nn::LinearImpl {
+    using torch::nn::LinearImpl::LinearImpl;
+    torch::Tensor forward(const torch::Tensor& x);
+
+    std::shared_ptr<precision::Float8Layer> float8; // set: this layer runs in fp8
+};
+TORCH_MODULE(Linear);
 
 // A submodule a wrap policy may turn into a unit: its class name (what
 // fsdp_transformer_layer_cls_to_wrap names), its parameters, and the hooks its forward runs through.
@@ -55,8 +69,8 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
     CausalSelfAttentionImpl(std::int64_t nEmbd, std::int64_t nHead, double attentionDropout = 0.0);
     torch::Tensor forward(const torch::Tensor& x);
 
-    torch::nn::Linear c_attn{nullptr};
-    torch::nn::Linear c_proj{nullptr};
+    Linear c_attn{nullptr};
+    Linear c_proj{nullptr};
     std::int64_t nHead;
     double attentionDropout; // on the attention weights while training (GPT-2's attn_pdrop)
 };
@@ -72,8 +86,8 @@ struct GPTBlockImpl : torch::nn::Module {
     torch::nn::LayerNorm ln_1{nullptr};
     CausalSelfAttention attn{nullptr};
     torch::nn::LayerNorm ln_2{nullptr};
-    torch::nn::Linear c_fc{nullptr};
-    torch::nn::Linear c_proj{nullptr};
+    Linear c_fc{nullptr};
+    Linear c_proj{nullptr};
     double dropout = 0.0; // on both residual branches while training
     ForwardHooks hooks;
 };

@@ -1,6 +1,7 @@
 #include "engine/precision/float8_linear.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
@@ -30,6 +31,7 @@ at::Tensor scaleFor(const at::Tensor& t, DelayedScale* delayed, double fp8Max)
 {
     if (!delayed)
         return scaleFromAmax(amaxOf(t), fp8Max);
+    delayed->moveTo(t.device()); // made on the CPU; the first call says where the layer runs
     at::Tensor scale = delayed->scale();
     delayed->record(amaxOf(t));
     return scale;
@@ -47,13 +49,14 @@ public:
         const at::Tensor x8 = quantize(x, xScale, at::kFloat8_e4m3fn, e4m3Max());
         const at::Tensor w8 = quantize(weight, wScale, at::kFloat8_e4m3fn, e4m3Max());
         at::Tensor out = at::_scaled_mm(x8, w8.t(), xScale.reciprocal(), wScale.reciprocal(), {}, {}, input.scalar_type());
-        if (bias.defined())
+        const bool hasBias = bias.numel() > 0; // see float8Linear
+        if (hasBias)
             out = out + bias.to(out.scalar_type());
         ctx->save_for_backward({x8, w8, xScale, wScale});
         ctx->saved_data["state"] = reinterpret_cast<std::int64_t>(state);
         ctx->saved_data["input_dtype"] = static_cast<std::int64_t>(input.scalar_type());
         ctx->saved_data["weight_dtype"] = static_cast<std::int64_t>(weight.scalar_type());
-        ctx->saved_data["has_bias"] = bias.defined();
+        ctx->saved_data["has_bias"] = hasBias;
         std::vector<std::int64_t> shape = input.sizes().vec();
         shape.back() = weight.size(0);
         ctx->saved_data["shape"] = shape;
@@ -97,19 +100,28 @@ at::Tensor scaleFromAmax(const at::Tensor& amax, double fp8Max)
 }
 
 DelayedScale::DelayedScale(const DelayedScalingOptions& options, double fp8Max)
-    : m_options(options), m_fp8Max(fp8Max), m_scale(at::ones({}, at::kFloat))
+    : m_options(options), m_fp8Max(fp8Max), m_history(at::zeros({options.amaxHistoryLen}, at::kFloat)),
+      m_scale(at::ones({}, at::kFloat))
 {
 }
 
+void DelayedScale::moveTo(const c10::Device& device)
+{
+    if (m_history.device() == device)
+        return;
+    m_history = m_history.to(device);
+    m_scale = m_scale.to(device);
+}
+
+std::int64_t DelayedScale::bytes() const { return static_cast<std::int64_t>(m_history.nbytes() + m_scale.nbytes()); }
+
 void DelayedScale::record(const at::Tensor& amax)
 {
-    m_history.push_back(amax);
-    if (static_cast<std::int64_t>(m_history.size()) > m_options.amaxHistoryLen)
-        m_history.pop_front();
+    const std::int64_t slot = m_records % m_options.amaxHistoryLen;
+    m_history.select(0, slot).copy_(amax);
     if (++m_records % m_options.interval != 0)
         return;
-    at::Tensor reduced = m_options.amaxComputeMax ? at::stack(std::vector<at::Tensor>(m_history.begin(), m_history.end())).max()
-                                                  : m_history.back();
+    at::Tensor reduced = m_options.amaxComputeMax ? m_history.max() : m_history.select(0, slot).clone();
     // Transformer Engine's rule: keep the old scale where the amax is zero or not finite.
     at::Tensor fresh = (reduced.reciprocal() * m_fp8Max) / std::pow(2.0, m_options.margin); // as in scaleFromAmax
     fresh = at::where(reduced > 0.0, fresh, m_scale);
@@ -123,7 +135,21 @@ Float8LinearState::Float8LinearState(const DelayedScalingOptions& options)
 
 at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, Float8LinearState* state)
 {
-    return Float8LinearFunction::apply(input, weight, bias, state);
+    // Custom autograd functions take no undefined tensors: no bias travels as an empty one.
+    return Float8LinearFunction::apply(input, weight, bias.defined() ? bias : at::empty({0}, weight.options()), state);
+}
+
+Float8Layer::Float8Layer(bool delayed, const DelayedScalingOptions& options, bool inEval)
+    : m_state(delayed ? std::make_unique<Float8LinearState>(options) : nullptr), m_inEval(inEval)
+{
+}
+
+at::Tensor Float8Layer::forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias)
+{
+    const c10::DeviceType device = input.device().type();
+    const at::Tensor x = at::autocast::is_autocast_enabled(device) ? input.to(at::autocast::get_autocast_dtype(device)) : input;
+    at::Tensor out = float8Linear(x, weight, at::Tensor(), m_state.get());
+    return bias.defined() ? out + bias.to(out.scalar_type()) : out;
 }
 
 } // namespace shardscope::precision

@@ -17,7 +17,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <deque>
+#include <memory>
 
 namespace shardscope::precision {
 
@@ -35,11 +35,15 @@ public:
     const at::Tensor& scale() const { return m_scale; } // fp32, 0-dim; 1 until the first update
     // This call's amax joins the history; every `interval` records the scale is recomputed.
     void record(const at::Tensor& amax);
+    std::int64_t bytes() const; // the scale and the history
+    void moveTo(const c10::Device& device);
 
 private:
     DelayedScalingOptions m_options;
     double m_fp8Max;
-    std::deque<at::Tensor> m_history; // the newest last
+    // A ring of amaxHistoryLen fp32 amaxes, zeros until written (as Transformer Engine keeps it):
+    // amaxes are never negative, so the zeros change no "max".
+    at::Tensor m_history;
     std::int64_t m_records = 0;
     at::Tensor m_scale;
 };
@@ -50,6 +54,7 @@ struct Float8LinearState {
     DelayedScale input;
     DelayedScale weight;
     DelayedScale gradOutput;
+    std::int64_t bytes() const { return input.bytes() + weight.bytes() + gradOutput.bytes(); }
 };
 
 // `input` [..., in], `weight` [out, in], `bias` [out] or undefined. `state` null: tensorwise
@@ -58,6 +63,22 @@ at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const
 
 // torchao's amax_to_scale: fp8_max / max(amax, 1e-12), computed in float64, kept in float32.
 at::Tensor scaleFromAmax(const at::Tensor& amax, double fp8Max);
+
+// One model layer in fp8, as torchao's Float8Linear.forward runs it around the fp8 matmuls: the
+// input cast to the autocast dtype where autocast is on (the master weight is quantized from
+// fp32), the bias added afterwards in the output's dtype. Delayed scaling gives the layer a state
+// of its own. Not used for evaluation unless `inEval` (TE's use_autocast_during_eval).
+class Float8Layer {
+public:
+    Float8Layer(bool delayed, const DelayedScalingOptions& options, bool inEval);
+    bool active(bool training) const { return training || m_inEval; }
+    at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias);
+    std::int64_t stateBytes() const { return m_state ? m_state->bytes() : 0; }
+
+private:
+    std::unique_ptr<Float8LinearState> m_state; // null: tensorwise
+    bool m_inEval;
+};
 
 double e4m3Max(); // 448
 double e5m2Max(); // 57344

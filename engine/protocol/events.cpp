@@ -27,7 +27,8 @@ json memoryJson(const MemoryStats& m)
             {"allocated", m.allocated},
             {"reserved", m.reserved},
             {"peak_allocated", m.peakAllocated},
-            {"rss", m.rss}};
+            {"rss", m.rss},
+            {"fp8_scaling", m.fp8Scaling}};
 }
 
 json bodyJson(const EventBody& body)
@@ -208,6 +209,7 @@ void readMemory(FieldReader r, MemoryStats& m)
     r.read("reserved", m.reserved);
     r.read("peak_allocated", m.peakAllocated);
     r.read("rss", m.rss);
+    r.read("fp8_scaling", m.fp8Scaling);
 }
 
 } // namespace

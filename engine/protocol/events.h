@@ -38,6 +38,8 @@ struct MemoryStats { // bytes
     std::int64_t reserved = 0;
     std::int64_t peakAllocated = 0;
     std::int64_t rss = 0;
+    // fp8 (delayed scaling): the scales and amax histories its linear layers keep; 0 otherwise.
+    std::int64_t fp8Scaling = 0;
 };
 
 // What a rank held at the ends of a step's phases, in bytes: the caching allocator's allocated

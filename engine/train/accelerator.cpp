@@ -2,6 +2,9 @@
 #include "engine/dist/wait_clock.h"
 
 #include <ATen/ATen.h>
+#ifdef SHARDSCOPE_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 #include <cmath>
 #include <limits>
@@ -15,15 +18,17 @@ Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options) : m_opt
     commOptions.backend = options.backend;
     m_comm = dist::Communicator::connect(env, commOptions);
     m_options.ddp.reduceLowPrecisionInFloat32 = options.backend == dist::BackendKind::Gloo;
-    if (options.precision == precision::PrecisionMode::Fp8) {
-        // Validation rejects fp8 before launch where the device cannot run it; the fp8 matmul
-        // path itself is not written yet.
-        throw std::runtime_error(device().is_cuda()
-                                     ? "mixed_precision fp8 is not implemented in this engine yet; use bf16"
-                                     : "mixed_precision fp8 needs a CUDA device of compute capability 8.9 or newer "
-                                       "(Ada, Hopper); this rank runs on "
-                                           + device().str() + ". Use bf16 or fp16.");
+#ifdef SHARDSCOPE_HAVE_CUDA
+    // Validation refuses fp8 before launch on a GPU it knows too old; this is the rank's own check
+    // of the device it was given (the fp8 _scaled_mm kernels begin at compute capability 8.9).
+    if (options.precision == precision::PrecisionMode::Fp8 && device().is_cuda()) {
+        const auto* properties = at::cuda::getDeviceProperties(device().index());
+        if (properties->major * 10 + properties->minor < 89)
+            throw std::runtime_error("mixed_precision fp8 needs compute capability 8.9 or newer (Ada, Hopper); " + device().str()
+                                     + " is " + properties->name + ", compute capability " + std::to_string(properties->major)
+                                     + "." + std::to_string(properties->minor) + ". Use bf16 on this GPU");
     }
+#endif
     if (options.precision == precision::PrecisionMode::Fp16) {
         std::function<void(at::Tensor&)> agree;
         if (numProcesses() > 1)
@@ -98,7 +103,8 @@ std::unique_ptr<precision::AutocastGuard> Accelerator::autocast()
     using precision::PrecisionMode;
     if (m_options.precision == PrecisionMode::Fp16)
         return std::make_unique<precision::AutocastGuard>(device().type(), at::kHalf);
-    if (m_options.precision == PrecisionMode::Bf16)
+    // fp8 as Accelerate runs it: bf16 autocast, the fp8 layers' matmuls in fp8 inside it.
+    if (m_options.precision == PrecisionMode::Bf16 || m_options.precision == PrecisionMode::Fp8)
         return std::make_unique<precision::AutocastGuard>(device().type(), at::kBFloat16);
     return nullptr;
 }

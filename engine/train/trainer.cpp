@@ -9,6 +9,7 @@
 #include "engine/common/byte_format.h"
 #include "engine/dist/flight_recorder.h"
 #include "engine/dist/wait_clock.h"
+#include "engine/models/float8_conversion.h"
 #include "engine/models/lora.h"
 #include "engine/models/pretrained.h"
 #include "engine/train/checkpointer.h"
@@ -73,7 +74,8 @@ config::MemoryEstimate estimateFor(const config::RunPlan& plan)
     const config::OptimizerKind kind = optimizer.type != "sgd"  ? config::OptimizerKind::Adam
                                        : optimizer.momentum > 0 ? config::OptimizerKind::SgdMomentum
                                                                 : config::OptimizerKind::Sgd;
-    return config::estimateMemory(config::modelShapeOf(plan.recipe), precision, sharding, kind);
+    const config::Fp8Scaling fp8{plan.fp8.scaling == config::Float8Options::Scaling::Delayed, plan.fp8.amaxHistoryLen};
+    return config::estimateMemory(config::modelShapeOf(plan.recipe), precision, sharding, kind, fp8);
 }
 
 } // namespace
@@ -155,6 +157,8 @@ void Trainer::prepareModel()
                                                      + " parameters train, the base weights are frozen"});
     }
     freezeParameters(*m_model, model.frozen);
+    if (m_plan.precision == precision::PrecisionMode::Fp8)
+        convertToFloat8();
     m_acc.prepareModel(*m_model);
     injectNonfiniteOutput();
     m_nonfinite.attach(*m_model); // after parallelism's hooks and the fault's
@@ -169,6 +173,31 @@ void Trainer::prepareModel()
         if (m_acc.isMainProcess())
             checkpoint::writeSafetensors(m_plan.faults.dumpInitialPath, initial);
     }
+}
+
+void Trainer::convertToFloat8()
+{
+    const models::Float8Conversion fp8 = models::convertToFloat8(*m_model, m_recipe, m_plan.fp8);
+    m_fp8StateBytes = fp8.stateBytes;
+    if (!m_acc.isMainProcess())
+        return;
+    std::string kept;
+    for (const auto& name : fp8.kept)
+        kept += (kept.empty() ? "" : ", ") + name;
+    const std::size_t total = fp8.converted.size() + fp8.kept.size();
+    if (fp8.converted.empty())
+        m_events.emit(protocol::LogEvent{"warning", "fp8: none of the model's " + std::to_string(total)
+                                                        + " linear layers qualifies (Accelerate keeps the first and the last, "
+                                                          "and those with a dimension not divisible by 16, in bf16): this run "
+                                                          "computes as bf16"});
+    else
+        m_events.emit(protocol::LogEvent{"info", "fp8: " + std::to_string(fp8.converted.size()) + " of " + std::to_string(total)
+                                                     + " linear layers run their matmuls in fp8 with " + m_plan.fp8.describe()
+                                                     + "; kept in bf16: " + (kept.empty() ? "none" : kept) + "; scaling state "
+                                                     + std::to_string(fp8.stateBytes) + " bytes"});
+    if (m_acc.device().is_cpu())
+        m_events.emit(protocol::LogEvent{"warning", "fp8 on the CPU runs emulated (torch._scaled_mm without fp8 hardware): "
+                                                    "the numbers of an fp8 run, many times slower than bf16"});
 }
 
 namespace {
@@ -237,12 +266,17 @@ void Trainer::prepareUtilisation()
 void Trainer::run()
 {
     const std::int64_t firstStep = m_plan.resumeFrom.empty() ? 0 : m_checkpointer->resume();
+    if (firstStep > 0 && m_fp8StateBytes > 0 && m_acc.isMainProcess())
+        m_events.emit(protocol::LogEvent{"warning", "fp8 delayed scaling: the amax histories are not in checkpoints, so they "
+                                                    "restart here (scale 1) and this resumed run does not continue the "
+                                                    "original bit for bit"});
     m_profiling = std::make_unique<ProfilingWindow>(m_plan, m_acc, m_events);
     m_runStart = Clock::now();
     for (std::int64_t step = firstStep; step < m_recipe.maxSteps; ++step) {
         const StepOutcome outcome = trainStepReportingOutOfMemory(step);
         if ((step + 1) % m_recipe.logEvery == 0 || step + 1 == m_recipe.maxSteps) {
             auto event = makeStepEvent(outcome.measured, m_acc, *m_optimizer);
+            event.mem.fp8Scaling = m_fp8StateBytes;
             if (m_flopsPerToken)
                 addUtilisation(event, *m_flopsPerToken, m_devicePeak);
             m_events.emit(event);

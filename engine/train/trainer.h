@@ -66,6 +66,7 @@ private:
 
     static AcceleratorOptions acceleratorOptions(const config::RunPlan& plan);
     void prepareModel();
+    void convertToFloat8(); // mixed_precision fp8: its linear layers to fp8 matmuls
     void prepareData();
     void prepareUtilisation();
     StepOutcome trainStep(std::int64_t step);
@@ -100,6 +101,7 @@ private:
     // MFU: the model's FLOPs per token (none: not countable) and the device's peak (mfu.h).
     std::optional<config::FlopsPerToken> m_flopsPerToken;
     std::optional<DevicePeak> m_devicePeak;
+    std::int64_t m_fp8StateBytes = 0; // the fp8 layers' scaling state (delayed scaling)
 };
 
 } // namespace shardscope::train

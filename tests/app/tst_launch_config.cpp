@@ -251,6 +251,50 @@ private slots:
         QVERIFY(config::planFromJson("[1]", "p.json").error().message.find("not a JSON object") != std::string::npos);
     }
 
+    // fp8_config as Accelerate's runtime reads it (its ACCELERATE_FP8_* variables): the TE keys
+    // become delayed scaling, the questionnaire's spellings the runtime ignores are ignored (with
+    // validation's warning), no backend means AO; the plan carries them to the ranks.
+    void fp8ConfigBecomesTheScalingRecipe()
+    {
+        auto r = planOf("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\nfp8_config:\n  backend: TE\n"
+                        "  amax_history_len: 16\n  amax_compute_algo: max\n  margin: 2\n  interval: 3\n"
+                        "  use_autocast_during_eval: true\n");
+        VERIFY_PLAN(r);
+        QVERIFY(r.plan->fp8.scaling == config::Float8Options::Scaling::Delayed);
+        QCOMPARE(r.plan->fp8.amaxHistoryLen, std::int64_t{16});
+        QVERIFY(r.plan->fp8.amaxComputeMax);
+        QCOMPARE(r.plan->fp8.margin, 2);
+        QCOMPARE(r.plan->fp8.interval, std::int64_t{3});
+        QVERIFY(r.plan->fp8.inEval);
+        auto back = config::planFromJson(config::planToJson(*r.plan), "plan.json");
+        QVERIFY(back.ok());
+        QCOMPARE(config::planToJson(*back), config::planToJson(*r.plan));
+        QVERIFY(back->fp8.amaxComputeMax && back->fp8.amaxHistoryLen == 16 && back->fp8.interval == 3);
+
+        r = planOf("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\nfp8_config:\n  backend: TE\n"
+                   "  amax_history_length: 16\n  amax_compute_algorithm: max\n");
+        VERIFY_PLAN(r);
+        QCOMPARE(r.plan->fp8.amaxHistoryLen, std::int64_t{1024}); // as accelerate launch + TERecipeKwargs
+        QVERIFY(!r.plan->fp8.amaxComputeMax);
+        QVERIFY(!r.plan->fp8.inEval);
+        QVERIFY2(problemsOf(r).find("fp8_config.amax_history_length") != std::string::npos, problemsOf(r).c_str());
+
+        r = planOf("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n");
+        VERIFY_PLAN(r);
+        QVERIFY(r.plan->fp8.scaling == config::Float8Options::Scaling::Tensorwise);
+        QVERIFY(r.plan->fp8.inEval);
+        QVERIFY2(problemsOf(r).find("fp8 on the CPU runs emulated") != std::string::npos, problemsOf(r).c_str());
+
+        config::PlanInputs lora;
+        lora.recipe = mlpRecipe();
+        lora.recipe->model.lora.enabled = true;
+        lora.mixedPrecision = "fp8";
+        auto refused = config::buildRunPlan(lora);
+        QVERIFY(!refused.ok());
+        QVERIFY2(problemsOf(refused).find("mixed_precision fp8 with model.lora is not implemented") != std::string::npos,
+                 problemsOf(refused).c_str());
+    }
+
     void cpuFsdpGetsAccelerateFsdpEnvironment()
     {
         // use_cpu: true does not change Accelerate's launcher: the FSDP variables are exported.
@@ -314,6 +358,25 @@ private slots:
             << "distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_ip: 10.1.2.3\n"
             << "main_process_ip"
             << "no authentication";
+        // fp8_config: what the engine does not implement is refused, saying what it does.
+        const char* fp8 = "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\nfp8_config:\n";
+        QTest::newRow("fp8 MS-AMP") << QString(fp8) + "  backend: MSAMP\n"
+                                    << "fp8_config.backend"
+                                    << "MSAMP (MS-AMP's O1/O2 optimizer-level fp8) is not implemented";
+        QTest::newRow("fp8 format E4M3") << QString(fp8) + "  backend: TE\n  fp8_format: E4M3\n"
+                                         << "fp8_config.fp8_format"
+                                         << "it runs HYBRID (e4m3 forward, e5m2 gradients";
+        QTest::newRow("fp8 override") << QString(fp8) + "  backend: TE\n  override_linear_precision: [false, true, false]\n"
+                                      << "fp8_config.override_linear_precision"
+                                      << "does not implement; every matmul of an fp8 layer runs in fp8";
+        QTest::newRow("fp8 mxfp8") << QString(fp8) + "  backend: TE\n  use_mxfp8_block_scaling: true\n"
+                                   << "fp8_config.use_mxfp8_block_scaling"
+                                   << "MXFP8";
+        QTest::newRow("fp8 delayed with checkpointing")
+            << "distributed_type: FSDP\nnum_processes: 2\nmixed_precision: fp8\nfp8_config:\n  backend: TE\nfsdp_config:\n"
+               "  fsdp_activation_checkpointing: true\n"
+            << "fsdp_config.fsdp_activation_checkpointing"
+            << "recomputed forward would record its amaxes twice";
     }
     void unsupportedChoicesAreRefused()
     {

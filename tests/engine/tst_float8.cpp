@@ -5,6 +5,11 @@
 // (it is a quantization, not something else), and delayed scaling's scale follows the history.
 
 #include "engine/checkpoint/safetensors.h"
+#include "engine/config/memory_estimate.h"
+#include "engine/config/recipe.h"
+#include "engine/models/float8_conversion.h"
+#include "engine/models/pretrained.h"
+#include "engine/precision/autocast.h"
 #include "engine/precision/float8_linear.h"
 
 #include <ATen/Parallel.h>
@@ -205,6 +210,66 @@ private slots:
         QCOMPARE(recent.scale().item<float>(), 448.0f / 8 / 2);
         recent.record(torch::tensor(std::numeric_limits<float>::infinity())); // so does a non-finite one
         QCOMPARE(recent.scale().item<float>(), 448.0f / 8 / 2);
+        QCOMPARE(recent.bytes(), std::int64_t{4 * (2 + 1)}); // the history and the scale, fp32
+    }
+
+    // Which layers of each model family run in fp8: Accelerate's torchao filter (not the first or
+    // last nn.Linear in module order, both dimensions divisible by 16), and the converted model
+    // still runs forward and backward under bf16 autocast. The estimator counts the same layers.
+    void conversionFollowsAccelerateFilter_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("converted");
+        QTest::addColumn<QStringList>("kept");
+        QTest::newRow("mlp") << "{type: mlp, input_dim: 8, hidden_dim: 32, depth: 3, output_dim: 1}"
+                             << QStringList{"layers.1", "layers.2"} << QStringList{"layers.0 (first)", "layers.3 (last)"};
+        QTest::newRow("mlp, dims not divisible by 16")
+            << "{type: mlp, input_dim: 8, hidden_dim: 24, depth: 3, output_dim: 1}" << QStringList{}
+            << QStringList{"layers.0 (first)", "layers.1 (24x24: not divisible by 16)", "layers.2 (24x24: not divisible by 16)",
+                           "layers.3 (last)"};
+        QTest::newRow("gpt") << "{type: gpt, n_layer: 1, n_embd: 32, n_head: 2, block_size: 8}"
+                             << QStringList{"h.0.attn.c_proj", "h.0.c_fc"}
+                             << QStringList{"h.0.attn.c_attn (first)", "h.0.c_proj (last)"};
+        QTest::newRow("llama, untied: lm_head last")
+            << "{type: llama, block_size: 8, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, "
+               "num_attention_heads: 2, num_key_value_heads: 1, vocab_size: 64, tie_word_embeddings: false}"
+            << QStringList{"model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj",
+                           "model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate_proj",
+                           "model.layers.0.mlp.up_proj",      "model.layers.0.mlp.down_proj"}
+            << QStringList{"model.layers.0.self_attn.q_proj (first)", "lm_head (last)"};
+        QTest::newRow("llama, tied: down_proj last")
+            << "{type: llama, block_size: 8, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, "
+               "num_attention_heads: 2, num_key_value_heads: 1, vocab_size: 64, tie_word_embeddings: true}"
+            << QStringList{"model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj",
+                           "model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"}
+            << QStringList{"model.layers.0.self_attn.q_proj (first)", "model.layers.0.mlp.down_proj (last)"};
+    }
+    void conversionFollowsAccelerateFilter()
+    {
+        QFETCH(QString, model);
+        QFETCH(QStringList, converted);
+        QFETCH(QStringList, kept);
+        const QString data = model.contains("mlp") ? "synthetic_regression" : "text";
+        auto recipe = config::parseRecipe(("model: " + model + "\ndata: {type: " + data + "}\n").toStdString(), "r.yaml");
+        QVERIFY2(recipe, recipe ? "" : recipe.error().message.c_str());
+        torch::manual_seed(0);
+        auto built = models::buildModel(recipe->model);
+        const auto conversion = models::convertToFloat8(*built, *recipe, config::Float8Options{});
+        QStringList names, keptNames;
+        for (const auto& n : conversion.converted)
+            names << QString::fromStdString(n);
+        for (const auto& n : conversion.kept)
+            keptNames << QString::fromStdString(n);
+        QCOMPARE(names, converted);
+        QCOMPARE(keptNames, kept);
+        QCOMPARE(config::modelShapeOf(*recipe).fp8Linears, std::int64_t(converted.size()));
+        QCOMPARE(conversion.stateBytes, std::int64_t{0}); // tensorwise keeps no state
+        const torch::Tensor input = recipe->model.type == "mlp" ? torch::randn({4, 8}) : torch::randint(0, 64, {2, 8});
+        precision::AutocastGuard autocast(c10::DeviceType::CPU, at::kBFloat16);
+        const torch::Tensor out = built->forward(input);
+        out.to(at::kFloat).square().mean().backward();
+        for (const auto& p : built->parameters())
+            QVERIFY(p.grad().defined() && torch::isfinite(p.grad()).all().item<bool>());
     }
 };
 

@@ -3,8 +3,8 @@
 //    bf16-pure (bf16 parameters) stalls while bf16 (fp32 master weights) keeps learning;
 //  - fp16 built to overflow (a huge initial loss scale): the scale halves on every overflow,
 //    those steps are skipped by every rank alike, and training then recovers;
-//  - `no` is fp32: choosing it explicitly changes no loss, bit for bit;
-//  - fp8 on a CPU is refused with a message saying why.
+//  - `no` is fp32: choosing it explicitly changes no loss, bit for bit.
+// fp8 has tests of its own (tst_float8, tst_float8_training).
 
 #include <QFile>
 #include <QJsonDocument>
@@ -281,13 +281,6 @@ private slots:
         QCOMPARE(double(mem[0]), estimate.parameters);
         QCOMPARE(double(mem[1]), estimate.gradients);
         QCOMPARE(double(mem[2]), estimate.optimizer);
-    }
-
-    void fp8OnCpuIsRefused()
-    {
-        const Run run = m_runner->launch("fp8", kStallRecipe, "fp8");
-        QVERIFY(run.exitCode != 0);
-        QVERIFY2(run.output.contains("fp8 needs a CUDA device of compute capability 8.9"), qPrintable(run.output));
     }
 
 private:

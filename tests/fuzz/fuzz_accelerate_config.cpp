@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             for (bool forLaunch : {false, true}) {
                 ValidationOptions options;
                 options.forLaunch = forLaunch;
-                options.machine = MachineInfo{forLaunch ? 2 : 0, false, forLaunch};
+                options.machine = MachineInfo{forLaunch ? 2 : 0, false, forLaunch, {}};
                 for (const auto& d : validateConfig(*cfg, options)) {
                     FUZZ_CHECK(!d.message.empty(), "a diagnostic without a message at " + d.keyPath);
                     FUZZ_CHECK(!formatDiagnostic(*cfg, d).empty(), "an empty formatted diagnostic");
@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             LaunchOverrides overrides;
             overrides.numProcesses = 2;
             overrides.mixedPrecision = "bf16";
-            (void)validateConfig(applyOverrides(*cfg, overrides), ValidationOptions{true, MachineInfo{1, true, true}, {}});
+            (void)validateConfig(applyOverrides(*cfg, overrides), ValidationOptions{true, MachineInfo{1, true, true, {}}, {}});
             (void)launchEnvironment(*cfg);
             if (cfg->distributedType() == "DEEPSPEED") {
                 DeepSpeedContext context;

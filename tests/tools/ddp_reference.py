@@ -8,6 +8,12 @@ weights our engine wrote (--initial, safetensors) and drawing the same data in t
 per-step global loss (mean over ranks) as JSON, and with --benchmark the tokens/s.
 
     python ddp_reference.py --recipe R.yaml --initial init.safetensors --ranks 2 --out losses.json
+
+--mixed-precision bf16 runs forward and loss under torch.autocast (bf16); --mixed-precision fp8
+does the same with the linear layers Accelerate's torchao filter keeps (not the first or last, both
+dimensions divisible by 16) through fp8_reference.py's fp8 matmuls, as torchao's Float8Linear
+calls them (input cast to the autocast dtype, bias added in the output's dtype), with --fp8 tensorwise
+or delayed scaling (--fp8-history, --fp8-algo, --fp8-margin, --fp8-interval).
 """
 
 import argparse
@@ -18,6 +24,8 @@ import socket
 import sys
 import time
 
+import types
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -25,6 +33,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 import yaml
 from safetensors.torch import load_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fp8_reference  # noqa: E402  (the fp8 recipes, op for op)
 
 RECIPE_DEFAULTS = {
     "name": "recipe", "seed": 1234,
@@ -177,7 +188,7 @@ class Gpt(nn.Module):
         self.ln_f = nn.LayerNorm(m["n_embd"])
 
     def forward(self, idx):
-        pos = torch.arange(idx.shape[1])
+        pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
             x = block(x)
@@ -235,9 +246,18 @@ def worker(rank, world, port, args, result_queue):
     t = recipe["training"]
     with open(args.recipe) as f:
         user_model = (yaml.safe_load(f) or {}).get("model", {})
+    device = torch.device(args.device)
     model = build_model(recipe, user_model)
     if args.initial:
         load_initial(model, args.initial, user_model.get("lora"))
+    if args.mixed_precision == "fp8":
+        fp8_reference.convert_to_float8(model, types.SimpleNamespace(
+            recipe=args.fp8, history=args.fp8_history, algo=args.fp8_algo, margin=args.fp8_margin,
+            interval=args.fp8_interval))
+    autocast = args.mixed_precision in ("bf16", "fp8")
+    if args.mixed_precision == "bf16-pure":
+        model.to(torch.bfloat16)
+    model.to(device)
     ddp = recipe["ddp"]
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, bucket_cap_mb=ddp["bucket_cap_mb"] if ddp["overlap"] else 1e9) if world > 1 else model
@@ -273,10 +293,14 @@ def worker(rank, world, port, args, result_queue):
         total = 0.0
         for micro in range(k):
             bx, by = next(it)
+            bx, by = bx.to(device), by.to(device)
+            if args.mixed_precision == "bf16-pure" and bx.is_floating_point():
+                bx, by = bx.to(torch.bfloat16), by.to(torch.bfloat16)
             sync = micro == k - 1 or world == 1
             ctx = wrapped.no_sync() if (world > 1 and not sync) else torch.enable_grad()
             with ctx:
-                loss = model.loss(wrapped(bx), by)
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                    loss = model.loss(wrapped(bx), by)
                 (loss / k if k > 1 else loss).backward()
             total += loss.item()
         if t["max_grad_norm"] > 0:
@@ -315,6 +339,13 @@ def main():
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--text", default=os.path.join(os.path.dirname(__file__), "../../resources/data/demo.txt"))
     parser.add_argument("--out", required=True)
+    parser.add_argument("--mixed-precision", choices=["no", "bf16", "bf16-pure", "fp8"], default="no")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda with --ranks 1 (scripts/gpu-check.sh)")
+    parser.add_argument("--fp8", choices=["tensorwise", "delayed"], default="tensorwise")
+    parser.add_argument("--fp8-history", type=int, default=1024, help="amax_history_len")
+    parser.add_argument("--fp8-algo", choices=["max", "most_recent"], default="most_recent", help="amax_compute_algo")
+    parser.add_argument("--fp8-margin", type=int, default=0)
+    parser.add_argument("--fp8-interval", type=int, default=1)
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()

@@ -12,8 +12,12 @@ backward: the output gradient in e5m2; the three matmuls through torch._scaled_m
         IN holds w0 b0 w1 b1 w2 b2 (fp32 masters), xs [steps, batch, in], ys [steps, batch, out];
         a 3-layer fp8 MLP (ReLU between), bf16 activations, MSE, SGD at --lr; OUT gets losses and
         the final weights.
+
+convert_to_float8(model, options) applies the recipe to a whole model as Accelerate applies
+torchao's (ddp_reference.py and hf_train_bench.py use it).
 """
 import argparse
+import types
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -108,6 +112,33 @@ class Float8Linear(torch.autograd.Function):
 
 def state_of(options):
     return LayerState(options) if options.recipe == "delayed" else None
+
+
+def float8_forward(self, x):
+    """torchao's Float8Linear.forward around the fp8 matmuls (the engine's precision::Float8Layer):
+    the input cast to the autocast dtype where autocast is on, the bias added in the output's dtype."""
+    if not self.training and not self.fp8_in_eval:
+        return torch.nn.functional.linear(x, self.weight, self.bias)
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        x = x.to(torch.get_autocast_dtype(device))
+    out = Float8Linear.apply(x, self.weight, None, self.fp8_state)
+    return out + self.bias.to(out.dtype) if self.bias is not None else out
+
+
+def convert_to_float8(model, options):
+    """accelerate.utils.ao.filter_linear_layers: every nn.Linear but the first and the last (in
+    named_modules order), with both dimensions divisible by 16, runs in fp8. Returns their names."""
+    linears = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    converted = []
+    for i, (name, m) in enumerate(linears):
+        if i == 0 or i + 1 == len(linears) or m.in_features % 16 or m.out_features % 16:
+            continue
+        m.fp8_state = state_of(options)
+        m.fp8_in_eval = options.recipe == "tensorwise"  # TE: use_autocast_during_eval off
+        m.forward = types.MethodType(float8_forward, m)
+        converted.append(name)
+    return converted
 
 
 def layer(options):

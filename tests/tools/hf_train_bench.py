@@ -5,13 +5,18 @@ scripts/gpu-check.sh: the recipe's Llama-family model built from its config.json
 mixed_precision bf16 (fp32 parameters, torch.autocast bf16, AdamW, the recipe's batch and
 sequence, byte-level windows of the recipe's text). Prints JSON: tokens/s over the steps after
 warm-up, parameters, and MFU against --peak-tflops (the flops of 6 N + 12 L H T per token).
+--mixed-precision fp8 also runs the linear layers Accelerate's torchao filter keeps through
+fp8_reference.py's tensorwise fp8 matmuls (torch._scaled_mm), as the engine does; bf16-pure trains
+bf16 parameters without autocast.
 
-    python hf_train_bench.py --recipe llama1b.yaml --steps 30 --peak-tflops 989
+    python hf_train_bench.py --recipe llama1b.yaml --steps 30 --peak-tflops 989 [--mixed-precision fp8]
 """
 import argparse
 import json
 import os
+import sys
 import time
+import types
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +33,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="the GPU's dense bf16 peak (H100/H200 SXM: 989)")
     parser.add_argument("--text", default=os.path.join(os.path.dirname(__file__), "../../resources/data/demo.txt"))
+    parser.add_argument("--mixed-precision", choices=["bf16", "bf16-pure", "fp8"], default="bf16")
     args = parser.parse_args()
     recipe = yaml.safe_load(open(args.recipe))
     m, t = recipe["model"], recipe.get("training", {})
@@ -35,7 +41,12 @@ def main():
     config = AutoConfig.for_model(m["type"], **keys)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).cuda().train()
+    pure = args.mixed_precision == "bf16-pure"
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16 if pure else torch.float32).cuda().train()
+    if args.mixed_precision == "fp8":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fp8_reference
+        fp8_reference.convert_to_float8(model, types.SimpleNamespace(recipe="tensorwise"))
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.get("optimizer", {}).get("lr", 3e-4))
     T, B = m.get("block_size", 64), t.get("per_device_batch_size", 16)
@@ -48,7 +59,7 @@ def main():
         batch = windows[torch.randint(0, n, (B,))].cuda()
         torch.cuda.synchronize()
         start = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not pure):
             logits = model(input_ids=batch[:, :T]).logits
         loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
         loss.backward()

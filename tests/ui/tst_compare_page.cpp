@@ -236,6 +236,75 @@ private slots:
         qunsetenv("SHARDSCOPE_LAUNCHER");
     }
 
+    // #23: the sweep offers fp8 and runs it (emulated on this CPU); Compare then shows fp8 against
+    // bf16: a loss curve each, tokens/s each, and the precision as the difference between them.
+    void fp8AgainstBf16SideBySide()
+    {
+        const QString launcher = qEnvironmentVariable("SHARDSCOPE_REAL_LAUNCHER");
+        if (launcher.isEmpty())
+            QSKIP("built without the engine");
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        QFile recipe(dir.filePath(QStringLiteral("mlp.yaml")));
+        QVERIFY(recipe.open(QIODevice::WriteOnly));
+        recipe.write("name: fp8-sweep\nmodel: {type: mlp, input_dim: 16, hidden_dim: 32, depth: 3, output_dim: 1}\n"
+                     "data: {type: synthetic_regression, num_samples: 512, eval_fraction: 0}\n"
+                     "training: {per_device_batch_size: 8, max_steps: 12}\n");
+        recipe.close();
+        qputenv("SHARDSCOPE_LAUNCHER", launcher.toUtf8());
+        qputenv("SHARDSCOPE_HOME", dir.path().toUtf8());
+        seedRun(db, SeedRun{.name = "other"}); // the history exists
+        ui::ComparePage page(db);
+        QVERIFY(ui::sweepPrecisionModes().contains(QStringLiteral("fp8")));
+        ui::LaunchRequest request;
+        request.recipeFile = recipe.fileName();
+        request.numProcesses = 1;
+        request.runName = QStringLiteral("p");
+        QCOMPARE(page.startPrecisionSweep(request, {QStringLiteral("bf16"), QStringLiteral("fp8")}), QString());
+        std::vector<std::int64_t> ids;
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                storage::StoreOptions options;
+                options.markInterrupted = false; // a reader beside the launcher's writer
+                auto store = storage::RunStore::open(db, options);
+                if (!store.ok())
+                    return false;
+                ids.clear();
+                const auto runs = store->listRuns();
+                if (!runs.ok())
+                    return false;
+                for (const auto& run : *runs)
+                    if (run.name.rfind("p-", 0) == 0 && run.status == storage::RunStatus::Completed)
+                        ids.push_back(run.id);
+                return ids.size() == 2;
+            }(),
+            120000);
+        qunsetenv("SHARDSCOPE_LAUNCHER");
+        qunsetenv("SHARDSCOPE_HOME");
+        QSignalSpy updated(&page, &ui::ComparePage::comparisonUpdated);
+        page.setRuns(ids);
+        QTRY_COMPARE(updated.count(), 1);
+        QCOMPARE(page.chart()->seriesCount(), 2);
+        QCOMPARE(page.chart()->pointCount(0), 12);
+        QCOMPARE(page.chart()->pointCount(1), 12);
+        auto* stats = page.statsModel();
+        QCOMPARE(stats->rowCount(), 2);
+        for (int row = 0; row < 2; ++row)
+            QVERIFY2(!stats->index(row, ui::RunStatsModel::TokensPerS).data().toString().isEmpty(), "no tokens/s");
+        QStringList names{stats->index(0, ui::RunStatsModel::Run).data().toString(),
+                          stats->index(1, ui::RunStatsModel::Run).data().toString()};
+        names.sort(); // shown as "name (id)"
+        QVERIFY2(names[0].startsWith(QStringLiteral("p-bf16 ")) && names[1].startsWith(QStringLiteral("p-fp8 ")),
+                 qPrintable(names.join(", ")));
+        QVERIFY2(page.diffModel()->visibleKeys().contains(QStringLiteral("run:mixed_precision")),
+                 qPrintable(page.diffModel()->visibleKeys().join(' ')));
+        const int row = int(page.diffModel()->visibleKeys().indexOf(QStringLiteral("run:mixed_precision")));
+        QStringList precisions{page.diffModel()->index(row, 2).data().toString(),
+                               page.diffModel()->index(row, 3).data().toString()};
+        precisions.sort();
+        QCOMPARE(precisions, (QStringList{"bf16", "fp8"}));
+    }
+
     void sweepArguments()
     {
         ui::LaunchRequest request;
@@ -246,7 +315,7 @@ private slots:
         QCOMPARE(ui::launchArguments(request),
                  (QStringList{"launch", "--num_processes", "2", "--recipe", "/r/demo.yaml", "--run_name", "s-fp16", "--max_steps",
                               "30", "--mixed_precision", "fp16"}));
-        QCOMPARE(ui::sweepPrecisionModes(false), (QStringList{"no", "fp16", "bf16", "bf16-pure"}));
+        QCOMPARE(ui::sweepPrecisionModes(), (QStringList{"no", "fp16", "bf16", "bf16-pure", "fp8"}));
         // A script's arguments as typed on a shell's command line.
         QCOMPARE(ui::splitCommandLine(QStringLiteral("  --lr '1e-3' --name \"my run\" a\\ b --x=\"\" ")),
                  (QStringList{"--lr", "1e-3", "--name", "my run", "a b", "--x="}));

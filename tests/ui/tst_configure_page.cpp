@@ -651,7 +651,7 @@ private slots:
     void configTheLauncherRefusesCannotBeLaunched()
     {
         ConfigurePage page(db());
-        page.setMachine(config::MachineInfo{0, false, false}); // no GPU, whatever this machine has
+        page.setMachine(config::MachineInfo{0, false, false, {}}); // no GPU, whatever this machine has
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("fsdp.yaml"));
         QFile file(path);
@@ -694,7 +694,7 @@ private slots:
         useFakeLauncher(m_tmp.filePath(QStringLiteral("fake-shardscope-script")),
                         QStringLiteral("printf '%s\\n' \"$@\" > '%1'\n").arg(argsFile).toUtf8());
         ConfigurePage page(db());
-        page.setMachine(config::MachineInfo{0, false, false}); // a CPU machine
+        page.setMachine(config::MachineInfo{0, false, false, {}}); // a CPU machine
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("gpu.yaml"));
         QFile file(path);
@@ -809,7 +809,7 @@ private slots:
     void gpuConfigOnACpuMachineIsFixedWithOneClick()
     {
         ConfigurePage page(db());
-        page.setMachine(config::MachineInfo{0, false, false});
+        page.setMachine(config::MachineInfo{0, false, false, {}});
         auto* fix = page.findChild<QPushButton*>(QStringLiteral("applyFix"));
         QVERIFY(fix);
         for (const char* type : {"FSDP", "MULTI_GPU"}) {
@@ -951,7 +951,7 @@ private slots:
     void firstRunOffersTheDemo()
     {
         ConfigurePage page(db());
-        page.setMachine(config::MachineInfo{0, false, false});
+        page.setMachine(config::MachineInfo{0, false, false, {}});
         auto* panel = page.findChild<QWidget*>(QStringLiteral("startPanel"));
         QVERIFY(panel && !panel->isHidden());
         QTest::mouseClick(page.findChild<QPushButton*>(QStringLiteral("startDemo")), Qt::LeftButton);

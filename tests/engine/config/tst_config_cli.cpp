@@ -99,6 +99,19 @@ private slots:
         QVERIFY(r.out.find("had unknown keys (['another_invalid_key', 'invalid_key'])") != std::string::npos);
     }
 
+    // #23: fp8 on the CPU is not an error (it runs emulated), for a launch too; the warning says so.
+    void validateWarnsThatFp8OnTheCpuIsEmulated()
+    {
+        const std::string file = m_tmp.path().toStdString() + "/fp8-cpu.yaml";
+        QVERIFY(writeTextFile(file, "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\nuse_cpu: true\n").ok());
+        for (const char* flags : {"", " --for_launch"}) {
+            const Run r = run("config validate " + shellQuote(file) + flags);
+            QVERIFY2(r.rc == 0, r.out.c_str());
+            QVERIFY2(r.out.find("warning: mixed_precision fp8 on the CPU runs emulated") != std::string::npos, r.out.c_str());
+            QVERIFY2(r.out.find("mixed_precision: fp8\n") != std::string::npos, r.out.c_str());
+        }
+    }
+
     void envPrintsTheConfig()
     {
         const Run r = run("env --config_file "

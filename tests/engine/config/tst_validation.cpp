@@ -100,7 +100,7 @@ private slots:
                                        "parallelism_config:\n  parallelism_config_cp_size: 2\n  parallelism_config_sp_size: 2\n"
                                     << "parallelism_config.parallelism_config_cp_size" << true << "cannot be combined";
         QTest::newRow("fp8 on cpu") << "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"
-                                    << "mixed_precision" << true << "CPU";
+                                    << "mixed_precision" << false << "fp8 on the CPU runs emulated";
         QTest::newRow("unknown nested key")
             << "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_ofload_params: true\n"
             << "fsdp_config.fsdp_ofload_params" << false << "did you mean `fsdp_offload_params`";
@@ -233,9 +233,9 @@ private slots:
 
     void machineProblemsAreWarningsUntilLaunch()
     {
-        const auto cfg = parse("distributed_type: MULTI_GPU\nnum_processes: 8\nmixed_precision: fp8\n");
+        const auto cfg = parse("distributed_type: MULTI_GPU\nnum_processes: 8\nmixed_precision: bf16\n");
         ValidationOptions o;
-        o.machine = MachineInfo{4, false, true};
+        o.machine = MachineInfo{4, false, false, {}};
         auto ds = validateConfig(cfg, o);
         QVERIFY(find(ds, "mixed_precision", Severity::Warning));
         QVERIFY(find(ds, "num_processes", Severity::Warning));
@@ -244,6 +244,30 @@ private slots:
         ds = validateConfig(cfg, o);
         QVERIFY(find(ds, "mixed_precision", Severity::Error));
         QVERIFY(find(ds, "num_processes", Severity::Error));
+    }
+
+    // fp8 where the GPU cannot run it is an error even outside a launch, naming the GPU; on the
+    // CPU (a use_cpu config, or a machine without GPUs) it is a warning that it runs emulated.
+    void fp8NeedsComputeCapability89OrTheCpu()
+    {
+        ValidationOptions o;
+        o.machine = MachineInfo{2, false, true, {"NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"}};
+        auto ds = validateConfig(parse("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
+        const Diagnostic* d = find(ds, "mixed_precision", Severity::Error);
+        QVERIFY(d);
+        QVERIFY2(d->message.find("NVIDIA A100-SXM4-80GB is below compute capability 8.9") != std::string::npos,
+                 d->message.c_str());
+        o.machine = MachineInfo{2, true, true, {"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"}};
+        ds = validateConfig(parse("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
+        QVERIFY(!find(ds, "mixed_precision", Severity::Error));
+        QVERIFY(!find(ds, "mixed_precision", Severity::Warning));
+        o.machine = MachineInfo{0, false, false, {}};
+        ds = validateConfig(parse("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
+        QVERIFY(!hasErrors(ds));
+        d = find(ds, "mixed_precision", Severity::Warning);
+        QVERIFY(d && d->message.find("emulated") != std::string::npos);
+        o.forLaunch = true;
+        QVERIFY(!hasErrors(validateConfig(parse("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"), o)));
     }
 
     void cliFlagsWin()

@@ -1,0 +1,26 @@
+#pragma once
+
+// mixed_precision fp8 applied to a built model: the linear layers Accelerate's torchao filter
+// keeps (config::linearLayersOf: not the first or last, both dimensions divisible by 16) run their
+// matmuls in fp8 with the run's scaling recipe; every other layer stays as it was (bf16 under
+// autocast). Like parallelism, it is applied after the model is built (torchtitan's way).
+
+#include "engine/config/float8_options.h"
+#include "engine/models/models.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardscope::models {
+
+struct Float8Conversion {
+    std::vector<std::string> converted; // module paths, in model order
+    std::vector<std::string> kept; // the other linear layers, each with why: "layers.0 (first)"
+    std::int64_t stateBytes = 0; // scales and amax histories the converted layers hold
+};
+
+// Throws when the model does not have a layer linearLayersOf names (a model and its recipe out of step).
+Float8Conversion convertToFloat8(TrainableModel& model, const config::Recipe& recipe, const config::Float8Options& options);
+
+} // namespace shardscope::models
