@@ -486,7 +486,7 @@ void ComparePage::showSweepDialog()
         auto* box = new QCheckBox(mode, &dialog);
         box->setChecked(true);
         if (mode == QLatin1String("fp8"))
-            box->setToolTip(tr("fp8 matmuls: fast on Ada/Hopper GPUs, emulated (many times slower) on a CPU; "
+            box->setToolTip(tr("fp8 matmuls: fast on Ada/Hopper GPUs, emulated (slower than bf16) on a CPU; "
                                "a script's fp8 (Accelerate's) runs only where an fp8 GPU is"));
         modesRow->addWidget(box);
         modeBoxes.push_back(box);

@@ -177,6 +177,9 @@ std::optional<double> RunMonitor::cpuUse(int rank, std::chrono::duration<double>
         return std::nullopt;
     const auto& history = it->second;
     const auto& newest = history.back();
+    // No CPU time reported (the Python reporter's heartbeats carry none): unknown, never idle.
+    if (newest.second <= 0)
+        return std::nullopt;
     // The oldest beat inside the window; the window must be mostly covered.
     auto oldest = history.end() - 2;
     while (oldest != history.begin() && newest.first - (oldest - 1)->first <= window)

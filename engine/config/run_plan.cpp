@@ -585,7 +585,7 @@ void planFloat8(const PlanInputs& in, RunPlan& plan, std::vector<Diagnostic>& pr
     if (!in.config && in.machine.gpuCount == 0)
         problems.push_back({Severity::Warning, "mixed_precision",
                             "mixed_precision fp8 on the CPU runs emulated (torch._scaled_mm without fp8 hardware): "
-                            "the numbers of an fp8 run, many times slower than bf16; for tests and comparisons"});
+                            "the numbers of an fp8 run without its speed (slower than bf16); for tests and comparisons"});
 }
 
 } // namespace

@@ -551,7 +551,7 @@ void Checker::fp8()
     const bool onCpu = m_c.boolField("use_cpu") || m_c.distributedType() == "MULTI_CPU";
     if (onCpu || (m_o.machine && m_o.machine->gpuCount == 0))
         warning("mixed_precision", "mixed_precision fp8 on the CPU runs emulated (torch._scaled_mm without fp8 hardware): "
-                                   "the numbers of an fp8 run, many times slower than bf16; for tests and comparisons");
+                                   "the numbers of an fp8 run without its speed (slower than bf16); for tests and comparisons");
     if (!onCpu && m_o.machine && m_o.machine->gpuCount > 0 && !m_o.machine->fp8Capable) {
         const std::string device = m_o.machine->gpuNames.empty() ? "this machine's GPU" : m_o.machine->gpuNames.front();
         error("mixed_precision", "mixed_precision is fp8 but " + device

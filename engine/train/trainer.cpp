@@ -197,7 +197,7 @@ void Trainer::convertToFloat8()
                                                      + std::to_string(fp8.stateBytes) + " bytes"});
     if (m_acc.device().is_cpu())
         m_events.emit(protocol::LogEvent{"warning", "fp8 on the CPU runs emulated (torch._scaled_mm without fp8 hardware): "
-                                                    "the numbers of an fp8 run, many times slower than bf16"});
+                                                    "the numbers of an fp8 run without its speed (slower than bf16)"});
 }
 
 namespace {

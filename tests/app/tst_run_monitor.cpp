@@ -66,6 +66,32 @@ private slots:
         QVERIFY(!file.readAll().contains("heartbeat"));
     }
 
+    // A rank whose heartbeats carry no CPU time (a user's script through the Python reporter) is
+    // never taken for idle: without the figure nothing tells blocked from computing.
+    void unknownCpuTimeIsNeverIdle()
+    {
+        QTemporaryDir dir;
+        RunMonitor monitor(dir.filePath("events.jsonl").toStdString(), 100, nullptr, false);
+        auto beat = [&](int rank, const char* waiting, double seconds, double cpu) {
+            protocol::HeartbeatEvent h;
+            h.step = 2;
+            h.phase = "forward";
+            h.waitingFor = waiting;
+            h.waitingGroup = "default_pg";
+            h.waitingSeq = 7;
+            h.waitingSeconds = seconds;
+            h.cpuSeconds = cpu;
+            monitor.onEventLine(rank, protocol::encodeEvent({1, rank, 1.0, h}));
+        };
+        beat(0, "all_reduce", 0.5, 3.0);
+        beat(1, "", 0, 0.0);
+        QTest::qWait(700);
+        beat(0, "all_reduce", 5.0, 3.7);
+        beat(1, "", 0, 0.0);
+        QVERIFY(!monitor.stuckRank(std::chrono::seconds(1)));
+        monitor.finish();
+    }
+
     // #22 stragglers: a rank whose compute-only time is persistently above the others' is flagged
     // once the window is full, the others never; the flag is a `straggler` event of that rank in
     // events.jsonl and to the history; equal step times (DDP makes them so) do not hide it; a
