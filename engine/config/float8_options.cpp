@@ -170,6 +170,8 @@ Float8Options float8OptionsFrom(const std::vector<std::string>& environment, std
 
 namespace {
 
+bool fp8Shape(std::int64_t in, std::int64_t out) { return in % 16 == 0 && out % 16 == 0; }
+
 void decoderLinears(const HfModelConfig& a, std::vector<LinearLayer>& out)
 {
     const std::int64_t h = a.hiddenSize, q = a.numAttentionHeads * a.headDim, kv = a.numKeyValueHeads * a.headDim;
@@ -217,9 +219,30 @@ std::vector<LinearLayer> linearLayersOf(const Recipe& recipe)
     }
     for (std::size_t i = 0; i < out.size(); ++i) {
         LinearLayer& l = out[i];
-        l.fp8 = i != 0 && i + 1 != out.size() && l.in % 16 == 0 && l.out % 16 == 0;
+        l.fp8 = i != 0 && i + 1 != out.size() && fp8Shape(l.in, l.out);
     }
     return out;
+}
+
+std::int64_t fp8LinearCount(const Recipe& recipe)
+{
+    const ModelRecipe& m = recipe.model;
+    if (m.type == "mlp") // layers.1 .. layers.depth-1 are the inner hidden x hidden ones
+        return m.depth >= 2 && fp8Shape(m.hiddenDim, m.hiddenDim) ? m.depth - 1 : 0;
+    if (m.type == "gpt") // 4 per block, all of n_embd's multiples
+        return m.nLayer > 0 && fp8Shape(m.nEmbd, m.nEmbd) ? 4 * m.nLayer - 2 : 0;
+    if (!isHfFamilyType(m.type))
+        return 0;
+    auto a = resolveArchitecture(m, "the recipe");
+    if (!a || a->family == DecoderFamily::Gpt2 || a->numHiddenLayers <= 0)
+        return 0;
+    const std::int64_t h = a->hiddenSize, q = a->numAttentionHeads * a->headDim, kv = a->numKeyValueHeads * a->headDim,
+                       inter = a->intermediateSize;
+    const std::int64_t perLayer = std::int64_t{fp8Shape(h, q)} + 2 * std::int64_t{fp8Shape(h, kv)} + fp8Shape(q, h)
+                                  + 2 * std::int64_t{fp8Shape(h, inter)} + fp8Shape(inter, h);
+    // The first is layer 0's q_proj; the last lm_head, or with a tied head the last down_proj.
+    return a->numHiddenLayers * perLayer - std::int64_t{fp8Shape(h, q)}
+           - (a->tieWordEmbeddings ? std::int64_t{fp8Shape(inter, h)} : 0);
 }
 
 } // namespace shardscope::config

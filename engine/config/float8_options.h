@@ -56,5 +56,8 @@ struct LinearLayer {
 // builds GPT-2's projections as Conv1D, which no fp8 backend converts. Empty when the
 // architecture does not resolve.
 std::vector<LinearLayer> linearLayersOf(const Recipe& recipe);
+// How many of those are fp8, counted without listing them (the estimator's: a recipe may ask for
+// more layers than could ever be listed).
+std::int64_t fp8LinearCount(const Recipe& recipe);
 
 } // namespace shardscope::config

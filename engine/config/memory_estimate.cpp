@@ -449,8 +449,7 @@ ModelShape modelShapeOf(const Recipe& r)
         m.parameters = (p + width * S{mr.outputDim} + S{mr.outputDim}).v;
     }
     m.microBatch = r.perDeviceBatchSize;
-    for (const LinearLayer& layer : linearLayersOf(r))
-        m.fp8Linears += layer.fp8 ? 1 : 0;
+    m.fp8Linears = fp8LinearCount(r);
     return m;
 }
 

@@ -263,6 +263,18 @@ private slots:
         QCOMPARE(names, converted);
         QCOMPARE(keptNames, kept);
         QCOMPARE(config::modelShapeOf(*recipe).fp8Linears, std::int64_t(converted.size()));
+        // The estimator's count (arithmetic) against the list, at more layers too.
+        for (const std::int64_t layers : {2, 5}) {
+            config::Recipe deeper = *recipe;
+            deeper.model.nLayer = deeper.model.depth = layers;
+            for (auto& [key, value] : deeper.model.architecture)
+                if (key == "num_hidden_layers")
+                    value = std::to_string(layers);
+            std::int64_t listed = 0;
+            for (const auto& layer : config::linearLayersOf(deeper))
+                listed += layer.fp8 ? 1 : 0;
+            QCOMPARE(config::fp8LinearCount(deeper), listed);
+        }
         QCOMPARE(conversion.stateBytes, std::int64_t{0}); // tensorwise keeps no state
         const torch::Tensor input = recipe->model.type == "mlp" ? torch::randn({4, 8}) : torch::randint(0, 64, {2, 8});
         precision::AutocastGuard autocast(c10::DeviceType::CPU, at::kBFloat16);
