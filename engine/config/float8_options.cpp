@@ -5,6 +5,7 @@
 #include "engine/config/hf_model_config.h"
 #include "engine/config/model_architecture.h"
 
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -172,9 +173,17 @@ namespace {
 
 bool fp8Shape(std::int64_t in, std::int64_t out) { return in % 16 == 0 && out % 16 == 0; }
 
+// Sizes come from recipes as written (the fuzzer's included): products saturate instead of
+// overflowing.
+std::int64_t times(std::int64_t a, std::int64_t b)
+{
+    std::int64_t product = 0;
+    return __builtin_mul_overflow(a, b, &product) ? std::numeric_limits<std::int64_t>::max() : product;
+}
+
 void decoderLinears(const HfModelConfig& a, std::vector<LinearLayer>& out)
 {
-    const std::int64_t h = a.hiddenSize, q = a.numAttentionHeads * a.headDim, kv = a.numKeyValueHeads * a.headDim;
+    const std::int64_t h = a.hiddenSize, q = times(a.numAttentionHeads, a.headDim), kv = times(a.numKeyValueHeads, a.headDim);
     for (std::int64_t i = 0; i < a.numHiddenLayers; ++i) {
         const std::string layer = "model.layers." + std::to_string(i);
         out.push_back({layer + ".self_attn.q_proj", h, q});
@@ -206,10 +215,10 @@ std::vector<LinearLayer> linearLayersOf(const Recipe& recipe)
         const std::int64_t h = m.nEmbd;
         for (std::int64_t i = 0; i < m.nLayer; ++i) {
             const std::string block = "h." + std::to_string(i);
-            out.push_back({block + ".attn.c_attn", h, 3 * h});
+            out.push_back({block + ".attn.c_attn", h, times(3, h)});
             out.push_back({block + ".attn.c_proj", h, h});
-            out.push_back({block + ".c_fc", h, 4 * h});
-            out.push_back({block + ".c_proj", 4 * h, h});
+            out.push_back({block + ".c_fc", h, times(4, h)});
+            out.push_back({block + ".c_proj", times(4, h), h});
         }
     } else if (isHfFamilyType(m.type)) {
         auto a = resolveArchitecture(m, "the recipe");
@@ -230,18 +239,18 @@ std::int64_t fp8LinearCount(const Recipe& recipe)
     if (m.type == "mlp") // layers.1 .. layers.depth-1 are the inner hidden x hidden ones
         return m.depth >= 2 && fp8Shape(m.hiddenDim, m.hiddenDim) ? m.depth - 1 : 0;
     if (m.type == "gpt") // 4 per block, all of n_embd's multiples
-        return m.nLayer > 0 && fp8Shape(m.nEmbd, m.nEmbd) ? 4 * m.nLayer - 2 : 0;
+        return m.nLayer > 0 && fp8Shape(m.nEmbd, m.nEmbd) ? times(4, m.nLayer) - 2 : 0;
     if (!isHfFamilyType(m.type))
         return 0;
     auto a = resolveArchitecture(m, "the recipe");
     if (!a || a->family == DecoderFamily::Gpt2 || a->numHiddenLayers <= 0)
         return 0;
-    const std::int64_t h = a->hiddenSize, q = a->numAttentionHeads * a->headDim, kv = a->numKeyValueHeads * a->headDim,
-                       inter = a->intermediateSize;
+    const std::int64_t h = a->hiddenSize, q = times(a->numAttentionHeads, a->headDim),
+                       kv = times(a->numKeyValueHeads, a->headDim), inter = a->intermediateSize;
     const std::int64_t perLayer = std::int64_t{fp8Shape(h, q)} + 2 * std::int64_t{fp8Shape(h, kv)} + fp8Shape(q, h)
                                   + 2 * std::int64_t{fp8Shape(h, inter)} + fp8Shape(inter, h);
     // The first is layer 0's q_proj; the last lm_head, or with a tied head the last down_proj.
-    return a->numHiddenLayers * perLayer - std::int64_t{fp8Shape(h, q)}
+    return times(a->numHiddenLayers, perLayer) - std::int64_t{fp8Shape(h, q)}
            - (a->tieWordEmbeddings ? std::int64_t{fp8Shape(inter, h)} : 0);
 }
 
