@@ -575,12 +575,10 @@ void planFloat8(const PlanInputs& in, RunPlan& plan, std::vector<Diagnostic>& pr
                             "delayed fp8 scaling (fp8_config.backend TE) with activation checkpointing is not implemented "
                             "in this engine: the recomputed forward would record its amaxes twice; use backend AO "
                             "(tensorwise scaling) or turn activation checkpointing off"});
-    if (plan.sharding && plan.distributedType == "FSDP" && plan.fp8.scaling == Float8Options::Scaling::Tensorwise
-        && plan.fp8.fsdpFloat8AllGather)
-        problems.push_back({Severity::Warning, "fp8_config.enable_fsdp_float8_all_gather",
-                            "enable_fsdp_float8_all_gather: this engine all-gathers the fp32 weights and "
-                            "quantizes them after the gather (the same numbers; the gather moves 4x the bytes of an "
-                            "fp8 one)"});
+    // torchao's fp8 all-gather is FSDP's (stage 3: the weights are gathered for every forward).
+    if (plan.sharding && plan.distributedType == "FSDP" && plan.sharding->zeroStage == 3
+        && plan.fp8.scaling == Float8Options::Scaling::Tensorwise)
+        plan.sharding->float8AllGather = plan.fp8.fsdpFloat8AllGather;
     // Without a config, nothing else says so (validation does for a config on the CPU).
     if (!in.config && in.machine.gpuCount == 0)
         problems.push_back({Severity::Warning, "mixed_precision",
@@ -689,7 +687,8 @@ json shardingToJson(const parallel::ShardingOptions& s)
             {"activation_checkpointing", s.activationCheckpointing},
             {"offload_to_host", s.offloadToHost},
             {"rank_zero_loads_weights", s.rankZeroLoadsWeights},
-            {"hybrid_group_size", s.hybridGroupSize}};
+            {"hybrid_group_size", s.hybridGroupSize},
+            {"float8_all_gather", s.float8AllGather}};
 }
 
 // Reads fields with their types checked; the first wrong one is the error, naming it.
@@ -712,6 +711,13 @@ public:
         } catch (const json::exception&) {
             m_error = m_where + name + " has the wrong type (" + it->type_name() + ")";
         }
+    }
+    // A field later versions added: plan.json files from before it are still read.
+    template <typename T>
+    void readIfPresent(const char* name, T& out)
+    {
+        if (m_object.contains(name))
+            read(name, out);
     }
     const json* object(const char* name)
     {
@@ -875,6 +881,7 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
         f.read("offload_to_host", s.offloadToHost);
         f.read("rank_zero_loads_weights", s.rankZeroLoadsWeights);
         f.read("hybrid_group_size", s.hybridGroupSize);
+        f.readIfPresent("float8_all_gather", s.float8AllGather);
         if (f.error().empty() && policy != "TRANSFORMER_BASED_WRAP" && policy != "SIZE_BASED_WRAP" && policy != "NO_WRAP")
             f.fail("wrap_policy '" + policy + "' is not TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP");
         if (f.error().empty() && (s.zeroStage < 1 || s.zeroStage > 3))

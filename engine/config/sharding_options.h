@@ -54,6 +54,10 @@ struct ShardingOptions {
     // reduce-scattered in the group, then all-reduced between the groups' same-position ranks.
     // 0: shard over all ranks.
     int hybridGroupSize = 0;
+    // fp8_config.enable_fsdp_float8_all_gather under FSDP with tensorwise fp8 scaling (stage 3):
+    // the fp8 layers' weights are quantized to e4m3 on each rank (with one scale from the whole
+    // weight's amax, all-reduced) and gathered as such, a quarter of their bytes, as torchao does.
+    bool float8AllGather = false;
 };
 
 // fsdp_auto_wrap_policy's names: TRANSFORMER_BASED_WRAP (also the default for anything else),

@@ -56,4 +56,17 @@ Float8Conversion convertToFloat8(TrainableModel& model, const config::Recipe& re
     return result;
 }
 
+std::vector<Float8LinearWeight> float8LinearWeights(TrainableModel& model)
+{
+    std::vector<Float8LinearWeight> out;
+    for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+        const std::string prefix = item.key() + ".";
+        if (auto* linear = dynamic_cast<LinearImpl*>(item.value().get()); linear && linear->float8)
+            out.push_back({prefix + "weight", linear->weight, linear->float8});
+        else if (auto* projection = dynamic_cast<ProjectionImpl*>(item.value().get()); projection && projection->float8)
+            out.push_back({prefix + "weight", projection->weight, projection->float8});
+    }
+    return out;
+}
+
 } // namespace shardscope::models

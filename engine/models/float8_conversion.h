@@ -9,6 +9,7 @@
 #include "engine/models/models.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,14 @@ struct Float8Conversion {
 
 // Throws when the model does not have a layer linearLayersOf names (a model and its recipe out of step).
 Float8Conversion convertToFloat8(TrainableModel& model, const config::Recipe& recipe, const config::Float8Options& options);
+
+// The converted layers' weights and fp8 state (after convertToFloat8), in model order: what an
+// fp8 all-gather quantizes before it gathers (parallel/sharded.h).
+struct Float8LinearWeight {
+    std::string name; // the weight's parameter name
+    torch::Tensor weight;
+    std::shared_ptr<precision::Float8Layer> layer;
+};
+std::vector<Float8LinearWeight> float8LinearWeights(TrainableModel& model);
 
 } // namespace shardscope::models

@@ -3,6 +3,7 @@
 
 #include "engine/parallel/activation_checkpoint.h"
 #include "engine/parallel/collective_spans.h"
+#include "engine/precision/float8_linear.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
@@ -54,7 +55,7 @@ bool matchesPolicy(const models::WrappableModule& m, const ShardingOptions& opti
 } // namespace
 
 ShardedDataParallel::ShardedDataParallel(models::TrainableModel& model, dist::Communicator& comm, ShardingOptions options)
-    : m_comm(comm), m_options(std::move(options))
+    : m_comm(comm), m_model(&model), m_options(std::move(options))
 {
     if (m_options.zeroStage < 1 || m_options.zeroStage > 3)
         throw std::invalid_argument("ZeRO stage must be 1, 2 or 3");
@@ -97,8 +98,12 @@ std::string ShardedDataParallel::firstStepReport() const
     std::string names;
     for (const auto& unit : m_units)
         names += (names.empty() ? "" : ", ") + unit.name;
+    std::size_t float8 = 0;
+    for (const auto& unit : m_units)
+        float8 += unit.float8.size();
     return "sharding: " + std::to_string(m_units.size()) + " units (" + names + "), ZeRO stage "
-           + std::to_string(m_options.zeroStage);
+           + std::to_string(m_options.zeroStage)
+           + (float8 > 0 ? "; " + std::to_string(float8) + " fp8 weights all-gathered in fp8" : "");
 }
 
 void ShardedDataParallel::checkLayerClasses(models::TrainableModel& model)
@@ -264,7 +269,7 @@ void ShardedDataParallel::installHooks(models::TrainableModel& model, const std:
                 m_forwardOrder.clear();
             }
             m_forwardOrder.push_back(u);
-            gather(m_units[u]);
+            gather(m_units[u], wantsFloat8(m_units[u]));
             if (m_options.forwardPrefetch)
                 prefetchAfter(u, /*backward=*/false);
         });
@@ -276,7 +281,7 @@ void ShardedDataParallel::installHooks(models::TrainableModel& model, const std:
                 return output;
             auto alias = output.view_as(output);
             alias.register_hook([this, u](const at::Tensor& grad) {
-                gather(m_units[u]);
+                gather(m_units[u], wantsFloat8(m_units[u]));
                 if (m_options.backwardPrefetch)
                     prefetchAfter(u, /*backward=*/true);
                 return grad;
@@ -324,19 +329,123 @@ NamedTensors ShardedDataParallel::namedOptimizerParameters() const
     return out;
 }
 
-void ShardedDataParallel::startGather(Unit& unit)
+void ShardedDataParallel::startGather(Unit& unit, bool float8)
 {
     if (unit.gathered || unit.gatherWork)
         return;
+    float8 = float8 && !unit.float8.empty();
     allocateStorage(unit.full, static_cast<std::size_t>(unit.padded) * unit.full.element_size());
     auto input = shardForCollective(unit);
-    const std::int64_t bytes = unit.padded * static_cast<std::int64_t>(unit.full.element_size());
-    const auto span = m_recorder
-                          ? m_recorder->begin(profiler::Lane::Communication, "all_gather " + unit.name, "all_gather", bytes)
-                          : profiler::SpanRecorder::kNoSpan;
-    unit.gatherWork = shardGroup().allGatherSingle(unit.full, input);
+    const std::int64_t bytes = float8 ? unit.wireBytes * shardGroup().size()
+                                      : unit.padded * static_cast<std::int64_t>(unit.full.element_size());
+    if (float8) {
+        input = packFloat8(unit, input);
+        unit.wireGathered = at::empty({bytes}, input.options());
+    }
+    const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication,
+                                                     "all_gather " + unit.name + (float8 ? " (fp8)" : ""), "all_gather", bytes)
+                                 : profiler::SpanRecorder::kNoSpan;
+    unit.gatherWork = shardGroup().allGatherSingle(float8 ? unit.wireGathered : unit.full, input);
     unit.gatherSpan = endSpanAtCompletion(unit.gatherWork, m_recorder, span);
+    unit.gatheredInFloat8 = float8;
     m_stats.allGathered += bytes;
+}
+
+bool ShardedDataParallel::wantsFloat8(const Unit& unit) const
+{
+    return !unit.float8.empty() && unit.float8.front().layer->active(m_model->is_training());
+}
+
+void ShardedDataParallel::gatherInFloat8(const std::vector<models::Float8LinearWeight>& layers)
+{
+    if (m_options.zeroStage != 3)
+        return; // stages 1-2 keep the full parameters: nothing is gathered per forward
+    std::map<const c10::TensorImpl*, std::shared_ptr<precision::Float8Layer>> byWeight;
+    for (const auto& layer : layers)
+        if (layer.layer->tensorwise()) // delayed scaling quantizes with its own history's scale
+            byWeight[layer.weight.unsafeGetTensorImpl()] = layer.layer;
+    const int shards = shardGroup().size();
+    for (auto& unit : m_units) {
+        for (std::size_t i = 0; i < unit.params.size(); ++i)
+            if (auto it = byWeight.find(unit.params[i].unsafeGetTensorImpl()); it != byWeight.end())
+                unit.float8.push_back({i, it->second});
+        if (unit.float8.empty())
+            continue;
+        // Each shard's elements in runs: e4m3 inside an fp8 weight (1 byte), else the shard's dtype.
+        const std::int64_t shardNumel = unit.padded / shards;
+        const auto elementBytes = static_cast<std::int64_t>(unit.full.element_size());
+        unit.wire.assign(static_cast<std::size_t>(shards), {});
+        for (int r = 0; r < shards; ++r) {
+            auto& runs = unit.wire[static_cast<std::size_t>(r)];
+            const std::int64_t end = (r + 1) * shardNumel;
+            std::int64_t cursor = r * shardNumel, bytes = 0;
+            auto add = [&](std::int64_t until, int part) {
+                if (until <= cursor)
+                    return;
+                runs.push_back({cursor, until, part, bytes});
+                bytes += (until - cursor) * (part < 0 ? elementBytes : 1);
+                cursor = until;
+            };
+            for (std::size_t k = 0; k < unit.float8.size(); ++k) {
+                const std::size_t param = unit.float8[k].param;
+                const std::int64_t lo = unit.offsets[param], hi = lo + unit.params[param].numel();
+                add(std::min(lo, end), -1);
+                add(std::min(hi, end), static_cast<int>(k));
+            }
+            add(end, -1);
+            unit.wireBytes = std::max(unit.wireBytes, bytes);
+        }
+    }
+}
+
+at::Tensor ShardedDataParallel::packFloat8(Unit& unit, const at::Tensor& shard)
+{
+    at::NoGradGuard noGrad;
+    const int me = shardGroup().rank();
+    const std::int64_t first = me * (unit.padded / shardGroup().size());
+    const auto& runs = unit.wire[static_cast<std::size_t>(me)];
+    // The whole weight's amax is the max of every rank's part's: one all-reduce for the unit.
+    auto amax = at::zeros({static_cast<std::int64_t>(unit.float8.size())}, shard.options().dtype(at::kFloat));
+    for (const auto& run : runs)
+        if (run.part >= 0)
+            amax.select(0, run.part).copy_(shard.narrow(0, run.begin - first, run.end - run.begin).abs().max());
+    dist::waitFor(shardGroup().allreduce(amax, c10d::ReduceOp::MAX));
+    unit.float8Scales = precision::scaleFromAmax(amax, precision::e4m3Max());
+    auto bytes = at::zeros({unit.wireBytes}, shard.options().dtype(at::kByte));
+    for (const auto& run : runs) {
+        const at::Tensor values = shard.narrow(0, run.begin - first, run.end - run.begin);
+        const at::Tensor packed = run.part < 0 ? values.view(at::kByte)
+                                               : precision::quantizeE4m3(values, unit.float8Scales[run.part]).view(at::kByte);
+        bytes.narrow(0, run.byteOffset, packed.numel()).copy_(packed);
+    }
+    return bytes;
+}
+
+void ShardedDataParallel::unpackFloat8(Unit& unit)
+{
+    at::NoGradGuard noGrad;
+    std::vector<at::Tensor> weights;
+    for (const auto& part : unit.float8)
+        weights.push_back(at::empty({unit.params[part.param].numel()}, unit.full.options().dtype(at::kFloat8_e4m3fn)));
+    for (std::size_t r = 0; r < unit.wire.size(); ++r) {
+        const at::Tensor received = unit.wireGathered.narrow(0, static_cast<std::int64_t>(r) * unit.wireBytes, unit.wireBytes);
+        for (const auto& run : unit.wire[r]) {
+            const std::int64_t n = run.end - run.begin;
+            at::Tensor into = run.part < 0
+                                  ? unit.full.narrow(0, run.begin, n).view(at::kByte)
+                                  : weights[static_cast<std::size_t>(run.part)]
+                                        .narrow(
+                                            0, run.begin - unit.offsets[unit.float8[static_cast<std::size_t>(run.part)].param], n)
+                                        .view(at::kByte);
+            into.copy_(received.narrow(0, run.byteOffset, into.numel()));
+        }
+    }
+    for (std::size_t k = 0; k < unit.float8.size(); ++k) {
+        const at::Tensor& param = unit.params[unit.float8[k].param];
+        unit.float8[k].layer->setGatheredWeight(
+            {weights[k].view(param.sizes()), unit.float8Scales[static_cast<std::int64_t>(k)]});
+    }
+    unit.wireGathered = at::Tensor();
 }
 
 at::Tensor ShardedDataParallel::shardForCollective(Unit& unit)
@@ -350,8 +459,10 @@ at::Tensor ShardedDataParallel::shardForCollective(Unit& unit)
     return unit.shardOnDevice;
 }
 
-void ShardedDataParallel::gather(Unit& unit)
+void ShardedDataParallel::gather(Unit& unit, bool float8)
 {
+    if (unit.gathered && unit.gatheredInFloat8 && !float8)
+        reshard(unit); // its fp8 weights' full values are wanted: gather it again in full
     if (unit.gathered)
         return;
     {
@@ -359,14 +470,18 @@ void ShardedDataParallel::gather(Unit& unit)
         // Without a prefetch that is the whole gather, issue included.
         auto wait = m_recorder ? m_recorder->scope(profiler::Lane::Host, "wait all_gather " + unit.name, "wait")
                                : profiler::SpanRecorder::Scope{};
-        startGather(unit); // no-op when a prefetch already started it
+        startGather(unit, float8); // no-op when a prefetch already started it
         dist::waitFor(unit.gatherWork);
     }
     unit.gatherWork.reset();
     endSpanAfterWait(m_recorder, unit.gatherSpan);
     unit.shardOnDevice = at::Tensor();
     unit.gathered = true;
+    if (unit.gatheredInFloat8)
+        unpackFloat8(unit);
     updatePeaks();
+    if (unit.gatheredInFloat8 && !float8)
+        gather(unit, false); // a prefetch gathered it in fp8: again, in full
 }
 
 void ShardedDataParallel::prefetchAfter(std::size_t unit, bool backward)
@@ -378,9 +493,9 @@ void ShardedDataParallel::prefetchAfter(std::size_t unit, bool backward)
     if (it == order.end())
         return;
     if (backward && it != order.begin())
-        startGather(m_units[*(it - 1)]);
+        startGather(m_units[*(it - 1)], wantsFloat8(m_units[*(it - 1)]));
     else if (!backward && it + 1 != order.end())
-        startGather(m_units[*(it + 1)]);
+        startGather(m_units[*(it + 1)], wantsFloat8(m_units[*(it + 1)]));
 }
 
 void ShardedDataParallel::reshard(Unit& unit)
@@ -389,6 +504,9 @@ void ShardedDataParallel::reshard(Unit& unit)
         return;
     freeStorage(unit.full);
     unit.gathered = false;
+    for (auto& part : unit.float8)
+        part.layer->clearGatheredWeight(); // the autograd graph keeps what its backward needs
+    unit.gatheredInFloat8 = false;
 }
 
 void ShardedDataParallel::prepareForBackward(bool synchronize)
@@ -513,8 +631,8 @@ NamedTensors ShardedDataParallel::gatheredNamedParameters(bool keep)
 {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (auto& unit : m_units) {
-        const bool wasGathered = unit.gathered;
-        gather(unit);
+        const bool wasGathered = unit.gathered && !unit.gatheredInFloat8;
+        gather(unit, /*float8=*/false);
         for (std::size_t i = 0; keep && i < unit.params.size(); ++i)
             out.emplace_back(unit.paramNames[i], unit.params[i].detach().clone());
         if (!wasGathered)
@@ -540,6 +658,8 @@ void ShardedDataParallel::loadShards(const std::map<std::string, at::Tensor>& sh
             throw std::runtime_error("the sharded checkpoint has no shard of " + std::to_string(unit.shard.numel())
                                      + " elements for unit '" + unit.name + "'");
         unit.shard.detach().copy_(it->second);
+        if (unit.gatheredInFloat8)
+            reshard(unit); // its e4m3 weights are the old values: the next forward gathers the new
         if (unit.gathered) {
             auto input = shardForCollective(unit);
             dist::waitFor(shardGroup().allGatherSingle(unit.full, input));
@@ -571,6 +691,8 @@ void ShardedDataParallel::loadFullParameters(const std::map<std::string, at::Ten
         const auto flat = flatten(unit, parameters, /*trainableOnly=*/false, source);
         const std::int64_t n = unit.shard.numel();
         unit.shard.detach().copy_(flat.narrow(0, shardGroup().rank() * n, n));
+        if (unit.gatheredInFloat8)
+            reshard(unit); // as in loadShards
         if (unit.gathered)
             unit.full.copy_(flat);
     }

@@ -17,10 +17,21 @@
 //      unless reshardAfterForward is false, SHARD_GRAD_OP), re-gathered before its backward.
 // The model does not change: parallelism hooks the units' forward (models/forward_hooks.h),
 // their outputs' gradients (pre-backward) and the parameters' gradient accumulators.
+//
+// fp8 all-gather (ShardingOptions::float8AllGather, torchao's enable_fsdp_float8_all_gather):
+// a unit's fp8 layer weights travel as e4m3 bytes. Each rank quantizes its part of each such
+// weight with the whole weight's tensorwise scale (its amax all-reduced by MAX first, one small
+// all-reduce per gather), the rest of its shard goes as it is, and one byte all-gather moves
+// both; the gathered e4m3 weights go to their layers (precision::Float8Layer), which skip
+// their own quantization. The numbers are those of gathering first and quantizing after (the
+// amax of a weight is the max of its parts' amaxes), bit for bit. While a unit is gathered so,
+// its fp8 weights' full-precision values are not there: anything that reads them (a checkpoint,
+// an evaluation in bf16) gets the unit gathered again in full.
 
 #include "engine/dist/communicator.h"
 #include "engine/config/sharding_options.h"
 #include "engine/parallel/data_parallel.h"
+#include "engine/models/float8_conversion.h"
 #include "engine/models/models.h"
 #include "profiler/span_recorder.h"
 
@@ -94,6 +105,8 @@ public:
     int replicas() const { return m_replicateGroup ? m_replicateGroup->size() : 1; }
     // Spans for every all-gather and reduce-scatter (null: none).
     void setRecorder(profiler::SpanRecorder* recorder) override { m_recorder = recorder; }
+    // fp8 all-gather for these layers (models::float8LinearWeights; tensorwise ones only, stage 3).
+    void gatherInFloat8(const std::vector<models::Float8LinearWeight>& layers);
 
 private:
     void resetPeaks();
@@ -123,6 +136,23 @@ private:
         // Spans to end after the wait, when the work cannot end them at completion.
         profiler::SpanRecorder::SpanId gatherSpan = profiler::SpanRecorder::kNoSpan;
         profiler::SpanRecorder::SpanId gradSpan = profiler::SpanRecorder::kNoSpan;
+        // fp8 all-gather: the unit's fp8 layer weights (by parameter index) and, for each shard,
+        // the runs of its elements in the gathered bytes: e4m3 (part >= 0) or the shard's dtype.
+        struct Float8Part {
+            std::size_t param;
+            std::shared_ptr<precision::Float8Layer> layer;
+        };
+        struct WireRun {
+            std::int64_t begin, end; // in the flat buffer
+            int part; // index into float8, or -1
+            std::int64_t byteOffset; // in that shard's bytes
+        };
+        std::vector<Float8Part> float8;
+        std::vector<std::vector<WireRun>> wire; // by shard index
+        std::int64_t wireBytes = 0; // bytes per shard: the longest shard's
+        at::Tensor wireGathered; // an fp8 all-gather's output, until it is unpacked
+        at::Tensor float8Scales; // [float8.size()] that gather's scales
+        bool gatheredInFloat8 = false;
         bool gathered = true;
         bool reduced = false; // this step's gradients are launched
         int pending = 0; // parameters whose gradient has not arrived in this backward
@@ -147,8 +177,14 @@ private:
                        const std::string& source) const;
     // The shard where collectives run: itself, or a device copy when it is offloaded to the host.
     at::Tensor shardForCollective(Unit& unit);
-    void gather(Unit& unit);
-    void startGather(Unit& unit); // asynchronous: a prefetch
+    // float8: an fp8 all-gather where the unit has fp8 weights (see the top); false: every
+    // parameter in full. A unit gathered in fp8 that is wanted in full is gathered again.
+    void gather(Unit& unit, bool float8);
+    void startGather(Unit& unit, bool float8); // asynchronous: a prefetch
+    // What the unit's forward and backward gather: fp8 where its fp8 layers are active.
+    bool wantsFloat8(const Unit& unit) const;
+    at::Tensor packFloat8(Unit& unit, const at::Tensor& shard); // quantizes: this rank's bytes
+    void unpackFloat8(Unit& unit); // the gathered bytes into the parameters and the layers
     void prefetchAfter(std::size_t unit, bool backward);
     void reshard(Unit& unit);
     void onGradientReady(std::size_t unit);
@@ -156,6 +192,7 @@ private:
     void updatePeaks();
 
     dist::Communicator& m_comm;
+    const torch::nn::Module* m_model; // whether it is training decides what a forward gathers
     std::unique_ptr<dist::Communicator> m_shardGroup; // HYBRID: this machine's ranks
     std::unique_ptr<dist::Communicator> m_replicateGroup; // HYBRID: the ranks holding the same shard
     ShardingOptions m_options;

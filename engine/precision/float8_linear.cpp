@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace shardscope::precision {
 
@@ -39,15 +40,17 @@ at::Tensor scaleFor(const at::Tensor& t, DelayedScale* delayed, double fp8Max)
 
 class Float8LinearFunction : public torch::autograd::Function<Float8LinearFunction> {
 public:
+    // `weight8`, `weight8Scale`: the weight already quantized (an fp8 all-gather's), or empty.
     static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                              Float8LinearState* state)
+                              const at::Tensor& weight8, const at::Tensor& weight8Scale, Float8LinearState* state)
     {
         const auto inFeatures = input.size(-1);
         const at::Tensor x = input.reshape({-1, inFeatures}).contiguous();
         const at::Tensor xScale = scaleFor(x, state ? &state->input : nullptr, e4m3Max());
-        const at::Tensor wScale = scaleFor(weight, state ? &state->weight : nullptr, e4m3Max());
+        const bool given = weight8.numel() > 0;
+        const at::Tensor wScale = given ? weight8Scale : scaleFor(weight, state ? &state->weight : nullptr, e4m3Max());
         const at::Tensor x8 = quantize(x, xScale, at::kFloat8_e4m3fn, e4m3Max());
-        const at::Tensor w8 = quantize(weight, wScale, at::kFloat8_e4m3fn, e4m3Max());
+        const at::Tensor w8 = given ? weight8 : quantize(weight, wScale, at::kFloat8_e4m3fn, e4m3Max());
         at::Tensor out = at::_scaled_mm(x8, w8.t(), xScale.reciprocal(), wScale.reciprocal(), {}, {}, input.scalar_type());
         const bool hasBias = bias.numel() > 0; // see float8Linear
         if (hasBias)
@@ -83,7 +86,7 @@ public:
         std::vector<std::int64_t> inputShape = ctx->saved_data["shape"].toIntVector();
         inputShape.back() = x8.size(1);
         at::Tensor gradBias = ctx->saved_data["has_bias"].toBool() ? g.to(at::kFloat).sum(0).to(weightDtype) : at::Tensor();
-        return {gradInput.reshape(inputShape), gradWeight, gradBias, at::Tensor()};
+        return {gradInput.reshape(inputShape), gradWeight, gradBias, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -133,10 +136,22 @@ Float8LinearState::Float8LinearState(const DelayedScalingOptions& options)
 {
 }
 
-at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, Float8LinearState* state)
+at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, Float8LinearState* state,
+                        const Float8Weight* quantized)
 {
-    // Custom autograd functions take no undefined tensors: no bias travels as an empty one.
-    return Float8LinearFunction::apply(input, weight, bias.defined() ? bias : at::empty({0}, weight.options()), state);
+    if (quantized && state)
+        throw std::invalid_argument("float8Linear: a pre-quantized weight is for tensorwise scaling only");
+    if (quantized && !quantized->data.sizes().equals(weight.sizes()))
+        throw std::invalid_argument("float8Linear: the pre-quantized weight's shape differs from the weight's");
+    // Custom autograd functions take no undefined tensors: what is absent travels as an empty one.
+    const at::Tensor none = at::empty({0}, weight.options());
+    return Float8LinearFunction::apply(input, weight, bias.defined() ? bias : none, quantized ? quantized->data : none,
+                                       quantized ? quantized->scale : none, state);
+}
+
+at::Tensor quantizeE4m3(const at::Tensor& t, const at::Tensor& scale)
+{
+    return quantize(t, scale, at::kFloat8_e4m3fn, e4m3Max());
 }
 
 Float8Layer::Float8Layer(bool delayed, const DelayedScalingOptions& options, bool inEval)
@@ -148,7 +163,7 @@ at::Tensor Float8Layer::forward(const at::Tensor& input, const at::Tensor& weigh
 {
     const c10::DeviceType device = input.device().type();
     const at::Tensor x = at::autocast::is_autocast_enabled(device) ? input.to(at::autocast::get_autocast_dtype(device)) : input;
-    at::Tensor out = float8Linear(x, weight, at::Tensor(), m_state.get());
+    at::Tensor out = float8Linear(x, weight, at::Tensor(), m_state.get(), m_gathered.data.defined() ? &m_gathered : nullptr);
     return bias.defined() ? out + bias.to(out.scalar_type()) : out;
 }
 

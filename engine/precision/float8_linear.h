@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 namespace shardscope::precision {
 
@@ -57,9 +58,22 @@ struct Float8LinearState {
     std::int64_t bytes() const { return input.bytes() + weight.bytes() + gradOutput.bytes(); }
 };
 
+// A weight already in e4m3 with its tensorwise scale: what an fp8 all-gather delivers
+// (parallel/sharded.cpp), so that the layer does not quantize the weight again.
+struct Float8Weight {
+    at::Tensor data; // float8_e4m3fn, the weight's shape
+    at::Tensor scale; // fp32, 0-dim: data = saturate(weight * scale)
+};
+
 // `input` [..., in], `weight` [out, in], `bias` [out] or undefined. `state` null: tensorwise
 // dynamic scaling; else delayed scaling with that state (it must outlive the backward pass).
-at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, Float8LinearState* state);
+// `quantized` (tensorwise only): the weight's e4m3 form to use instead of quantizing `weight`,
+// which then only receives the gradient.
+at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, Float8LinearState* state,
+                        const Float8Weight* quantized = nullptr);
+
+// torchao's to_fp8_saturated for e4m3: (t · scale) clamped to ±448, cast to float8_e4m3fn.
+at::Tensor quantizeE4m3(const at::Tensor& t, const at::Tensor& scale);
 
 // torchao's amax_to_scale: fp8_max / max(amax, 1e-12), computed in float64, kept in float32.
 at::Tensor scaleFromAmax(const at::Tensor& amax, double fp8Max);
@@ -74,10 +88,16 @@ public:
     bool active(bool training) const { return training || m_inEval; }
     at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias);
     std::int64_t stateBytes() const { return m_state ? m_state->bytes() : 0; }
+    bool tensorwise() const { return !m_state; }
+    // fp8 all-gather: the forwards until clearGatheredWeight use this e4m3 weight (it must be
+    // the weight's tensorwise quantization, as its scale from the whole weight's amax).
+    void setGatheredWeight(Float8Weight weight) { m_gathered = std::move(weight); }
+    void clearGatheredWeight() { m_gathered = {}; }
 
 private:
     std::unique_ptr<Float8LinearState> m_state; // null: tensorwise
     bool m_inEval;
+    Float8Weight m_gathered; // undefined data: quantize the weight in each forward
 };
 
 double e4m3Max(); // 448

@@ -57,6 +57,8 @@ void Accelerator::prepareModel(models::TrainableModel& model)
         parallel::ShardingOptions sharding = *m_options.sharding;
         sharding.reduceInFloat32 = m_options.backend == dist::BackendKind::Gloo;
         auto sharded = std::make_unique<parallel::ShardedDataParallel>(model, *m_comm, sharding);
+        if (sharding.float8AllGather)
+            sharded->gatherInFloat8(models::float8LinearWeights(model));
         m_sharded = sharded.get();
         m_dataParallel = std::move(sharded);
     } else {

@@ -213,6 +213,40 @@ private slots:
         QCOMPARE(recent.bytes(), std::int64_t{4 * (2 + 1)}); // the history and the scale, fp32
     }
 
+    // What FSDP's fp8 all-gather hands a layer: the weight quantized in two parts (two ranks'
+    // shards, split mid-row) with the scale of the whole weight's amax (the max of the parts').
+    // The output and the gradients of input, weight and bias equal quantizing the whole weight in
+    // the layer, bit for bit; a pre-quantized weight of another shape is refused.
+    void preQuantizedWeightEqualsQuantizingInTheLayer()
+    {
+        torch::manual_seed(5);
+        const auto weight = torch::randn({32, 48}).requires_grad_(true);
+        const auto bias = torch::randn({32}).requires_grad_(true);
+        const auto input = torch::randn({6, 48}).requires_grad_(true);
+        const auto upstream = torch::randn({6, 32});
+        auto run = [&](const precision::Float8Weight* quantized) {
+            for (auto* t : {&weight, &bias, &input})
+                t->mutable_grad() = at::Tensor();
+            const auto out = precision::float8Linear(input, weight, bias, nullptr, quantized);
+            out.backward(upstream);
+            return std::vector<at::Tensor>{out.detach(), input.grad().clone(), weight.grad().clone(), bias.grad().clone()};
+        };
+        const auto whole = run(nullptr);
+        const auto flat = weight.detach().reshape({-1});
+        const auto first = flat.narrow(0, 0, 700), second = flat.narrow(0, 700, flat.numel() - 700);
+        const auto amax = torch::maximum(first.abs().max(), second.abs().max());
+        const auto scale = precision::scaleFromAmax(amax, precision::e4m3Max());
+        const auto data =
+            torch::cat({precision::quantizeE4m3(first, scale), precision::quantizeE4m3(second, scale)}).view({32, 48});
+        const precision::Float8Weight gathered{data, scale};
+        const auto parts = run(&gathered);
+        const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
+        for (std::size_t i = 0; i < whole.size(); ++i)
+            VERIFY_EQUAL(parts[i], whole[i], names[i]);
+        const precision::Float8Weight transposed{data.t().contiguous(), scale};
+        QVERIFY_THROWS_EXCEPTION(std::invalid_argument, precision::float8Linear(input, weight, bias, nullptr, &transposed));
+    }
+
     // Which layers of each model family run in fp8: Accelerate's torchao filter (not the first or
     // last nn.Linear in module order, both dimensions divisible by 16), and the converted model
     // still runs forward and backward under bf16 autocast. The estimator counts the same layers.

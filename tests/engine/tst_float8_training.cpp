@@ -8,13 +8,16 @@
 //  - which layers run in fp8 is Accelerate's rule (first, last and dims not divisible by 16 kept);
 //  - the step events' bytes (parameters, gradients, optimizer, fp8 scaling state) equal the
 //    memory estimator's for fp8;
-//  - fp8 against bf16 on the demo GPT stays within a stated band.
+//  - fp8 against bf16 on the demo GPT stays within a stated band;
+//  - FSDP's fp8 all-gather (enable_fsdp_float8_all_gather, AO) changes no number and moves
+//    fewer bytes, for a GPT and a Llama, FULL_SHARD, SHARD_GRAD_OP and activation checkpointing.
 
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -68,6 +71,26 @@ QVector<double> rankZeroLosses(const testing::RecipeRun& run)
     return losses;
 }
 
+// Every eval event's loss, in order.
+QVector<double> evalLosses(const testing::RecipeRun& run)
+{
+    QVector<double> losses;
+    for (const auto& e : run.events)
+        if (e["type"].toString() == "eval")
+            losses.push_back(e["loss"].toDouble());
+    return losses;
+}
+
+// Bytes rank 0's steps all-gathered, summed over the run.
+double allGatheredBytes(const testing::RecipeRun& run)
+{
+    double bytes = 0;
+    for (const auto& e : run.events)
+        if (e["type"].toString() == "step" && e["rank"].toInt() == 0)
+            bytes += e["comm"].toObject()["all_gather"].toDouble();
+    return bytes;
+}
+
 QStringList logs(const testing::RecipeRun& run)
 {
     QStringList messages;
@@ -102,7 +125,8 @@ private slots:
         QTest::newRow("tensorwise, 2 ranks") << false << 2 << false;
         QTest::newRow("delayed, 1 rank") << true << 1 << false;
         QTest::newRow("delayed, 2 ranks") << true << 2 << false;
-        // FSDP gathers the fp32 weights each fp8 layer quantizes: the same numbers as DDP's.
+        // FSDP all-gathers the fp8 layers' weights in e4m3 (AO's default), each rank's part
+        // quantized with the whole weight's scale: the same numbers as DDP's.
         QTest::newRow("tensorwise, 2 ranks, FSDP FULL_SHARD") << false << 2 << true;
     }
     void matchesPytorchBitForBit()
@@ -259,6 +283,70 @@ private slots:
                  qPrintable(QStringLiteral("last 10 steps: fp8 %1, bf16 %2").arg(meanB).arg(meanA)));
         QVERIFY2(worst <= 0.10, qPrintable(QStringLiteral("a step differs by %1").arg(worst)));
         QVERIFY2(meanB < 0.8 * b.front(), qPrintable(QStringLiteral("fp8 does not learn: %1 -> %2").arg(b.front()).arg(meanB)));
+    }
+
+    // FSDP's fp8 all-gather: each rank quantizes its part of each fp8 weight with the whole
+    // weight's scale and the bytes are gathered in e4m3. Against the same run gathering in fp32
+    // (enable_fsdp_float8_all_gather: false), every loss, training and evaluation, is the same
+    // bit for bit, the units' all-gathers move fewer bytes, and the log says what was gathered so.
+    void fsdpFloat8AllGatherChangesNoNumber_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("fsdp");
+        QTest::addColumn<int>("float8Weights"); // the linear layers but the model's first and last
+        const QString gpt = "{type: gpt, vocab_size: 256, n_layer: 2, n_embd: 64, n_head: 4, block_size: 32}";
+        const QString llama = "{type: llama, vocab_size: 256, block_size: 32, hidden_size: 64, intermediate_size: 128, "
+                              "num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2}";
+        QTest::newRow("gpt, FULL_SHARD") << gpt << "fsdp_sharding_strategy: FULL_SHARD" << 6;
+        QTest::newRow("gpt, SHARD_GRAD_OP, prefetch")
+            << gpt
+            << "fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_forward_prefetch: true\n  fsdp_backward_prefetch: BACKWARD_PRE"
+            << 6;
+        QTest::newRow("gpt, FULL_SHARD, activation checkpointing")
+            << gpt << "fsdp_sharding_strategy: FULL_SHARD\n  fsdp_activation_checkpointing: true" << 6;
+        QTest::newRow("llama (GQA), FULL_SHARD") << llama << "fsdp_sharding_strategy: FULL_SHARD" << 13;
+    }
+    void fsdpFloat8AllGatherChangesNoNumber()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, fsdp);
+        QFETCH(int, float8Weights);
+        const QString recipe = "name: fp8-gather\nseed: 3\nmodel: " + model
+                               + "\ndata: {type: text, eval_fraction: 0.1}\noptimizer: {type: adamw, lr: 0.002}\n"
+                                 "training: {per_device_batch_size: 4, max_steps: 6, eval_every: 3, max_grad_norm: 1.0}\n";
+        const QString tag = QString::fromLatin1(QTest::currentDataTag()).replace(QRegularExpression("[^a-zA-Z0-9]+"), "-");
+        testing::RecipeRun runs[2];
+        for (int fp8Gather = 0; fp8Gather < 2; ++fp8Gather) {
+            const QString name = "gather-" + tag + (fp8Gather ? "-fp8" : "-fp32");
+            QFile file(m_dir.path() + "/" + name + "-config.yaml");
+            QVERIFY(file.open(QIODevice::WriteOnly));
+            file.write(QStringLiteral("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nmixed_precision: fp8\n"
+                                      "num_machines: 1\nnum_processes: 2\nuse_cpu: true\nfsdp_config:\n"
+                                      "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  %1\n"
+                                      "fp8_config:\n  backend: AO\n  enable_fsdp_float8_all_gather: %2\n")
+                           .arg(fsdp, fp8Gather ? "true" : "false")
+                           .toUtf8());
+            file.close();
+            runs[fp8Gather] = testing::launchRecipe(m_dir.path(), name, recipe, 2, {"--config_file", file.fileName()}, {});
+            QVERIFY2(runs[fp8Gather].exitCode == 0, qPrintable(runs[fp8Gather].output));
+        }
+        const auto& [full, fp8] = runs;
+        const QStringList said = logs(fp8).filter("all-gathered in fp8");
+        QVERIFY2(!said.isEmpty() && said.front().contains("sharding: 3 units")
+                     && said.front().contains(QStringLiteral("; %1 fp8 weights").arg(float8Weights)),
+                 qPrintable(logs(fp8).join('\n')));
+        QVERIFY2(logs(full).filter("all-gathered in fp8").isEmpty(), qPrintable(logs(full).join('\n')));
+        const QVector<double> a = rankZeroLosses(full), b = rankZeroLosses(fp8);
+        QCOMPARE(a.size(), 6);
+        QCOMPARE(b, a);
+        QVERIFY(!evalLosses(fp8).isEmpty());
+        QCOMPARE(evalLosses(fp8), evalLosses(full));
+        // The blocks' fp8 weights (all their linear layers but the model's first) make most of
+        // the bytes: e4m3 quarters them. The root unit's embeddings and norms still travel in fp32.
+        const double ratio = allGatheredBytes(fp8) / allGatheredBytes(full);
+        qInfo("all-gathered bytes over the run, rank 0: %.0f in fp8, %.0f in fp32 (%.3f)", allGatheredBytes(fp8),
+              allGatheredBytes(full), ratio);
+        QVERIFY2(ratio > 0.25 && ratio < 0.8, qPrintable(QStringLiteral("all-gathered bytes, fp8 / fp32: %1").arg(ratio)));
     }
 
 private:
