@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 
 namespace shardscope::parallel {
 
@@ -133,6 +134,19 @@ private:
     AutocastState m_autocast;
 };
 
+// torch 2.14 holds autograd nodes in c10::intrusive_ptr, torch up to 2.11 (the GPU machine's) in
+// std::shared_ptr: make the node in whichever the installed torch's edges hold.
+using NodeHandle = decltype(torch::autograd::Edge::function);
+
+template <typename NodeType, typename... Args>
+NodeHandle makeNode(Args&&... args)
+{
+    if constexpr (std::is_same_v<NodeHandle, std::shared_ptr<torch::autograd::Node>>)
+        return std::make_shared<NodeType>(std::forward<Args>(args)...);
+    else
+        return c10::make_intrusive<NodeType>(std::forward<Args>(args)...);
+}
+
 } // namespace
 
 at::Tensor checkpointed(const at::Tensor& input, const models::ForwardHooks::Body& body)
@@ -148,9 +162,9 @@ at::Tensor checkpointed(const at::Tensor& input, const models::ForwardHooks::Bod
         if (output.is_view())
             output = output.clone(); // a fresh tensor can take a gradient function; a view made without grad cannot
     }
-    auto node = c10::make_intrusive<CheckpointBackward>(body, input, std::move(rng), std::move(autocast));
+    NodeHandle node = makeNode<CheckpointBackward>(body, input, std::move(rng), std::move(autocast));
     node->set_next_edges(torch::autograd::collect_next_edges(input));
-    torch::autograd::create_gradient_edge(output, c10::intrusive_ptr<torch::autograd::Node>(std::move(node)));
+    torch::autograd::create_gradient_edge(output, std::move(node));
     return output;
 }
 
