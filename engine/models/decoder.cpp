@@ -1,11 +1,14 @@
 #include "engine/models/decoder.h"
 #include "engine/precision/float8_linear.h"
 
+#include <ATen/autocast_mode.h>
+#include <torch/autograd.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/init.h>
 
 #include <cmath>
+#include <optional>
 
 namespace shardscope::models {
 
@@ -66,6 +69,56 @@ torch::Tensor rotateHalf(const torch::Tensor& x)
     return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
+// Note [fused LoRA projection]: PEFT's lora.Linear returns base(x) + lora_B(lora_A(x)) * scaling,
+// where the scaling and the sum are two more passes over the output forward, the scaling one more
+// backward, and autograd adds the base's and the adapter's input gradients in a third. This node
+// does the same arithmetic with the adapter's product added inside the GEMMs: forward
+// y = (x W^T + b).addmm_(x A^T, B^T, alpha = scaling), backward grad_x = (g W).addmm_(scaling g B, A).
+// It serves the projections nothing else touches (no dropout, no autocast: its casts would have to
+// be replayed backward, no fp8).
+struct LoraProjectionFunction : torch::autograd::Function<LoraProjectionFunction> {
+    // bias: an optional (not an undefined tensor, which apply() cannot take) and the last tensor,
+    // so that needs_input_grad's indices 0-3 stay x, weight, lora_A, lora_B without one.
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                                 const torch::Tensor& loraA, const torch::Tensor& loraB, const std::optional<torch::Tensor>& bias,
+                                 double scaling)
+    {
+        const torch::Tensor rows = x.reshape({-1, x.size(-1)});
+        const torch::Tensor adapted = at::mm(rows, loraA.t());
+        torch::Tensor y = bias ? at::addmm(*bias, rows, weight.t()) : at::mm(rows, weight.t());
+        y.addmm_(adapted, loraB.t(), 1.0, scaling);
+        ctx->save_for_backward({rows, weight, loraA, loraB, adapted});
+        ctx->saved_data["scaling"] = scaling;
+        ctx->saved_data["bias"] = bias.has_value();
+        ctx->saved_data["sizes"] = x.sizes().vec();
+        std::vector<std::int64_t> sizes = x.sizes().vec();
+        sizes.back() = weight.size(0);
+        return y.view(sizes);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   const torch::autograd::variable_list& outputGrads)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const torch::Tensor &rows = saved[0], &weight = saved[1], &loraA = saved[2], &loraB = saved[3], &adapted = saved[4];
+        const double scaling = ctx->saved_data["scaling"].toDouble();
+        const torch::Tensor g = outputGrads[0].reshape({-1, outputGrads[0].size(-1)});
+        const torch::Tensor gradAdapted = at::mm(g, loraB).mul_(scaling);
+        torch::Tensor gradX, gradWeight, gradBias, gradA, gradB;
+        if (ctx->needs_input_grad(0))
+            gradX = at::mm(g, weight).addmm_(gradAdapted, loraA).view(ctx->saved_data["sizes"].toIntVector());
+        if (ctx->needs_input_grad(1))
+            gradWeight = at::mm(g.t(), rows);
+        if (ctx->needs_input_grad(2))
+            gradA = at::mm(gradAdapted.t(), rows);
+        if (ctx->needs_input_grad(3))
+            gradB = at::mm(g.t(), adapted).mul_(scaling);
+        if (ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(4))
+            gradBias = g.sum(0);
+        return {gradX, gradWeight, gradA, gradB, gradBias, torch::Tensor()};
+    }
+};
+
 } // namespace
 
 ProjectionImpl::ProjectionImpl(std::int64_t in, std::int64_t out, bool withBias)
@@ -78,7 +131,12 @@ ProjectionImpl::ProjectionImpl(std::int64_t in, std::int64_t out, bool withBias)
 
 torch::Tensor ProjectionImpl::forward(const torch::Tensor& x)
 {
-    torch::Tensor y = float8 && float8->active(is_training()) ? float8->forward(x, weight, bias) : F::linear(x, weight, bias);
+    const bool inFloat8 = float8 && float8->active(is_training());
+    if (lora_A && !inFloat8 && !(loraDropout > 0.0 && is_training()) && !at::autocast::is_autocast_enabled(x.device().type())
+        && x.scalar_type() == weight.scalar_type() && lora_A->weight.scalar_type() == weight.scalar_type())
+        return LoraProjectionFunction::apply(x, weight, lora_A->weight, lora_B->weight,
+                                             bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt, loraScaling);
+    torch::Tensor y = inFloat8 ? float8->forward(x, weight, bias) : F::linear(x, weight, bias);
     if (!lora_A)
         return y;
     const torch::Tensor in = loraDropout > 0.0 && is_training()

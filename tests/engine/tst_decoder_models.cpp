@@ -451,6 +451,62 @@ private slots:
         QVERIFY2(diff <= kTolerance, qPrintable(QString("PEFT's logits with our adapter differ by %1").arg(diff)));
     }
 
+    // A LoRA projection in fp32 without dropout takes the fused node (Note [fused LoRA projection]):
+    // its output and every gradient equal PEFT's formula base(x) + lora_B(lora_A(x)) * scaling run
+    // through autograd, with and without a (trained) bias, with a frozen and a trainable base weight,
+    // on a [batch, seq, in] input.
+    void fusedLoraProjectionEqualsPeftsFormula_data()
+    {
+        QTest::addColumn<bool>("withBias");
+        QTest::addColumn<bool>("trainBase");
+        QTest::newRow("no bias, frozen base") << false << false;
+        QTest::newRow("bias, frozen weight") << true << false;
+        QTest::newRow("bias, trainable base") << true << true;
+    }
+    void fusedLoraProjectionEqualsPeftsFormula()
+    {
+        QFETCH(bool, withBias);
+        QFETCH(bool, trainBase);
+        torch::manual_seed(5);
+        models::Projection projection(12, 10, withBias);
+        {
+            torch::NoGradGuard noGrad;
+            projection->weight.normal_(0.0, 0.2);
+            if (withBias)
+                projection->bias.normal_(0.0, 0.2);
+        }
+        projection->addLora(3, 7.0, 0.0);
+        {
+            torch::NoGradGuard noGrad;
+            projection->lora_B->weight.normal_(0.0, 0.2); // PEFT starts B at zero: no product to check
+        }
+        projection->weight.set_requires_grad(trainBase);
+        if (withBias)
+            projection->bias.set_requires_grad(true); // bias "all" or "lora_only" trains it
+        const torch::Tensor x = torch::randn({2, 5, 12}).requires_grad_(true);
+        const torch::Tensor upstream = torch::randn({2, 5, 10});
+
+        std::vector<torch::Tensor> leaves{x, projection->lora_A->weight, projection->lora_B->weight};
+        if (trainBase)
+            leaves.push_back(projection->weight);
+        if (withBias)
+            leaves.push_back(projection->bias);
+        const torch::Tensor fused = projection->forward(x);
+        QVERIFY2(fused.grad_fn() && fused.grad_fn()->name().find("LoraProjectionFunction") != std::string::npos,
+                 fused.grad_fn() ? fused.grad_fn()->name().c_str() : "no grad_fn");
+        const auto fusedGrads = torch::autograd::grad({fused}, leaves, {upstream});
+        const torch::Tensor peft = torch::nn::functional::linear(x, projection->weight,
+                                                                 withBias ? projection->bias : torch::Tensor())
+                                   + projection->lora_B->forward(projection->lora_A->forward(x)) * projection->loraScaling;
+        const auto peftGrads = torch::autograd::grad({peft}, leaves, {upstream});
+        QVERIFY2(torch::allclose(fused, peft, 1e-6, 1e-6), "outputs differ");
+        for (size_t i = 0; i < leaves.size(); ++i)
+            QVERIFY2(torch::allclose(fusedGrads[i], peftGrads[i], 1e-6, 1e-6),
+                     qPrintable(QStringLiteral("gradient %1 differs by %2")
+                                    .arg(i)
+                                    .arg((fusedGrads[i] - peftGrads[i]).abs().max().item<double>())));
+    }
+
     void loraTargetThatMatchesNothingIsNamed()
     {
         config::Recipe recipe;
