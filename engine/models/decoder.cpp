@@ -90,7 +90,6 @@ struct LoraProjectionFunction : torch::autograd::Function<LoraProjectionFunction
         ctx->save_for_backward({rows, weight, loraA, loraB, adapted});
         ctx->saved_data["scaling"] = scaling;
         ctx->saved_data["bias"] = bias.has_value();
-        ctx->saved_data["sizes"] = x.sizes().vec();
         std::vector<std::int64_t> sizes = x.sizes().vec();
         sizes.back() = weight.size(0);
         return y.view(sizes);
@@ -105,8 +104,11 @@ struct LoraProjectionFunction : torch::autograd::Function<LoraProjectionFunction
         const torch::Tensor g = outputGrads[0].reshape({-1, outputGrads[0].size(-1)});
         const torch::Tensor gradAdapted = at::mm(g, loraB).mul_(scaling);
         torch::Tensor gradX, gradWeight, gradBias, gradA, gradB;
-        if (ctx->needs_input_grad(0))
-            gradX = at::mm(g, weight).addmm_(gradAdapted, loraA).view(ctx->saved_data["sizes"].toIntVector());
+        if (ctx->needs_input_grad(0)) {
+            std::vector<std::int64_t> sizes = outputGrads[0].sizes().vec(); // x's: [..., in]
+            sizes.back() = weight.size(1);
+            gradX = at::mm(g, weight).addmm_(gradAdapted, loraA).view(sizes);
+        }
         if (ctx->needs_input_grad(1))
             gradWeight = at::mm(g.t(), rows);
         if (ctx->needs_input_grad(2))
@@ -132,16 +134,17 @@ ProjectionImpl::ProjectionImpl(std::int64_t in, std::int64_t out, bool withBias)
 torch::Tensor ProjectionImpl::forward(const torch::Tensor& x)
 {
     const bool inFloat8 = float8 && float8->active(is_training());
-    if (lora_A && !inFloat8 && !(loraDropout > 0.0 && is_training()) && !at::autocast::is_autocast_enabled(x.device().type())
-        && x.scalar_type() == weight.scalar_type() && lora_A->weight.scalar_type() == weight.scalar_type())
+    const bool loraDrops = loraDropout > 0.0 && is_training();
+    // Note [fused LoRA projection]
+    const bool fused = lora_A && !inFloat8 && !loraDrops && !at::autocast::is_autocast_enabled(x.device().type())
+                       && x.scalar_type() == weight.scalar_type() && lora_A->weight.scalar_type() == weight.scalar_type();
+    if (fused)
         return LoraProjectionFunction::apply(x, weight, lora_A->weight, lora_B->weight,
                                              bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt, loraScaling);
     torch::Tensor y = inFloat8 ? float8->forward(x, weight, bias) : F::linear(x, weight, bias);
     if (!lora_A)
         return y;
-    const torch::Tensor in = loraDropout > 0.0 && is_training()
-                                 ? F::dropout(x, F::DropoutFuncOptions().p(loraDropout).training(true))
-                                 : x;
+    const torch::Tensor in = loraDrops ? F::dropout(x, F::DropoutFuncOptions().p(loraDropout).training(true)) : x;
     return y + lora_B->forward(lora_A->forward(in)) * loraScaling;
 }
 
