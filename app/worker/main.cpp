@@ -5,6 +5,7 @@
 // (its connection closed: the cause is that rank's own error).
 
 #include "engine/common/dist_env.h"
+#include "engine/common/host_allocator.h"
 #include "engine/common/run_layout.h"
 #include "engine/config/recipe.h"
 #include "engine/config/run_plan.h"
@@ -77,6 +78,7 @@ int checkCollectives(const CheckCollectivesArgs& args)
 int train(const std::string& planPath)
 {
     using namespace shardscope;
+    keepFreedHostMemoryForReuse(); // Note [keeping freed host memory]
     auto env = DistEnv::fromEnvironment();
     if (!env) {
         std::cerr << "shardscope-worker: " << env.error().message << "\n";

@@ -272,8 +272,11 @@ def worker(rank, world, port, args, result_queue):
     if o["type"] == "sgd":
         opt = torch.optim.SGD(trainable, lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"])
     else:
+        # The engine's AdamW (Note [fused AdamW]) is PyTorch's fused kernel for fp32 CPU parameters,
+        # as transformers' Trainer defaults to; anything else steps as the unfused loop.
+        fused = all(p.dtype == torch.float32 and p.device.type == "cpu" for p in trainable)
         opt = torch.optim.AdamW(trainable, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
-                                weight_decay=o["weight_decay"])
+                                weight_decay=o["weight_decay"], fused=fused)
     steps = args.max_steps or t["max_steps"]
     k = t["gradient_accumulation_steps"]
 
