@@ -69,6 +69,53 @@ torch::Tensor rotateHalf(const torch::Tensor& x)
     return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
+// Note [fused rotary embedding]: transformers' apply_rotary_pos_emb, x * cos + rotate_half(x) * sin,
+// makes rotate_half's negated half and its concatenation, two full products and their sum, and
+// autograd runs the mirror of each backward plus the sum of x's two gradients. Written on the two
+// halves of the last dimension it is y1 = x1 c1 - x2 s1, y2 = x2 c2 + x1 s2 (per half one product
+// straight into the output, one more added to it), and its gradient is the transposed rotation,
+// g1 c1 + g2 s2 and g2 c2 - g1 s1, with only cos and sin saved. Each element is the same two
+// products rounded and summed, so the result is bit-identical (tst_decoder_models checks it).
+// Used when x and the tables share a dtype: under autocast q is bf16 and the tables fp32, and that
+// mixed-dtype arithmetic is left to the composite formula's type promotion.
+torch::Tensor rotatedHalves(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, bool transposed)
+{
+    const auto half = x.size(-1) / 2;
+    auto first = [&](const torch::Tensor& t) { return t.narrow(-1, 0, half); };
+    auto second = [&](const torch::Tensor& t) { return t.narrow(-1, half, half); };
+    torch::Tensor y = at::empty_like(x);
+    torch::Tensor y1 = first(y), y2 = second(y);
+    // Each product is rounded on its own before the sum, as in the formula: addcmul_ would fuse
+    // the multiply-add (one rounding, in fp32 for bf16) and differ from transformers by an ulp.
+    // Forward: y1 = x1 c1 - x2 s1, y2 = x2 c2 + x1 s2. Transposed: y1 = x1 c1 + x2 s2, y2 = x2 c2 - x1 s1.
+    at::mul_out(y1, first(x), first(cos));
+    at::mul_out(y2, second(x), second(cos));
+    if (transposed) {
+        y1.add_(second(x) * second(sin));
+        y2.sub_(first(x) * first(sin));
+    } else {
+        y1.sub_(second(x) * first(sin));
+        y2.add_(first(x) * second(sin));
+    }
+    return y;
+}
+
+struct RotaryEmbeddingFunction : torch::autograd::Function<RotaryEmbeddingFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                                 const torch::Tensor& sin)
+    {
+        ctx->save_for_backward({cos, sin});
+        return rotatedHalves(x, cos, sin, /*transposed=*/false);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   const torch::autograd::variable_list& outputGrads)
+    {
+        const auto saved = ctx->get_saved_variables();
+        return {rotatedHalves(outputGrads[0], saved[0], saved[1], /*transposed=*/true), torch::Tensor(), torch::Tensor()};
+    }
+};
+
 // Note [fused LoRA projection]: PEFT's lora.Linear returns base(x) + lora_B(lora_A(x)) * scaling,
 // where the scaling and the sum are two more passes over the output forward, the scaling one more
 // backward, and autograd adds the base's and the adapter's input gradients in a third. This node
@@ -122,6 +169,14 @@ struct LoraProjectionFunction : torch::autograd::Function<LoraProjectionFunction
 };
 
 } // namespace
+
+torch::Tensor applyRotaryEmbedding(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin)
+{
+    const bool sameDtype = x.scalar_type() == cos.scalar_type() && x.scalar_type() == sin.scalar_type();
+    if (!sameDtype || cos.requires_grad() || sin.requires_grad())
+        return x * cos + rotateHalf(x) * sin;
+    return RotaryEmbeddingFunction::apply(x, cos, sin); // Note [fused rotary embedding]
+}
 
 ProjectionImpl::ProjectionImpl(std::int64_t in, std::int64_t out, bool withBias)
 {
@@ -181,7 +236,7 @@ torch::Tensor DecoderAttentionImpl::forward(const torch::Tensor& x, const torch:
     const auto B = x.size(0), T = x.size(1);
     auto split = [&](const torch::Tensor& t) { return t.view({B, T, -1, headDim}).transpose(1, 2); };
     const torch::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);
-    auto rotate = [&](const torch::Tensor& t) { return t * c + rotateHalf(t) * s; };
+    auto rotate = [&](const torch::Tensor& t) { return applyRotaryEmbedding(t, c, s); };
     const torch::Tensor q = rotate(split(q_proj->forward(x)));
     const torch::Tensor k = rotate(split(k_proj->forward(x)));
     const torch::Tensor v = split(v_proj->forward(x));

@@ -34,6 +34,9 @@ TORCH_MODULE(RmsNorm);
 // to max_position_embeddings, where it equals default) and llama3, as
 // transformers.modeling_rope_utils computes them (float32).
 torch::Tensor ropeInverseFrequencies(const config::HfModelConfig& config);
+// transformers' apply_rotary_pos_emb for one of q, k: x * cos + rotate_half(x) * sin, x [B, heads,
+// T, head_dim], cos and sin broadcasting to it (Note [fused rotary embedding]).
+torch::Tensor applyRotaryEmbedding(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
 // nn.Linear's weight [out, in] and optional bias, plus an optional LoRA adapter (PEFT's
 // lora.Linear): lora_A [r, in] and lora_B [out, r] as submodules, so the parameters are named

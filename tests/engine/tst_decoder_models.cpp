@@ -507,6 +507,45 @@ private slots:
                                     .arg((fusedGrads[i] - peftGrads[i]).abs().max().item<double>())));
     }
 
+    // Note [fused rotary embedding]: the one-node rotation equals transformers' formula
+    // x * cos + rotate_half(x) * sin run through autograd, output and input gradient, on a
+    // transposed [B, heads, T, head_dim] view as the attention makes it, in fp32 and bf16; with
+    // tables of another dtype (autocast) it is that formula itself.
+    void fusedRotaryEmbeddingEqualsTransformersFormula_data()
+    {
+        QTest::addColumn<bool>("bf16");
+        QTest::newRow("fp32") << false;
+        QTest::newRow("bf16") << true;
+    }
+    void fusedRotaryEmbeddingEqualsTransformersFormula()
+    {
+        QFETCH(bool, bf16);
+        const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+        torch::manual_seed(9);
+        const torch::Tensor x = torch::randn({2, 6, 3, 8}).to(dtype).transpose(1, 2).requires_grad_(true); // [B, heads, T, D]
+        config::HfModelConfig c;
+        c.headDim = 8;
+        const torch::Tensor freqs = torch::arange(6, torch::kFloat).unsqueeze(-1)
+                                    * models::ropeInverseFrequencies(c).unsqueeze(0);
+        const torch::Tensor table = torch::cat({freqs, freqs}, -1).unsqueeze(0).unsqueeze(1); // [1, 1, T, D]
+        const torch::Tensor cos = table.cos().to(dtype), sin = table.sin().to(dtype);
+        const torch::Tensor upstream = torch::randn({2, 3, 6, 8}).to(dtype);
+
+        const torch::Tensor fused = models::applyRotaryEmbedding(x, cos, sin);
+        QVERIFY2(fused.grad_fn() && fused.grad_fn()->name().find("RotaryEmbeddingFunction") != std::string::npos,
+                 fused.grad_fn() ? fused.grad_fn()->name().c_str() : "no grad_fn");
+        const auto half = x.size(-1) / 2;
+        const torch::Tensor reference = x * cos + torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1) * sin;
+        QVERIFY2(torch::equal(fused, reference), qPrintable(QString::number((fused - reference).abs().max().item<double>())));
+        const auto fusedGrad = torch::autograd::grad({fused}, {x}, {upstream})[0];
+        const auto referenceGrad = torch::autograd::grad({reference}, {x}, {upstream})[0];
+        QVERIFY2(torch::equal(fusedGrad, referenceGrad),
+                 qPrintable(QString::number((fusedGrad - referenceGrad).abs().max().item<double>())));
+
+        const torch::Tensor promoted = models::applyRotaryEmbedding(x, cos.to(torch::kDouble), sin.to(torch::kDouble));
+        QCOMPARE(promoted.scalar_type(), torch::kDouble);
+    }
+
     void loraTargetThatMatchesNothingIsNamed()
     {
         config::Recipe recipe;
