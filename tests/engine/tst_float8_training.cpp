@@ -260,10 +260,13 @@ private slots:
         QFile demo(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-gpt.yaml"));
         QVERIFY(demo.open(QIODevice::ReadOnly));
         const QString recipe = QString::fromUtf8(demo.readAll());
+        // One intra-op thread: a rank with two on CI's two cores, beside another test's ranks, spent
+        // its time waiting at OpenMP barriers (19 s alone, 99 s beside two busy threads, over 300 s
+        // in a CI run); one thread only shares the cores.
         const auto bf16 = testing::launchRecipe(m_dir.path(), "band-bf16", recipe, 1, {"--max_steps", "60"},
-                                                {"--mixed_precision", "bf16"}, 600000);
+                                                {"--mixed_precision", "bf16", "--threads", "1"}, 600000);
         const auto fp8 = testing::launchRecipe(m_dir.path(), "band-fp8", recipe, 1, {"--max_steps", "60"},
-                                               {"--mixed_precision", "fp8"}, 600000);
+                                               {"--mixed_precision", "fp8", "--threads", "1"}, 600000);
         QVERIFY2(bf16.exitCode == 0, qPrintable(bf16.output));
         QVERIFY2(fp8.exitCode == 0, qPrintable(fp8.output));
         QVERIFY2(logs(fp8).filter("14 of 16 linear layers run their matmuls in fp8").size() == 1,
