@@ -107,6 +107,11 @@ std::int64_t writeRankFiles(const SaveRequest& r, const fs::path& tmp, bool shar
     const fs::path random = tmp / rankFile("random_states", r.rank, ".safetensors");
     writeSafetensors(random.string(), {{"cpu", rngState}});
     bytes += fileBytes(random);
+    if (!r.fp8State.empty()) {
+        const fs::path fp8 = tmp / rankFile("fp8_state", r.rank, ".safetensors");
+        writeSafetensors(fp8.string(), r.fp8State, {{"format", "pt"}});
+        bytes += fileBytes(fp8);
+    }
 
     json state = {{"step", r.loop.step},
                   {"data_epoch", r.loop.dataEpoch},
@@ -227,8 +232,16 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
     for (const auto& p : {model, state, random, fs::path(loaded.optimizerFile)})
         if (!fs::exists(p))
             return makeError("checkpoint " + path + " lacks " + p.filename().string() + " though its manifest is complete");
+    // The fp8 state is optional (tensorwise scaling has none), so the manifest says whether it was written.
+    loaded.fp8StateFile = rankFile("fp8_state", rank, ".safetensors");
+    const json listed = manifest.value("files", json::array());
+    const bool hasFp8State = !reshard && std::find(listed.begin(), listed.end(), loaded.fp8StateFile) != listed.end();
+    if (hasFp8State && !fs::exists(dir / loaded.fp8StateFile))
+        return makeError("checkpoint " + path + " lacks " + loaded.fp8StateFile + " though its manifest lists it");
     try {
         loaded.modelTensors = readSafetensors(model.string());
+        if (hasFp8State)
+            loaded.fp8State = readSafetensors((dir / loaded.fp8StateFile).string());
         if (reshard) {
             loaded.savedWorldSize = savedWorld;
             loaded.fullOptimizerTensors = readSafetensors(loaded.optimizerFile);

@@ -12,6 +12,8 @@
 //                                 checkpoint resume at another world size
 //   state_rank<r>.json            step, data position, loss scaler, skipped steps
 //   random_states_rank<r>.safetensors   the CPU generator's state
+//   fp8_state_rank<r>.safetensors  fp8 delayed scaling's amax histories, scales and call counts
+//                                 of this rank's layers (only with delayed scaling)
 // Writing goes to step_<N>.tmp/ and is renamed into place once every rank is done, so a crash
 // leaves the previous checkpoint as it was and never a half-written one under a final name.
 
@@ -62,6 +64,8 @@ struct SaveRequest {
     std::function<std::string()> serializeOptimizer;
     // FULL_STATE_DICT: rank 0's full per-parameter optimizer state (optimizer.safetensors).
     std::vector<std::pair<std::string, at::Tensor>> fullOptimizerTensors;
+    // This rank's fp8 delayed-scaling state (empty: none; no file is written).
+    std::vector<std::pair<std::string, at::Tensor>> fp8State;
     std::function<void()> barrier; // all ranks of the job
     // Whether every rank's `ok` is true (an all-reduce): a rank that failed to write its files
     // must not leave the others waiting in a barrier, and every rank then reports the failure.
@@ -84,6 +88,10 @@ struct LoadedCheckpoint {
     // converted to this world size.
     std::optional<int> savedWorldSize;
     std::map<std::string, at::Tensor> fullOptimizerTensors;
+    // This rank's fp8 delayed-scaling state; empty when the checkpoint has none, or was written
+    // at another world size (each rank's amaxes are its own data's).
+    std::map<std::string, at::Tensor> fp8State;
+    std::string fp8StateFile; // its file name, for messages
 };
 
 // Checks the manifest (complete, compatible) and reads this rank's part. Errors say what does not

@@ -131,9 +131,52 @@ void DelayedScale::record(const at::Tensor& amax)
     m_scale = at::where(at::isfinite(reduced), fresh, m_scale).to(at::kFloat);
 }
 
+void DelayedScale::appendState(const std::string& prefix, NamedTensors& out) const
+{
+    out.emplace_back(prefix + "amax_history", m_history.to(at::kCPU).clone());
+    out.emplace_back(prefix + "scale", m_scale.to(at::kCPU).clone());
+    out.emplace_back(prefix + "records", at::scalar_tensor(m_records, at::kLong));
+}
+
+void DelayedScale::restoreState(const std::string& prefix, const std::map<std::string, at::Tensor>& from)
+{
+    auto take = [&](const std::string& key, at::ScalarType dtype, std::int64_t elements) {
+        const auto it = from.find(prefix + key);
+        if (it == from.end())
+            throw std::runtime_error("has no " + prefix + key);
+        if (it->second.scalar_type() != dtype || it->second.numel() != elements)
+            throw std::runtime_error(prefix + key + " holds " + std::to_string(it->second.numel()) + " "
+                                     + std::string(c10::toString(it->second.scalar_type())) + " values where this run keeps "
+                                     + std::to_string(elements) + " " + std::string(c10::toString(dtype)));
+        return it->second;
+    };
+    const auto history = from.find(prefix + "amax_history");
+    if (history != from.end() && history->second.numel() != m_options.amaxHistoryLen)
+        throw std::runtime_error("holds amax histories of " + std::to_string(history->second.numel())
+                                 + " entries, this run's fp8_config.amax_history_len is "
+                                 + std::to_string(m_options.amaxHistoryLen) + ": resume with the checkpoint's fp8_config");
+    m_history.copy_(take("amax_history", at::kFloat, m_options.amaxHistoryLen).reshape(m_history.sizes()));
+    m_scale = take("scale", at::kFloat, 1).reshape({}).to(m_scale.device()).clone();
+    m_records = take("records", at::kLong, 1).item<std::int64_t>();
+}
+
 Float8LinearState::Float8LinearState(const DelayedScalingOptions& options)
     : input(options, e4m3Max()), weight(options, e4m3Max()), gradOutput(options, e5m2Max())
 {
+}
+
+void Float8LinearState::appendState(const std::string& prefix, NamedTensors& out) const
+{
+    input.appendState(prefix + "input.", out);
+    weight.appendState(prefix + "weight.", out);
+    gradOutput.appendState(prefix + "grad_output.", out);
+}
+
+void Float8LinearState::restoreState(const std::string& prefix, const std::map<std::string, at::Tensor>& from)
+{
+    input.restoreState(prefix + "input.", from);
+    weight.restoreState(prefix + "weight.", from);
+    gradOutput.restoreState(prefix + "grad_output.", from);
 }
 
 at::Tensor float8Linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, Float8LinearState* state,

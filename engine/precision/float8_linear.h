@@ -17,10 +17,16 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace shardscope::precision {
+
+// Named tensors as checkpoints hold them.
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 struct DelayedScalingOptions {
     std::int64_t amaxHistoryLen = 1024; // fp8_config.amax_history_len
@@ -38,6 +44,11 @@ public:
     void record(const at::Tensor& amax);
     std::int64_t bytes() const; // the scale and the history
     void moveTo(const c10::Device& device);
+    // For checkpoints: <prefix>amax_history, <prefix>scale and <prefix>records (the calls so far,
+    // which place the next amax in the ring and time the next update), on the CPU; and back. A
+    // history of another length throws, naming amax_history_len.
+    void appendState(const std::string& prefix, NamedTensors& out) const;
+    void restoreState(const std::string& prefix, const std::map<std::string, at::Tensor>& from);
 
 private:
     DelayedScalingOptions m_options;
@@ -56,6 +67,9 @@ struct Float8LinearState {
     DelayedScale weight;
     DelayedScale gradOutput;
     std::int64_t bytes() const { return input.bytes() + weight.bytes() + gradOutput.bytes(); }
+    // <prefix>input.*, <prefix>weight.*, <prefix>grad_output.* (DelayedScale::appendState).
+    void appendState(const std::string& prefix, NamedTensors& out) const;
+    void restoreState(const std::string& prefix, const std::map<std::string, at::Tensor>& from);
 };
 
 // A weight already in e4m3 with its tensorwise scale: what an fp8 all-gather delivers
@@ -89,6 +103,9 @@ public:
     at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias);
     std::int64_t stateBytes() const { return m_state ? m_state->bytes() : 0; }
     bool tensorwise() const { return !m_state; }
+    // Delayed scaling's state, the one part of an fp8 layer a checkpoint must carry for an exact
+    // resume (tensorwise scaling has none: it appends nothing).
+    Float8LinearState* delayedState() const { return m_state.get(); }
     // fp8 all-gather: the forwards until clearGatheredWeight use this e4m3 weight (it must be
     // the weight's tensorwise quantization, as its scale from the whole weight's amax).
     void setGatheredWeight(Float8Weight weight) { m_gathered = std::move(weight); }

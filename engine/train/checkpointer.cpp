@@ -2,6 +2,7 @@
 
 #include "engine/config/run_plan.h"
 #include "engine/data/data.h"
+#include "engine/precision/float8_linear.h"
 #include "engine/train/accelerator.h"
 #include "engine/train/event_sink.h"
 #include "engine/train/full_optimizer_state.h"
@@ -70,10 +71,44 @@ checkpoint::Compatibility compatibilityOf(const config::RunPlan& plan, int world
 }
 
 Checkpointer::Checkpointer(const config::RunPlan& plan, Accelerator& acc, torch::optim::Optimizer& optimizer,
-                           data::BatchIterator& batches, EventSink& events)
+                           data::BatchIterator& batches, EventSink& events, Float8Layers float8Layers)
     : m_plan(plan), m_acc(acc), m_optimizer(optimizer), m_batches(batches), m_events(events), m_layout(plan.runDir),
-      m_compatibility(compatibilityOf(plan, acc.numProcesses()))
+      m_compatibility(compatibilityOf(plan, acc.numProcesses())), m_float8Layers(std::move(float8Layers))
 {
+}
+
+// Delayed scaling scales each fp8 operand from the amaxes of earlier calls: without its histories
+// a resumed run would start again from scale 1 and leave the original's numbers.
+void Checkpointer::restoreFloat8State(const checkpoint::LoadedCheckpoint& loaded)
+{
+    bool delayed = false;
+    for (const auto& [path, layer] : m_float8Layers)
+        delayed = delayed || layer->delayedState();
+    if (!delayed) {
+        if (!loaded.fp8State.empty() && m_acc.isMainProcess())
+            m_events.emit(protocol::LogEvent{"warning", "checkpoint " + loaded.path
+                                                            + " holds fp8 delayed scaling's amax histories; this run "
+                                                              "scales tensorwise and does not use them"});
+        return;
+    }
+    if (loaded.fp8State.empty()) {
+        if (m_acc.isMainProcess())
+            m_events.emit(protocol::LogEvent{
+                "warning", "fp8 delayed scaling: checkpoint " + loaded.path
+                               + " holds no amax histories (it was written at another world size, each rank's being its "
+                                 "own data's, or without delayed scaling), so they restart here (scale 1) and this resumed "
+                                 "run does not continue the original bit for bit"});
+        return;
+    }
+    for (const auto& [path, layer] : m_float8Layers) {
+        if (auto* state = layer->delayedState()) {
+            try {
+                state->restoreState(path + ".", loaded.fp8State);
+            } catch (const std::exception& e) {
+                throw std::runtime_error("checkpoint " + loaded.path + ": " + loaded.fp8StateFile + " " + e.what());
+            }
+        }
+    }
 }
 
 std::int64_t Checkpointer::resume()
@@ -99,6 +134,7 @@ std::int64_t Checkpointer::resume()
                                      + "); the file is damaged or truncated: resume from an earlier checkpoint");
         }
     }
+    restoreFloat8State(*loaded);
     m_batches.restore(loaded->loop.dataEpoch, loaded->loop.dataPosition);
     m_acc.restoreStepCounters(loaded->loop.skippedSteps, loaded->loop.lossScale, loaded->loop.scalerGrowthTracker);
     const std::int64_t stepsDone = loaded->loop.step;
@@ -128,6 +164,9 @@ void Checkpointer::save(std::int64_t stepsDone)
         if (m_acc.isMainProcess())
             request.fullOptimizerTensors = std::move(optimizerState);
     }
+    for (const auto& [path, layer] : m_float8Layers)
+        if (const auto* state = layer->delayedState())
+            state->appendState(path + ".", request.fp8State);
     request.serializeOptimizer = [this] {
         std::ostringstream bytes;
         torch::save(m_optimizer, bytes);

@@ -120,7 +120,10 @@ Trainer::Trainer(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
     prepareUtilisation();
     m_optimizer = makeOptimizer(m_recipe.optimizer, m_acc.namedOptimizerParameters());
     m_model->train();
-    m_checkpointer = std::make_unique<Checkpointer>(m_plan, m_acc, *m_optimizer, *m_batches, m_events);
+    Float8Layers float8Layers;
+    for (auto& fp8 : models::float8LinearWeights(*m_model))
+        float8Layers.emplace_back(fp8.name.substr(0, fp8.name.rfind('.')), fp8.layer);
+    m_checkpointer = std::make_unique<Checkpointer>(m_plan, m_acc, *m_optimizer, *m_batches, m_events, std::move(float8Layers));
 }
 
 Trainer::~Trainer() = default;
@@ -266,10 +269,6 @@ void Trainer::prepareUtilisation()
 void Trainer::run()
 {
     const std::int64_t firstStep = m_plan.resumeFrom.empty() ? 0 : m_checkpointer->resume();
-    if (firstStep > 0 && m_fp8StateBytes > 0 && m_acc.isMainProcess())
-        m_events.emit(protocol::LogEvent{"warning", "fp8 delayed scaling: the amax histories are not in checkpoints, so they "
-                                                    "restart here (scale 1) and this resumed run does not continue the "
-                                                    "original bit for bit"});
     m_profiling = std::make_unique<ProfilingWindow>(m_plan, m_acc, m_events);
     m_runStart = Clock::now();
     for (std::int64_t step = firstStep; step < m_recipe.maxSteps; ++step) {

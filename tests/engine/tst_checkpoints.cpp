@@ -3,6 +3,7 @@
 //    loss of the run that never stopped (DDP, and FULL_SHARD with full and sharded state dicts);
 //  - a rank killed while writing a checkpoint leaves the previous checkpoint intact, no
 //    half-written one under a final name, and `latest` resumes from the previous one;
+//  - fp8 delayed scaling resumes exactly too (the amax histories are in the checkpoint);
 //  - a checkpoint from an incompatible run is refused with a message;
 //  - save_model writes Hugging Face's layout (single file and shards + index) that the
 //    `safetensors` package and GPT2LMHeadModel load with our engine's logits (within 1e-5);
@@ -49,6 +50,7 @@ struct Run {
     QString output;
     std::map<qint64, double> losses; // step -> loss (rank 0)
     std::map<qint64, qint64> epochs; // step -> epoch (rank 0)
+    QString logs; // the log events' messages, one a line
 };
 
 } // namespace
@@ -63,11 +65,14 @@ private:
         Run run;
         run.exitCode = launched.exitCode;
         run.output = launched.output;
-        for (const auto& e : launched.events)
+        for (const auto& e : launched.events) {
+            if (e["type"] == "log")
+                run.logs += e["message"].toString() + "\n";
             if (e["type"] == "step" && e["rank"] == 0) {
                 run.losses[e["step"].toInteger()] = e["loss"].toDouble();
                 run.epochs[e["step"].toInteger()] = e["epoch"].toInteger();
             }
+        }
         return run;
     }
     QString runs() const { return m_dir.path() + "/runs"; }
@@ -152,6 +157,66 @@ private slots:
         QVERIFY(refused.exitCode != 0);
         QVERIFY2(refused.output.contains("its world_size is 4, this run's is 2. A SHARDED_STATE_DICT checkpoint resumes "
                                          "only at its own world size"),
+                 qPrintable(refused.output));
+    }
+
+    // fp8 with delayed scaling (Transformer Engine's recipe: each operand's scale from the amaxes
+    // of earlier calls, here a ring of 4 that wraps, updated every other call) resumes exactly:
+    // each rank's amax histories, scales and call counts are in the checkpoint. A checkpoint whose
+    // manifest lists a rank's fp8 state that is gone, or a run with another amax_history_len, is
+    // refused before any step, naming the file or the key.
+    void fp8DelayedScalingResumesExactly()
+    {
+        const QString te = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nmixed_precision: fp8\n"
+                           "num_machines: 1\nnum_processes: 2\nuse_cpu: true\nfp8_config:\n  backend: TE\n"
+                           "  amax_history_len: %1\n  amax_compute_algo: max\n  margin: 1\n  interval: 2\n";
+        auto configFile = [&](int historyLength) {
+            QFile file(m_dir.path() + QStringLiteral("/te-%1.yaml").arg(historyLength));
+            file.open(QIODevice::WriteOnly);
+            file.write(te.arg(historyLength).toUtf8());
+            return file.fileName();
+        };
+        const QStringList launchArgs{"--config_file", configFile(4)};
+        const Run full = launch("fp8-full", recipe(), launchArgs);
+        QVERIFY2(full.exitCode == 0, qPrintable(full.output));
+        QCOMPARE(full.losses.size(), size_t(20));
+        const QString checkpoint = runs() + "/fp8-full/checkpoints/step_10";
+        for (const char* file : {"/fp8_state_rank0.safetensors", "/fp8_state_rank1.safetensors"})
+            QVERIFY2(QFile::exists(checkpoint + file), file);
+
+        const Run resumed = launch("fp8-resumed", recipe(), launchArgs + QStringList{"--resume_from_checkpoint", checkpoint});
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
+        QVERIFY2(resumed.logs.contains("resumed from") && !resumed.logs.contains("restart here"), qPrintable(resumed.logs));
+        QCOMPARE(resumed.losses.size(), size_t(10));
+        for (const auto& [step, loss] : resumed.losses)
+            QVERIFY2(loss == full.losses.at(step), qPrintable(QStringLiteral("step %1: resumed %2, uninterrupted %3")
+                                                                  .arg(step)
+                                                                  .arg(loss, 0, 'g', 17)
+                                                                  .arg(full.losses.at(step), 0, 'g', 17)));
+
+        // At another world size the histories cannot carry over (each rank's amaxes are its own
+        // data's): the run resumes and says they restart.
+        const Run oneRank = launch("fp8-one-rank", recipe(), launchArgs + QStringList{"--resume_from_checkpoint", checkpoint}, {},
+                                   1);
+        QVERIFY2(oneRank.exitCode == 0, qPrintable(oneRank.output));
+        QVERIFY2(oneRank.logs.contains("holds no amax histories (it was written at another world size"),
+                 qPrintable(oneRank.logs));
+
+        const Run otherHistory = launch("fp8-history-8", recipe(),
+                                        {"--config_file", configFile(8), "--resume_from_checkpoint", checkpoint});
+        QVERIFY(otherHistory.exitCode != 0);
+        QVERIFY2(otherHistory.output.contains("fp8_state_rank0.safetensors holds amax histories of 4 entries, this run's "
+                                              "fp8_config.amax_history_len is 8"),
+                 qPrintable(otherHistory.output));
+
+        const QString damaged = m_dir.path() + "/fp8-damaged/step_10";
+        QVERIFY(QDir().mkpath(damaged));
+        for (const QString& file : QDir(checkpoint).entryList(QDir::Files))
+            if (file != "fp8_state_rank1.safetensors")
+                QVERIFY(QFile::copy(checkpoint + "/" + file, damaged + "/" + file));
+        const Run refused = launch("fp8-refused", recipe(), launchArgs + QStringList{"--resume_from_checkpoint", damaged});
+        QVERIFY(refused.exitCode != 0);
+        QVERIFY2(refused.output.contains("lacks fp8_state_rank1.safetensors though its manifest lists it"),
                  qPrintable(refused.output));
     }
 
