@@ -144,17 +144,17 @@ void DelayedScale::restoreState(const std::string& prefix, const std::map<std::s
         const auto it = from.find(prefix + key);
         if (it == from.end())
             throw std::runtime_error("has no " + prefix + key);
-        if (it->second.scalar_type() != dtype || it->second.numel() != elements)
-            throw std::runtime_error(prefix + key + " holds " + std::to_string(it->second.numel()) + " "
-                                     + std::string(c10::toString(it->second.scalar_type())) + " values where this run keeps "
+        const at::Tensor& t = it->second;
+        if (key == "amax_history" && t.numel() != elements) // the one a user changes: fp8_config
+            throw std::runtime_error("holds amax histories of " + std::to_string(t.numel())
+                                     + " entries, this run's fp8_config.amax_history_len is " + std::to_string(elements)
+                                     + ": resume with the checkpoint's fp8_config");
+        if (t.scalar_type() != dtype || t.numel() != elements)
+            throw std::runtime_error(prefix + key + " holds " + std::to_string(t.numel()) + " "
+                                     + std::string(c10::toString(t.scalar_type())) + " values where this run keeps "
                                      + std::to_string(elements) + " " + std::string(c10::toString(dtype)));
-        return it->second;
+        return t;
     };
-    const auto history = from.find(prefix + "amax_history");
-    if (history != from.end() && history->second.numel() != m_options.amaxHistoryLen)
-        throw std::runtime_error("holds amax histories of " + std::to_string(history->second.numel())
-                                 + " entries, this run's fp8_config.amax_history_len is "
-                                 + std::to_string(m_options.amaxHistoryLen) + ": resume with the checkpoint's fp8_config");
     m_history.copy_(take("amax_history", at::kFloat, m_options.amaxHistoryLen).reshape(m_history.sizes()));
     m_scale = take("scale", at::kFloat, 1).reshape({}).to(m_scale.device()).clone();
     m_records = take("records", at::kLong, 1).item<std::int64_t>();

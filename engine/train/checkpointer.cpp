@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
@@ -81,9 +82,8 @@ Checkpointer::Checkpointer(const config::RunPlan& plan, Accelerator& acc, torch:
 // a resumed run would start again from scale 1 and leave the original's numbers.
 void Checkpointer::restoreFloat8State(const checkpoint::LoadedCheckpoint& loaded)
 {
-    bool delayed = false;
-    for (const auto& [path, layer] : m_float8Layers)
-        delayed = delayed || layer->delayedState();
+    const bool delayed = std::any_of(m_float8Layers.begin(), m_float8Layers.end(),
+                                     [](const auto& named) { return named.second->delayedState() != nullptr; });
     if (!delayed) {
         if (!loaded.fp8State.empty() && m_acc.isMainProcess())
             m_events.emit(protocol::LogEvent{"warning", "checkpoint " + loaded.path

@@ -53,6 +53,19 @@ struct Run {
     QString logs; // the log events' messages, one a line
 };
 
+// Empty when every step of `resumed` has, bit for bit, the loss `uninterrupted` had at that step;
+// else the first step that differs.
+QString firstDifference(const Run& resumed, const Run& uninterrupted)
+{
+    for (const auto& [step, loss] : resumed.losses)
+        if (loss != uninterrupted.losses.at(step))
+            return QStringLiteral("step %1: %2 resumed, %3 uninterrupted")
+                .arg(step)
+                .arg(loss, 0, 'g', 17)
+                .arg(uninterrupted.losses.at(step), 0, 'g', 17);
+    return {};
+}
+
 } // namespace
 
 class TestCheckpoints : public QObject {
@@ -188,11 +201,8 @@ private slots:
         QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
         QVERIFY2(resumed.logs.contains("resumed from") && !resumed.logs.contains("restart here"), qPrintable(resumed.logs));
         QCOMPARE(resumed.losses.size(), size_t(10));
-        for (const auto& [step, loss] : resumed.losses)
-            QVERIFY2(loss == full.losses.at(step), qPrintable(QStringLiteral("step %1: resumed %2, uninterrupted %3")
-                                                                  .arg(step)
-                                                                  .arg(loss, 0, 'g', 17)
-                                                                  .arg(full.losses.at(step), 0, 'g', 17)));
+        const QString differs = firstDifference(resumed, full);
+        QVERIFY2(differs.isEmpty(), qPrintable(differs));
 
         // At another world size the histories cannot carry over (each rank's amaxes are its own
         // data's): the run resumes and says they restart.
@@ -273,11 +283,8 @@ private slots:
         QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
         QCOMPARE(resumed.losses.begin()->first, qint64(6));
         QCOMPARE(resumed.losses.size(), size_t(19));
-        for (const auto& [step, loss] : resumed.losses)
-            QVERIFY2(loss == full.losses.at(step), qPrintable(QString("step %1: %2 resumed, %3 uninterrupted")
-                                                                  .arg(step)
-                                                                  .arg(loss, 0, 'g', 17)
-                                                                  .arg(full.losses.at(step), 0, 'g', 17)));
+        const QString differs = firstDifference(resumed, full);
+        QVERIFY2(differs.isEmpty(), qPrintable(differs));
         QVERIFY2(resumed.epochs.rbegin()->second >= 1, "the run should cross into the second epoch");
     }
 
