@@ -517,8 +517,15 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
         outcome.reason += (outcome.reason.empty() ? "" : "; ") + ("warning: " + trouble);
     }
     outcome.blameFirstOwnError(monitor.reportedErrors());
-    if (outcome.exitCode != 0 || outcome.cancelled)
+    if (outcome.cancelled)
         return;
+    if (outcome.exitCode != 0) {
+        // Still a failure (the process did not end well), but what it trained is whole.
+        if (outcome.rootCauseRank && monitor.completedRanks().count(*outcome.rootCauseRank))
+            outcome.reason += std::string(outcome.reason.empty() ? "" : "; ") + "rank " + std::to_string(*outcome.rootCauseRank)
+                              + " had reported that it finished its training before it ended: it failed on its way out";
+        return;
+    }
     const auto completed = monitor.completedRanks();
     for (const auto& r : outcome.ranks) {
         // A script without Shardscope's reporter says nothing: its exit status is all there is.
@@ -581,6 +588,12 @@ void reportFailure(const LaunchOutcome& outcome, const TrainingRun* run)
                 for (std::string line; std::getline(lines, line);)
                     std::cerr << "    " << line << "\n";
             }
+            if (tail.find("terminate called without an active exception") != std::string::npos
+                && run->monitor->completedRanks().count(cause))
+                std::cerr << "  a rank that finished its training and then ends this way most likely still held a Gloo "
+                             "process group at exit (pytorch/pytorch#190489): end the script by dropping the wrapped "
+                             "model (accelerator.free_memory()) and then the group (accelerator.end_training(), or "
+                             "torch.distributed.destroy_process_group())\n";
         }
     }
     std::cerr << "  logs: " << run->runDir.logs() << "/rank<N>.log\n";

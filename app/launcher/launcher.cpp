@@ -1,4 +1,5 @@
 #include "app/launcher/launcher.h"
+#include "app/launcher/torchrun_report.h"
 
 #include "engine/common/dist_env.h"
 #include "engine/common/run_layout.h"
@@ -197,7 +198,9 @@ std::chrono::milliseconds heartbeatInterval(std::chrono::milliseconds hangTimeou
 std::string RankExit::describe() const
 {
     std::ostringstream out;
-    out << "rank " << rank << " (pid " << pid << ")";
+    out << "rank " << rank;
+    if (pid != 0)
+        out << " (pid " << pid << ")";
     if (hung)
         out << " hung (" << (hungDetail.empty() ? std::string("no heartbeat within the timeout") : hungDetail) << ") and was";
     if (stoppedByLauncher || hung)
@@ -404,6 +407,7 @@ private:
     bool rankRunning(int localRank) const;
     void recordExit(RankExit& exit, int status);
     void onRankLauncherExit();
+    void applyTorchrunReport();
     void stopOrphans(int sig);
     void stopAll(int sig);
     void beginStopping(); // SIGTERM now, SIGKILL after the grace
@@ -438,6 +442,10 @@ private:
     int m_outputFd = -1;
     std::string m_outputPartial;
     std::vector<int> m_logFds;
+    // The end of the rank launcher's own output (launcher.log), where torchrun's failure report is,
+    // and whether the rank launcher failed on its own (not stopped by us).
+    std::string m_launcherOutputTail;
+    bool m_rankLauncherFailed = false;
     int m_running = 0;
     bool m_stopping = false;
     Clock::time_point m_killDeadline{};
@@ -734,6 +742,7 @@ void Supervisor::onRankLauncherExit()
     m_pipeKeepers.clear();
     if (!m_stopping && !m_outcome.ranks.empty() && m_outcome.ranks.front().failed()) {
         m_outcome.rootCauseRank = m_outcome.ranks.front().rank;
+        m_rankLauncherFailed = true;
         beginStopping();
     }
     stopOrphans(SIGKILL);
@@ -942,10 +951,42 @@ void Supervisor::routeOutputLine(std::string_view line)
     }
     // One process (Accelerate's simple launcher, no torchrun): its output carries no prefix.
     writeAll(m_options.numProcesses == 1 ? m_logFds[index(0)] : m_logFds.back(), line);
+    constexpr std::size_t kKeptOutput = 64 * 1024; // torchrun's report is at the end, and short
+    m_launcherOutputTail.append(line);
+    if (m_launcherOutputTail.size() > kKeptOutput)
+        m_launcherOutputTail.erase(0, m_launcherOutputTail.size() - kKeptOutput);
+}
+
+// The rank launcher failed on its own: torchrun's report says which of its ranks failed first
+// and how. Every rank stood for the rank launcher's exit until now; a rank the report leaves out
+// exited 0, and one that torchrun ended with SIGTERM after the first failure was stopped by it.
+void Supervisor::applyTorchrunReport()
+{
+    const auto failures = parseTorchrunFailures(m_launcherOutputTail);
+    if (!m_rankLauncherFailed || failures.empty())
+        return;
+    for (auto& exit : m_outcome.ranks) {
+        exit.pid = 0;
+        exit.exitCode = 0;
+        exit.signal = 0;
+    }
+    for (const auto& failure : failures) {
+        for (auto& exit : m_outcome.ranks) {
+            if (exit.rank != failure.rank)
+                continue;
+            exit.pid = failure.pid;
+            exit.exitCode = failure.exitCode > 0 ? failure.exitCode : 0;
+            exit.signal = failure.exitCode < 0 ? -failure.exitCode : 0;
+            exit.stoppedByLauncher = !failure.rootCause && exit.signal == SIGTERM;
+            if (failure.rootCause)
+                m_outcome.rootCauseRank = exit.rank;
+        }
+    }
 }
 
 LaunchOutcome Supervisor::outcome()
 {
+    applyTorchrunReport();
     if (m_outcome.rootCauseRank) {
         for (const auto& r : m_outcome.ranks)
             if (r.rank == *m_outcome.rootCauseRank)

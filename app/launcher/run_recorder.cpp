@@ -86,9 +86,16 @@ std::string tailOfFile(const std::string& path, int lines)
     std::ifstream in(path);
     std::deque<std::string> last;
     std::string line;
+    int blanks = 0; // held back until a line follows them: blank lines at the end are no lines
     while (std::getline(in, line)) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) {
+            ++blanks;
+            continue;
+        }
+        for (; blanks > 0; --blanks)
+            last.emplace_back();
         last.push_back(line);
-        if (static_cast<int>(last.size()) > lines)
+        while (static_cast<int>(last.size()) > lines)
             last.pop_front();
     }
     std::string out;

@@ -44,7 +44,8 @@ private:
     std::vector<std::pair<int, std::string>> m_errors; // (rank, "kind: message") from error events
 };
 
-// The last `lines` lines of a text file (a rank's log), for failure reports.
+// The last `lines` lines of a text file (a rank's log), for failure reports; blank lines at its end
+// do not count.
 std::string tailOfFile(const std::string& path, int lines);
 
 } // namespace shardscope

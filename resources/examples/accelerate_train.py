@@ -7,7 +7,9 @@ Two lines report it to Shardscope (marked below); without ``shardscope`` install
 """
 
 import argparse
+import ctypes
 import os
+import sys
 import time
 
 import torch
@@ -56,6 +58,9 @@ def main():
     parser.add_argument("--step_sleep", type=float, default=0.0, help="seconds to wait in each step (for demos)")
     parser.add_argument("--fail_rank", type=int, default=-1, help="this rank raises at --fail_step (for tests)")
     parser.add_argument("--fail_step", type=int, default=3)
+    parser.add_argument("--abort_rank", type=int, default=-1,
+                        help="this rank finishes its training, then dies on its way out as a native crash does "
+                             "(std::terminate, SIGABRT; no Python exception) (for tests)")
     parser.add_argument("--profile", action="store_true",
                         help="profile steps 3-5 with torch.profiler into $SHARDSCOPE_TRACE_DIR (the run's traces/, "
                              "which shardscope launch imports after the run) or --profile_dir")
@@ -117,7 +122,17 @@ def main():
         print("trained %d steps, last loss %.4f" % (step, loss.item()))
         if timed_from is not None and step > 3:
             print("step time: %.4f ms (mean of steps 4..%d)" % ((timed_until - timed_from) * 1e3 / (step - 3), step))
+    # The DDP wrapper goes before the process group: a Gloo group it still holds at exit now and
+    # then ends the process with "terminate called without an active exception" (see
+    # trainer_train.py).
+    model = optimizer = loader = logits = loss = None
+    accelerator.free_memory()
     accelerator.end_training()
+    if accelerator.process_index == args.abort_rank:
+        if reporter:
+            reporter.close()  # the training is reported whole, as it is when the crash is in teardown
+        print("rank %d aborts (--abort_rank)" % args.abort_rank, file=sys.stderr, flush=True)
+        ctypes.CDLL("libstdc++.so.6")._ZSt9terminatev()  # what a joinable std::thread's destructor calls
 
 
 if __name__ == "__main__":

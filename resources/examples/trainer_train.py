@@ -54,6 +54,15 @@ def main():
     trainer = Trainer(model=model, args=training, train_dataset=data, eval_dataset=torch.utils.data.Subset(data, range(16)),
                       callbacks=[ShardscopeCallback()] if ShardscopeCallback else [])
     trainer.train()
+    # The process group ends here, while the interpreter is whole. A Gloo group still alive at exit
+    # (the DDP wrapper holds one even past destroy_process_group) now and then ends the process
+    # with "terminate called without an active exception" (pytorch/pytorch#190489), failing a run
+    # that trained to its end. So the wrapped model goes first, then the group.
+    accelerator = trainer.accelerator
+    accelerator.wait_for_everyone()
+    del trainer, model
+    accelerator.free_memory()  # its references to the wrapped model, then gc
+    accelerator.end_training()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 // in time, escalation to SIGKILL, and launch errors reported as values.
 
 #include "app/launcher/launcher.h"
+#include "app/launcher/run_recorder.h"
 #include "tests/common/fake_launch.h"
 
 #include <QTemporaryDir>
@@ -37,6 +38,22 @@ std::map<std::string, std::string> readEnvFile(const QString& path)
 }
 
 bool processGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+void writeText(const QString& path, const std::string& text) { std::ofstream(path.toStdString()) << text; }
+
+// A script run of 2 ranks whose rank launcher prints `outputFile` on its stderr and exits 1, as
+// torchrun does when a rank fails.
+LaunchOptions rankLauncherPrinting(const QTemporaryDir& dir, const QString& outputFile)
+{
+    LaunchOptions options;
+    options.workerPath = "/bin/sh";
+    options.workerArgs = {"-c", "cat \"$0\" >&2; exit 1", outputFile.toStdString()};
+    options.numProcesses = 2;
+    options.launcherStartsRanks = true;
+    options.eventPipeDirectory = dir.filePath(".events").toStdString();
+    options.logDirectory = dir.path().toStdString();
+    return options;
+}
 
 } // namespace
 
@@ -203,6 +220,90 @@ private slots:
         hung.exitCode = kHungExitCode;
         hung.blameFirstOwnError({{1, 99.9, "exception"}});
         QCOMPARE(hung.rootCauseRank.value_or(-1), 0);
+    }
+
+    // A script run's rank launcher (torchrun, under accelerate launch) exits 1 whichever rank
+    // failed and however; its report, printed by torch 2.14 when rank 1 aborted and torchrun then
+    // stopped rank 0, is what names them.
+    void torchrunsReportNamesTheFailedRank()
+    {
+        QTemporaryDir dir;
+        const QString report = dir.filePath("report.txt");
+        writeText(report, "[default0]:training...\n"
+                          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+                          "=======================================================\n"
+                          "t.py FAILED\n"
+                          "-------------------------------------------------------\n"
+                          "Failures:\n"
+                          "[1]:\n"
+                          "  time      : 2026-12-05_23:07:27\n"
+                          "  host      : localhost\n"
+                          "  rank      : 0 (local_rank: 0)\n"
+                          "  exitcode  : -15 (pid: 27172)  (SIGTERM)\n"
+                          "  error_file: <N/A>\n"
+                          "  traceback : Signal 15 (SIGTERM) received by PID 27172\n"
+                          "-------------------------------------------------------\n"
+                          "Root Cause (first observed failure):\n"
+                          "[0]:\n"
+                          "  time      : 2026-12-05_23:07:27\n"
+                          "  host      : localhost\n"
+                          "  rank      : 1 (local_rank: 1)\n"
+                          "  exitcode  : -6 (pid: 27173)  (SIGABRT)\n"
+                          "  error_file: <N/A>\n"
+                          "  traceback : Signal 6 (SIGABRT) received by PID 27173\n"
+                          "=======================================================\n");
+        auto outcome = runLaunch(rankLauncherPrinting(dir, report));
+        QVERIFY(outcome.ok());
+        QCOMPARE(*outcome->rootCauseRank, 1);
+        QCOMPARE(outcome->exitCode, 128 + SIGABRT);
+        QCOMPARE(outcome->ranks[1].pid, pid_t(27173));
+        QCOMPARE(outcome->ranks[1].signal, SIGABRT);
+        QVERIFY(!outcome->ranks[1].stoppedByLauncher);
+        QCOMPARE(outcome->ranks[0].pid, pid_t(27172));
+        QVERIFY(outcome->ranks[0].stoppedByLauncher);
+        const std::string summary = outcome->failureSummary();
+        QVERIFY2(summary.find("rank 1 failed first") != std::string::npos, summary.c_str());
+        QVERIFY2(summary.find("rank 1 (pid 27173) killed by SIGABRT") != std::string::npos, summary.c_str());
+        QVERIFY2(summary.find("rank 0 (pid 27172) stopped by the launcher with SIGTERM") != std::string::npos, summary.c_str());
+    }
+
+    // One rank failed, the other had exited 0 before: the report lists only the failed one.
+    void torchrunsReportLeavesOutRanksThatSucceeded()
+    {
+        QTemporaryDir dir;
+        const QString report = dir.filePath("report.txt");
+        writeText(
+            report,
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+            "============\nd.py FAILED\n------------\nFailures:\n  <NO_OTHER_FAILURES>\n------------\n"
+            "Root Cause (first observed failure):\n[0]:\n"
+            "  time      : 2026-12-05_23:06:24\n  host      : localhost\n"
+            "  rank      : 1 (local_rank: 1)\n  exitcode  : 3 (pid: 26859) \n"
+            "  error_file: <N/A>\n  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+            "============\n");
+        auto outcome = runLaunch(rankLauncherPrinting(dir, report));
+        QVERIFY(outcome.ok());
+        QCOMPARE(*outcome->rootCauseRank, 1);
+        QCOMPARE(outcome->exitCode, 3);
+        QVERIFY(!outcome->ranks[0].failed());
+        QCOMPARE(outcome->ranks[1].exitCode, 3);
+        // Without a report (accelerate failed before torchrun ran) rank 0 stands for the launcher.
+        writeText(report, "Traceback (most recent call last):\nValueError: bad config\n");
+        outcome = runLaunch(rankLauncherPrinting(dir, report));
+        QVERIFY(outcome.ok());
+        QCOMPARE(*outcome->rootCauseRank, 0);
+        QCOMPARE(outcome->exitCode, 1);
+    }
+
+    // The lines a failure report shows of a rank's log: its last ones that say something.
+    void logTailSkipsBlankLinesAtTheEnd()
+    {
+        QTemporaryDir dir;
+        const QString log = dir.filePath("rank1.log");
+        writeText(log, "one\ntwo\n\nthree\nfour\n\n  \n");
+        QCOMPARE(tailOfFile(log.toStdString(), 3), std::string("\nthree\nfour\n"));
+        QCOMPARE(tailOfFile(log.toStdString(), 10), std::string("one\ntwo\n\nthree\nfour\n"));
+        QCOMPARE(tailOfFile(dir.filePath("missing.log").toStdString(), 3), std::string());
     }
 
     void missingWorkerIsAnError()

@@ -306,6 +306,46 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(processesMentioning(home.path()).isEmpty(), 10000);
     }
 
+    // A rank that dies without a Python exception (a native crash, here after its training) reports
+    // no error: only torchrun saw how it ended, and its report names the rank, signal and pid.
+    void crashedRankIsNamedFromTorchrunsReport()
+    {
+        QTemporaryDir home;
+        QString out;
+        const int code = launch(home,
+                                {"--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name", "crash", "--",
+                                 "--steps", "4", "--abort_rank", "1", "--data", dataFile(home)},
+                                &out);
+        QVERIFY2(code == 128 + SIGABRT, qPrintable(out));
+        QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
+        QVERIFY2(out.contains("killed by SIGABRT"), qPrintable(out));
+        QVERIFY2(out.contains("last lines of rank 1's log") && out.contains("rank 1 aborts (--abort_rank)"), qPrintable(out));
+        // It had reported the end of its training: said, with what such an end most likely means.
+        const QString onItsWayOut = "rank 1 had reported that it finished its training before it ended";
+        QVERIFY2(out.contains(onItsWayOut), qPrintable(out));
+        QVERIFY2(out.contains("pytorch/pytorch#190489") && out.contains("accelerator.end_training()"), qPrintable(out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto runs = store->listRuns();
+        QCOMPARE(runs->size(), size_t(1));
+        QCOMPARE(runs->front().status, RunStatus::Failed);
+        auto details = store->run(runs->front().id);
+        QVERIFY(details.ok());
+        QCOMPARE(details->rootCauseRank.value_or(-1), 1);
+        QCOMPARE(details->exitCode.value_or(-1), 128 + SIGABRT);
+        QVERIFY2(QString::fromStdString(details->error).contains(onItsWayOut), details->error.c_str());
+        // The pid named is the rank's own (as its hello event gave it), not accelerate launch's.
+        QCOMPARE(details->ranks.size(), size_t(2));
+        const auto& rank1 = details->ranks[1];
+        QCOMPARE(rank1.info.rank, 1);
+        QVERIFY(rank1.info.pid > 0);
+        QVERIFY2(out.contains(QString("rank 1 (pid %1) killed by SIGABRT").arg(rank1.info.pid)), qPrintable(out));
+        QCOMPARE(rank1.exitCode.value_or(-1), 128 + SIGABRT);
+        // Rank 0 finished its steps first: it exited 0, or torchrun stopped it when rank 1 died.
+        const int rank0 = details->ranks[0].exitCode.value_or(-1);
+        QVERIFY2(rank0 == 0 || rank0 == 128 + SIGTERM, qPrintable(out));
+    }
+
     void stopEndsTheRunWithNoProcessLeft()
     {
         QTemporaryDir home;
