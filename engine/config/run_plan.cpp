@@ -167,7 +167,7 @@ const std::vector<EngineFlag>& engineFlags()
          step([](EngineChoices& c) -> std::int64_t& { return c.gradientAccumulationSteps; }, 1)},
         {"max_grad_norm", "the recipe's training.max_grad_norm (0: none)",
          [](EngineChoices& c, V v) { return number<double>(v[0], c.maxGradNorm, 0.0, 1e30); }},
-        {"threads", "intra-op threads per rank (default: cores / local ranks)",
+        {"threads", "intra-op threads per rank (default: OMP_NUM_THREADS when set, else cores / local ranks)",
          [](EngineChoices& c, V v) { return number<int>(v[0], c.threads, 1, 4096); }},
         {"profile_start_step", "first profiled step (wins over the recipe)",
          step([](EngineChoices& c) -> std::int64_t& { return c.profileStartStep; }, 0)},
@@ -642,7 +642,7 @@ PlanResult buildRunPlan(const PlanInputs& in)
     plan.sharding = shardingOf(engine, plan.localProcesses());
     plan.stateDictType = engine.fsdpStateDictType == "SHARDED_STATE_DICT" && plan.sharding ? StateDictType::Sharded
                                                                                            : StateDictType::Full;
-    plan.threads = engine.threads;
+    plan.threads = engine.threads > 0 ? engine.threads : in.environment.inheritedOmpThreads.value_or(0);
     plan.faults = engine.faults;
     if (in.recipe)
         planRecipe(in, engine, plan, problems);

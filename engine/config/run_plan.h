@@ -87,7 +87,9 @@ struct RunPlan {
     // Profiling window (from --profile or the recipe's profile section); -1: none.
     std::int64_t profileStartStep = -1;
     std::int64_t profileSteps = 0;
-    int threads = 0; // intra-op threads per rank; 0: cores / ranks on this machine
+    // Intra-op threads per rank: --threads, else the launching environment's OMP_NUM_THREADS (as a
+    // PyTorch rank follows it); 0: cores / ranks on this machine.
+    int threads = 0;
     FaultInjection faults;
 
     int localProcesses() const { return numProcesses / std::max(1, numMachines); }

@@ -315,6 +315,15 @@ private slots:
         r = planOf("distributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n", {}, environment);
         VERIFY_PLAN(r);
         QVERIFY(hasEnv(*r.plan, "OMP_NUM_THREADS=3")); // the launching environment's wins
+        // and the engine's ranks follow it, as PyTorch's would, unless --threads says otherwise.
+        QCOMPARE(r.plan->threads, 3);
+        r = planOf("distributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n", {"--threads", "2"}, environment);
+        VERIFY_PLAN(r);
+        QCOMPARE(r.plan->threads, 2);
+        environment.inheritedOmpThreads.reset();
+        r = planOf("distributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n", {}, environment);
+        VERIFY_PLAN(r);
+        QCOMPARE(r.plan->threads, 0); // cores / local ranks, decided by each rank
     }
 
     void unsupportedChoicesAreRefused_data()
