@@ -514,16 +514,16 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
 {
     if (const std::string trouble = monitor.eventFileTrouble(); !trouble.empty()) {
         std::cerr << "shardscope launch: warning: " << trouble << "\n";
-        outcome.reason += (outcome.reason.empty() ? "" : "; ") + ("warning: " + trouble);
+        outcome.addReason("warning: " + trouble);
     }
     outcome.blameFirstOwnError(monitor.reportedErrors());
     if (outcome.cancelled)
         return;
     if (outcome.exitCode != 0) {
         // Still a failure (the process did not end well), but what it trained is whole.
-        if (outcome.rootCauseRank && monitor.completedRanks().count(*outcome.rootCauseRank))
-            outcome.reason += std::string(outcome.reason.empty() ? "" : "; ") + "rank " + std::to_string(*outcome.rootCauseRank)
-                              + " had reported that it finished its training before it ended: it failed on its way out";
+        if (outcome.rootCauseRank && !outcome.rootCauseStandsIn && monitor.completedRanks().count(*outcome.rootCauseRank))
+            outcome.addReason("rank " + std::to_string(*outcome.rootCauseRank)
+                              + " had reported that it finished its training before it ended: it failed on its way out");
         return;
     }
     const auto completed = monitor.completedRanks();
@@ -533,11 +533,10 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
             continue;
         outcome.exitCode = 1;
         outcome.rootCauseRank = r.rank;
-        outcome.reason += std::string(outcome.reason.empty() ? "" : "; ") + "rank " + std::to_string(r.rank)
-                          + " exited with code " + std::to_string(r.status())
+        outcome.addReason("rank " + std::to_string(r.rank) + " exited with code " + std::to_string(r.status())
                           + " without reporting that it finished its steps (last step "
                           + std::to_string(monitor.lastStepOf(r.rank))
-                          + (totalSteps > 0 ? " of " + std::to_string(totalSteps) : std::string()) + "): the run is incomplete";
+                          + (totalSteps > 0 ? " of " + std::to_string(totalSteps) : std::string()) + "): the run is incomplete");
         return;
     }
 }
@@ -588,7 +587,8 @@ void reportFailure(const LaunchOutcome& outcome, const TrainingRun* run)
                 for (std::string line; std::getline(lines, line);)
                     std::cerr << "    " << line << "\n";
             }
-            if (tail.find("terminate called without an active exception") != std::string::npos
+            // A Python script's rank (in the engine this message means a C++ thread left running).
+            if (run->script && tail.find("terminate called without an active exception") != std::string::npos
                 && run->monitor->completedRanks().count(cause))
                 std::cerr << "  a rank that finished its training and then ends this way most likely still held a Gloo "
                              "process group at exit (pytorch/pytorch#190489): end the script by dropping the wrapped "

@@ -204,7 +204,7 @@ std::string RankExit::describe() const
     if (hung)
         out << " hung (" << (hungDetail.empty() ? std::string("no heartbeat within the timeout") : hungDetail) << ") and was";
     if (stoppedByLauncher || hung)
-        out << " stopped by the launcher";
+        out << " stopped by " << (stoppedByTorchrun ? "torchrun" : "the launcher");
     if (signal != 0)
         out << (stoppedByLauncher || hung ? " with " : " killed by ") << signalName(signal);
     else
@@ -216,7 +216,10 @@ std::string RankExit::describe() const
 std::string LaunchOutcome::failureSummary() const
 {
     std::ostringstream out;
-    if (rootCauseRank) {
+    if (rootCauseRank && rootCauseStandsIn) {
+        out << "error: accelerate launch failed, and no report of torchrun's names the rank that did (see " << kLauncherLogName
+            << "); rank " << *rootCauseRank << " stands for it:\n";
+    } else if (rootCauseRank) {
         out << "error: rank " << *rootCauseRank << " failed first (root cause):\n";
         for (const auto& r : ranks)
             if (r.rank == *rootCauseRank)
@@ -261,8 +264,10 @@ void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
             return; // the launcher saw it hang: that is the cause
     std::optional<int> first;
     double firstTime = 0;
+    // At equal times (a script run's ranks all exit when its rank launcher does) the root cause
+    // already named stays.
     auto consider = [&](int rank, double time) {
-        if (!first || time < firstTime) {
+        if (!first || time < firstTime || (time == firstTime && rank == *rootCauseRank)) {
             first = rank;
             firstTime = time;
         }
@@ -278,6 +283,7 @@ void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
     if (!first || *first == *rootCauseRank)
         return;
     rootCauseRank = first;
+    rootCauseStandsIn = false;
     for (const auto& r : ranks)
         if (r.rank == *first)
             exitCode = r.status() != 0 ? r.status() : 1;
@@ -742,6 +748,7 @@ void Supervisor::onRankLauncherExit()
     m_pipeKeepers.clear();
     if (!m_stopping && !m_outcome.ranks.empty() && m_outcome.ranks.front().failed()) {
         m_outcome.rootCauseRank = m_outcome.ranks.front().rank;
+        m_outcome.rootCauseStandsIn = true;
         m_rankLauncherFailed = true;
         beginStopping();
     }
@@ -951,9 +958,12 @@ void Supervisor::routeOutputLine(std::string_view line)
     }
     // One process (Accelerate's simple launcher, no torchrun): its output carries no prefix.
     writeAll(m_options.numProcesses == 1 ? m_logFds[index(0)] : m_logFds.back(), line);
-    constexpr std::size_t kKeptOutput = 64 * 1024; // torchrun's report is at the end, and short
+    if (m_options.numProcesses == 1)
+        return; // no torchrun, no report of its
+    // torchrun's report is at the end; kept whole unless the tracebacks quoted in it are long.
+    constexpr std::size_t kKeptOutput = 256 * 1024;
     m_launcherOutputTail.append(line);
-    if (m_launcherOutputTail.size() > kKeptOutput)
+    if (m_launcherOutputTail.size() > 2 * kKeptOutput)
         m_launcherOutputTail.erase(0, m_launcherOutputTail.size() - kKeptOutput);
 }
 
@@ -962,26 +972,34 @@ void Supervisor::routeOutputLine(std::string_view line)
 // exited 0, and one that torchrun ended with SIGTERM after the first failure was stopped by it.
 void Supervisor::applyTorchrunReport()
 {
-    const auto failures = parseTorchrunFailures(m_launcherOutputTail);
-    if (!m_rankLauncherFailed || failures.empty())
+    if (!m_rankLauncherFailed)
         return;
-    for (auto& exit : m_outcome.ranks) {
-        exit.pid = 0;
-        exit.exitCode = 0;
-        exit.signal = 0;
-    }
-    for (const auto& failure : failures) {
+    const TorchrunReport report = parseTorchrunReport(m_launcherOutputTail);
+    // The report's ranks are this machine's by their local rank (torchrun numbers the global ones).
+    auto ours = [&](const TorchrunFailure& f) { return f.localRank >= 0 && f.localRank < m_options.numProcesses; };
+    const auto root = std::find_if(report.failures.begin(), report.failures.end(),
+                                   [](const TorchrunFailure& f) { return f.rootCause; });
+    if (root == report.failures.end() || !ours(*root))
+        return; // no report of these ranks: the first rank keeps standing in
+    if (report.whole) {
         for (auto& exit : m_outcome.ranks) {
-            if (exit.rank != failure.rank)
-                continue;
-            exit.pid = failure.pid;
-            exit.exitCode = failure.exitCode > 0 ? failure.exitCode : 0;
-            exit.signal = failure.exitCode < 0 ? -failure.exitCode : 0;
-            exit.stoppedByLauncher = !failure.rootCause && exit.signal == SIGTERM;
-            if (failure.rootCause)
-                m_outcome.rootCauseRank = exit.rank;
+            exit.pid = 0;
+            exit.exitCode = 0;
+            exit.signal = 0;
         }
     }
+    for (const auto& failure : report.failures) {
+        if (!ours(failure))
+            continue;
+        RankExit& exit = m_outcome.ranks[index(failure.localRank)];
+        exit.pid = failure.pid;
+        exit.exitCode = failure.exitCode > 0 ? failure.exitCode : 0;
+        exit.signal = failure.exitCode < 0 ? -failure.exitCode : 0;
+        exit.stoppedByTorchrun = !failure.rootCause && exit.signal == SIGTERM;
+        exit.stoppedByLauncher = exit.stoppedByTorchrun;
+    }
+    m_outcome.rootCauseRank = m_outcome.ranks[index(root->localRank)].rank;
+    m_outcome.rootCauseStandsIn = false;
 }
 
 LaunchOutcome Supervisor::outcome()
@@ -992,6 +1010,8 @@ LaunchOutcome Supervisor::outcome()
             if (r.rank == *m_outcome.rootCauseRank)
                 // A hung rank stopped by SIGTERM may cancel cleanly and exit 0: the run still failed.
                 m_outcome.exitCode = r.hung ? kHungExitCode : r.status();
+        if (m_outcome.exitCode == 0)
+            m_outcome.exitCode = 1; // a root cause is a failure, whatever its rank's exit said
     } else if (m_outcome.cancelled) {
         m_outcome.exitCode = 130;
     }

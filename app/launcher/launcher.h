@@ -86,6 +86,7 @@ struct RankExit {
     int exitCode = 0; // when it exited normally
     int signal = 0; // when a signal ended it, else 0
     bool stoppedByLauncher = false; // it was ended by the launcher after another rank failed or on Ctrl-C
+    bool stoppedByTorchrun = false; // a script run's: torchrun ended it so (stoppedByLauncher too)
     bool hung = false; // it sent no event for LaunchOptions::hangTimeout and was stopped for it
     std::string hungDetail; // why it was taken as hung, when not silence
     double seconds = 0; // from launch to exit
@@ -112,11 +113,15 @@ inline constexpr int kHungExitCode = 124;
 struct LaunchOutcome {
     int exitCode = 0; // what the launcher exits with: 0, or the root-cause rank's status
     std::optional<int> rootCauseRank; // global rank of the first rank that failed on its own
+    // A script run's rank launcher failed and neither a report of torchrun's nor an error event
+    // named a rank: the first rank stands for it.
+    bool rootCauseStandsIn = false;
     bool cancelled = false; // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP)
     int masterPort = 0;
     std::vector<RankExit> ranks; // this machine's ranks, in rank order
 
     std::string reason; // a sentence on what went wrong beyond the exits (e.g. steps not finished)
+    void addReason(const std::string& sentence) { reason += (reason.empty() ? "" : "; ") + sentence; }
     // A torchrun-style summary, root cause first; empty when every rank succeeded.
     std::string failureSummary() const;
     // After a failure: the root cause is the rank whose own error came first, by the time of its

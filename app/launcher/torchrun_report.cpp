@@ -9,6 +9,43 @@ namespace {
 
 constexpr std::string_view kFailuresHeading = "\nFailures:\n";
 constexpr std::string_view kRootCauseHeading = "\nRoot Cause (first observed failure):\n";
+// The fields of an entry, as torch formats them (_FAILURE_FORMAT_TEMPLATE): their exact indent
+// and padding, so that a line of a traceback quoted in an entry is not taken for one.
+constexpr std::string_view kRankField = "  rank      : ";
+constexpr std::string_view kExitCodeField = "  exitcode  : ";
+
+// The entries between `begin` and the report's closing border (a line of '=') or `end`.
+void readEntries(std::string_view output, std::size_t begin, std::size_t end, bool rootCause, std::vector<TorchrunFailure>& found)
+{
+    TorchrunFailure current;
+    bool haveRank = false;
+    while (begin < end) {
+        auto lineEnd = output.find('\n', begin);
+        if (lineEnd == std::string_view::npos || lineEnd > end)
+            lineEnd = end;
+        const std::string_view line = output.substr(begin, lineEnd - begin);
+        begin = lineEnd + 1;
+        if (!line.empty() && line.front() == '=')
+            break;
+        if (!line.empty() && line.front() == '[') { // "[<index>]:", a new entry
+            haveRank = false;
+            continue;
+        }
+        int a = 0, b = 0;
+        const std::string text(line);
+        if (line.substr(0, kRankField.size()) == kRankField
+            && std::sscanf(text.c_str() + kRankField.size(), "%d (local_rank: %d)", &a, &b) == 2) {
+            current = TorchrunFailure{a, b, 0, 0, rootCause};
+            haveRank = true;
+        } else if (haveRank && line.substr(0, kExitCodeField.size()) == kExitCodeField
+                   && std::sscanf(text.c_str() + kExitCodeField.size(), "%d (pid: %d)", &a, &b) == 2) {
+            current.exitCode = a;
+            current.pid = static_cast<pid_t>(b);
+            found.push_back(current);
+            haveRank = false;
+        }
+    }
+}
 
 } // namespace
 
@@ -26,38 +63,24 @@ constexpr std::string_view kRootCauseHeading = "\nRoot Cause (first observed fai
 //     ...the same fields...
 //   ==========
 // with "  <NO_OTHER_FAILURES>" in place of the first list when one rank failed.
-std::vector<TorchrunFailure> parseTorchrunFailures(std::string_view output)
+TorchrunReport parseTorchrunReport(std::string_view output)
 {
+    TorchrunReport report;
     const auto root = output.rfind(kRootCauseHeading);
     if (root == std::string_view::npos)
-        return {};
-    const auto failures = output.rfind(kFailuresHeading, root);
-    if (failures == std::string_view::npos)
-        return {};
-    std::vector<TorchrunFailure> found;
-    TorchrunFailure current;
-    bool haveRank = false;
-    std::size_t begin = failures + kFailuresHeading.size();
-    while (begin < output.size()) {
-        auto end = output.find('\n', begin);
-        if (end == std::string_view::npos)
-            end = output.size();
-        const std::string line(output.substr(begin, end - begin));
-        if (begin > root && !line.empty() && line.front() == '=')
-            break; // the report's closing border
-        int a = 0, b = 0;
-        if (std::sscanf(line.c_str(), " rank : %d (local_rank: %d)", &a, &b) == 2) {
-            current = TorchrunFailure{a, b, 0, 0, begin > root};
-            haveRank = true;
-        } else if (haveRank && std::sscanf(line.c_str(), " exitcode : %d (pid: %d)", &a, &b) == 2) {
-            current.exitCode = a;
-            current.pid = static_cast<pid_t>(b);
-            found.push_back(current);
-            haveRank = false;
-        }
-        begin = end + 1;
+        return report;
+    readEntries(output, root + kRootCauseHeading.size(), output.size(), true, report.failures);
+    if (report.failures.size() != 1) { // an entry cut off, or not a report of torch's
+        report.failures.clear();
+        return report;
     }
-    return found;
+    const auto failures = output.rfind(kFailuresHeading, root);
+    // The list belongs to this report only if no earlier report's end lies between them.
+    if (failures == std::string_view::npos || output.substr(failures, root - failures).find("\n=") != std::string_view::npos)
+        return report;
+    readEntries(output, failures + kFailuresHeading.size(), root, false, report.failures);
+    report.whole = true;
+    return report;
 }
 
 } // namespace shardscope

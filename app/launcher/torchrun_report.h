@@ -20,9 +20,16 @@ struct TorchrunFailure {
     bool rootCause = false; // torchrun's "first observed failure"
 };
 
-// The failures listed by the last report in `output`, or none when it holds no whole report.
-// A rank the report leaves out exited 0: torchrun lists every rank that did not, those it stopped
-// itself after the first failure too (exit code -15).
-std::vector<TorchrunFailure> parseTorchrunFailures(std::string_view output);
+struct TorchrunReport {
+    std::vector<TorchrunFailure> failures; // the root cause among them; empty: no report found
+    // The list of the other failures was read too. A rank a whole report leaves out exited 0:
+    // torchrun lists every rank that did not, those it stopped itself after the first failure
+    // too (exit code -15).
+    bool whole = false;
+};
+
+// The last report in `output`. One whose beginning is cut off (a long traceback before it) still
+// gives its root cause, without the other failures.
+TorchrunReport parseTorchrunReport(std::string_view output);
 
 } // namespace shardscope

@@ -642,7 +642,7 @@ PlanResult buildRunPlan(const PlanInputs& in)
     plan.sharding = shardingOf(engine, plan.localProcesses());
     plan.stateDictType = engine.fsdpStateDictType == "SHARDED_STATE_DICT" && plan.sharding ? StateDictType::Sharded
                                                                                            : StateDictType::Full;
-    plan.threads = engine.threads > 0 ? engine.threads : in.environment.inheritedOmpThreads.value_or(0);
+    plan.threads = engine.threads > 0 ? engine.threads : std::min(in.environment.inheritedOmpThreads.value_or(0), 4096);
     plan.faults = engine.faults;
     if (in.recipe)
         planRecipe(in, engine, plan, problems);

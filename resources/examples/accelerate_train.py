@@ -118,7 +118,7 @@ def main():
     if profiler:
         profiler.stop()
     accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
+    if accelerator.is_main_process and step > 0:
         print("trained %d steps, last loss %.4f" % (step, loss.item()))
         if timed_from is not None and step > 3:
             print("step time: %.4f ms (mean of steps 4..%d)" % ((timed_until - timed_from) * 1e3 / (step - 3), step))

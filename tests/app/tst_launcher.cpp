@@ -4,6 +4,7 @@
 
 #include "app/launcher/launcher.h"
 #include "app/launcher/run_recorder.h"
+#include "app/launcher/torchrun_report.h"
 #include "tests/common/fake_launch.h"
 
 #include <QTemporaryDir>
@@ -264,7 +265,10 @@ private slots:
         const std::string summary = outcome->failureSummary();
         QVERIFY2(summary.find("rank 1 failed first") != std::string::npos, summary.c_str());
         QVERIFY2(summary.find("rank 1 (pid 27173) killed by SIGABRT") != std::string::npos, summary.c_str());
-        QVERIFY2(summary.find("rank 0 (pid 27172) stopped by the launcher with SIGTERM") != std::string::npos, summary.c_str());
+        QVERIFY2(summary.find("rank 0 (pid 27172) stopped by torchrun with SIGTERM") != std::string::npos, summary.c_str());
+        // Every rank exits when torchrun does: at that equal time, no rank displaces its root cause.
+        outcome->blameFirstOwnError({});
+        QCOMPARE(*outcome->rootCauseRank, 1);
     }
 
     // One rank failed, the other had exited 0 before: the report lists only the failed one.
@@ -287,12 +291,59 @@ private slots:
         QCOMPARE(outcome->exitCode, 3);
         QVERIFY(!outcome->ranks[0].failed());
         QCOMPARE(outcome->ranks[1].exitCode, 3);
-        // Without a report (accelerate failed before torchrun ran) rank 0 stands for the launcher.
+        // Without a report (accelerate failed before torchrun ran) rank 0 stands for the launcher,
+        // and says so.
         writeText(report, "Traceback (most recent call last):\nValueError: bad config\n");
         outcome = runLaunch(rankLauncherPrinting(dir, report));
         QVERIFY(outcome.ok());
         QCOMPARE(*outcome->rootCauseRank, 0);
+        QVERIFY(outcome->rootCauseStandsIn);
         QCOMPARE(outcome->exitCode, 1);
+        QVERIFY2(outcome->failureSummary().find("no report of torchrun's names the rank") != std::string::npos,
+                 outcome->failureSummary().c_str());
+        // A report of ranks that are not these (another machine's local rank 5) changes nothing.
+        writeText(report, "\nFailures:\n  <NO_OTHER_FAILURES>\n---\nRoot Cause (first observed failure):\n[0]:\n"
+                          "  rank      : 5 (local_rank: 5)\n  exitcode  : 0 (pid: 7)\n===\n");
+        outcome = runLaunch(rankLauncherPrinting(dir, report));
+        QVERIFY(outcome.ok());
+        QCOMPARE(*outcome->rootCauseRank, 0);
+        QCOMPARE(outcome->exitCode, 1); // never 0 for a failed launch
+    }
+
+    // The report's text, as torch formats it, in the cases a launch can leave it in.
+    void torchrunReportIsReadOnlyFromItsFields()
+    {
+        const std::string entry0 = "[1]:\n  time      : 2026-12-05_23:06:06\n  host      : localhost\n"
+                                   "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 26805) \n"
+                                   "  error_file: /tmp/err.json\n  traceback : Traceback (most recent call last):\n"
+                                   "    rank      : 3 (local_rank: 1)\n    exitcode  : -9 (pid: 1)\n"
+                                   "  RuntimeError: boom\n";
+        const std::string root = "Root Cause (first observed failure):\n[0]:\n  time      : 2026-12-05_23:06:06\n"
+                                 "  rank      : 1 (local_rank: 1)\n  exitcode  : -11 (pid: 26806)  (SIGSEGV)\n"
+                                 "  error_file: <N/A>\n  traceback : Signal 11 (SIGSEGV) received by PID 26806\n"
+                                 "============\n";
+        auto report = parseTorchrunReport("x.py FAILED\n------------\nFailures:\n" + entry0 + "------------\n" + root);
+        QVERIFY(report.whole);
+        QCOMPARE(report.failures.size(), size_t(2)); // the indented lines of the traceback are not entries
+        QCOMPARE(report.failures[0].rank, 1);
+        QVERIFY(report.failures[0].rootCause);
+        QCOMPARE(report.failures[0].exitCode, -11);
+        QCOMPARE(report.failures[1].rank, 0);
+        QCOMPARE(report.failures[1].exitCode, 1);
+        QCOMPARE(report.failures[1].pid, pid_t(26805));
+        // Its beginning cut off (a long traceback): the root cause is still read, the rest is not.
+        report = parseTorchrunReport("ck (most recent call last):\n  File \"x.py\"\n------------\n" + root);
+        QVERIFY(!report.whole);
+        QCOMPARE(report.failures.size(), size_t(1));
+        QCOMPARE(report.failures[0].pid, pid_t(26806));
+        // An earlier report's list is not this one's.
+        report = parseTorchrunReport("x.py FAILED\nFailures:\n" + entry0 + "============\nagain\n------------\n" + root);
+        QVERIFY(!report.whole);
+        QCOMPARE(report.failures.size(), size_t(1));
+        // Its end cut off: nothing.
+        QVERIFY(parseTorchrunReport("\nRoot Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n")
+                    .failures.empty());
+        QVERIFY(parseTorchrunReport("").failures.empty());
     }
 
     // The lines a failure report shows of a rank's log: its last ones that say something.

@@ -14,6 +14,7 @@ examples in resources/examples end. Nothing is downloaded.
 import argparse
 import gc
 import os
+import socket
 import subprocess
 import sys
 
@@ -68,6 +69,12 @@ def rank_main(ending):
         dist.destroy_process_group()
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=30)
@@ -82,9 +89,12 @@ def main():
             sys.exit("unknown ending %r; choose from %s" % (ending, ", ".join(ENDINGS)))
         aborted = failed = 0
         for _ in range(args.runs):
-            run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                                  os.path.abspath(__file__), "--rank-ending", ending],
-                                 capture_output=True, text=True)
+            try:
+                run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--master_port", str(free_port()),
+                                      "--nproc_per_node", "2", os.path.abspath(__file__), "--rank-ending", ending],
+                                     capture_output=True, text=True, timeout=300)
+            except subprocess.TimeoutExpired:
+                sys.exit("a run of %r took over 300 s: hung, not counted" % ending)
             if run.returncode != 0:
                 failed += 1
                 aborted += "terminate called without an active exception" in run.stderr + run.stdout
