@@ -448,10 +448,8 @@ private:
     int m_outputFd = -1;
     std::string m_outputPartial;
     std::vector<int> m_logFds;
-    // The end of the rank launcher's own output (launcher.log), where torchrun's failure report is,
-    // and whether the rank launcher failed on its own (not stopped by us).
+    // The end of the rank launcher's own output (launcher.log), where torchrun's failure report is.
     std::string m_launcherOutputTail;
-    bool m_rankLauncherFailed = false;
     int m_running = 0;
     bool m_stopping = false;
     Clock::time_point m_killDeadline{};
@@ -749,7 +747,6 @@ void Supervisor::onRankLauncherExit()
     if (!m_stopping && !m_outcome.ranks.empty() && m_outcome.ranks.front().failed()) {
         m_outcome.rootCauseRank = m_outcome.ranks.front().rank;
         m_outcome.rootCauseStandsIn = true;
-        m_rankLauncherFailed = true;
         beginStopping();
     }
     stopOrphans(SIGKILL);
@@ -967,12 +964,12 @@ void Supervisor::routeOutputLine(std::string_view line)
         m_launcherOutputTail.erase(0, m_launcherOutputTail.size() - kKeptOutput);
 }
 
-// The rank launcher failed on its own: torchrun's report says which of its ranks failed first
-// and how. Every rank stood for the rank launcher's exit until now; a rank the report leaves out
+// The rank launcher failed on its own (the first rank stands in as root cause): torchrun's report
+// says which of its ranks failed first and how. Every rank stood for the rank launcher's exit until now; a rank the report leaves out
 // exited 0, and one that torchrun ended with SIGTERM after the first failure was stopped by it.
 void Supervisor::applyTorchrunReport()
 {
-    if (!m_rankLauncherFailed)
+    if (!m_outcome.rootCauseStandsIn)
         return;
     const TorchrunReport report = parseTorchrunReport(m_launcherOutputTail);
     // The report's ranks are this machine's by their local rank (torchrun numbers the global ones).

@@ -42,10 +42,12 @@ bool processGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
 void writeText(const QString& path, const std::string& text) { std::ofstream(path.toStdString()) << text; }
 
-// A script run of 2 ranks whose rank launcher prints `outputFile` on its stderr and exits 1, as
-// torchrun does when a rank fails.
-LaunchOptions rankLauncherPrinting(const QTemporaryDir& dir, const QString& outputFile)
+// Launches a script run of 2 ranks whose rank launcher prints `output` on its stderr and exits 1,
+// as torchrun does when a rank fails.
+Result<LaunchOutcome> launchPrinting(const QTemporaryDir& dir, const std::string& output)
 {
+    const QString outputFile = dir.filePath("output.txt");
+    writeText(outputFile, output);
     LaunchOptions options;
     options.workerPath = "/bin/sh";
     options.workerArgs = {"-c", "cat \"$0\" >&2; exit 1", outputFile.toStdString()};
@@ -53,7 +55,7 @@ LaunchOptions rankLauncherPrinting(const QTemporaryDir& dir, const QString& outp
     options.launcherStartsRanks = true;
     options.eventPipeDirectory = dir.filePath(".events").toStdString();
     options.logDirectory = dir.path().toStdString();
-    return options;
+    return runLaunch(options);
 }
 
 } // namespace
@@ -229,31 +231,29 @@ private slots:
     void torchrunsReportNamesTheFailedRank()
     {
         QTemporaryDir dir;
-        const QString report = dir.filePath("report.txt");
-        writeText(report, "[default0]:training...\n"
-                          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
-                          "=======================================================\n"
-                          "t.py FAILED\n"
-                          "-------------------------------------------------------\n"
-                          "Failures:\n"
-                          "[1]:\n"
-                          "  time      : 2026-12-05_23:07:27\n"
-                          "  host      : localhost\n"
-                          "  rank      : 0 (local_rank: 0)\n"
-                          "  exitcode  : -15 (pid: 27172)  (SIGTERM)\n"
-                          "  error_file: <N/A>\n"
-                          "  traceback : Signal 15 (SIGTERM) received by PID 27172\n"
-                          "-------------------------------------------------------\n"
-                          "Root Cause (first observed failure):\n"
-                          "[0]:\n"
-                          "  time      : 2026-12-05_23:07:27\n"
-                          "  host      : localhost\n"
-                          "  rank      : 1 (local_rank: 1)\n"
-                          "  exitcode  : -6 (pid: 27173)  (SIGABRT)\n"
-                          "  error_file: <N/A>\n"
-                          "  traceback : Signal 6 (SIGABRT) received by PID 27173\n"
-                          "=======================================================\n");
-        auto outcome = runLaunch(rankLauncherPrinting(dir, report));
+        auto outcome = launchPrinting(dir, "[default0]:training...\n"
+                                           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+                                           "=======================================================\n"
+                                           "t.py FAILED\n"
+                                           "-------------------------------------------------------\n"
+                                           "Failures:\n"
+                                           "[1]:\n"
+                                           "  time      : 2026-12-05_23:07:27\n"
+                                           "  host      : localhost\n"
+                                           "  rank      : 0 (local_rank: 0)\n"
+                                           "  exitcode  : -15 (pid: 27172)  (SIGTERM)\n"
+                                           "  error_file: <N/A>\n"
+                                           "  traceback : Signal 15 (SIGTERM) received by PID 27172\n"
+                                           "-------------------------------------------------------\n"
+                                           "Root Cause (first observed failure):\n"
+                                           "[0]:\n"
+                                           "  time      : 2026-12-05_23:07:27\n"
+                                           "  host      : localhost\n"
+                                           "  rank      : 1 (local_rank: 1)\n"
+                                           "  exitcode  : -6 (pid: 27173)  (SIGABRT)\n"
+                                           "  error_file: <N/A>\n"
+                                           "  traceback : Signal 6 (SIGABRT) received by PID 27173\n"
+                                           "=======================================================\n");
         QVERIFY(outcome.ok());
         QCOMPARE(*outcome->rootCauseRank, 1);
         QCOMPARE(outcome->exitCode, 128 + SIGABRT);
@@ -275,9 +275,8 @@ private slots:
     void torchrunsReportLeavesOutRanksThatSucceeded()
     {
         QTemporaryDir dir;
-        const QString report = dir.filePath("report.txt");
-        writeText(
-            report,
+        auto outcome = launchPrinting(
+            dir,
             "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
             "============\nd.py FAILED\n------------\nFailures:\n  <NO_OTHER_FAILURES>\n------------\n"
             "Root Cause (first observed failure):\n[0]:\n"
@@ -285,7 +284,6 @@ private slots:
             "  rank      : 1 (local_rank: 1)\n  exitcode  : 3 (pid: 26859) \n"
             "  error_file: <N/A>\n  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
             "============\n");
-        auto outcome = runLaunch(rankLauncherPrinting(dir, report));
         QVERIFY(outcome.ok());
         QCOMPARE(*outcome->rootCauseRank, 1);
         QCOMPARE(outcome->exitCode, 3);
@@ -293,8 +291,7 @@ private slots:
         QCOMPARE(outcome->ranks[1].exitCode, 3);
         // Without a report (accelerate failed before torchrun ran) rank 0 stands for the launcher,
         // and says so.
-        writeText(report, "Traceback (most recent call last):\nValueError: bad config\n");
-        outcome = runLaunch(rankLauncherPrinting(dir, report));
+        outcome = launchPrinting(dir, "Traceback (most recent call last):\nValueError: bad config\n");
         QVERIFY(outcome.ok());
         QCOMPARE(*outcome->rootCauseRank, 0);
         QVERIFY(outcome->rootCauseStandsIn);
@@ -302,9 +299,8 @@ private slots:
         QVERIFY2(outcome->failureSummary().find("no report of torchrun's names the rank") != std::string::npos,
                  outcome->failureSummary().c_str());
         // A report of ranks that are not these (another machine's local rank 5) changes nothing.
-        writeText(report, "\nFailures:\n  <NO_OTHER_FAILURES>\n---\nRoot Cause (first observed failure):\n[0]:\n"
-                          "  rank      : 5 (local_rank: 5)\n  exitcode  : 0 (pid: 7)\n===\n");
-        outcome = runLaunch(rankLauncherPrinting(dir, report));
+        outcome = launchPrinting(dir, "\nFailures:\n  <NO_OTHER_FAILURES>\n---\nRoot Cause (first observed failure):\n[0]:\n"
+                                      "  rank      : 5 (local_rank: 5)\n  exitcode  : 0 (pid: 7)\n===\n");
         QVERIFY(outcome.ok());
         QCOMPARE(*outcome->rootCauseRank, 0);
         QCOMPARE(outcome->exitCode, 1); // never 0 for a failed launch

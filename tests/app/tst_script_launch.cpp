@@ -135,6 +135,21 @@ void expectCompletedTwoRankRun(const QTemporaryDir& home, size_t steps)
     }
 }
 
+// The details of the one run the history of `home` holds, which ended as `status`. Checked with
+// QVERIFY/QCOMPARE: the caller stops when QTest::currentTestFailed().
+void readOnlyRun(const QTemporaryDir& home, RunStatus status, RunDetails& details)
+{
+    auto store = RunStore::open(historyFile(home.path().toStdString()));
+    QVERIFY(store.ok());
+    auto runs = store->listRuns();
+    QVERIFY(runs.ok());
+    QCOMPARE(runs->size(), size_t(1));
+    QCOMPARE(runs->front().status, status);
+    auto found = store->run(runs->front().id);
+    QVERIFY(found.ok());
+    details = std::move(*found);
+}
+
 bool venvHasAccelerate()
 {
     QProcess probe;
@@ -295,13 +310,11 @@ private slots:
         QVERIFY2(code != 0, qPrintable(out));
         QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
         QVERIFY2(out.contains("injected failure on rank 1 at step 3"), qPrintable(out));
-        auto store = RunStore::open(historyFile(home.path().toStdString()));
-        QVERIFY(store.ok());
-        auto runs = store->listRuns();
-        QCOMPARE(runs->size(), size_t(1));
-        QCOMPARE(runs->front().status, RunStatus::Failed);
-        auto details = store->run(runs->front().id);
-        QCOMPARE(details->rootCauseRank.value_or(-1), 1);
+        RunDetails details;
+        readOnlyRun(home, RunStatus::Failed, details);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(details.rootCauseRank.value_or(-1), 1);
         // The other rank stopped: nothing of the run is left.
         QTRY_VERIFY_WITH_TIMEOUT(processesMentioning(home.path()).isEmpty(), 10000);
     }
@@ -324,25 +337,22 @@ private slots:
         const QString onItsWayOut = "rank 1 had reported that it finished its training before it ended";
         QVERIFY2(out.contains(onItsWayOut), qPrintable(out));
         QVERIFY2(out.contains("pytorch/pytorch#190489") && out.contains("accelerator.end_training()"), qPrintable(out));
-        auto store = RunStore::open(historyFile(home.path().toStdString()));
-        QVERIFY(store.ok());
-        auto runs = store->listRuns();
-        QCOMPARE(runs->size(), size_t(1));
-        QCOMPARE(runs->front().status, RunStatus::Failed);
-        auto details = store->run(runs->front().id);
-        QVERIFY(details.ok());
-        QCOMPARE(details->rootCauseRank.value_or(-1), 1);
-        QCOMPARE(details->exitCode.value_or(-1), 128 + SIGABRT);
-        QVERIFY2(QString::fromStdString(details->error).contains(onItsWayOut), details->error.c_str());
+        RunDetails details;
+        readOnlyRun(home, RunStatus::Failed, details);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(details.rootCauseRank.value_or(-1), 1);
+        QCOMPARE(details.exitCode.value_or(-1), 128 + SIGABRT);
+        QVERIFY2(QString::fromStdString(details.error).contains(onItsWayOut), details.error.c_str());
         // The pid named is the rank's own (as its hello event gave it), not accelerate launch's.
-        QCOMPARE(details->ranks.size(), size_t(2));
-        const auto& rank1 = details->ranks[1];
+        QCOMPARE(details.ranks.size(), size_t(2));
+        const auto& rank1 = details.ranks[1];
         QCOMPARE(rank1.info.rank, 1);
         QVERIFY(rank1.info.pid > 0);
         QVERIFY2(out.contains(QString("rank 1 (pid %1) killed by SIGABRT").arg(rank1.info.pid)), qPrintable(out));
         QCOMPARE(rank1.exitCode.value_or(-1), 128 + SIGABRT);
         // Rank 0 finished its steps first: it exited 0, or torchrun stopped it when rank 1 died.
-        const int rank0 = details->ranks[0].exitCode.value_or(-1);
+        const int rank0 = details.ranks[0].exitCode.value_or(-1);
         QVERIFY2(rank0 == 0 || rank0 == 128 + SIGTERM, qPrintable(out));
     }
 

@@ -14,7 +14,6 @@ examples in resources/examples end. Nothing is downloaded.
 import argparse
 import gc
 import os
-import socket
 import subprocess
 import sys
 
@@ -69,12 +68,6 @@ def rank_main(ending):
         dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=30)
@@ -84,6 +77,8 @@ def main():
     if args.rank_ending:
         rank_main(args.rank_ending)
         return
+    from ddp_reference import free_port  # this folder's; imports torch, which the ranks import anyway
+
     for ending in args.endings.split(","):
         if ending not in ENDINGS:
             sys.exit("unknown ending %r; choose from %s" % (ending, ", ".join(ENDINGS)))
