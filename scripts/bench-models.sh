@@ -45,15 +45,8 @@ ours() {
   local recipe=$1 run="run$RANDOM$RANDOM"
   "$bin" launch --num_processes 2 --recipe "$recipe" --runs_dir "$work/runs" --run_name "$run" \
     -- --dump-initial "$work/init.safetensors" >/dev/null
-  python3 - "$work/runs/$run/events.jsonl" <<'EOF'
-import json, sys
-events = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "step"]
-steps = [e for e in events if e["rank"] == 0][2:]
-last = [e for e in events if e["rank"] == 0][-1]["mem"]
-rss = max(e["mem"]["rss"] for e in events)
-print(sum(e["tokens"] * 2 for e in steps) / sum(e["step_time"] for e in steps),
-      last["params"] + last["grads"] + last["optimizer"], rss)
-EOF
+  python3 "$root/tests/tools/events.py" "$work/runs/$run/events.jsonl" --ranks 2 --warmup 2 \
+    throughput model_states peak_rss
 }
 theirs() {
   shardscope_ddp_reference "$1" "$work/init.safetensors" "$work/ref.json" || exit 1

@@ -146,6 +146,21 @@ if [ -z "$torch_prefix" ] && { [ ! -f "$stamp" ] || ! cat "$requirements" "$requ
     || die "installing the wheels of $requirements_no_deps from $wheels failed"
   cat "$requirements" "$requirements_no_deps" > "$stamp"
 fi
+# The Python package's test tools (scripts/requirements-test.txt), stamped on their own so that
+# adding one never rebuilds the environment torch lives in.
+test_requirements="$root/scripts/requirements-test.txt"
+test_stamp="$venv/.shardscope-test-requirements"
+if [ -z "$torch_prefix" ] && ! cmp -s "$test_requirements" "$test_stamp"; then
+  wheels="$cache/wheels"
+  mkdir -p "$wheels"
+  if ! "$venv/bin/python" -m pip download -q --no-index --find-links "$wheels" -r "$test_requirements" -d "$wheels" >/dev/null 2>&1; then
+    "$venv/bin/python" -m pip download -q -r "$test_requirements" -d "$wheels" \
+      || die "could not download the wheels of $test_requirements from PyPI"
+  fi
+  "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" -r "$test_requirements" \
+    || die "installing the wheels of $test_requirements from $wheels failed"
+  cp "$test_requirements" "$test_stamp"
+fi
 # Shardscope's own Python package (python/: the reporter, tracker and Trainer callback that run
 # inside users' scripts), reinstalled whenever its sources change. Offline: setuptools is in the venv.
 if [ -z "$torch_prefix" ]; then

@@ -166,18 +166,13 @@ Result<std::vector<RunSummary>> RunStore::listRuns(const RunFilter& filter) cons
 
 Result<RunDetails> RunStore::run(std::int64_t runId) const
 {
-    auto stmt = m_db.prepare(std::string("SELECT ") + kSummaryColumns
-                             + ", r.config_text, r.recipe_text, r.notes, r.exit_code, r.root_cause_rank, r.error, "
-                               "r.launcher_pid, r.launcher_host, r.launcher_boot_id, r.launcher_start_ticks "
-                               "FROM runs r WHERE r.id = ?");
+    auto stmt = runRow(std::string("SELECT ") + kSummaryColumns
+                           + ", r.config_text, r.recipe_text, r.notes, r.exit_code, r.root_cause_rank, r.error, "
+                             "r.launcher_pid, r.launcher_host, r.launcher_boot_id, r.launcher_start_ticks "
+                             "FROM runs r WHERE r.id = ?",
+                       runId);
     if (!stmt)
         return stmt.error();
-    stmt->bind(1, runId);
-    auto row = stmt->step();
-    if (!row)
-        return row.error();
-    if (!*row)
-        return makeError("no " + runLabel(runId) + " in " + m_db.path() + "; `shardscope runs list` shows the runs");
     RunDetails details;
     details.summary = readSummary(*stmt);
     constexpr int c = kSummaryColumnCount; // the details' columns follow the summary's

@@ -96,9 +96,9 @@ Result<RunStore> RunStore::openAs(const std::filesystem::path& databaseFile, con
     return store;
 }
 
-Result<RunStatus> RunStore::statusOf(std::int64_t runId) const
+Result<Statement> RunStore::runRow(std::string_view sql, std::int64_t runId) const
 {
-    auto stmt = m_db.prepare("SELECT status FROM runs WHERE id = ?");
+    auto stmt = m_db.prepare(sql);
     if (!stmt)
         return stmt.error();
     stmt->bind(1, runId);
@@ -107,6 +107,14 @@ Result<RunStatus> RunStore::statusOf(std::int64_t runId) const
         return row.error();
     if (!*row)
         return makeError("no " + runLabel(runId) + " in " + m_db.path() + "; `shardscope runs list` shows the runs");
+    return std::move(*stmt);
+}
+
+Result<RunStatus> RunStore::statusOf(std::int64_t runId) const
+{
+    auto stmt = runRow("SELECT status FROM runs WHERE id = ?", runId);
+    if (!stmt)
+        return stmt.error();
     return parseRunStatus(stmt->text(0)).value_or(RunStatus::Pending);
 }
 

@@ -103,6 +103,9 @@ private:
     RunStore(Database db, std::filesystem::path runsRoot) : m_db(std::move(db)), m_runsRoot(std::move(runsRoot)) { }
     static Result<RunStore> openAs(const std::filesystem::path& databaseFile, const StoreOptions& options, OpenMode mode);
     Result<RunStatus> statusOf(std::int64_t runId) const;
+    // The one row `sql` selects for a run (the run's id is its one parameter), or the error that
+    // there is no such run.
+    Result<Statement> runRow(std::string_view sql, std::int64_t runId) const;
     Result<std::int64_t> keyId(const std::string& key) const; // 0 when unknown
 
     Database m_db;

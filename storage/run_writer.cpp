@@ -454,6 +454,11 @@ void RunWriter::addCheckpoint(const CheckpointRecord& checkpoint) { m_state->app
 Result<void> RunWriter::flush()
 {
     std::unique_lock lock(m_state->mutex);
+    return requestCommitAndWait(lock);
+}
+
+Result<void> RunWriter::requestCommitAndWait(std::unique_lock<std::mutex>& lock)
+{
     const std::uint64_t target = ++m_state->requested;
     m_state->wake.notify_one();
     m_state->done.wait(lock, [&] { return m_state->attempted >= target; });
@@ -470,12 +475,7 @@ Result<void> RunWriter::finish(const RunEnd& end)
     if (m_state->finished)
         return makeError("run " + std::to_string(m_state->runId) + " has already been finished by this writer");
     m_state->finishRequest = end;
-    const std::uint64_t target = ++m_state->requested;
-    m_state->wake.notify_one();
-    m_state->done.wait(lock, [&] { return m_state->attempted >= target; });
-    if (m_state->attemptError)
-        return *m_state->attemptError;
-    return {};
+    return requestCommitAndWait(lock);
 }
 
 bool RunWriter::finishedRun() const

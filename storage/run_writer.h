@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <span>
 
 namespace shardscope::storage {
@@ -63,6 +64,9 @@ public:
 
 private:
     explicit RunWriter(std::unique_ptr<State> state);
+    // Asks the writer thread for a commit and waits until it has been attempted (`lock` holds the
+    // state's mutex): flush and finish alike.
+    Result<void> requestCommitAndWait(std::unique_lock<std::mutex>& lock);
     std::unique_ptr<State> m_state;
 };
 

@@ -380,4 +380,17 @@ bool ConfigForm::focusField(const QString& keyPath)
     return true;
 }
 
+void ConfigForm::focusDiagnostic(const QString& keyPath)
+{
+    if (focusField(keyPath))
+        return;
+    const QString top = keyPath.section(QLatin1Char('.'), 0, 0);
+    if (focusField(top))
+        return;
+    if (top == QLatin1String("fsdp_config") || top == QLatin1String("deepspeed_config"))
+        focusField(QStringLiteral("distributed_type"));
+    else if (top == QLatin1String("fp8_config"))
+        focusField(QStringLiteral("mixed_precision"));
+}
+
 } // namespace shardscope::ui

@@ -38,6 +38,9 @@ public:
     bool isFieldShown(const QString& keyPath) const;
     // Scrolls to the field and focuses it; false when it has none or it does not apply now.
     bool focusField(const QString& keyPath);
+    // The field a diagnostic's key names, or the next best: a nested key without a field of its
+    // own (or one that does not apply) goes to its section, then to the switch that shows it.
+    void focusDiagnostic(const QString& keyPath);
 
 signals:
     void configEdited();

@@ -11,38 +11,35 @@
 
 #include "engine/config/accelerate_config.h"
 #include "engine/config/memory_estimate.h"
-#include "engine/config/recipe.h"
+#include "engine/config/run_plan.h"
 #include "engine/config/validation.h"
+#include "ui/configure_check.h"
 
 #include <QWidget>
 
 #include <filesystem>
 #include <optional>
 
-class QCPBars;
-class QCPItemText;
 class QCheckBox;
 class QComboBox;
-class QCustomPlot;
 class QLabel;
-class QLineEdit;
-class QVBoxLayout;
 class QListView;
 class QPlainTextEdit;
 class QPushButton;
 class QTabWidget;
-class QTimer;
 
 namespace shardscope::ui {
 
 class ConfigForm;
-class HistoryService;
 class ConfigWizard;
 class DiagnosticModel;
-
-// Whether `path` is one of Shardscope's bundled examples (under resources/): those open as
-// templates and are never written.
-bool isBundledExample(const QString& path);
+class FileBar;
+class HistoryService;
+class LaunchController;
+class MemoryChart;
+class RecipeEditor;
+class ScriptPanel;
+class StartPanel;
 
 class ConfigurePage : public QWidget {
     Q_OBJECT
@@ -57,7 +54,9 @@ public:
     const config::AccelerateConfig& currentConfig() const;
     QString previewText() const;
     // Null when the recipe does not parse or the config names no sharding the estimate knows.
-    const std::optional<config::MemoryEstimate>& memoryEstimate() const { return m_estimate; }
+    const std::optional<config::MemoryEstimate>& memoryEstimate() const;
+    // The config and the recipe on screen, planned as `shardscope launch` would plan them here.
+    const config::PlanResult& planResult() const { return m_check.plan; }
     // The values written above the memory chart's bars (parameters, gradients, optimizer, activations).
     QStringList memoryBarLabels() const;
     bool canLaunch() const;
@@ -115,30 +114,13 @@ signals:
     void dataPreviewed(bool ok);
 
 private:
-    void buildTopBar(QWidget* bar);
-    void buildStartPanel(QVBoxLayout* layout);
-    void useCpuRanks(); // MULTI_CPU, 2 processes, use_cpu: what runs on any machine
     void buildBottom(QWidget* parent);
-    QWidget* buildRecipeTab(QWidget* parent);
-    QWidget* buildRecipeForm(QWidget* parent);
-    void fillRecipeForm(); // the form's fields from the recipe text
-    // Per-rank device bytes by category, host (offloaded) bytes stacked on top.
-    void setUpMemoryChart();
+    void connectFileBarAndStartPanel();
+    void useCpuRanks(); // MULTI_CPU, 2 processes, use_cpu: what runs on any machine
     void configChanged(bool modified);
-    void recipeChanged();
-    void showRecipeKeyHelp();
     void refresh();
-    void updateMemoryChart();
     void updateTitles();
-    void pollLaunchedRun();
     void showMessage(const QString& text, bool error);
-    bool replaceRecipeText(const Result<std::string>& edited);
-    // A file for this run's copy of an unsaved config or recipe, under $SHARDSCOPE_HOME/configure.
-    QString scratchFile(const QString& fileName) const;
-    // The recipe editor's text for such a copy, its relative paths made absolute.
-    std::string recipeCopyText() const;
-    // Where Save as… starts: the file itself, or for a bundled example its name in the home folder.
-    QString saveAsStart(const QString& path) const;
     // True, with the reason shown, when `path` is a bundled example (never written).
     bool refuseBundled(const QString& path);
     void remember(const QString& key, const QString& path) const;
@@ -151,52 +133,26 @@ private:
     bool m_configModified = false;
     QString m_openError; // the last Open that failed, until a config is opened, saved or edited
     bool m_recipeModified = false;
-    std::optional<config::Recipe> m_recipe;
-    QString m_recipeError;
-    int m_recipeErrorLine = 0;
-    std::optional<config::MemoryEstimate> m_estimate;
-    QString m_pendingRun;
-    qint64 m_pendingPid = 0; // its launcher
-    QString m_pendingOutput; // the launcher's output file
-    int m_pollsLeft = 0;
+    ConfigureCheck m_check; // of what is on screen
 
-    QWidget* m_startPanel = nullptr; // the first-run path
-    QLabel* m_configLabel = nullptr;
-    QLabel* m_recipeLabel = nullptr;
+    LaunchController* m_launcher = nullptr;
+    FileBar* m_fileBar = nullptr;
+    StartPanel* m_startPanel = nullptr; // the first-run path
     QTabWidget* m_tabs = nullptr;
     ConfigWizard* m_wizard = nullptr;
     ConfigForm* m_form = nullptr;
-    QPlainTextEdit* m_recipeEditor = nullptr;
-    QLabel* m_recipeStatus = nullptr;
-    QLabel* m_recipeKeyHelp = nullptr; // the help of the key under the cursor
-    std::vector<std::pair<QString, QWidget*>> m_recipeFields; // the recipe form: key path, editor
-    QPlainTextEdit* m_dataPreview = nullptr;
-    std::uint64_t m_previewGeneration = 0; // the newest preview asked for; older answers are dropped
+    RecipeEditor* m_recipeEditor = nullptr;
     QPlainTextEdit* m_preview = nullptr;
-    QLabel* m_memorySummary = nullptr;
-    QCustomPlot* m_memoryChart = nullptr;
-    QCPBars* m_deviceBars = nullptr;
-    QCPBars* m_hostBars = nullptr;
-    std::vector<QCPItemText*> m_barLabels; // a value above each bar
+    MemoryChart* m_memoryChart = nullptr;
     DiagnosticModel* m_diagnostics = nullptr;
     QListView* m_diagnosticView = nullptr;
     QLabel* m_problems = nullptr;
     QLabel* m_message = nullptr;
     QPushButton* m_launch = nullptr;
     QPushButton* m_fixButton = nullptr; // "Fix: …", shown when a problem has a one-click fix
-    std::optional<config::ConfigFix> m_fix;
     QComboBox* m_runKind = nullptr; // "Engine recipe" / "Accelerate script"
     QCheckBox* m_profile = nullptr; // an engine run's --profile
-    QWidget* m_scriptRow = nullptr;
-    QLineEdit* m_scriptPath = nullptr;
-    QLineEdit* m_scriptArgs = nullptr;
-    QLineEdit* m_python = nullptr;
-    QLineEdit* m_scriptCommand = nullptr; // read-only, selectable: the exact command
-    void buildScriptRow(QWidget* parent, QVBoxLayout* layout);
-    std::vector<config::Diagnostic> scriptDiagnostics(QStringList& texts);
-    QTimer* m_pollTimer = nullptr;
-    HistoryService* m_history = nullptr;
-    bool m_polling = false; // a look for the launched run is on its way
+    ScriptPanel* m_scriptPanel = nullptr;
 };
 
 } // namespace shardscope::ui

@@ -5,13 +5,13 @@
 #include "ui/history_service.h"
 #include "ui/format.h"
 #include "ui/metric_chart.h"
+#include "ui/rank_log_view.h"
+#include "ui/run_charts.h"
 #include "ui/run_launcher.h"
 
-#include <QAction>
 #include <QComboBox>
 #include <QDateTime>
 #include <QFile>
-#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -19,8 +19,6 @@
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
-#include <QScrollArea>
-#include <QSettings>
 #include <QSlider>
 #include <QSplitter>
 #include <QTimer>
@@ -80,7 +78,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     m_chartsButton->setToolTip(tr("Show or hide charts; right-click a chart to hide or enlarge it. The layout is "
                                   "remembered"));
     m_chartsButton->setMenu(new QMenu(m_chartsButton));
-    connect(m_chartsButton->menu(), &QMenu::aboutToShow, this, &RunPage::updateChartsMenu);
+    connect(m_chartsButton->menu(), &QMenu::aboutToShow, this, [this] { m_charts->fillMenu(m_chartsButton->menu()); });
     m_followButton = new QPushButton(tr("Follow"), this);
     m_followButton->setObjectName(QStringLiteral("followButton"));
     m_followButton->setCheckable(true);
@@ -110,55 +108,6 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     header->addWidget(m_diagnoseButton);
     header->addWidget(m_stopButton);
     layout->addLayout(header);
-}
-
-QWidget* RunPage::buildCharts(QWidget* parent)
-{
-    // The charts scroll rather than make the window taller than a 1366x768 screen.
-    auto* chartScroll = new QScrollArea(parent);
-    chartScroll->setWidgetResizable(true);
-    chartScroll->setFrameShape(QFrame::NoFrame);
-    auto* chartArea = new QWidget(chartScroll);
-    m_chartGrid = new QGridLayout(chartArea);
-    m_chartGrid->setContentsMargins(0, 0, 0, 0);
-    m_chartGrid->setSpacing(4);
-    m_group = new ChartGroup(this);
-    const struct {
-        const char* name;
-        QString title;
-    } chartSpecs[] = {{"loss", tr("Loss")},
-                      {"lr", tr("Learning rate")},
-                      {"grad_norm", tr("Grad norm")},
-                      {"loss_scale", tr("Loss scale (fp16) · skipped steps")},
-                      {"tokens_per_s", tr("Tokens/s (all ranks)")},
-                      {"mfu", tr("MFU [%] per rank")},
-                      {"step_time", tr("Step time [s] per rank")},
-                      {"compute_time", tr("Compute time [s] per rank (without waits) · stragglers")},
-                      {"memory", tr("Memory per rank")},
-                      {"memory_phases", tr("Memory after forward · backward · optimizer (rank 0)")}};
-    for (const auto& spec : chartSpecs) {
-        const QString name = QLatin1String(spec.name);
-        auto* chart = new MetricChart(spec.title, chartArea);
-        chart->setObjectName(QStringLiteral("chart_%1").arg(name));
-        chart->setXLabel(tr("step"));
-        auto* hide = new QAction(tr("Hide this chart"), chart);
-        connect(hide, &QAction::triggered, this, [this, name] { setChartHidden(name, true); });
-        auto* enlarge = new QAction(tr("Enlarge"), chart);
-        enlarge->setCheckable(true);
-        enlarge->setObjectName(QStringLiteral("enlarge_%1").arg(name));
-        connect(enlarge, &QAction::toggled, this, [this, name](bool on) { setChartEnlarged(name, on); });
-        chart->setOwnerActions({hide, enlarge});
-        m_charts.push_back(chart);
-        m_chartNames.push_back(name);
-        m_chartByName[name] = chart;
-        m_group->add(chart);
-    }
-    chart(QStringLiteral("memory"))->setValueFormat(MetricChart::ValueFormat::Bytes);
-    chart(QStringLiteral("memory_phases"))->setValueFormat(MetricChart::ValueFormat::Bytes);
-    chart(QStringLiteral("loss_scale"))->setLogValueAxis(true);
-    chartScroll->setWidget(chartArea);
-    layoutCharts();
-    return chartScroll;
 }
 
 RunPage::RunPage(QWidget* parent, HistoryService* history)
@@ -201,30 +150,12 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     layout->addWidget(m_command);
 
     auto* splitter = new QSplitter(Qt::Vertical, this);
-    splitter->addWidget(buildCharts(splitter));
+    m_charts = new RunCharts(splitter);
+    m_group = m_charts->group();
+    splitter->addWidget(m_charts);
 
-    auto* logPanel = new QWidget(splitter);
-    auto* logLayout = new QVBoxLayout(logPanel);
-    logLayout->setContentsMargins(0, 0, 0, 0);
-    auto* logBar = new QHBoxLayout;
-    m_rankBox = new QComboBox(logPanel);
-    m_rankBox->setObjectName(QStringLiteral("logRank"));
-    m_logFilter = new QLineEdit(logPanel);
-    m_logFilter->setObjectName(QStringLiteral("logFilter"));
-    m_logFilter->setPlaceholderText(tr("Filter log lines…"));
-    m_logFilter->setClearButtonEnabled(true);
-    logBar->addWidget(new QLabel(tr("Log of"), logPanel));
-    logBar->addWidget(m_rankBox);
-    logBar->addWidget(m_logFilter, 1);
-    logLayout->addLayout(logBar);
-    m_logView = new QPlainTextEdit(logPanel);
-    m_logView->setObjectName(QStringLiteral("logView"));
-    m_logView->setReadOnly(true);
-    m_logView->setLineWrapMode(QPlainTextEdit::NoWrap);
-    m_logView->setMaximumBlockCount(20000);
-    m_logView->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-    logLayout->addWidget(m_logView);
-    splitter->addWidget(logPanel);
+    m_log = new RankLogView(splitter);
+    splitter->addWidget(m_log);
     splitter->setStretchFactor(0, 4);
     splitter->setStretchFactor(1, 1);
     // Four fifths for the charts from the start: left to the size hints, a tall log took most of
@@ -246,160 +177,19 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     connect(m_smoothingSlider, &QSlider::valueChanged, this, [this](int value) { setSmoothing(value / 100.0); });
     connect(m_stopButton, &QPushButton::clicked, this, &RunPage::stopRun);
     connect(m_diagnoseButton, &QPushButton::clicked, this, &RunPage::diagnoseRun);
-    connect(m_rankBox, &QComboBox::currentIndexChanged, this, [this] { reloadLog(); });
-    connect(m_logFilter, &QLineEdit::textChanged, this, &RunPage::applyLogFilter);
+    connect(m_log, &RankLogView::reloadRequested, this, &RunPage::pollNow);
 }
 
 RunPage::~RunPage() = default;
 
 void RunPage::layoutCharts()
 {
-    // Called on every poll: the grid is rebuilt only when what decides it changed.
-    const auto state = std::make_tuple(m_info.mixedPrecision == "fp16", m_hasMfu, m_hasPhaseMemory, m_hiddenCharts,
-                                       m_enlargedCharts);
-    if (m_laidOut && *m_laidOut == state)
-        return;
-    m_laidOut = state;
-    // The loss-scale panel only where there is a loss scale: fp16 (an empty panel misleads); the
-    // MFU panel where the run reports MFU (engine runs on a device whose peak is known).
-    auto applies = [this](const QString& name) {
-        if (name == QLatin1String("mfu"))
-            return m_hasMfu;
-        if (name == QLatin1String("memory_phases"))
-            return m_hasPhaseMemory;
-        return name != QLatin1String("loss_scale") || m_info.mixedPrecision == "fp16";
-    };
-    for (auto* c : m_charts)
-        m_chartGrid->removeWidget(c);
-    for (int row = 0; row < m_chartGrid->rowCount(); ++row)
-        m_chartGrid->setRowStretch(row, 0);
-    // In the charts' order, two to a row; an enlarged chart takes a row of its own, twice as tall.
-    int row = 0, column = 0;
-    for (std::size_t i = 0; i < m_charts.size(); ++i) {
-        MetricChart* c = m_charts[i];
-        const QString& name = m_chartNames[i];
-        const bool shown = applies(name) && !m_hiddenCharts.contains(name);
-        c->setVisible(shown);
-        if (!shown)
-            continue;
-        const bool enlarged = m_enlargedCharts.contains(name);
-        if (enlarged && column == 1) {
-            ++row;
-            column = 0;
-        }
-        m_chartGrid->addWidget(c, row, column, 1, enlarged ? 2 : 1);
-        m_chartGrid->setRowStretch(row, enlarged ? 2 : 1);
-        c->setMinimumHeight(enlarged ? 2 * MetricChart::kMinimumHeight : MetricChart::kMinimumHeight);
-        if (enlarged || column == 1) {
-            ++row;
-            column = 0;
-        } else {
-            column = 1;
-        }
-    }
-}
-
-void RunPage::setLayoutSettingsFile(const QString& settingsFile)
-{
-    m_layoutFile = settingsFile;
-    QSettings settings(m_layoutFile, QSettings::IniFormat);
-    const QStringList hidden = settings.value(QStringLiteral("run/hiddenCharts")).toStringList();
-    const QStringList enlarged = settings.value(QStringLiteral("run/enlargedCharts")).toStringList();
-    m_hiddenCharts = QSet<QString>(hidden.begin(), hidden.end());
-    m_enlargedCharts = QSet<QString>(enlarged.begin(), enlarged.end());
-    for (const auto& name : m_chartNames) {
-        if (auto* action = chart(name)->findChild<QAction*>(QStringLiteral("enlarge_%1").arg(name))) {
-            const QSignalBlocker blocker(action);
-            action->setChecked(m_enlargedCharts.contains(name));
-        }
-    }
-    layoutCharts();
-}
-
-void RunPage::saveChartLayout() const
-{
-    if (m_layoutFile.isEmpty())
-        return;
-    QSettings settings(m_layoutFile, QSettings::IniFormat);
-    QStringList hidden(m_hiddenCharts.begin(), m_hiddenCharts.end());
-    QStringList enlarged(m_enlargedCharts.begin(), m_enlargedCharts.end());
-    hidden.sort();
-    enlarged.sort();
-    settings.setValue(QStringLiteral("run/hiddenCharts"), hidden);
-    settings.setValue(QStringLiteral("run/enlargedCharts"), enlarged);
-}
-
-void RunPage::setChartHidden(const QString& name, bool hidden)
-{
-    if (!chart(name) || chartHidden(name) == hidden)
-        return;
-    if (hidden)
-        m_hiddenCharts.insert(name);
-    else
-        m_hiddenCharts.remove(name);
-    layoutCharts();
-    saveChartLayout();
-}
-
-void RunPage::setChartEnlarged(const QString& name, bool enlarged)
-{
-    MetricChart* c = chart(name);
-    if (!c || chartEnlarged(name) == enlarged)
-        return;
-    if (enlarged)
-        m_enlargedCharts.insert(name);
-    else
-        m_enlargedCharts.remove(name);
-    if (auto* action = c->findChild<QAction*>(QStringLiteral("enlarge_%1").arg(name))) {
-        const QSignalBlocker blocker(action);
-        action->setChecked(enlarged);
-    }
-    layoutCharts();
-    saveChartLayout();
-}
-
-void RunPage::resetChartLayout()
-{
-    for (const auto& name : QStringList(m_enlargedCharts.begin(), m_enlargedCharts.end()))
-        setChartEnlarged(name, false);
-    m_hiddenCharts.clear();
-    layoutCharts();
-    saveChartLayout();
-}
-
-void RunPage::updateChartsMenu()
-{
-    QMenu* menu = m_chartsButton->menu();
-    menu->clear();
-    for (const auto& name : m_chartNames) {
-        QAction* shown = menu->addAction(chart(name)->title());
-        shown->setCheckable(true);
-        shown->setChecked(!chartHidden(name));
-        connect(shown, &QAction::toggled, this, [this, name](bool on) { setChartHidden(name, !on); });
-    }
-    menu->addSeparator();
-    menu->addAction(tr("Reset layout"), this, &RunPage::resetChartLayout);
+    m_charts->setPanels(m_info.mixedPrecision == "fp16", m_series.hasMfu(), m_series.hasPhaseMemory());
 }
 
 void RunPage::updateAlerts()
 {
-    QStringList lines;
-    for (const auto& [rank, flag] : m_stragglers)
-        lines << tr("Straggler: rank %1 computed %2× as long as the other ranks (forward and backward without waits; "
-                    "medians of the steps up to step %3)")
-                     .arg(rank)
-                     .arg(flag.second, 0, 'f', 2)
-                     .arg(flag.first);
-    if (!m_lossSpikes.empty()) {
-        QStringList steps;
-        for (const auto& [step, spike] : m_lossSpikes)
-            steps << tr("%1 (loss %2; its data: epoch %3, batch %4 of rank 0)")
-                         .arg(step)
-                         .arg(formatNumber(spike.loss))
-                         .arg(spike.epoch)
-                         .arg(spike.batch);
-        lines << tr("Loss spike at step %1").arg(steps.join(QStringLiteral(", ")));
-    }
+    const QStringList lines = m_series.alerts();
     m_alerts->setText(lines.join(QLatin1Char('\n')));
     m_alerts->setVisible(!lines.isEmpty());
 }
@@ -408,18 +198,7 @@ void RunPage::updateRunColor()
 {
     if (m_info.runId <= 0)
         return;
-    const QColor color = runColor(m_info.runId);
-    for (auto& [id, raw] : m_raw) {
-        (void)id;
-        if (raw.inRunColor)
-            raw.chart->setSeriesColor(raw.series, color);
-    }
-}
-
-MetricChart* RunPage::chart(const QString& name) const
-{
-    const auto it = m_chartByName.find(name);
-    return it == m_chartByName.end() ? nullptr : it->second;
+    m_series.setRunColor(runColor(m_info.runId));
 }
 
 void RunPage::closeRun()
@@ -430,28 +209,13 @@ void RunPage::closeRun()
     m_polling = false;
     m_pollAgain = false;
     m_info = {};
-    m_hasMfu = false;
-    m_hasPhaseMemory = false;
-    m_stragglers.clear();
-    m_lossSpikes.clear();
+    m_series.reset();
     updateAlerts();
     m_finishedAnnounced = false;
-    m_t0 = -1;
-    m_lastStep = -1;
-    m_hasDeviceMemory = false;
-    m_raw.clear();
-    m_lossScaleAt.clear();
-    m_tokensSeen.clear();
-    m_pendingSkips.clear();
-    for (auto* c : m_charts)
+    for (auto* c : m_charts->charts())
         c->removeSeries();
     m_group->setFollowing(true);
-    m_rankCount = 0;
-    m_rankBox->clear();
-    m_logLines.clear();
-    m_logView->clear();
-    m_logOffset = 0;
-    m_logPartial.clear();
+    m_log->clear();
     m_error->hide();
     m_diagnosis->hide();
     m_command->clear();
@@ -487,10 +251,10 @@ void RunPage::pollNow()
     m_polling = true;
     auto source = m_source;
     const std::uint64_t generation = m_generation;
-    const std::uint64_t logGeneration = m_logGeneration;
+    const std::uint64_t logGeneration = m_log->generation();
     const std::string runDir = m_info.runDir;
-    const int rank = logRank();
-    const std::uint64_t logOffset = m_logOffset;
+    const int rank = m_log->rank();
+    const std::uint64_t logOffset = m_log->offset();
     const bool readCommand = !m_commandRead;
     m_history->submit<std::shared_ptr<Poll>>(
         this,
@@ -542,20 +306,23 @@ void RunPage::applyPoll(Poll& poll)
         m_command->setText(*poll.command);
         m_command->setVisible(!poll.command->isEmpty());
     }
-    if (m_t0 < 0) {
-        if (m_info.startedAt)
-            m_t0 = *m_info.startedAt;
-        else if (!update.rows.empty())
-            m_t0 = update.rows.front().time;
-    }
-    appendRows(update.rows);
-    appendEvals(update.evals);
-    updateRankList();
-    if (poll.logGeneration == m_logGeneration && poll.logOffset == m_logOffset) {
+    m_series.setRun(m_info.runId, m_info.worldSize);
+    if (m_info.startedAt)
+        m_series.setTimeOrigin(*m_info.startedAt);
+    else if (!update.rows.empty())
+        m_series.setTimeOrigin(update.rows.front().time);
+    const auto appended = m_series.append(update.rows);
+    m_series.append(update.evals);
+    if (appended.panelsChanged)
+        layoutCharts();
+    if (appended.alertsChanged)
+        updateAlerts();
+    m_log->setRanks(m_info.worldSize, m_info.rootCauseRank);
+    if (poll.logGeneration == m_log->generation() && poll.logOffset == m_log->offset()) {
         if (poll.logShrunk)
-            reloadLog();
+            m_log->restart();
         else
-            appendLog(poll.log);
+            m_log->append(poll.log);
     }
     updateHeader();
     emit runUpdated();
@@ -573,278 +340,18 @@ void RunPage::applyPoll(Poll& poll)
     }
 }
 
-double RunPage::xOf(double step, double time) const
-{
-    switch (m_xAxis) {
-    case XAxis::Step:
-        break;
-    case XAxis::Time:
-        return time - std::max(m_t0, 0.0);
-    case XAxis::Tokens: {
-        // The tokens seen by the end of the step (the last known count at or before it).
-        auto it = m_tokensSeen.upper_bound(static_cast<std::int64_t>(step));
-        return it == m_tokensSeen.begin() ? 0.0 : std::prev(it)->second;
-    }
-    }
-    return step;
-}
-
-RunPage::Raw* RunPage::seriesFor(const std::string& key, int rank)
-{
-    const auto id = std::make_pair(key, rank);
-    if (auto it = m_raw.find(id); it != m_raw.end())
-        return &it->second;
-
-    namespace k = storage::keys;
-    MetricChart* target = nullptr;
-    QString name;
-    // The run's global series in its colour (as in Runs and Compare), per-rank ones in the rank's.
-    QColor color = m_info.runId > 0 ? runColor(m_info.runId) : paletteColor(0);
-    auto style = MetricChart::Style::Line;
-    const bool rankZero = rank == 0;
-    // Loss, lr, grad norm, loss scale and throughput are global (equal on every rank): rank 0's
-    // copy is the series. Step time and memory differ per rank: one series each.
-    if (key == k::kLoss && rankZero) {
-        target = chart(QStringLiteral("loss"));
-        name = tr("train");
-    } else if (key == "eval.loss" && rankZero) {
-        target = chart(QStringLiteral("loss"));
-        name = tr("eval");
-        color = color == paletteColor(1) ? paletteColor(2) : paletteColor(1);
-        style = MetricChart::Style::Markers;
-    } else if (key == k::kLr && rankZero) {
-        target = chart(QStringLiteral("lr"));
-        name = tr("lr");
-    } else if (key == k::kGradNorm && rankZero) {
-        target = chart(QStringLiteral("grad_norm"));
-        name = tr("grad norm");
-    } else if (key == k::kLossScale && rankZero) {
-        target = chart(QStringLiteral("loss_scale"));
-        name = tr("loss scale");
-        style = MetricChart::Style::Steps;
-    } else if (key == "skipped.marker" && rankZero) {
-        target = chart(QStringLiteral("loss_scale"));
-        name = tr("skipped step");
-        color = paletteColor(3);
-        style = MetricChart::Style::Markers;
-    } else if (key == k::kTokensPerS && rankZero) {
-        target = chart(QStringLiteral("tokens_per_s"));
-        name = tr("tokens/s");
-    } else if (key == k::kStepTime) {
-        target = chart(QStringLiteral("step_time"));
-        name = tr("rank %1").arg(rank);
-        color = rankColor(rank);
-    } else if (key == "loss_spike.marker") {
-        target = chart(QStringLiteral("loss"));
-        name = tr("loss spike");
-        color = paletteColor(3);
-        style = MetricChart::Style::Markers;
-    } else if (key == storage::keys::kComputeTime) {
-        target = chart(QStringLiteral("compute_time"));
-        name = tr("rank %1").arg(rank);
-        color = rankColor(rank);
-    } else if (key == "straggler.marker") {
-        target = chart(QStringLiteral("compute_time"));
-        name = tr("straggler (rank %1)").arg(rank);
-        color = paletteColor(3);
-        style = MetricChart::Style::Markers;
-    } else if (key == "mfu") {
-        target = chart(QStringLiteral("mfu"));
-        name = tr("rank %1").arg(rank);
-        color = rankColor(rank);
-    } else if (key == k::kMemAfterForward || key == k::kMemAfterBackward || key == k::kMemAfterOptimizer) {
-        // Where memory grows within a step: the three ends of its phases, rank 0's.
-        target = chart(QStringLiteral("memory_phases"));
-        const int phase = key == k::kMemAfterForward ? 0 : key == k::kMemAfterBackward ? 1 : 2;
-        name = phase == 0 ? tr("after forward") : phase == 1 ? tr("after backward") : tr("after optimizer");
-        color = paletteColor(4 + phase);
-        style = phase == 2 ? MetricChart::Style::Steps : MetricChart::Style::Line;
-    } else if (key == "memory") {
-        target = chart(QStringLiteral("memory"));
-        name = tr("rank %1").arg(rank);
-        color = rankColor(rank);
-    }
-    if (!target)
-        return nullptr;
-    Raw raw;
-    raw.chart = target;
-    raw.inRunColor = m_info.runId > 0 && color == runColor(m_info.runId);
-    raw.series = target->addSeries(name, color, style);
-    return &m_raw.emplace(id, std::move(raw)).first->second;
-}
-
-void RunPage::appendTo(Raw& raw, double step, double time, double value)
-{
-    raw.steps.push_back(step);
-    raw.times.push_back(time);
-    raw.values.push_back(value);
-    raw.chart->appendPoint(raw.series, xOf(step, time), value);
-}
-
-std::optional<RunPage::Raw*> RunPage::memorySeries(const storage::MetricRow& row)
-{
-    namespace k = storage::keys;
-    if (row.key == k::kMemPeakAllocated) {
-        if (row.value <= 0)
-            return nullptr;
-        if (!m_hasDeviceMemory) {
-            // A device allocator reports: its peak is the memory that matters, not RSS.
-            m_hasDeviceMemory = true;
-            for (auto it = m_raw.begin(); it != m_raw.end(); ++it)
-                if (it->first.first == "memory") {
-                    it->second.steps.clear();
-                    it->second.times.clear();
-                    it->second.values.clear();
-                    it->second.chart->clearData();
-                }
-        }
-        return seriesFor("memory", row.rank);
-    }
-    if (row.key == k::kMemRss)
-        return m_hasDeviceMemory ? nullptr : seriesFor("memory", row.rank);
-    if (row.key == k::kMemAfterForward || row.key == k::kMemAfterBackward || row.key == k::kMemAfterOptimizer) {
-        if (row.rank != 0)
-            return nullptr;
-        if (!m_hasPhaseMemory) {
-            m_hasPhaseMemory = true; // engine runs report it; a script run does not
-            layoutCharts();
-        }
-        return seriesFor(row.key, 0);
-    }
-    return std::nullopt;
-}
-
-void RunPage::appendRows(const std::vector<storage::MetricRow>& rows)
-{
-    namespace k = storage::keys;
-    // Batch per series: one addData per series per poll, not one per row.
-    std::map<Raw*, std::tuple<QVector<double>, QVector<double>, QVector<double>>> batches;
-    bool alertsChanged = false; // a straggler or a loss spike arrived: the line above the charts, once
-    auto queue = [&](Raw* raw, double step, double time, double value) {
-        if (!raw)
-            return;
-        auto& [steps, times, values] = batches[raw];
-        steps.push_back(step);
-        times.push_back(time);
-        values.push_back(value);
-    };
-    // Tokens first: a step's x by tokens is known before its other rows are placed.
-    for (const auto& row : rows) {
-        if (row.rank != 0 || row.key != k::kTokens)
-            continue;
-        auto last = m_tokensSeen.empty() ? 0.0 : m_tokensSeen.rbegin()->second;
-        if (m_tokensSeen.empty() || row.step > m_tokensSeen.rbegin()->first)
-            m_tokensSeen[row.step] = last + row.value * std::max(m_info.worldSize, 1);
-    }
-    for (const auto& row : rows) {
-        const auto step = static_cast<double>(row.step);
-        if (row.rank == 0)
-            m_lastStep = std::max(m_lastStep, row.step);
-        if (auto memory = memorySeries(row)) {
-            queue(*memory, step, row.time, row.value);
-            continue;
-        }
-        if (row.key == k::kLossSpike || row.key == k::kLossSpikeEpoch || row.key == k::kLossSpikeBatch) {
-            // Marked on the loss curve, said above the charts with where its data was.
-            alertsChanged = true;
-            LossSpike& spike = m_lossSpikes[row.step];
-            if (row.key == k::kLossSpike) {
-                spike.loss = row.value;
-                queue(seriesFor("loss_spike.marker", 0), step, row.time, row.value);
-            } else {
-                (row.key == k::kLossSpikeEpoch ? spike.epoch : spike.batch) = static_cast<std::int64_t>(row.value);
-            }
-            continue;
-        }
-        if (row.key == k::kStraggler) {
-            // Marked on the rank's compute-time curve, and said above the charts.
-            alertsChanged = true;
-            m_stragglers[row.rank] = {row.step, row.value};
-            const auto it = m_raw.find({k::kComputeTime, row.rank});
-            const auto queued = it == m_raw.end() ? batches.end() : batches.find(&it->second);
-            const double y = queued != batches.end() && !std::get<2>(queued->second).isEmpty()
-                                 ? std::get<2>(queued->second).back()
-                             : it != m_raw.end() && !it->second.values.isEmpty() ? it->second.values.back()
-                                                                                 : 0.0;
-            queue(seriesFor("straggler.marker", row.rank), step, row.time, y);
-            continue;
-        }
-        if (row.key == k::kMfu) {
-            if (!m_hasMfu) {
-                m_hasMfu = true; // the panel appears with the first value (a script run has none)
-                layoutCharts();
-            }
-            queue(seriesFor("mfu", row.rank), step, row.time, 100.0 * row.value);
-            continue;
-        }
-        if (row.rank == 0 && row.key == k::kLossScale) {
-            m_lossScaleAt[row.step] = row.value;
-            if (m_lossScaleAt.size() > 4096)
-                m_lossScaleAt.erase(m_lossScaleAt.begin());
-        }
-        if (row.rank == 0 && row.key == k::kSkipped && row.value != 0) {
-            m_pendingSkips.push_back(row.step);
-            continue;
-        }
-        queue(seriesFor(row.key, row.rank), step, row.time, row.value);
-    }
-    // A skipped step is marked on the loss-scale curve at the scale it was skipped with.
-    std::vector<std::int64_t> stillPending;
-    for (auto skippedStep : m_pendingSkips) {
-        const auto it = m_lossScaleAt.find(skippedStep);
-        if (it == m_lossScaleAt.end()) {
-            if (m_lastStep <= skippedStep + 1)
-                stillPending.push_back(skippedStep);
-            continue;
-        }
-        queue(seriesFor("skipped.marker", 0), static_cast<double>(skippedStep), m_t0, it->second);
-    }
-    m_pendingSkips = std::move(stillPending);
-    if (alertsChanged)
-        updateAlerts();
-
-    for (auto& [raw, batch] : batches) {
-        auto& [steps, times, values] = batch;
-        QVector<double> xs;
-        xs.reserve(steps.size());
-        for (qsizetype i = 0; i < steps.size(); ++i)
-            xs.push_back(xOf(steps[i], times[i]));
-        raw->steps += steps;
-        raw->times += times;
-        raw->values += values;
-        raw->chart->appendPoints(raw->series, xs, values);
-    }
-}
-
-void RunPage::appendEvals(const std::vector<storage::EvalRecord>& evals)
-{
-    for (const auto& eval : evals) {
-        if (eval.name != "loss")
-            continue;
-        if (auto* raw = seriesFor("eval.loss", eval.rank))
-            appendTo(*raw, static_cast<double>(eval.step), eval.time, eval.value);
-    }
-}
-
 void RunPage::setXAxisMode(XAxis mode)
 {
-    if (mode == m_xAxis)
+    if (mode == m_series.xAxis())
         return;
-    m_xAxis = mode;
     m_xAxisBox->setCurrentIndex(mode == XAxis::Time ? 1 : mode == XAxis::Tokens ? 2 : 0);
-    for (auto* c : m_charts) {
+    for (auto* c : m_charts->charts()) {
         c->clearData();
         c->setXLabel(mode == XAxis::Time     ? tr("seconds since start")
                      : mode == XAxis::Tokens ? tr("tokens (all ranks)")
                                              : tr("step"));
     }
-    for (auto& [id, raw] : m_raw) {
-        QVector<double> xs;
-        xs.reserve(raw.steps.size());
-        for (qsizetype i = 0; i < raw.steps.size(); ++i)
-            xs.push_back(xOf(raw.steps[i], raw.times[i]));
-        raw.chart->appendPoints(raw.series, xs, raw.values);
-    }
+    m_series.setXAxis(mode);
     m_group->setFollowing(true);
 }
 
@@ -871,19 +378,20 @@ void RunPage::updateHeader()
                  tr("precision %1").arg(m_info.mixedPrecision.empty() ? QStringLiteral("?") : qs(m_info.mixedPrecision)))
             .arg(m_info.worldSize));
     QString progress;
+    const std::int64_t lastStep = m_series.lastStep();
     if (m_info.startedAt) {
         const double end = m_info.endedAt.value_or(nowSeconds());
         const double elapsed = end - *m_info.startedAt;
         progress = tr("elapsed %1").arg(formatDuration(elapsed));
-        if (m_lastStep >= 0) {
+        if (lastStep >= 0) {
             // The recipe's max_steps is the target unless --max_steps overrode it (then the
             // stored recipe is stale and only the step count is shown).
-            const bool knownTarget = m_info.maxSteps && *m_info.maxSteps >= m_lastStep;
-            progress = (knownTarget ? tr("step %1/%2").arg(m_lastStep).arg(*m_info.maxSteps) : tr("step %1").arg(m_lastStep))
+            const bool knownTarget = m_info.maxSteps && *m_info.maxSteps >= lastStep;
+            progress = (knownTarget ? tr("step %1/%2").arg(lastStep).arg(*m_info.maxSteps) : tr("step %1").arg(lastStep))
                        + QStringLiteral(" · ") + progress;
-            if (!storage::isTerminal(m_info.status) && m_info.maxSteps && m_lastStep > 0 && *m_info.maxSteps > m_lastStep) {
-                const double perStep = elapsed / static_cast<double>(m_lastStep);
-                progress += tr(" · ETA %1").arg(formatDuration(perStep * static_cast<double>(*m_info.maxSteps - m_lastStep)));
+            if (!storage::isTerminal(m_info.status) && m_info.maxSteps && lastStep > 0 && *m_info.maxSteps > lastStep) {
+                const double perStep = elapsed / static_cast<double>(lastStep);
+                progress += tr(" · ETA %1").arg(formatDuration(perStep * static_cast<double>(*m_info.maxSteps - lastStep)));
             }
         }
     }
@@ -901,78 +409,13 @@ void RunPage::updateHeader()
     }
 }
 
-void RunPage::updateRankList()
-{
-    const int ranks = std::max(m_info.worldSize, 1);
-    if (ranks != m_rankCount) {
-        const QSignalBlocker blocker(m_rankBox);
-        const int keep = m_rankBox->currentIndex();
-        m_rankBox->clear();
-        for (int r = 0; r < ranks; ++r)
-            m_rankBox->addItem(tr("rank %1").arg(r), r);
-        m_rankBox->setCurrentIndex(keep >= 0 && keep < ranks ? keep : 0);
-        m_rankCount = ranks;
-        reloadLog();
-    }
-    // The failing rank: red in the list, and its log shown once when the failure is first seen.
-    if (m_info.rootCauseRank && *m_info.rootCauseRank < m_rankBox->count()) {
-        const int failing = *m_info.rootCauseRank;
-        const QString label = tr("rank %1 — failed").arg(failing);
-        if (m_rankBox->itemText(failing) != label) {
-            m_rankBox->setItemText(failing, label);
-            m_rankBox->setItemData(failing, QColor(0xd6, 0x27, 0x28), Qt::ForegroundRole);
-            m_rankBox->setCurrentIndex(failing);
-        }
-    }
-}
+int RunPage::logRank() const { return m_log->rank(); }
 
-int RunPage::logRank() const { return m_rankBox->currentData().isValid() ? m_rankBox->currentData().toInt() : 0; }
+void RunPage::setLogRank(int rank) { m_log->setRank(rank); }
 
-void RunPage::setLogRank(int rank) { m_rankBox->setCurrentIndex(rank); }
+void RunPage::setLogFilter(const QString& text) { m_log->setFilter(text); }
 
-void RunPage::setLogFilter(const QString& text) { m_logFilter->setText(text); }
-
-QString RunPage::logText() const { return m_logView->toPlainText(); }
-
-// The log is read with each poll (on the history thread); a reload starts it over from the
-// beginning, for another rank or a rewritten file.
-void RunPage::reloadLog()
-{
-    ++m_logGeneration; // bytes already on their way belong to the log shown before
-    m_logLines.clear();
-    m_logOffset = 0;
-    m_logPartial.clear();
-    m_logView->clear();
-    pollNow();
-}
-
-void RunPage::appendLog(const QByteArray& bytes)
-{
-    if (bytes.isEmpty())
-        return;
-    m_logOffset += static_cast<std::uint64_t>(bytes.size());
-    QString text = m_logPartial + QString::fromUtf8(bytes);
-    const auto lastNewline = text.lastIndexOf(QLatin1Char('\n'));
-    m_logPartial = text.mid(lastNewline + 1);
-    if (lastNewline < 0)
-        return;
-    const QStringList lines = text.left(lastNewline).split(QLatin1Char('\n'));
-    m_logLines += lines;
-    const QString filter = m_logFilter->text();
-    for (const auto& line : lines)
-        if (filter.isEmpty() || line.contains(filter, Qt::CaseInsensitive))
-            m_logView->appendPlainText(line);
-}
-
-void RunPage::applyLogFilter()
-{
-    const QString filter = m_logFilter->text();
-    QStringList shown;
-    for (const auto& line : std::as_const(m_logLines))
-        if (filter.isEmpty() || line.contains(filter, Qt::CaseInsensitive))
-            shown << line;
-    m_logView->setPlainText(shown.join(QLatin1Char('\n')));
-}
+QString RunPage::logText() const { return m_log->text(); }
 
 void RunPage::stopRun()
 {
@@ -1018,5 +461,15 @@ void RunPage::diagnoseRun()
     });
     process->start(launcherProgram(), {QStringLiteral("runs"), QStringLiteral("diagnose"), qs(m_info.runDir)});
 }
+
+// The charts, and their layout (ui/run_charts.h).
+const std::vector<MetricChart*>& RunPage::charts() const { return m_charts->charts(); }
+MetricChart* RunPage::chart(const QString& name) const { return m_charts->chart(name); }
+void RunPage::setLayoutSettingsFile(const QString& settingsFile) { m_charts->setLayoutSettingsFile(settingsFile); }
+void RunPage::setChartHidden(const QString& name, bool hidden) { m_charts->setChartHidden(name, hidden); }
+void RunPage::setChartEnlarged(const QString& name, bool enlarged) { m_charts->setChartEnlarged(name, enlarged); }
+bool RunPage::chartHidden(const QString& name) const { return m_charts->chartHidden(name); }
+bool RunPage::chartEnlarged(const QString& name) const { return m_charts->chartEnlarged(name); }
+void RunPage::resetChartLayout() { m_charts->resetLayout(); }
 
 } // namespace shardscope::ui

@@ -156,25 +156,11 @@ QVariant CollectiveTableModel::data(const QModelIndex& index, int role) const
 
 QVariant CollectiveTableModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+    static const char* const kTitles[ColumnCount] = {QT_TR_NOOP("Rank"),  QT_TR_NOOP("Collective"), QT_TR_NOOP("Count"),
+                                                     QT_TR_NOOP("Bytes"), QT_TR_NOOP("Time"),       QT_TR_NOOP("Bandwidth")};
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= ColumnCount)
         return QAbstractTableModel::headerData(section, orientation, role);
-    switch (Column(section)) {
-    case Rank:
-        return tr("Rank");
-    case Kind:
-        return tr("Collective");
-    case Count:
-        return tr("Count");
-    case Bytes:
-        return tr("Bytes");
-    case Time:
-        return tr("Time");
-    case Bandwidth:
-        return tr("Bandwidth");
-    case ColumnCount:
-        break;
-    }
-    return {};
+    return tr(kTitles[section]);
 }
 
 // --- RankBreakdownModel ---
@@ -244,31 +230,12 @@ QVariant RankBreakdownModel::data(const QModelIndex& index, int role) const
 
 QVariant RankBreakdownModel::headerData(int section, Qt::Orientation orientation, int role) const
 {
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+    static const char* const kTitles[ColumnCount] = {QT_TR_NOOP("Rank"),    QT_TR_NOOP("Source"),  QT_TR_NOOP("Span"),
+                                                     QT_TR_NOOP("Compute"), QT_TR_NOOP("Comm"),    QT_TR_NOOP("Memory"),
+                                                     QT_TR_NOOP("Idle"),    QT_TR_NOOP("Overlap"), QT_TR_NOOP("Steps")};
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= ColumnCount)
         return QAbstractTableModel::headerData(section, orientation, role);
-    switch (Column(section)) {
-    case Rank:
-        return tr("Rank");
-    case Source:
-        return tr("Source");
-    case Span:
-        return tr("Span");
-    case Compute:
-        return tr("Compute");
-    case Comm:
-        return tr("Comm");
-    case Memory:
-        return tr("Memory");
-    case Idle:
-        return tr("Idle");
-    case Overlap:
-        return tr("Overlap");
-    case Steps:
-        return tr("Steps");
-    case ColumnCount:
-        break;
-    }
-    return {};
+    return tr(kTitles[section]);
 }
 
 } // namespace shardscope::ui

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 namespace shardscope::cli {
 
@@ -41,41 +42,59 @@ std::vector<std::string> row(const std::string& label, const std::string& precis
             e.hostTotal() > 0 ? formatBytes(e.hostTotal()) : std::string("-")};
 }
 
-int runEstimate(const EstimateArgs& a)
+// The model to estimate: the recipe's (with its optimizer), then the flags over it.
+struct EstimatedModel {
+    ModelShape shape;
+    OptimizerKind optimizer = OptimizerKind::Adam;
+};
+
+Result<EstimatedModel> modelOf(const EstimateArgs& a)
 {
-    ModelShape model;
+    EstimatedModel out;
+    ModelShape& model = out.shape;
     if (!a.recipe.empty()) {
         auto r = loadRecipe(a.recipe);
-        if (!r) {
-            std::cerr << "shardscope estimate-memory: error: " << r.error().message << "\n";
-            return 1;
-        }
+        if (!r)
+            return r.error();
         model = modelShapeOf(*r);
+        out.optimizer = optimizerKindOf(*r); // as the rank's own estimate counts it
     }
     if (!a.params.empty()) {
         auto p = parseParameterCount(a.params);
-        if (!p) {
-            std::cerr << "shardscope estimate-memory: error: --params '" << a.params
-                      << "' is not a parameter count; write e.g. 7B, 1.3e9 or 125M\n";
-            return 1;
-        }
+        if (!p)
+            return makeError("--params '" + a.params + "' is not a parameter count; write e.g. 7B, 1.3e9 or 125M");
         model.parameters = *p;
     }
-    if (a.layers)
-        model.layers = a.layers;
-    if (a.hidden)
-        model.hidden = a.hidden;
-    if (a.heads)
-        model.heads = a.heads;
-    if (a.seq)
-        model.sequence = a.seq;
-    if (a.batch)
-        model.microBatch = a.batch;
-    if (a.vocab)
-        model.vocab = a.vocab;
-    if (model.parameters <= 0) {
-        std::cerr << "shardscope estimate-memory: error: no model size; pass --recipe R or --params N (e.g. 7B)\n";
+    for (auto [given, field] : {std::pair{a.layers, &model.layers},
+                                {a.hidden, &model.hidden},
+                                {a.heads, &model.heads},
+                                {a.seq, &model.sequence},
+                                {a.batch, &model.microBatch},
+                                {a.vocab, &model.vocab}})
+        if (given)
+            *field = given;
+    if (model.parameters <= 0)
+        return makeError("no model size; pass --recipe R or --params N (e.g. 7B)");
+    return out;
+}
+
+int runEstimate(const EstimateArgs& a)
+{
+    auto estimated = modelOf(a);
+    if (!estimated) {
+        std::cerr << "shardscope estimate-memory: error: " << estimated.error().message << "\n";
         return 1;
+    }
+    const ModelShape& model = estimated->shape;
+    const OptimizerKind optimizer = estimated->optimizer;
+    std::optional<PrecisionMode> precision;
+    if (!a.precision.empty()) {
+        auto mode = precision::parseMode(a.precision);
+        if (!mode) {
+            std::cerr << "shardscope estimate-memory: error: --precision: " << mode.error().message << "\n";
+            return 1;
+        }
+        precision = *mode;
     }
 
     std::vector<std::vector<std::string>> rows;
@@ -87,40 +106,41 @@ int runEstimate(const EstimateArgs& a)
             std::cerr << "shardscope estimate-memory: error: " << cfg.error().message << "\n";
             return 1;
         }
+        // --num_processes as accelerate launch takes it: over the file's, before anything is read
+        // from it (hybrid sharding divides it by the machines).
+        if (ranks > 0)
+            cfg->setField("num_processes", Value(static_cast<std::int64_t>(ranks)));
         auto setup = memorySetupFromConfig(*cfg, std::filesystem::path(a.configFile).parent_path().string());
         if (!setup) {
             std::cerr << "shardscope estimate-memory: error: " << setup.error().message << "\n";
             return 1;
         }
-        if (ranks > 0)
-            setup->sharding.shardRanks = ranks;
         ranks = setup->sharding.shardRanks;
-        const PrecisionMode p = a.precision.empty() ? setup->precision : precisionFromName(a.precision);
-        rows.push_back(row(setup->sharding.label, precisionName(p), estimateMemory(model, p, setup->sharding)));
+        const PrecisionMode p = precision.value_or(setup->precision);
+        rows.push_back(row(setup->sharding.label, estimatePrecisionLabel(p),
+                           estimateMemory(model, p, setup->sharding, optimizer, setup->fp8)));
         notes = setup->notes;
     }
     if (a.allStages || a.configFile.empty()) {
         if (ranks <= 0)
             ranks = 8;
-        std::vector<PrecisionMode> modes;
-        if (a.precision.empty())
-            modes = {PrecisionMode::Fp32, PrecisionMode::Mixed16, PrecisionMode::PureBf16};
-        else
-            modes = {precisionFromName(a.precision)};
+        const std::vector<PrecisionMode> modes = precision ? std::vector<PrecisionMode>{*precision}
+                                                           : std::vector<PrecisionMode>{PrecisionMode::No, PrecisionMode::Bf16,
+                                                                                        PrecisionMode::Bf16Pure};
         for (PrecisionMode p : modes) {
             for (int stage = 0; stage <= 3; ++stage) {
-                Sharding s;
+                ModelStateLayout s;
                 s.zeroStage = stage;
                 s.shardRanks = ranks;
                 s.autocast = stage == 0; // DDP: torch autocast keeps fp32 parameters
                 const std::string label = stage == 0 ? "DDP (ZeRO-0)" : "ZeRO-" + std::to_string(stage);
-                rows.push_back(row(label, precisionName(p), estimateMemory(model, p, s)));
+                rows.push_back(row(label, estimatePrecisionLabel(p), estimateMemory(model, p, s, optimizer)));
             }
-            Sharding off;
+            ModelStateLayout off;
             off.zeroStage = 3;
             off.shardRanks = ranks;
             off.offloadOptimizer = off.offloadParams = true;
-            rows.push_back(row("ZeRO-3 + offload", precisionName(p), estimateMemory(model, p, off)));
+            rows.push_back(row("ZeRO-3 + offload", estimatePrecisionLabel(p), estimateMemory(model, p, off, optimizer)));
         }
     }
     const std::vector<std::string> header = {"sharding",  "precision",   "parameters",   "gradients",

@@ -185,23 +185,23 @@ std::string defaultWorkerPath(const std::string& programPath)
     return (self.parent_path() / "shardscope-worker").string();
 }
 
-bool copyFile(const std::string& from, const std::string& to, std::string& error)
+Result<void> copyFile(const std::string& from, const std::string& to)
 {
     std::error_code ec;
     std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
     if (ec)
-        error = "cannot copy " + from + " to " + to + ": " + ec.message();
-    return !ec;
+        return makeError("cannot copy " + from + " to " + to + ": " + ec.message());
+    return {};
 }
 
-bool writePlanFile(const config::RunPlan& plan, const std::string& path, std::string& error)
+Result<void> writeTextFile(const std::string& text, const std::filesystem::path& path, const std::string& what)
 {
     std::ofstream out(path);
-    out << config::planToJson(plan);
+    out << text;
     out.flush();
     if (!out)
-        error = "cannot write the run plan " + path;
-    return static_cast<bool>(out);
+        return makeError("cannot write " + what + " " + path.string());
+    return {};
 }
 
 // A training launch: the run directory with the files that define it (plan.json among them),
@@ -234,24 +234,19 @@ void attachScriptTraces(TrainingRun& run, int ranks)
 // The run keeps the recipe it really ran (the file as written, or with --max_steps that step
 // count, so the history and the workbench know the target), its Accelerate config and the plan
 // every rank reads.
-bool writeRunFiles(const LaunchArgs& args, const config::Recipe& recipe, const TrainingRun& run, std::string& error)
+Result<void> writeRunFiles(const LaunchArgs& args, const config::Recipe& recipe, const TrainingRun& run)
 {
     const RunLayout layout = run.runDir.layout();
-    bool saved = true;
-    if (args.maxSteps > 0) {
-        config::Recipe effective = recipe;
-        effective.maxSteps = args.maxSteps;
-        std::ofstream out(layout.recipeFile());
-        out << config::recipeToYaml(effective);
-        saved = static_cast<bool>(out);
-        if (!saved)
-            error = "cannot write " + layout.recipeFile().string();
-    } else {
-        saved = copyFile(args.recipe, layout.recipeFile().string(), error);
-    }
-    const std::string configFile = configFileOf(args);
-    return saved && (configFile.empty() || copyFile(configFile, layout.configFile().string(), error))
-           && writePlanFile(run.plan, layout.planFile().string(), error);
+    config::Recipe effective = recipe;
+    effective.maxSteps = args.maxSteps;
+    auto saved = args.maxSteps > 0 ? writeTextFile(config::recipeToYaml(effective), layout.recipeFile(), "the recipe")
+                                   : copyFile(args.recipe, layout.recipeFile().string());
+    if (!saved)
+        return saved;
+    if (const std::string configFile = configFileOf(args); !configFile.empty())
+        if (auto copied = copyFile(configFile, layout.configFile().string()); !copied)
+            return copied;
+    return writeTextFile(config::planToJson(run.plan), layout.planFile(), "the run plan");
 }
 
 // The run history: every run, every metric. A store that cannot be used costs the history, never
@@ -343,8 +338,8 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     run->plan.resumeFrom = resumeFrom;
     if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
         std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
-    if (std::string error; !writeRunFiles(args, *recipe, *run, error)) {
-        printError(error);
+    if (auto written = writeRunFiles(args, *recipe, *run); !written) {
+        printError(written.error().message);
         return nullptr;
     }
     const config::RunPlan& p = run->plan;
@@ -467,9 +462,12 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
     if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
         std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
     run->script = planScript(args, *accelerateConfig, *python, &run->runDir);
-    std::string error;
-    if (!run->script || !copyFile(configFileOf(args), layout.configFile().string(), error)) {
-        printError(error.empty() ? "the script run's plan changed between checks" : error);
+    if (!run->script) {
+        printError("the script run's plan changed between checks");
+        return nullptr;
+    }
+    if (auto copied = copyFile(configFileOf(args), layout.configFile().string()); !copied) {
+        printError(copied.error().message);
         return nullptr;
     }
     const config::ScriptPlan& plan = *run->script;

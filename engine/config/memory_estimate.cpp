@@ -3,6 +3,7 @@
 #include "engine/config/float8_options.h"
 #include "engine/config/hf_config_keys.h"
 #include "engine/config/model_architecture.h"
+#include "engine/config/run_plan.h"
 
 #include "engine/config/schema.h"
 #include "engine/config/yaml_io.h"
@@ -22,22 +23,23 @@ StateBytes stateBytesPerParameter(PrecisionMode precision, OptimizerKind optimiz
     // for mixed-precision Adam: master 4 + momentum 4 + variance 4).
     const double moments = optimizer == OptimizerKind::Adam ? 2 : optimizer == OptimizerKind::SgdMomentum ? 1 : 0;
     switch (precision) {
-    case PrecisionMode::Fp32:
+    case PrecisionMode::No:
         return {4, 4, 4 * moments};
-    case PrecisionMode::Mixed16:
+    case PrecisionMode::Fp16:
+    case PrecisionMode::Bf16:
     case PrecisionMode::Fp8:
         return {2, 2, 4 + 4 * moments};
-    case PrecisionMode::PureBf16:
+    case PrecisionMode::Bf16Pure:
         return {2, 2, 2 * moments};
     }
     return {4, 4, 4 * moments};
 }
 
-MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const Sharding& sharding, OptimizerKind optimizer,
-                              const Fp8Scaling& fp8)
+MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const ModelStateLayout& sharding,
+                              OptimizerKind optimizer, const Fp8Scaling& fp8)
 {
-    const bool autocastMixed = sharding.autocast && (precision == PrecisionMode::Mixed16 || precision == PrecisionMode::Fp8);
-    const StateBytes b = stateBytesPerParameter(autocastMixed ? PrecisionMode::Fp32 : precision, optimizer);
+    const bool autocastMixed = sharding.autocast && precision != PrecisionMode::Bf16Pure;
+    const StateBytes b = stateBytesPerParameter(autocastMixed ? PrecisionMode::No : precision, optimizer);
     const double psi = static_cast<double>(model.parameters);
     const double trained = model.trainable >= 0 ? static_cast<double>(model.trainable) : psi;
     const double n = std::max(1, sharding.shardRanks);
@@ -52,7 +54,7 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
     // parameters, whatever the model dtype (DeepSpeed's semantics, and Shardscope's engine): with
     // fp32 models that partition is extra, 4 bytes per parameter / N. At stage 3 the fp32 shard is
     // the parameter itself. (In mixed precision the master copy is already in K = 12.)
-    if ((stage == 1 || stage == 2) && precision == PrecisionMode::Fp32)
+    if ((stage == 1 || stage == 2) && precision == PrecisionMode::No)
         opt += 4.0 * trained / n;
     if (stage >= 2)
         grads /= n;
@@ -82,7 +84,7 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
         const double h = static_cast<double>(model.hidden), L = static_cast<double>(model.layers);
         const double a = static_cast<double>(std::max<std::int64_t>(model.heads, 1));
         // Korthikanti et al.: sbh(34 + 5as/h) bytes per layer with 16-bit activations; fp32 doubles it.
-        const double width = (precision == PrecisionMode::Fp32) ? 2.0 : 1.0;
+        const double width = (precision == PrecisionMode::No) ? 2.0 : 1.0;
         const double perLayer = s * bsz * h * (34.0 + 5.0 * a * s / h) * width;
         double act = sharding.activationCheckpointing ? (L * 2.0 * s * bsz * h * width + perLayer) : L * perLayer;
         if (model.vocab > 0)
@@ -92,25 +94,15 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
     return e;
 }
 
-PrecisionMode precisionFromName(const std::string& mp)
-{
-    if (mp == "fp16" || mp == "bf16")
-        return PrecisionMode::Mixed16;
-    if (mp == "fp8")
-        return PrecisionMode::Fp8;
-    if (mp == "bf16-pure" || mp == "bf16_pure")
-        return PrecisionMode::PureBf16;
-    return PrecisionMode::Fp32;
-}
-
-std::string precisionName(PrecisionMode p)
+std::string estimatePrecisionLabel(PrecisionMode p)
 {
     switch (p) {
-    case PrecisionMode::Fp32:
+    case PrecisionMode::No:
         return "fp32";
-    case PrecisionMode::Mixed16:
+    case PrecisionMode::Fp16:
+    case PrecisionMode::Bf16:
         return "fp16/bf16 mixed";
-    case PrecisionMode::PureBf16:
+    case PrecisionMode::Bf16Pure:
         return "bf16 pure";
     case PrecisionMode::Fp8:
         return "fp8";
@@ -118,109 +110,66 @@ std::string precisionName(PrecisionMode p)
     return {};
 }
 
-Result<MemorySetup> memorySetupFromConfig(const AccelerateConfig& config, const std::string& baseDir)
+namespace {
+
+void noteFp8(MemorySetup& setup)
 {
-    MemorySetup setup;
-    setup.precision = precisionFromName(config.mixedPrecision());
-    const std::string type = config.distributedType();
-    const auto n = config.intField("num_processes").value_or(1);
-    setup.sharding.shardRanks = static_cast<int>(std::max<std::int64_t>(1, n));
-    auto str = [&](const char* section, const char* key) {
-        const Value* v = config.nested(section, key);
-        return v && v->isString() ? v->asString() : std::string();
-    };
-    if (type == "DEEPSPEED") {
-        int stage = 2;
-        if (const Value* s = config.nested("deepspeed_config", "zero_stage"); s && s->isInt())
-            stage = static_cast<int>(s->asInt());
-        std::string optDev = str("deepspeed_config", "offload_optimizer_device");
-        std::string paramDev = str("deepspeed_config", "offload_param_device");
-        const std::string file = str("deepspeed_config", "deepspeed_config_file");
-        if (!file.empty() && file != "none") {
-            std::filesystem::path p(file);
-            if (p.is_relative() && !baseDir.empty())
-                p = std::filesystem::path(baseDir) / p;
-            auto text = readTextFile(p.string());
-            if (!text)
-                return makeError("deepspeed_config.deepspeed_config_file: " + text.error().message);
-            auto json = parseJson(*text, p.string());
-            if (!json)
-                return json.error();
-            if (const Value* zo = json->find("zero_optimization"); zo && zo->isMap()) {
-                if (const Value* s = zo->find("stage"); s && s->isInt())
-                    stage = static_cast<int>(s->asInt());
-                auto dev = [](const Value* section) {
-                    const Value* d = section && section->isMap() ? section->find("device") : nullptr;
-                    return d && d->isString() ? d->asString() : std::string();
-                };
-                if (auto d = dev(zo->find("offload_optimizer")); !d.empty() && d != "auto")
-                    optDev = d;
-                if (auto d = dev(zo->find("offload_param")); !d.empty() && d != "auto")
-                    paramDev = d;
-            }
-            if (const Value* bf = json->find("bf16");
-                bf && bf->isMap() && bf->find("enabled") && bf->find("enabled")->isBool() && bf->find("enabled")->asBool())
-                setup.precision = PrecisionMode::Mixed16;
-            if (const Value* fp = json->find("fp16");
-                fp && fp->isMap() && fp->find("enabled") && fp->find("enabled")->isBool() && fp->find("enabled")->asBool())
-                setup.precision = PrecisionMode::Mixed16;
-        }
-        setup.sharding.zeroStage = stage;
-        setup.sharding.offloadOptimizer = optDev == "cpu" || optDev == "nvme";
-        setup.sharding.offloadParams = stage == 3 && (paramDev == "cpu" || paramDev == "nvme");
-        setup.sharding.label = "ZeRO-" + std::to_string(stage);
-        if (setup.sharding.offloadOptimizer)
-            setup.sharding.label += " + optimizer offload (" + optDev + ")";
-        if (setup.sharding.offloadParams)
-            setup.sharding.label += " + param offload (" + paramDev + ")";
-    } else if (type == "FSDP") {
-        const Value* version = config.nested("fsdp_config", "fsdp_version");
-        const bool v2 = version && version->isInt() && version->asInt() == 2;
-        std::string strategy = "FULL_SHARD";
-        if (v2) {
-            const Value* r = config.nested("fsdp_config", "fsdp_reshard_after_forward");
-            strategy = (r && r->isBool() && !r->asBool()) ? "SHARD_GRAD_OP" : "FULL_SHARD";
-        } else {
-            // Honour what the user wrote (see docs/CONFIG.md on Accelerate's FSDP1 strategy bug).
-            const Value* legacy = config.nested("fsdp_config", "fsdp_sharding_strategy");
-            const Value* raf = config.nested("fsdp_config", "fsdp_reshard_after_forward");
-            const auto& names = fsdpShardingStrategies();
-            if (legacy && legacy->isString())
-                strategy = legacy->asString();
-            else if (legacy && legacy->isInt() && legacy->asInt() >= 1 && legacy->asInt() <= 5)
-                strategy = names[static_cast<std::size_t>(legacy->asInt() - 1)];
-            else if (raf && raf->isString())
-                strategy = raf->asString();
-        }
-        std::transform(strategy.begin(), strategy.end(), strategy.begin(), [](unsigned char c) { return std::toupper(c); });
-        setup.sharding.zeroStage = (strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD")            ? 3
-                                   : (strategy == "SHARD_GRAD_OP" || strategy == "HYBRID_SHARD_ZERO2") ? 2
-                                                                                                       : 0;
-        if (const Value* dp = config.nested("parallelism_config", "parallelism_config_dp_shard_size");
-            dp && dp->isInt() && dp->asInt() > 1)
-            setup.sharding.shardRanks = static_cast<int>(dp->asInt());
-        else if (strategy.rfind("HYBRID", 0) == 0) {
-            const auto machines = config.intField("num_machines").value_or(1);
-            setup.sharding.shardRanks = static_cast<int>(std::max<std::int64_t>(1, n / std::max<std::int64_t>(1, machines)));
-            setup.notes.push_back("hybrid sharding: states sharded within a machine (" + std::to_string(setup.sharding.shardRanks)
-                                  + " ranks)");
-        }
-        const Value* off = config.nested("fsdp_config", "fsdp_offload_params");
-        const bool offload = off && off->truthy();
-        setup.sharding.offloadParams = offload && setup.sharding.zeroStage >= 3;
-        setup.sharding.offloadGrads = offload;
-        setup.sharding.offloadOptimizer = offload;
-        const Value* ac = config.nested("fsdp_config", "fsdp_activation_checkpointing");
-        setup.sharding.activationCheckpointing = ac && ac->truthy();
-        setup.sharding.label = std::string("FSDP") + (v2 ? "2 " : "1 ") + strategy + (offload ? " + CPU offload" : "");
-    } else {
-        setup.sharding.zeroStage = 0;
-        setup.sharding.autocast = true;
-        setup.sharding.label = setup.sharding.shardRanks > 1 ? "DDP (replicated)" : "single process";
-    }
     if (setup.precision == PrecisionMode::Fp8)
         setup.notes.emplace_back("fp8: model states counted as bf16 with fp32 master weights, as Accelerate keeps them");
+}
+
+} // namespace
+
+Result<MemorySetup> memorySetupFromConfig(const AccelerateConfig& given, const std::string& baseDir)
+{
+    // As accelerate launch reads the file's spellings, and as buildRunPlan reads it.
+    const AccelerateConfig config = normalizeConfig(given);
+    const ParallelismReading reading = interpretParallelism(config, baseDir);
+    for (const auto& problem : reading.problems)
+        if (problem.severity == Severity::Error)
+            return makeError(problem.message);
+    MemorySetup setup;
+    setup.precision = precisionOf(config, reading.spec);
+    const auto processes = std::clamp<std::int64_t>(config.intField("num_processes").value_or(1), 1, 1 << 24);
+    const auto machines = std::clamp<std::int64_t>(config.intField("num_machines").value_or(1), 1, 1 << 24);
+    setup.sharding = stateLayoutOf(reading.spec, static_cast<int>(processes), static_cast<int>(machines));
+    setup.notes = setup.sharding.notes;
+    if (setup.precision == PrecisionMode::Fp8) {
+        // How fp8 scales, from the variables accelerate launch sets (as the plan reads them).
+        std::vector<std::string> environment;
+        for (const auto& [name, value] : launchEnvironment(config))
+            environment.push_back(name + "=" + value);
+        std::vector<Diagnostic> ignored; // refusals are the plan's to report
+        const Float8Options fp8 = float8OptionsFrom(environment, ignored);
+        setup.fp8 = {fp8.scaling == Float8Options::Scaling::Delayed, fp8.amaxHistoryLen};
+    }
+    noteFp8(setup);
     return setup;
+}
+
+OptimizerKind optimizerKindOf(const Recipe& recipe)
+{
+    return recipe.optimizer.type != "sgd"  ? OptimizerKind::Adam
+           : recipe.optimizer.momentum > 0 ? OptimizerKind::SgdMomentum
+                                           : OptimizerKind::Sgd;
+}
+
+MemorySetup memorySetupOf(const RunPlan& plan)
+{
+    MemorySetup setup;
+    setup.precision = plan.precision;
+    setup.sharding = plan.stateLayout;
+    setup.notes = plan.stateLayout.notes;
+    if (plan.precision == PrecisionMode::Fp8)
+        setup.fp8 = {plan.fp8.scaling == Float8Options::Scaling::Delayed, plan.fp8.amaxHistoryLen};
+    noteFp8(setup);
+    return setup;
+}
+
+MemoryEstimate estimateRun(const RunPlan& plan)
+{
+    const MemorySetup setup = memorySetupOf(plan);
+    return estimateMemory(modelShapeOf(plan.recipe), setup.precision, setup.sharding, optimizerKindOf(plan.recipe), setup.fp8);
 }
 
 std::optional<std::int64_t> parseParameterCount(const std::string& text)

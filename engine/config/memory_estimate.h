@@ -10,6 +10,8 @@
 
 #include "engine/common/result.h"
 #include "engine/config/accelerate_config.h"
+#include "engine/config/parallelism.h"
+#include "engine/config/precision_mode.h"
 #include "engine/config/recipe.h"
 
 #include <cstdint>
@@ -19,12 +21,7 @@
 
 namespace shardscope::config {
 
-enum class PrecisionMode {
-    Fp32, // mixed_precision: no
-    Mixed16, // fp16 or bf16 compute with fp32 master weights (Accelerate's fp16/bf16)
-    PureBf16, // bf16 weights, grads and optimizer state, no master copy ("memory-constrained")
-    Fp8, // fp8 matmuls; model states as Mixed16 (Accelerate keeps bf16 + fp32 master)
-};
+using precision::PrecisionMode;
 enum class OptimizerKind { Adam, SgdMomentum, Sgd };
 
 struct ModelShape {
@@ -42,20 +39,6 @@ struct ModelShape {
     // The linear layers mixed_precision fp8 runs in fp8 (Accelerate's filter: every nn.Linear but the
     // first and the last, with both dimensions divisible by 16; see linearLayersOf).
     std::int64_t fp8Linears = 0;
-};
-
-struct Sharding {
-    int zeroStage = 0; // 0 = replicated (DDP); FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2
-    int shardRanks = 1; // N: ranks the states are sharded over
-    bool offloadOptimizer = false; // optimizer state (and master weights) in host memory
-    bool offloadParams = false; // sharded parameters in host memory (stage 3 / FSDP offload)
-    bool offloadGrads = false; // FSDP CPU offload also moves gradients
-    bool activationCheckpointing = false;
-    // Mixed precision by torch autocast (DDP, MULTI_CPU/GPU, a single process): parameters and
-    // gradients stay fp32 and no master copy exists, so fp16/bf16 cost what fp32 costs in model
-    // states. DeepSpeed and FSDP keep 16-bit parameters and an fp32 master copy instead.
-    bool autocast = false;
-    std::string label; // "ZeRO-2", "FSDP FULL_SHARD", ...
 };
 
 struct MemoryEstimate {
@@ -79,6 +62,8 @@ struct MemoryEstimate {
 struct StateBytes {
     double parameters, gradients, optimizer;
 };
+// Mixed precision (fp16, bf16 and fp8, whose model states Accelerate keeps as bf16 with fp32
+// master weights) counts as the ZeRO paper's mixed-precision Adam; bf16-pure keeps no master copy.
 StateBytes stateBytesPerParameter(PrecisionMode precision, OptimizerKind optimizer = OptimizerKind::Adam);
 
 // How fp8 scales (PrecisionMode::Fp8 only): tensorwise keeps no state; delayed scaling keeps, per
@@ -87,21 +72,30 @@ struct Fp8Scaling {
     bool delayed = false;
     std::int64_t amaxHistoryLen = 1024;
 };
-MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const Sharding& sharding,
+MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, const ModelStateLayout& layout,
                               OptimizerKind optimizer = OptimizerKind::Adam, const Fp8Scaling& fp8 = {});
 
-// What an Accelerate config asks for: the sharding (DeepSpeed stage and offload, FSDP strategy
-// and offload, parallelism shard size) and the precision. A DeepSpeed JSON file's stage and
-// offload win over deepspeed_config when the file can be read (`baseDir` resolves it).
+// What an Accelerate config asks for, read by interpretParallelism (the reading the run plan
+// uses): where the model states live, the precision, and how fp8 scales. A DeepSpeed JSON file's
+// stage, offload and precision win over deepspeed_config when the file can be read (`baseDir`
+// resolves it); a file that cannot be read is the error.
 struct MemorySetup {
-    PrecisionMode precision = PrecisionMode::Fp32;
-    Sharding sharding;
+    PrecisionMode precision = PrecisionMode::No;
+    ModelStateLayout sharding;
+    Fp8Scaling fp8;
     std::vector<std::string> notes; // assumptions made, for the user
 };
 Result<MemorySetup> memorySetupFromConfig(const AccelerateConfig& config, const std::string& baseDir = {});
 
-PrecisionMode precisionFromName(const std::string& mixedPrecision); // no/fp16/bf16/fp8
-std::string precisionName(PrecisionMode p);
+// The same for a planned run (the rank's out-of-memory report, the Configure page once the
+// config and recipe plan): the plan's layout, precision, fp8 scaling and optimizer.
+struct RunPlan;
+MemorySetup memorySetupOf(const RunPlan& plan);
+OptimizerKind optimizerKindOf(const Recipe& recipe); // adamw/adam: Adam; sgd with momentum or without
+MemoryEstimate estimateRun(const RunPlan& plan);
+
+// The estimate's name for a precision's model states: "fp32", "fp16/bf16 mixed", "bf16 pure", "fp8".
+std::string estimatePrecisionLabel(PrecisionMode p);
 
 // "7B", "1.3e9", "125M", "70000000" -> a parameter count.
 std::optional<std::int64_t> parseParameterCount(const std::string& text);

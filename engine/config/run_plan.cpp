@@ -19,27 +19,11 @@ namespace shardscope::config {
 
 namespace {
 
-// The engine's options in the flat shape of Accelerate's keys (and of the engine flags): what the
-// config asks, then what the flags say over it. finishPlan turns them into the typed plan.
-struct EngineChoices {
+// The engine's options: what the config asks (its parallelism as interpretParallelism reads it),
+// then what the engine flags say over it. buildRunPlan turns them into the typed plan.
+struct EngineChoices : ParallelismSpec {
     std::string backend; // empty: from the distributed type and the machine
     std::string mixedPrecision;
-    int zeroStage = 0;
-    std::string fsdpShardingStrategy; // empty or NO_SHARD: not FSDP
-    std::string fsdpAutoWrapPolicy = "TRANSFORMER_BASED_WRAP";
-    std::vector<std::string> fsdpLayerClasses; // empty: the model's own layer classes
-    std::int64_t fsdpMinNumParams = 100000000;
-    std::string fsdpStateDictType = "FULL_STATE_DICT";
-    std::string fsdpBackwardPrefetch = "NO_PREFETCH";
-    bool fsdpForwardPrefetch = false;
-    bool fsdpUseOrigParams = false;
-    bool fsdpActivationCheckpointing = false;
-    bool fsdpOffloadParams = false;
-    bool fsdpCpuRamEfficientLoading = false;
-    std::string offloadOptimizerDevice = "none";
-    std::string offloadParamDevice = "none";
-    bool zero3Init = false;
-    bool zero3Save16BitModel = false;
     std::int64_t gradientAccumulationSteps = 0; // 0: the recipe's
     double maxGradNorm = -1; // below 0: the recipe's
     std::int64_t maxSteps = 0;
@@ -264,155 +248,55 @@ std::string text(const Value* v, const std::string& fallback = {})
     return fallback;
 }
 
-bool truthy(const Value* v)
-{
-    if (!v || v->isNull())
-        return false;
-    if (v->kind() == Value::Kind::Bool)
-        return v->asBool();
-    const std::string s = text(v);
-    return s == "true" || s == "True" || s == "1";
-}
-
 Diagnostic unsupported(const std::string& key, const std::string& value, const std::string& fix)
 {
     return {Severity::Error, key, key + ": " + value + " is not supported by Shardscope's engine yet; " + fix};
 }
 
-// FSDP: Accelerate's fsdp_config keys to the engine's choices.
-void planFsdp(const AccelerateConfig& c, EngineChoices& e, std::vector<Diagnostic>& problems)
+// FSDP: what of Accelerate's fsdp_config and parallelism_config this engine cannot run.
+void refuseFsdp(const ParallelismSpec& s, std::vector<Diagnostic>& problems)
 {
-    auto key = [&](const char* k) { return c.nested("fsdp_config", k); };
-    std::string strategy = text(key("fsdp_sharding_strategy"), "FULL_SHARD");
-    // Legacy numeric values (Accelerate < 0.22): 1 FULL_SHARD, 2 SHARD_GRAD_OP, 3 NO_SHARD, ...
-    static const char* kByNumber[] = {"", "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
-    if (strategy.size() == 1 && strategy[0] >= '1' && strategy[0] <= '5')
-        strategy = kByNumber[strategy[0] - '0'];
-    if (text(key("fsdp_version"), "1") == "2") {
-        // FSDP2 has no strategy names: reshard_after_forward true is FULL_SHARD, false SHARD_GRAD_OP.
-        const Value* reshard = key("fsdp_reshard_after_forward");
-        strategy = !reshard || truthy(reshard) || text(reshard) == "FULL_SHARD" ? "FULL_SHARD" : "SHARD_GRAD_OP";
-    }
-    // A key the file does not set takes `accelerate launch`'s CLI default (reference §2.4):
-    // use_orig_params, cpu_ram_efficient_loading and sync_module_states default to true there.
-    auto flag = [&](const char* k, bool absent) {
-        const Value* v = key(k);
-        return v && !v->isNull() ? truthy(v) : absent;
-    };
-    const bool efficient = flag("fsdp_cpu_ram_efficient_loading", true);
     // Accelerate's launch check (accelerate-config-reference.md §4.4).
-    if (efficient && !flag("fsdp_sync_module_states", true))
+    if (s.fsdpCpuRamEfficientLoading && !s.fsdpSyncModuleStates)
         problems.push_back(
             {Severity::Error, "fsdp_config.fsdp_sync_module_states",
              "fsdp_config: When using `--fsdp_cpu_ram_efficient_loading` set `--fsdp_sync_module_states` to `True`"});
-    if (strategy == "NO_SHARD") { // DDP-equivalent: the engine's DDP, which neither offloads nor recomputes
-        for (const char* k : {"fsdp_offload_params", "fsdp_activation_checkpointing"})
-            if (truthy(key(k)))
-                problems.push_back(unsupported(std::string("fsdp_config.") + k, "true with NO_SHARD",
-                                               "use FULL_SHARD or SHARD_GRAD_OP, or set it to false"));
+    if (!s.fsdpShards()) { // NO_SHARD: the engine's DDP, which neither offloads nor recomputes
+        if (s.fsdpOffloadParams)
+            problems.push_back(unsupported("fsdp_config.fsdp_offload_params", "true with NO_SHARD",
+                                           "use FULL_SHARD or SHARD_GRAD_OP, or set it to false"));
+        if (s.fsdpActivationCheckpointing)
+            problems.push_back(unsupported("fsdp_config.fsdp_activation_checkpointing", "true with NO_SHARD",
+                                           "use FULL_SHARD or SHARD_GRAD_OP, or set it to false"));
         return;
     }
-    e.fsdpShardingStrategy = strategy;
-    e.fsdpAutoWrapPolicy = text(key("fsdp_auto_wrap_policy"), "NO_WRAP");
-    if (e.fsdpAutoWrapPolicy == "TRANSFORMER_BASED_WRAP") {
-        const std::string classes = text(key("fsdp_transformer_layer_cls_to_wrap"), "");
-        e.fsdpLayerClasses.clear();
-        std::istringstream names(classes);
-        for (std::string name; std::getline(names, name, ',');) {
-            name.erase(0, name.find_first_not_of(' '));
-            name.erase(name.find_last_not_of(' ') + 1);
-            if (!name.empty())
-                e.fsdpLayerClasses.push_back(name);
-        }
-    } else if (e.fsdpAutoWrapPolicy == "SIZE_BASED_WRAP") {
-        const Value* minimum = key("fsdp_min_num_params");
-        e.fsdpMinNumParams = minimum && minimum->kind() == Value::Kind::Int ? minimum->asInt() : 100000000;
-    }
-    const std::string prefetch = text(key("fsdp_backward_prefetch"), "NO_PREFETCH");
-    if (prefetch == "BACKWARD_PRE" || prefetch == "BACKWARD_POST")
-        e.fsdpBackwardPrefetch = prefetch;
-    e.fsdpForwardPrefetch = truthy(key("fsdp_forward_prefetch"));
-    e.fsdpOffloadParams = truthy(key("fsdp_offload_params"));
-    e.fsdpCpuRamEfficientLoading = efficient;
-    e.fsdpUseOrigParams = flag("fsdp_use_orig_params", true);
-    e.fsdpActivationCheckpointing = truthy(key("fsdp_activation_checkpointing"));
-    if (truthy(key("fsdp_activation_checkpointing_offload")))
+    if (s.fsdpActivationCheckpointingOffload)
         problems.push_back(unsupported("fsdp_config.fsdp_activation_checkpointing_offload", "true",
                                        "the engine recomputes activations but does not offload them; set it to false"));
-    const std::string stateDict = text(key("fsdp_state_dict_type"), "FULL_STATE_DICT");
-    if (stateDict != "FULL_STATE_DICT" && stateDict != "SHARDED_STATE_DICT")
+    if (s.fsdpStateDictType != "FULL_STATE_DICT" && s.fsdpStateDictType != "SHARDED_STATE_DICT")
         problems.push_back(
-            unsupported("fsdp_config.fsdp_state_dict_type", stateDict, "use FULL_STATE_DICT or SHARDED_STATE_DICT"));
-    else
-        e.fsdpStateDictType = stateDict;
+            unsupported("fsdp_config.fsdp_state_dict_type", s.fsdpStateDictType, "use FULL_STATE_DICT or SHARDED_STATE_DICT"));
+    // parallelism_config: the data-parallel dimensions run (dp_shard groups of consecutive ranks,
+    // replicated dp_replicate times, as Accelerate's mesh builds them); the others are refused,
+    // never ignored.
+    for (auto [name, size] : {std::pair{"tp_size", s.tpSize}, {"cp_size", s.cpSize}, {"sp_size", s.spSize}})
+        if (size > 1)
+            problems.push_back(unsupported(std::string("parallelism_config.parallelism_config_") + name, std::to_string(size),
+                                           "this engine runs the data-parallel dimensions only (dp_replicate_size, "
+                                           "dp_shard_size); set it to 1"));
 }
 
-// DeepSpeed: the ZeRO stage and its options from deepspeed_config (or its JSON file).
-void planDeepSpeed(const AccelerateConfig& c, const std::string& baseDir, EngineChoices& e, std::vector<Diagnostic>& problems)
+// DeepSpeed: what of the ZeRO options this engine cannot run.
+void refuseDeepSpeed(const ParallelismSpec& s, std::vector<Diagnostic>& problems)
 {
-    auto key = [&](const char* k) { return c.nested("deepspeed_config", k); };
-    std::string stage = text(key("zero_stage"), "2");
-    std::string offloadOptimizer = text(key("offload_optimizer_device"), "none");
-    std::string offloadParam = text(key("offload_param_device"), "none");
-    const std::string file = text(key("deepspeed_config_file"), "none");
-    // Numbers, not "auto": what DeepSpeed itself will use, over the recipe's values.
-    std::optional<std::int64_t> accumulation;
-    std::optional<double> clipping;
-    auto read = [&](const Value* accumulationValue, const Value* clippingValue) {
-        if (accumulationValue && accumulationValue->kind() == Value::Kind::Int)
-            accumulation = accumulationValue->asInt();
-        if (clippingValue && clippingValue->kind() == Value::Kind::Int)
-            clipping = static_cast<double>(clippingValue->asInt());
-        else if (clippingValue && clippingValue->kind() == Value::Kind::Float)
-            clipping = clippingValue->asFloat();
-    };
-    read(key("gradient_accumulation_steps"), key("gradient_clipping"));
-    if (file != "none" && !file.empty()) {
-        std::filesystem::path path(file);
-        if (path.is_relative() && !baseDir.empty())
-            path = std::filesystem::path(baseDir) / path;
-        else if (path.is_relative() && !c.source().empty())
-            path = std::filesystem::path(c.source()).parent_path() / path;
-        auto json = loadDeepSpeedJson(path.string());
-        if (!json) {
-            problems.push_back({Severity::Error, "deepspeed_config.deepspeed_config_file", json.error().message});
-            return;
-        }
-        read(json->find("gradient_accumulation_steps"), json->find("gradient_clipping"));
-        if (const Value* zero = json->find("zero_optimization")) {
-            if (const Value* s = zero->find("stage"))
-                stage = text(s, stage);
-            if (const Value* o = zero->find("offload_optimizer"); o && o->find("device"))
-                offloadOptimizer = text(o->find("device"), "none");
-            if (const Value* o = zero->find("offload_param"); o && o->find("device"))
-                offloadParam = text(o->find("device"), "none");
-        }
-    }
-    const std::size_t before = problems.size();
-    if (offloadOptimizer != "none" && offloadOptimizer != "cpu")
-        problems.push_back(unsupported("deepspeed_config.offload_optimizer_device", offloadOptimizer, "use cpu or none"));
-    if (offloadParam != "none" && offloadParam != "cpu")
-        problems.push_back(unsupported("deepspeed_config.offload_param_device", offloadParam, "use cpu or none"));
-    if (stage != "0" && stage != "1" && stage != "2" && stage != "3")
-        problems.push_back({Severity::Error, "deepspeed_config.zero_stage",
-                            "deepspeed_config.zero_stage: " + stage + " is not a ZeRO stage; use 0, 1, 2 or 3"});
-    else if (offloadParam == "cpu" && stage != "3")
+    if (s.offloadOptimizerDevice != "none" && s.offloadOptimizerDevice != "cpu")
+        problems.push_back(unsupported("deepspeed_config.offload_optimizer_device", s.offloadOptimizerDevice, "use cpu or none"));
+    if (s.offloadParamDevice != "none" && s.offloadParamDevice != "cpu")
+        problems.push_back(unsupported("deepspeed_config.offload_param_device", s.offloadParamDevice, "use cpu or none"));
+    else if (s.offloadParamDevice == "cpu" && s.zeroStage != 3)
         problems.push_back({Severity::Error, "deepspeed_config.offload_param_device",
                             "deepspeed_config.offload_param_device: cpu needs zero_stage 3 (parameters are partitioned only "
                             "there); set zero_stage: 3 or offload_param_device: none"});
-    if (problems.size() != before || stage == "0")
-        return; // ZeRO-0 is plain data parallelism
-    e.zeroStage = stage[0] - '0';
-    e.offloadOptimizerDevice = offloadOptimizer;
-    e.offloadParamDevice = offloadParam;
-    if (accumulation)
-        e.gradientAccumulationSteps = *accumulation;
-    if (clipping)
-        e.maxGradNorm = *clipping;
-    // zero3_init_flag: DeepSpeed's plugin turns it on for stage 3 when the file does not say.
-    const Value* init = key("zero3_init_flag");
-    e.zero3Init = stage == "3" && (init && !init->isNull() ? truthy(init) : true);
-    e.zero3Save16BitModel = stage == "3" && truthy(key("zero3_save_16bit_model"));
 }
 
 // The launch's shape and Accelerate's environment from the config.
@@ -440,7 +324,16 @@ void planShape(const PlanInputs& in, RunPlan& plan, EngineChoices& engine, std::
     if (auto ip = text(c.given().find("main_process_ip")); !ip.empty())
         plan.mainProcessIp = ip;
     plan.mainProcessPort = static_cast<int>(c.intField("main_process_port").value_or(0));
-    engine.mixedPrecision = c.mixedPrecision();
+    // The one reading of the parallelism keys; what this engine cannot run is refused below.
+    ParallelismReading reading = interpretParallelism(c, in.configBaseDir);
+    problems.insert(problems.end(), reading.problems.begin(), reading.problems.end());
+    static_cast<ParallelismSpec&>(engine) = reading.spec;
+    engine.mixedPrecision = mixedPrecisionOf(c, reading.spec);
+    // What DeepSpeed itself will use, over the recipe's values (ZeRO-0 is plain DDP).
+    if (reading.ok() && engine.zeroStage > 0) {
+        engine.gradientAccumulationSteps = engine.deepSpeedGradientAccumulationSteps.value_or(0);
+        engine.maxGradNorm = engine.deepSpeedGradientClipping.value_or(-1.0);
+    }
 
     const std::string& type = plan.distributedType;
     const bool hasGpu = in.machine.gpuCount > 0;
@@ -457,10 +350,10 @@ void planShape(const PlanInputs& in, RunPlan& plan, EngineChoices& engine, std::
                                 "on the CPU"});
         engine.backend = "nccl";
     } else if (type == "FSDP") {
-        planFsdp(c, engine, problems);
+        refuseFsdp(engine, problems);
         engine.backend = hasGpu ? "nccl" : "";
     } else if (type == "DEEPSPEED") {
-        planDeepSpeed(c, in.configBaseDir, engine, problems);
+        refuseDeepSpeed(engine, problems);
         engine.backend = hasGpu ? "nccl" : "";
     } else {
         problems.push_back(unsupported("distributed_type", type, "use NO, MULTI_CPU, MULTI_GPU, FSDP or DEEPSPEED"));
@@ -473,7 +366,7 @@ void planShape(const PlanInputs& in, RunPlan& plan, EngineChoices& engine, std::
 }
 
 // FSDP's or ZeRO's choices as the sharded wrapper's options (parallel/sharded.h).
-std::optional<parallel::ShardingOptions> shardingOf(const EngineChoices& e, int localProcesses)
+std::optional<parallel::ShardingOptions> shardingOf(const EngineChoices& e, int numProcesses, int localProcesses)
 {
     parallel::ShardingOptions sharding;
     sharding.backwardPrefetch = e.fsdpBackwardPrefetch != "NO_PREFETCH";
@@ -484,6 +377,8 @@ std::optional<parallel::ShardingOptions> shardingOf(const EngineChoices& e, int 
         sharding.reshardAfterForward = strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD";
         if (strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2")
             sharding.hybridGroupSize = localProcesses; // shard within this machine
+        else if (e.dpShardSize > 1 && e.dpShardSize < numProcesses)
+            sharding.hybridGroupSize = e.dpShardSize; // parallelism_config's HSDP: dp_shard groups, replicated
         sharding.offloadToHost = e.fsdpOffloadParams;
         sharding.rankZeroLoadsWeights = e.fsdpCpuRamEfficientLoading;
         sharding.wrapPolicy = parallel::wrapPolicyNamed(e.fsdpAutoWrapPolicy);
@@ -536,13 +431,20 @@ void planRecipe(const PlanInputs& in, const EngineChoices& e, RunPlan& plan, std
     if (!changed.empty())
         if (auto checked = parseRecipe(recipeToYaml(r), in.recipeSource + changed); !checked)
             problems.push_back({Severity::Error, "recipe", checked.error().message});
+    if (plan.sharding && !plan.sharding->useOrigParams && !r.optimizer.noWeightDecay.empty())
+        problems.push_back({Severity::Error, "fsdp_config.fsdp_use_orig_params",
+                            "recipe: optimizer.no_weight_decay needs per-parameter optimizer groups, and sharded units "
+                            "give the optimizer one flat shard each; set fsdp_use_orig_params: true in fsdp_config "
+                            "(DeepSpeed always keeps parameter groups)"});
     // A Hugging Face model is refused here, before any rank starts, for anything the engine does
     // not implement (unsupportedFeatures), with its data checked against its vocabulary.
-    if (isHfFamilyType(r.model.type)) {
-        if (auto architecture = checkArchitecture(r, in.recipeSource); !architecture)
+    if (in.readRecipeFiles) {
+        if (!isHfFamilyType(r.model.type)) {
+            if (auto inputs = checkRecipeInputs(r); !inputs)
+                problems.push_back({Severity::Error, "recipe", in.recipeSource + ": " + inputs.error().message});
+        } else if (auto architecture = checkArchitecture(r, in.recipeSource); !architecture) {
             problems.push_back({Severity::Error, "recipe", architecture.error().message});
-    } else if (auto inputs = checkRecipeInputs(r); !inputs) {
-        problems.push_back({Severity::Error, "recipe", in.recipeSource + ": " + inputs.error().message});
+        }
     }
     // Profiling: --profile's window after warm-up (steps 3 to 7, or the whole run when shorter),
     // or the recipe's; the engine flags win over both.
@@ -639,7 +541,8 @@ PlanResult buildRunPlan(const PlanInputs& in)
     if (plan.backend == dist::BackendKind::Nccl && in.machine.gpuCount == 0 && plan.distributedType != "MULTI_GPU")
         problems.push_back(
             {Severity::Error, "--backend", "the nccl backend needs NVIDIA GPUs and this machine has none; use --backend gloo"});
-    plan.sharding = shardingOf(engine, plan.localProcesses());
+    plan.sharding = shardingOf(engine, plan.numProcesses, plan.localProcesses());
+    plan.stateLayout = stateLayoutOf(engine, plan.numProcesses, plan.numMachines);
     plan.stateDictType = engine.fsdpStateDictType == "SHARDED_STATE_DICT" && plan.sharding ? StateDictType::Sharded
                                                                                            : StateDictType::Full;
     plan.threads = engine.threads > 0 ? engine.threads : std::min(in.environment.inheritedOmpThreads.value_or(0), 4096);
@@ -787,6 +690,16 @@ std::string planToJson(const RunPlan& p)
                 {"in_eval", p.fp8.inEval},
                 {"fsdp_float8_all_gather", p.fp8.fsdpFloat8AllGather}}},
               {"sharding", p.sharding ? shardingToJson(*p.sharding) : json(nullptr)},
+              {"state_layout",
+               {{"zero_stage", p.stateLayout.zeroStage},
+                {"shard_ranks", p.stateLayout.shardRanks},
+                {"offload_optimizer", p.stateLayout.offloadOptimizer},
+                {"offload_params", p.stateLayout.offloadParams},
+                {"offload_grads", p.stateLayout.offloadGrads},
+                {"activation_checkpointing", p.stateLayout.activationCheckpointing},
+                {"autocast", p.stateLayout.autocast},
+                {"label", p.stateLayout.label},
+                {"notes", p.stateLayout.notes}}},
               {"state_dict_type", stateDictTypeName(p.stateDictType)},
               {"resume_from", p.resumeFrom},
               {"profile_start_step", p.profileStartStep},
@@ -863,6 +776,23 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
         if (!options)
             return options.error();
         p.fp8 = *options;
+    }
+    if (const json* layout = fields.object("state_layout")) {
+        ModelStateLayout& l = p.stateLayout;
+        FieldReader f(*layout, source + ": state_layout.");
+        f.read("zero_stage", l.zeroStage);
+        f.read("shard_ranks", l.shardRanks);
+        f.read("offload_optimizer", l.offloadOptimizer);
+        f.read("offload_params", l.offloadParams);
+        f.read("offload_grads", l.offloadGrads);
+        f.read("activation_checkpointing", l.activationCheckpointing);
+        f.read("autocast", l.autocast);
+        f.read("label", l.label);
+        f.read("notes", l.notes);
+        if (f.error().empty() && (l.zeroStage < 0 || l.zeroStage > 3 || l.shardRanks < 1))
+            f.fail("zero_stage must be 0 to 3 and shard_ranks at least 1");
+        if (!f.error().empty())
+            return makeError(f.error());
     }
     if (const json* sharding = fields.object("sharding")) {
         parallel::ShardingOptions s;

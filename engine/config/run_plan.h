@@ -14,6 +14,7 @@
 #include "engine/config/accelerate_config.h"
 #include "engine/config/env_export.h"
 #include "engine/config/float8_options.h"
+#include "engine/config/parallelism.h"
 #include "engine/config/precision_mode.h"
 #include "engine/config/recipe.h"
 #include "engine/config/sharding_options.h"
@@ -64,7 +65,7 @@ struct FaultInjection {
 };
 
 struct RunPlan {
-    static constexpr int kFormatVersion = 1;
+    static constexpr int kFormatVersion = 2; // 2: state_layout
 
     // The launch's shape (Accelerate's meaning: numProcesses counts every machine's ranks).
     int numProcesses = 1;
@@ -82,6 +83,9 @@ struct RunPlan {
     precision::PrecisionMode precision = precision::PrecisionMode::No;
     Float8Options fp8; // how mixed_precision fp8 scales; unused by the other modes
     std::optional<parallel::ShardingOptions> sharding; // FSDP / ZeRO; none: DDP
+    // Where the model states live, as the memory estimate counts them (stateLayoutOf the same
+    // reading the sharding comes from): the Configure page's chart and the rank's OOM report.
+    ModelStateLayout stateLayout;
     StateDictType stateDictType = StateDictType::Full;
     std::string resumeFrom; // a resolved step_<N> folder; empty: start fresh
     // Profiling window (from --profile or the recipe's profile section); -1: none.
@@ -111,6 +115,10 @@ struct PlanInputs {
     // The recipe, and the name its messages use (its file).
     std::optional<Recipe> recipe;
     std::string recipeSource;
+    // Whether the recipe's files are read (its text data, a model's config.json and the data
+    // against its vocabulary). The Configure page plans on every edit without them, on the GUI
+    // thread, and checks them apart; the launcher always reads them.
+    bool readRecipeFiles = true;
     std::int64_t maxSteps = 0; // --max_steps; 0: the recipe's
     std::string mixedPrecision; // --mixed_precision (bf16-pure too); empty: the config's
     bool profile = false; // --profile: a window after warm-up

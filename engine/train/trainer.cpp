@@ -57,27 +57,6 @@ void limitFileSize()
     setrlimit(RLIMIT_FSIZE, &limit);
 }
 
-// The memory estimate (`shardscope estimate-memory`'s) of what this plan runs: its model, precision,
-// sharding and optimizer.
-config::MemoryEstimate estimateFor(const config::RunPlan& plan)
-{
-    const config::PrecisionMode precision = config::precisionFromName(std::string(precision::modeName(plan.precision)));
-    config::Sharding sharding;
-    sharding.autocast = !plan.sharding; // DDP: autocast over fp32 states
-    if (plan.sharding) {
-        sharding.zeroStage = plan.sharding->zeroStage;
-        sharding.shardRanks = plan.sharding->hybridGroupSize > 0 ? plan.sharding->hybridGroupSize : plan.numProcesses;
-        sharding.offloadOptimizer = sharding.offloadParams = sharding.offloadGrads = plan.sharding->offloadToHost;
-        sharding.activationCheckpointing = plan.sharding->activationCheckpointing;
-    }
-    const auto& optimizer = plan.recipe.optimizer;
-    const config::OptimizerKind kind = optimizer.type != "sgd"  ? config::OptimizerKind::Adam
-                                       : optimizer.momentum > 0 ? config::OptimizerKind::SgdMomentum
-                                                                : config::OptimizerKind::Sgd;
-    const config::Fp8Scaling fp8{plan.fp8.scaling == config::Float8Options::Scaling::Delayed, plan.fp8.amaxHistoryLen};
-    return config::estimateMemory(config::modelShapeOf(plan.recipe), precision, sharding, kind, fp8);
-}
-
 } // namespace
 
 void requestStop() { g_stopRequested.store(true); }
@@ -94,13 +73,8 @@ AcceleratorOptions Trainer::acceleratorOptions(const config::RunPlan& plan)
     options.ddp.firstBucketCapBytes = static_cast<std::int64_t>(recipe.ddp.firstBucketCapMb * 1024 * 1024);
     options.ddp.overlap = recipe.ddp.overlap;
     options.precision = plan.precision;
-    if (plan.sharding) {
-        if (!plan.sharding->useOrigParams && !recipe.optimizer.noWeightDecay.empty())
-            throw std::runtime_error("recipe: optimizer.no_weight_decay needs per-parameter optimizer groups, and "
-                                     "sharded units give the optimizer one flat shard each; set fsdp_use_orig_params: "
-                                     "true in fsdp_config (DeepSpeed always keeps parameter groups)");
+    if (plan.sharding)
         options.sharding = *plan.sharding;
-    }
     options.scaler.initScale = recipe.lossScaler.initScale;
     options.scaler.growthFactor = recipe.lossScaler.growthFactor;
     options.scaler.backoffFactor = recipe.lossScaler.backoffFactor;
@@ -320,7 +294,7 @@ std::string Trainer::outOfMemoryReport(const std::exception& e, std::int64_t ste
                          + std::to_string(step + 1) + " (" + cause + "); this rank held "
                          + formatBytes(static_cast<double>(memoryInUse(m_acc.device())))
                          + (m_acc.device().is_cuda() ? " allocated" : " resident");
-    const config::MemoryEstimate estimate = estimateFor(m_plan);
+    const config::MemoryEstimate estimate = config::estimateRun(m_plan);
     report += "; the estimate for this config is " + formatBytes(estimate.deviceTotal()) + " per rank (model states "
               + formatBytes(estimate.modelStates()) + ", activations " + formatBytes(estimate.activations)
               + "; shardscope estimate-memory shows the choices that need less)";

@@ -4,6 +4,7 @@
 
 #include "engine/config/accelerate_config.h"
 #include "engine/config/run_plan.h"
+#include "tests/common/config_text.h"
 
 #include <QFile>
 #include <QJsonDocument>
@@ -21,13 +22,7 @@ namespace {
 
 const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
 
-config::AccelerateConfig parse(const char* yaml)
-{
-    auto c = config::parseAccelerateConfig(yaml, "test.yaml", config::FileFormat::Yaml);
-    if (!c)
-        qFatal("%s", c.error().message.c_str());
-    return *c;
-}
+config::AccelerateConfig parse(const char* yaml) { return testing::parseConfig(yaml, "test.yaml"); }
 
 // A recipe with nothing to read from disk (the planner checks a text recipe's file).
 config::Recipe mlpRecipe()
@@ -241,13 +236,15 @@ private slots:
             auto read = config::planFromJson(text, "plan.json");
             return read.ok() ? std::string("(read fine)") : read.error().message;
         };
-        QCOMPARE(damaged("\"format\": 1", "\"format\": 9"),
-                 std::string("plan.json: run plan format 9, but this worker reads format 1; launch it with the shardscope of "
+        QCOMPARE(damaged("\"format\": 2", "\"format\": 9"),
+                 std::string("plan.json: run plan format 9, but this worker reads format 2; launch it with the shardscope of "
                              "this worker"));
         QCOMPARE(damaged("\"threads\": 3", "\"threads\": \"3\""), std::string("plan.json: threads has the wrong type (string)"));
         QCOMPARE(damaged("\"backend\": \"gloo\"", "\"backend\": \"mpi\""),
                  std::string("plan.json: backend 'mpi' is not gloo or nccl"));
         QVERIFY(damaged("\"zero_stage\": 3", "\"zero_stage\": 7").find("sharding.zero_stage 7") != std::string::npos);
+        // The memory layout the rank's estimate reads (#41) is checked as well.
+        QVERIFY(damaged("\"shard_ranks\": 4", "\"shard_ranks\": 0").find("state_layout.") != std::string::npos);
         QVERIFY(config::planFromJson("[1]", "p.json").error().message.find("not a JSON object") != std::string::npos);
     }
 

@@ -6,6 +6,7 @@
 #include "app/launcher/run_recorder.h"
 #include "app/launcher/torchrun_report.h"
 #include "tests/common/fake_launch.h"
+#include "tests/common/env_file.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -25,18 +26,7 @@ namespace {
 using shardscope::testing::fakeLaunch;
 using shardscope::testing::kFakeRank;
 
-std::map<std::string, std::string> readEnvFile(const QString& path)
-{
-    std::map<std::string, std::string> values;
-    std::ifstream in(path.toStdString());
-    std::string line;
-    while (std::getline(in, line)) {
-        const auto eq = line.find('=');
-        if (eq != std::string::npos)
-            values[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return values;
-}
+using shardscope::testing::readEnvFile;
 
 bool processGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
@@ -85,7 +75,7 @@ private slots:
         QCOMPARE(outcome->exitCode, 0);
         QVERIFY(outcome->masterPort > 0);
         for (int rank = 0; rank < 4; ++rank) {
-            auto env = readEnvFile(dir.filePath(QStringLiteral("rank%1.env").arg(rank)));
+            auto env = readEnvFile(dir.filePath(QStringLiteral("rank%1.env").arg(rank)).toStdString());
             QCOMPARE(env["RANK"], std::to_string(rank));
             QCOMPARE(env["LOCAL_RANK"], std::to_string(rank));
             QCOMPARE(env["WORLD_SIZE"], std::string("4"));

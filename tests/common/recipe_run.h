@@ -12,6 +12,10 @@
 #include <QProcess>
 #include <QString>
 #include <QStringList>
+#include <QVector>
+
+#include <algorithm>
+#include <cmath>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -84,6 +88,26 @@ inline RecipeRun launchRecipe(const QString& root, const QString& name, const QS
     run.runDir = root + "/runs/" + name;
     run.events = readEvents(run.runDir + "/events.jsonl");
     return run;
+}
+
+// Rank 0's step losses, in order.
+inline QVector<double> rankZeroLosses(const RecipeRun& run)
+{
+    QVector<double> losses;
+    for (const auto& e : run.events)
+        if (e["type"].toString() == "step" && e["rank"].toInt() == 0)
+            losses.push_back(e["loss"].toDouble());
+    return losses;
+}
+
+// max |a - b| / max(|b|, 1) over the steps: relative for large values, absolute near zero;
+// infinite when the curves have different lengths.
+inline double maxRelativeDifference(const QVector<double>& a, const QVector<double>& b)
+{
+    double worst = a.size() == b.size() ? 0 : INFINITY;
+    for (int i = 0; i < std::min(a.size(), b.size()); ++i)
+        worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1.0));
+    return worst;
 }
 
 } // namespace shardscope::testing

@@ -101,15 +101,6 @@ private:
 
 // The float32 tensors of a safetensors file, by name.
 
-// max |a - b| / max(|b|, 1) over all elements: relative for large values, absolute near zero.
-double maxRelativeDifference(const QVector<double>& a, const QVector<double>& b)
-{
-    double worst = 0;
-    for (int i = 0; i < std::min(a.size(), b.size()); ++i)
-        worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1.0));
-    return worst;
-}
-
 double maxParameterDifference(const QString& pathA, const QString& pathB)
 {
     const auto a = shardscope::testing::readFloatSafetensors(pathA), b = shardscope::testing::readFloatSafetensors(pathB);
@@ -171,7 +162,7 @@ private slots:
         const RunResult run = m_runner->launch(name, mlp(batch, accumulation), ranks, {"--dump-params", params});
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
         QCOMPARE(run.losses.size(), m_mlpBaseline.losses.size());
-        const double lossDiff = maxRelativeDifference(run.losses, m_mlpBaseline.losses);
+        const double lossDiff = testing::maxRelativeDifference(run.losses, m_mlpBaseline.losses);
         QVERIFY2(lossDiff <= 1e-5, qPrintable(QStringLiteral("loss curves differ by %1").arg(lossDiff)));
         const double paramDiff = maxParameterDifference(params, m_dir.path() + "/mlp-1x8.safetensors");
         QVERIFY2(paramDiff <= 1e-5, qPrintable(QStringLiteral("final parameters differ by %1").arg(paramDiff)));
@@ -185,8 +176,8 @@ private slots:
         for (const auto* run : {&one, &two, &four})
             QVERIFY2(run->exitCode == 0, qPrintable(run->output));
         QCOMPARE(one.losses.size(), 12);
-        QVERIFY2(maxRelativeDifference(two.losses, one.losses) <= 1e-5, "2 ranks differ from 1 rank");
-        QVERIFY2(maxRelativeDifference(four.losses, one.losses) <= 1e-5, "4 ranks with accumulation differ from 1 rank");
+        QVERIFY2(testing::maxRelativeDifference(two.losses, one.losses) <= 1e-5, "2 ranks differ from 1 rank");
+        QVERIFY2(testing::maxRelativeDifference(four.losses, one.losses) <= 1e-5, "4 ranks with accumulation differ from 1 rank");
     }
 
     // #22: every step reports the model FLOP/s each rank achieved, from the hand count of this GPT
@@ -249,7 +240,7 @@ private slots:
         for (const auto v : QJsonDocument::fromJson(file.readAll()).object()["losses"].toArray())
             reference.push_back(v.toDouble());
         QCOMPARE(ours.losses.size(), reference.size());
-        const double diff = maxRelativeDifference(ours.losses, reference);
+        const double diff = testing::maxRelativeDifference(ours.losses, reference);
         QVERIFY2(diff <= 1e-5, qPrintable(QStringLiteral("our losses differ from PyTorch DDP's by %1").arg(diff)));
     }
 

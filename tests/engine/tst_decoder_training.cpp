@@ -26,15 +26,6 @@ namespace {
 const QString kPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
 const QString kTools = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/");
 
-QVector<double> rankZeroLosses(const testing::RecipeRun& run)
-{
-    QVector<double> losses;
-    for (const auto& e : run.events)
-        if (e["type"] == "step" && e["rank"] == 0)
-            losses.push_back(e["loss"].toDouble());
-    return losses;
-}
-
 // Runs a tests/tools script on the project venv: its standard output, or empty with the reason.
 QByteArray runTool(const QStringList& args, QString& why)
 {
@@ -77,14 +68,6 @@ QString engineLogits(const QString& recipePath, const QString& weights, QString&
         return {};
     }
     return out;
-}
-
-double maxRelativeDifference(const QVector<double>& a, const QVector<double>& b)
-{
-    double worst = a.size() == b.size() ? 0 : INFINITY;
-    for (int i = 0; i < std::min(a.size(), b.size()); ++i)
-        worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1.0));
-    return worst;
 }
 
 } // namespace
@@ -150,8 +133,8 @@ private slots:
         m_reference = pytorchDdpLosses(m_dir.path() + "/ddp.yaml", initial, why);
         QVERIFY2(why.isEmpty(), qPrintable(why));
         QCOMPARE(m_reference.size(), 20);
-        const auto losses = rankZeroLosses(ours);
-        const double diff = maxRelativeDifference(losses, m_reference);
+        const auto losses = testing::rankZeroLosses(ours);
+        const double diff = testing::maxRelativeDifference(losses, m_reference);
         qInfo("DDP vs PyTorch DDP: loss %.6f -> %.6f (reference %.6f -> %.6f), max relative difference %.2e", losses.front(),
               losses.back(), m_reference.front(), m_reference.back(), diff);
         QVERIFY2(diff <= 1e-5,
@@ -179,7 +162,7 @@ private slots:
         const QString name = QString(QTest::currentDataTag()).replace(QRegularExpression("[^A-Za-z0-9]"), "_");
         const auto run = testing::launchRecipe(m_dir.path(), name, recipe(), 2, {}, strategy);
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
-        const double diff = maxRelativeDifference(rankZeroLosses(run), m_reference);
+        const double diff = testing::maxRelativeDifference(testing::rankZeroLosses(run), m_reference);
         qInfo("%s vs PyTorch DDP: max relative difference %.2e", qPrintable(name), diff);
         QVERIFY2(diff <= 1e-5, qPrintable(QStringLiteral("%1 differs from PyTorch DDP by %2").arg(name).arg(diff)));
         // The layers were units of their own, not one root unit.
@@ -217,7 +200,7 @@ private slots:
         const auto resumed = testing::launchRecipe(m_dir.path(), "resume-second-half", recipeText, 2,
                                                    {"--resume_from_checkpoint", checkpoint}, strategy);
         QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
-        const auto all = rankZeroLosses(full), second = rankZeroLosses(resumed);
+        const auto all = testing::rankZeroLosses(full), second = testing::rankZeroLosses(resumed);
         QCOMPARE(second.size(), 10);
         for (int i = 0; i < 10; ++i)
             QVERIFY2(second[i] == all[10 + i],
@@ -239,7 +222,7 @@ private slots:
         for (const auto& e : run.events)
             described = described || (e["type"] == "log" && e["message"].toString().contains("sequences of 64"));
         QVERIFY2(described, "rank 0 logs the data's statistics");
-        const auto losses = rankZeroLosses(run);
+        const auto losses = testing::rankZeroLosses(run);
         QCOMPARE(losses.size(), 30);
         QVERIFY2(std::abs(losses.front() - std::log(2048.0)) < 0.5, qPrintable(QString::number(losses.front())));
         QVERIFY2(losses.back() < losses.front() - 1.0, qPrintable(QString("%1 -> %2").arg(losses.front()).arg(losses.back())));
@@ -260,7 +243,7 @@ private slots:
         const auto run = testing::launchRecipe(m_dir.path(), "precision-" + mode, recipe(), 2, {"--mixed_precision", mode},
                                                {"--profile_start_step", "3", "--profile_steps", "2"});
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
-        const auto losses = rankZeroLosses(run);
+        const auto losses = testing::rankZeroLosses(run);
         QCOMPARE(losses.size(), 20);
         for (double loss : losses)
             QVERIFY(std::isfinite(loss));
@@ -295,18 +278,18 @@ private slots:
         const auto run = testing::launchRecipe(m_dir.path(), name, loraRecipe(), 2, {},
                                                QStringList{"--dump-initial", initial, "--dump-params", final} + strategy);
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
-        const auto losses = rankZeroLosses(run);
+        const auto losses = testing::rankZeroLosses(run);
         QCOMPARE(losses.size(), 10);
         if (m_loraLosses.isEmpty()) { // the DDP row, first: also against PyTorch DDP training PEFT's LoRA
             m_loraLosses = losses;
             QString why;
             const auto reference = pytorchDdpLosses(m_dir.path() + "/" + name + ".yaml", initial, why);
             QVERIFY2(why.isEmpty(), qPrintable(why));
-            const double peftDiff = maxRelativeDifference(losses, reference);
+            const double peftDiff = testing::maxRelativeDifference(losses, reference);
             qInfo("LoRA under DDP vs PyTorch DDP + PEFT: max relative difference %.2e", peftDiff);
             QVERIFY2(peftDiff <= 1e-5, qPrintable(QStringLiteral("LoRA differs from PyTorch DDP + PEFT by %1").arg(peftDiff)));
         }
-        const double diff = maxRelativeDifference(losses, m_loraLosses);
+        const double diff = testing::maxRelativeDifference(losses, m_loraLosses);
         QVERIFY2(diff <= 1e-5, qPrintable(QStringLiteral("%1 differs from LoRA under DDP by %2").arg(name).arg(diff)));
 
         const auto before = testing::readFloatSafetensors(initial), after = testing::readFloatSafetensors(final);

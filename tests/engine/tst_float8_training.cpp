@@ -62,15 +62,6 @@ QString fsdpConfig(int ranks)
         .arg(ranks);
 }
 
-QVector<double> rankZeroLosses(const testing::RecipeRun& run)
-{
-    QVector<double> losses;
-    for (const auto& e : run.events)
-        if (e["type"].toString() == "step" && e["rank"].toInt() == 0)
-            losses.push_back(e["loss"].toDouble());
-    return losses;
-}
-
 // Every eval event's loss, in order.
 QVector<double> evalLosses(const testing::RecipeRun& run)
 {
@@ -196,7 +187,7 @@ private slots:
         QVector<double> reference;
         for (const auto v : QJsonDocument::fromJson(file.readAll()).object()["losses"].toArray())
             reference.push_back(v.toDouble());
-        const QVector<double> losses = rankZeroLosses(ours);
+        const QVector<double> losses = testing::rankZeroLosses(ours);
         QCOMPARE(losses.size(), 20);
         QCOMPARE(reference.size(), 20);
         for (int i = 0; i < losses.size(); ++i)
@@ -237,7 +228,7 @@ private slots:
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
         auto recipe = shardscope::config::parseRecipe(recipeText, "mem.yaml");
         QVERIFY(recipe.ok());
-        shardscope::config::Sharding ddp;
+        shardscope::config::ModelStateLayout ddp;
         ddp.shardRanks = 2;
         ddp.autocast = true;
         const auto shape = shardscope::config::modelShapeOf(*recipe);
@@ -271,7 +262,7 @@ private slots:
         QVERIFY2(fp8.exitCode == 0, qPrintable(fp8.output));
         QVERIFY2(logs(fp8).filter("14 of 16 linear layers run their matmuls in fp8").size() == 1,
                  qPrintable(logs(fp8).join('\n')));
-        const auto a = rankZeroLosses(bf16), b = rankZeroLosses(fp8);
+        const auto a = testing::rankZeroLosses(bf16), b = testing::rankZeroLosses(fp8);
         QCOMPARE(a.size(), 60);
         QCOMPARE(b.size(), 60);
         double meanA = 0, meanB = 0, worst = 0;
@@ -339,7 +330,7 @@ private slots:
                      && said.front().contains(QStringLiteral("; %1 fp8 weights").arg(float8Weights)),
                  qPrintable(logs(fp8).join('\n')));
         QVERIFY2(logs(full).filter("all-gathered in fp8").isEmpty(), qPrintable(logs(full).join('\n')));
-        const QVector<double> a = rankZeroLosses(full), b = rankZeroLosses(fp8);
+        const QVector<double> a = testing::rankZeroLosses(full), b = testing::rankZeroLosses(fp8);
         QCOMPARE(a.size(), 6);
         QCOMPARE(b, a);
         QVERIFY(!evalLosses(fp8).isEmpty());

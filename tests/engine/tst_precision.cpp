@@ -255,10 +255,10 @@ private slots:
     {
         QTest::addColumn<QString>("mode");
         QTest::addColumn<int>("precision");
-        QTest::newRow("no") << "no" << int(shardscope::config::PrecisionMode::Fp32);
-        QTest::newRow("fp16") << "fp16" << int(shardscope::config::PrecisionMode::Mixed16);
-        QTest::newRow("bf16") << "bf16" << int(shardscope::config::PrecisionMode::Mixed16);
-        QTest::newRow("bf16-pure") << "bf16-pure" << int(shardscope::config::PrecisionMode::PureBf16);
+        QTest::newRow("no") << "no" << int(shardscope::config::PrecisionMode::No);
+        QTest::newRow("fp16") << "fp16" << int(shardscope::config::PrecisionMode::Fp16);
+        QTest::newRow("bf16") << "bf16" << int(shardscope::config::PrecisionMode::Bf16);
+        QTest::newRow("bf16-pure") << "bf16-pure" << int(shardscope::config::PrecisionMode::Bf16Pure);
     }
     void memoryPerModeMatchesTheEstimate()
     {
@@ -271,7 +271,7 @@ private slots:
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
         auto recipe = shardscope::config::parseRecipe(recipeText, "mem.yaml");
         QVERIFY(recipe.ok());
-        shardscope::config::Sharding ddp;
+        shardscope::config::ModelStateLayout ddp;
         ddp.shardRanks = 2;
         ddp.autocast = true;
         const auto estimate = shardscope::config::estimateMemory(shardscope::config::modelShapeOf(*recipe),

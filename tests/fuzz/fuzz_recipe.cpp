@@ -27,8 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     const ModelShape shape = modelShapeOf(*recipe);
     FUZZ_CHECK(shape.parameters >= 0, "a negative parameter count");
-    for (auto precision : {PrecisionMode::Fp32, PrecisionMode::Mixed16, PrecisionMode::PureBf16}) {
-        Sharding sharding;
+    for (auto precision : {PrecisionMode::No, PrecisionMode::Bf16, PrecisionMode::Bf16Pure}) {
+        ModelStateLayout sharding;
         sharding.zeroStage = 3;
         sharding.shardRanks = 8;
         const MemoryEstimate estimate = estimateMemory(shape, precision, sharding);

@@ -13,6 +13,7 @@
 #include "engine/config/run_plan.h"
 #include "app/launcher/launcher.h"
 #include "tests/common/fake_launch.h"
+#include "tests/common/env_file.h"
 #include "app/launcher/run_directory.h"
 #include "engine/config/accelerate_config.h"
 #include "source_scan.h"
@@ -65,18 +66,7 @@ const std::vector<std::string>& hostileArguments()
     return args;
 }
 
-std::map<std::string, std::string> readEnvFile(const fs::path& path)
-{
-    std::map<std::string, std::string> values;
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-        const auto eq = line.find('=');
-        if (eq != std::string::npos)
-            values[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return values;
-}
+using shardscope::testing::readEnvFile;
 
 std::vector<std::string> readArgv(const fs::path& path)
 {

@@ -685,6 +685,41 @@ private slots:
         QVERIFY(page.canLaunch());
     }
 
+    // #41: the page plans the config with the recipe, so what the two cannot do together (fp8
+    // with LoRA adapters) is an error here, before launch, and Launch stays disabled.
+    void configTimesRecipeErrorShowsBeforeLaunch()
+    {
+        ConfigurePage page(db());
+        page.setMachine(config::MachineInfo{0, false, false, {}});
+        page.resize(1200, 800);
+        page.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&page));
+        page.setRecipeText(QStringLiteral("name: lora-fp8\nmodel:\n  type: llama\n  vocab_size: 256\n  hidden_size: 64\n"
+                                          "  intermediate_size: 128\n  num_hidden_layers: 2\n  num_attention_heads: 4\n"
+                                          "  num_key_value_heads: 2\n  block_size: 32\n  lora: {r: 4}\n"));
+        ConfigForm* form = page.form();
+        setCombo(form->fieldEditor(QStringLiteral("distributed_type")), QStringLiteral("MULTI_CPU"));
+        retype(form->fieldEditor(QStringLiteral("num_processes")), QStringLiteral("2"));
+        auto* launch = page.findChild<QPushButton*>(QStringLiteral("launchButton"));
+        QVERIFY(page.canLaunch());
+        QVERIFY(launch->isEnabled());
+        setCombo(form->fieldEditor(QStringLiteral("mixed_precision")), QStringLiteral("fp8"));
+        QVERIFY(!page.canLaunch());
+        QVERIFY(!launch->isEnabled());
+        QString shown;
+        for (const auto& d : page.diagnosticModel()->diagnostics())
+            if (d.severity == config::Severity::Error)
+                shown += QString::fromStdString(d.keyPath + ": " + d.message) + "\n";
+        QVERIFY2(shown.contains(QStringLiteral("recipe: mixed_precision fp8 with model.lora is not implemented")),
+                 qPrintable(shown));
+        QVERIFY(!page.planResult().ok());
+        QCOMPARE(page.launch(), tr("Fix the errors first."));
+        setCombo(form->fieldEditor(QStringLiteral("mixed_precision")), QStringLiteral("bf16"));
+        QVERIFY(page.canLaunch());
+        QVERIFY(launch->isEnabled());
+        QVERIFY(page.planResult().ok());
+    }
+
     // The Script choice: the user's Accelerate script, checked as the launcher checks it (the
     // silent degradations of Accelerate refused with their reasons), the exact command shown,
     // and Launch handing --script, its arguments and the Python to the launcher.

@@ -35,10 +35,10 @@ private slots:
         QFETCH(double, expectedModelStates);
         ModelShape m;
         m.parameters = static_cast<std::int64_t>(kPsi);
-        Sharding s;
+        ModelStateLayout s;
         s.zeroStage = stage;
         s.shardRanks = ranks;
-        const MemoryEstimate e = estimateMemory(m, PrecisionMode::Mixed16, s);
+        const MemoryEstimate e = estimateMemory(m, PrecisionMode::Bf16, s);
         QCOMPARE(e.modelStates(), expectedModelStates);
         // The parts: 2Ψ fp16 parameters, 2Ψ fp16 gradients, 12Ψ optimizer (master, m, v).
         QCOMPARE(e.parameters, stage >= 3 ? 2 * kPsi / ranks : 2 * kPsi);
@@ -51,10 +51,10 @@ private slots:
     {
         QTest::addColumn<int>("mode");
         QTest::addColumn<double>("bytesPerParam");
-        QTest::newRow("fp32 Adam") << int(PrecisionMode::Fp32) << 16.0; // 4 + 4 + 8
-        QTest::newRow("mixed Adam") << int(PrecisionMode::Mixed16) << 16.0; // 2 + 2 + 12
+        QTest::newRow("fp32 Adam") << int(PrecisionMode::No) << 16.0; // 4 + 4 + 8
+        QTest::newRow("mixed Adam") << int(PrecisionMode::Bf16) << 16.0; // 2 + 2 + 12
         QTest::newRow("fp8 Adam") << int(PrecisionMode::Fp8) << 16.0;
-        QTest::newRow("pure bf16 Adam") << int(PrecisionMode::PureBf16) << 8.0; // 2 + 2 + 4
+        QTest::newRow("pure bf16 Adam") << int(PrecisionMode::Bf16Pure) << 8.0; // 2 + 2 + 4
     }
     void precisionModes()
     {
@@ -62,7 +62,7 @@ private slots:
         QFETCH(double, bytesPerParam);
         ModelShape m;
         m.parameters = static_cast<std::int64_t>(kPsi);
-        const MemoryEstimate e = estimateMemory(m, static_cast<PrecisionMode>(mode), Sharding{});
+        const MemoryEstimate e = estimateMemory(m, static_cast<PrecisionMode>(mode), ModelStateLayout{});
         QCOMPARE(e.modelStates(), bytesPerParam * kPsi);
     }
 
@@ -70,12 +70,12 @@ private slots:
     {
         ModelShape m;
         m.parameters = static_cast<std::int64_t>(kPsi);
-        Sharding s;
+        ModelStateLayout s;
         s.zeroStage = 3;
         s.shardRanks = 8;
         s.offloadOptimizer = true;
         s.offloadParams = true;
-        const MemoryEstimate e = estimateMemory(m, PrecisionMode::Mixed16, s);
+        const MemoryEstimate e = estimateMemory(m, PrecisionMode::Bf16, s);
         QCOMPARE(e.optimizer, 0.0);
         QCOMPARE(e.parameters, 0.0);
         QCOMPARE(e.gradients, 2 * kPsi / 8);
@@ -94,13 +94,13 @@ private slots:
         m.sequence = 128;
         m.microBatch = 8;
         const double perLayer = 128.0 * 8 * 64 * (34 + 5.0 * 4 * 128 / 64);
-        QCOMPARE(estimateMemory(m, PrecisionMode::Mixed16, Sharding{}).activations, 2 * perLayer);
-        QCOMPARE(estimateMemory(m, PrecisionMode::Fp32, Sharding{}).activations, 4 * perLayer);
-        Sharding ckpt;
+        QCOMPARE(estimateMemory(m, PrecisionMode::Bf16, ModelStateLayout{}).activations, 2 * perLayer);
+        QCOMPARE(estimateMemory(m, PrecisionMode::No, ModelStateLayout{}).activations, 4 * perLayer);
+        ModelStateLayout ckpt;
         ckpt.activationCheckpointing = true;
-        QCOMPARE(estimateMemory(m, PrecisionMode::Mixed16, ckpt).activations, 2 * 2 * 128.0 * 8 * 64 + perLayer);
+        QCOMPARE(estimateMemory(m, PrecisionMode::Bf16, ckpt).activations, 2 * 2 * 128.0 * 8 * 64 + perLayer);
         m.vocab = 256;
-        QCOMPARE(estimateMemory(m, PrecisionMode::Mixed16, Sharding{}).activations, 2 * perLayer + 128.0 * 8 * 256 * 4);
+        QCOMPARE(estimateMemory(m, PrecisionMode::Bf16, ModelStateLayout{}).activations, 2 * perLayer + 128.0 * 8 * 256 * 4);
     }
 
     void setupFromConfig_data()
@@ -111,26 +111,26 @@ private slots:
         QTest::addColumn<bool>("offloadOptimizer");
         QTest::addColumn<int>("precision");
         QTest::newRow("ddp") << "distributed_type: MULTI_GPU\nnum_processes: 8\nmixed_precision: bf16\n"
-                             << 0 << 8 << false << int(PrecisionMode::Mixed16);
+                             << 0 << 8 << false << int(PrecisionMode::Bf16);
         QTest::newRow("zero2 offload") << "distributed_type: DEEPSPEED\nnum_processes: 8\nmixed_precision: fp16\n"
                                           "deepspeed_config:\n  zero_stage: 2\n  offload_optimizer_device: cpu\n"
-                                       << 2 << 8 << true << int(PrecisionMode::Mixed16);
+                                       << 2 << 8 << true << int(PrecisionMode::Fp16);
         QTest::newRow("deepspeed default stage") << "distributed_type: DEEPSPEED\nnum_processes: 4\n"
-                                                 << 2 << 4 << false << int(PrecisionMode::Fp32);
+                                                 << 2 << 4 << false << int(PrecisionMode::No);
         QTest::newRow("fsdp2 reshard") << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
                                           "  fsdp_reshard_after_forward: true\n"
-                                       << 3 << 8 << false << int(PrecisionMode::Fp32);
+                                       << 3 << 8 << false << int(PrecisionMode::No);
         QTest::newRow("fsdp2 no reshard") << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
                                              "  fsdp_reshard_after_forward: false\n"
-                                          << 2 << 8 << false << int(PrecisionMode::Fp32);
+                                          << 2 << 8 << false << int(PrecisionMode::No);
         // FSDP1: the strategy the user wrote is honoured (Accelerate itself launches FULL_SHARD).
         QTest::newRow("fsdp1 strategy in reshard key")
             << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 1\n"
                "  fsdp_reshard_after_forward: SHARD_GRAD_OP\n"
-            << 2 << 8 << false << int(PrecisionMode::Fp32);
+            << 2 << 8 << false << int(PrecisionMode::No);
         QTest::newRow("fsdp1 legacy int")
             << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: 3\n"
-            << 0 << 8 << false << int(PrecisionMode::Fp32);
+            << 0 << 8 << false << int(PrecisionMode::No);
         QTest::newRow("fsdp offload") << "distributed_type: FSDP\nnum_processes: 4\nmixed_precision: fp8\nfsdp_config:\n"
                                          "  fsdp_offload_params: true\n"
                                       << 3 << 4 << true << int(PrecisionMode::Fp8);

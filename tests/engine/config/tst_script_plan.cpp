@@ -3,6 +3,7 @@
 // refused with their reasons.
 
 #include "engine/config/script_plan.h"
+#include "tests/common/config_text.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -14,13 +15,7 @@ using namespace shardscope::config;
 
 namespace {
 
-AccelerateConfig parse(const std::string& yaml)
-{
-    auto c = parseAccelerateConfig(yaml, "c.yaml", FileFormat::Yaml);
-    if (!c)
-        qFatal("%s", c.error().message.c_str());
-    return *c;
-}
+using shardscope::testing::parseConfig;
 
 struct Fixture {
     QTemporaryDir dir;
@@ -33,7 +28,7 @@ struct Fixture {
     ScriptInputs inputs(const std::string& yaml, int gpus) const
     {
         ScriptInputs in;
-        in.config = parse(yaml);
+        in.config = parseConfig(yaml);
         in.configPath = "/run/config.yaml";
         in.python = "/venv/bin/python";
         in.script = script;

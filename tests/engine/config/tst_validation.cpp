@@ -5,6 +5,7 @@
 #include "engine/config/env_export.h"
 #include "engine/config/validation.h"
 #include "engine/config/yaml_io.h"
+#include "tests/common/config_text.h"
 #include "tests/engine/config/oracle_support.h"
 
 #include <QTemporaryDir>
@@ -17,13 +18,7 @@ using namespace shardscope::config;
 
 namespace {
 
-AccelerateConfig parse(const std::string& yaml)
-{
-    auto c = parseAccelerateConfig(yaml, "c.yaml", FileFormat::Yaml);
-    if (!c)
-        qFatal("%s", c.error().message.c_str());
-    return *c;
-}
+using shardscope::testing::parseConfig;
 
 const Diagnostic* find(const std::vector<Diagnostic>& ds, const std::string& key, Severity s)
 {
@@ -152,7 +147,7 @@ private slots:
         QFETCH(QString, key);
         QFETCH(bool, isError);
         QFETCH(QString, mentions);
-        const auto ds = validateConfig(parse(yaml.toStdString()));
+        const auto ds = validateConfig(parseConfig(yaml.toStdString()));
         const Diagnostic* d = find(ds, key.toStdString(), isError ? Severity::Error : Severity::Warning);
         std::string all;
         for (const auto& x : ds)
@@ -165,7 +160,7 @@ private slots:
 
     void oneProblemOneDiagnostic()
     {
-        const auto ds = validateConfig(parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config: FULL_SHARD\n"));
+        const auto ds = validateConfig(parseConfig("distributed_type: FSDP\nnum_processes: 2\nfsdp_config: FULL_SHARD\n"));
         int errors = 0;
         std::string all;
         for (const auto& d : ds) {
@@ -178,15 +173,15 @@ private slots:
 
     void normalisedAsAccelerateLaunchReadsIt()
     {
-        const auto n = applyOverrides(parse("distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: BF16\n"
-                                            "deepspeed_config:\n  zero_stage: '3'\ndynamo_config:\n  backend: eager\n"),
+        const auto n = applyOverrides(parseConfig("distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: BF16\n"
+                                                  "deepspeed_config:\n  zero_stage: '3'\ndynamo_config:\n  backend: eager\n"),
                                       {});
         QCOMPARE(n.mixedPrecision(), std::string("bf16"));
         QCOMPARE(n.nested("deepspeed_config", "zero_stage")->asInt(), std::int64_t{3});
         QCOMPARE(n.nested("dynamo_config", "dynamo_backend")->asString(), std::string("EAGER"));
         QVERIFY(!hasErrors(validateConfig(n)));
-        const auto fsdp = applyOverrides(parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  version: 2\n"
-                                               "  fsdp_version: 1\n  reshard_after_forward: false\n"),
+        const auto fsdp = applyOverrides(parseConfig("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  version: 2\n"
+                                                     "  fsdp_version: 1\n  reshard_after_forward: false\n"),
                                          {});
         QCOMPARE(fsdp.nested("fsdp_config", "fsdp_version")->asInt(), std::int64_t{1}); // the later one wins
         QVERIFY(fsdp.nested("fsdp_config", "fsdp_reshard_after_forward"));
@@ -233,7 +228,7 @@ private slots:
 
     void machineProblemsAreWarningsUntilLaunch()
     {
-        const auto cfg = parse("distributed_type: MULTI_GPU\nnum_processes: 8\nmixed_precision: bf16\n");
+        const auto cfg = parseConfig("distributed_type: MULTI_GPU\nnum_processes: 8\nmixed_precision: bf16\n");
         ValidationOptions o;
         o.machine = MachineInfo{4, false, false, {}};
         auto ds = validateConfig(cfg, o);
@@ -252,27 +247,28 @@ private slots:
     {
         ValidationOptions o;
         o.machine = MachineInfo{2, false, true, {"NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"}};
-        auto ds = validateConfig(parse("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
+        auto ds = validateConfig(parseConfig("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
         const Diagnostic* d = find(ds, "mixed_precision", Severity::Error);
         QVERIFY(d);
         QVERIFY2(d->message.find("NVIDIA A100-SXM4-80GB is below compute capability 8.9") != std::string::npos,
                  d->message.c_str());
         o.machine = MachineInfo{2, true, true, {"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"}};
-        ds = validateConfig(parse("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
+        ds = validateConfig(parseConfig("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
         QVERIFY(!find(ds, "mixed_precision", Severity::Error));
         QVERIFY(!find(ds, "mixed_precision", Severity::Warning));
         o.machine = MachineInfo{0, false, false, {}};
-        ds = validateConfig(parse("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
+        ds = validateConfig(parseConfig("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"), o);
         QVERIFY(!hasErrors(ds));
         d = find(ds, "mixed_precision", Severity::Warning);
         QVERIFY(d && d->message.find("emulated") != std::string::npos);
         o.forLaunch = true;
-        QVERIFY(!hasErrors(validateConfig(parse("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"), o)));
+        QVERIFY(
+            !hasErrors(validateConfig(parseConfig("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"), o)));
     }
 
     void cliFlagsWin()
     {
-        const auto cfg = parse("distributed_type: MULTI_GPU\nnum_processes: 1\nmixed_precision: fp16\n");
+        const auto cfg = parseConfig("distributed_type: MULTI_GPU\nnum_processes: 1\nmixed_precision: fp16\n");
         LaunchOverrides o;
         o.numProcesses = 4;
         o.mixedPrecision = "bf16";
@@ -284,18 +280,19 @@ private slots:
 
     void environmentPerDistributedType()
     {
-        auto simple = launchEnvironment(parse("distributed_type: MULTI_CPU\nnum_processes: 4\n"));
+        auto simple = launchEnvironment(parseConfig("distributed_type: MULTI_CPU\nnum_processes: 4\n"));
         QCOMPARE(env(simple, "ACCELERATE_USE_CPU"), std::string("False"));
         QCOMPARE(env(simple, "MASTER_ADDR"), std::string("127.0.0.1"));
         QCOMPARE(env(simple, "MASTER_PORT"), std::string("29500"));
         QCOMPARE(env(simple, "KMP_BLOCKTIME"), std::string("<unset>")); // only with use_cpu (ACCELERATE_USE_CPU True)
         QCOMPARE(env(simple, "ACCELERATE_DYNAMO_BACKEND"), std::string("NO"));
         QCOMPARE(env(simple, "ACCELERATE_DYNAMO_USE_FULLGRAPH"), std::string("False"));
-        QCOMPARE(launcherFor(parse("distributed_type: MULTI_CPU\n")), LauncherKind::Simple);
+        QCOMPARE(launcherFor(parseConfig("distributed_type: MULTI_CPU\n")), LauncherKind::Simple);
 
-        auto fsdp = launchEnvironment(parse("distributed_type: FSDP\nnum_processes: 2\nmixed_precision: bf16\ngpu_ids: '0,1'\n"
-                                            "fsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: true\n"
-                                            "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"));
+        auto fsdp = launchEnvironment(
+            parseConfig("distributed_type: FSDP\nnum_processes: 2\nmixed_precision: bf16\ngpu_ids: '0,1'\n"
+                        "fsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: true\n"
+                        "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"));
         QCOMPARE(env(fsdp, "ACCELERATE_USE_FSDP"), std::string("true"));
         QCOMPARE(env(fsdp, "FSDP_VERSION"), std::string("2"));
         QCOMPARE(env(fsdp, "FSDP_RESHARD_AFTER_FORWARD"), std::string("true"));
@@ -306,8 +303,8 @@ private slots:
         QCOMPARE(env(fsdp, "ACCELERATE_MIXED_PRECISION"), std::string("bf16"));
         QCOMPARE(env(fsdp, "CUDA_VISIBLE_DEVICES"), std::string("0,1"));
 
-        const auto v1 = parse("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 1\n"
-                              "  fsdp_reshard_after_forward: SHARD_GRAD_OP\n");
+        const auto v1 = parseConfig("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 1\n"
+                                    "  fsdp_reshard_after_forward: SHARD_GRAD_OP\n");
         QCOMPARE(env(launchEnvironment(v1), "FSDP_SHARDING_STRATEGY"), std::string("SHARD_GRAD_OP")); // honoured
         EnvironmentOptions bugCompatible;
         bugCompatible.honourFsdp1Strategy = false;
@@ -315,8 +312,8 @@ private slots:
         QCOMPARE(env(launchEnvironment(v1), "FSDP_RESHARD_AFTER_FORWARD"), std::string("shard_grad_op"));
 
         auto ds = launchEnvironment(
-            parse("distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: fp16\n"
-                  "deepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: true\n  gradient_clipping: 1.0\n"));
+            parseConfig("distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: fp16\n"
+                        "deepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: true\n  gradient_clipping: 1.0\n"));
         QCOMPARE(env(ds, "ACCELERATE_USE_DEEPSPEED"), std::string("true"));
         QCOMPARE(env(ds, "ACCELERATE_DEEPSPEED_ZERO_STAGE"), std::string("3"));
         QCOMPARE(env(ds, "ACCELERATE_DEEPSPEED_ZERO3_INIT"), std::string("true"));
@@ -326,8 +323,8 @@ private slots:
         QCOMPARE(env(ds, "ACCELERATE_DYNAMO_BACKEND"), std::string("<unset>")); // not for DeepSpeed
         QCOMPARE(env(ds, "OMP_NUM_THREADS"), std::string("1")); // torchrun's, for several local ranks
 
-        auto fp8 = launchEnvironment(parse("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"
-                                           "fp8_config:\n  backend: TE\n  fp8_format: E4M3\n"));
+        auto fp8 = launchEnvironment(parseConfig("distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: fp8\n"
+                                                 "fp8_config:\n  backend: TE\n  fp8_format: E4M3\n"));
         QCOMPARE(env(fp8, "ACCELERATE_FP8_BACKEND"), std::string("TE"));
         QCOMPARE(env(fp8, "ACCELERATE_FP8_FORMAT"), std::string("E4M3"));
         QCOMPARE(env(fp8, "ACCELERATE_FP8_MARGIN"), std::string("0"));
@@ -421,9 +418,9 @@ private slots:
 
     void deepSpeedAutoValues()
     {
-        const auto cfg = parse("distributed_type: DEEPSPEED\nnum_processes: 4\ndeepspeed_config:\n  deepspeed_config_file: "
-                               + shardscope::testing::corpusDir()
-                               + "/examples__deepspeed_config_templates__zero_stage3_config.json\n");
+        const auto cfg = parseConfig("distributed_type: DEEPSPEED\nnum_processes: 4\ndeepspeed_config:\n  deepspeed_config_file: "
+                                     + shardscope::testing::corpusDir()
+                                     + "/examples__deepspeed_config_templates__zero_stage3_config.json\n");
         DeepSpeedContext ctx;
         ctx.numProcesses = 4;
         ctx.microBatchPerGpu = 8;

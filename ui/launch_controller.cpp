@@ -1,0 +1,109 @@
+#include "ui/launch_controller.h"
+
+#include "storage/run_store.h"
+#include "storage/store_paths.h"
+#include "ui/history_service.h"
+
+#include <QDir>
+#include <QTimer>
+
+#include <signal.h>
+
+#include <cerrno>
+#include <memory>
+
+namespace shardscope::ui {
+
+LaunchController::LaunchController(std::filesystem::path databaseFile, HistoryService* history, QObject* parent)
+    : QObject(parent), m_databaseFile(std::move(databaseFile)), m_history(history)
+{
+    m_pollTimer = new QTimer(this);
+    m_pollTimer->setInterval(500);
+    connect(m_pollTimer, &QTimer::timeout, this, &LaunchController::poll);
+}
+
+QString LaunchController::scratchFile(const QString& fileName) const
+{
+    auto home = storage::shardscopeHome();
+    QDir dir(home ? QString::fromStdString(home->string()) : QDir::tempPath());
+    dir.mkpath(QStringLiteral("configure"));
+    return dir.filePath(QStringLiteral("configure/") + fileName);
+}
+
+QString LaunchController::start(LaunchRequest request)
+{
+    request.outputFile = launcherOutputFile(QString::fromStdString(m_databaseFile.parent_path().string()), request.runName);
+    const auto result = launchDetached(request);
+    if (!result.started)
+        return result.error;
+    m_pendingRun = request.runName;
+    m_pendingPid = result.pid;
+    m_pendingOutput = request.outputFile;
+    m_pollsLeft = 120; // 60 s for the launcher to record the run
+    m_pollTimer->start();
+    emit message(tr("Launched %1 (pid %2)").arg(request.runName).arg(result.pid), false);
+    emit runLaunched(request.runName);
+    return {};
+}
+
+void LaunchController::stopWaiting()
+{
+    m_pendingRun.clear();
+    m_pollTimer->stop();
+}
+
+void LaunchController::poll()
+{
+    if (m_pendingRun.isEmpty() || --m_pollsLeft < 0) {
+        if (!m_pendingRun.isEmpty())
+            emit message(tr("%1 did not appear in the run history; see Runs.").arg(m_pendingRun), true);
+        stopWaiting();
+        return;
+    }
+    if (m_polling)
+        return;
+    m_polling = true;
+    // In the history (on the history thread), or refused by a launcher that has exited: then
+    // what it said, from its output file.
+    struct Seen {
+        std::int64_t runId = 0;
+        bool launcherGone = false;
+        QString said;
+    };
+    m_history->submit<std::shared_ptr<Seen>>(
+        this,
+        [file = m_databaseFile, name = m_pendingRun.toStdString(), pid = m_pendingPid, output = m_pendingOutput] {
+            auto seen = std::make_shared<Seen>();
+            storage::StoreOptions options;
+            options.markInterrupted = false;
+            if (auto store = storage::RunStore::open(file, options)) {
+                if (auto id = store->resolveRun(name)) {
+                    seen->runId = *id;
+                    return seen;
+                }
+            }
+            if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+                seen->launcherGone = true;
+                seen->said = launcherErrorText(output);
+            }
+            return seen;
+        },
+        [this, name = m_pendingRun](std::shared_ptr<Seen> seen) {
+            m_polling = false;
+            if (name != m_pendingRun)
+                return; // another launch since
+            if (seen->runId > 0) {
+                stopWaiting();
+                emit runOpened(seen->runId);
+            } else if (seen->launcherGone) {
+                emit message(tr("The launch of %1 stopped before the run started: %2")
+                                 .arg(m_pendingRun, seen->said.isEmpty()
+                                                        ? tr("the launcher said nothing (%1)").arg(m_pendingOutput)
+                                                        : seen->said),
+                             true);
+                stopWaiting();
+            }
+        });
+}
+
+} // namespace shardscope::ui

@@ -1,0 +1,53 @@
+#pragma once
+
+// Launch as the Configure page does it: `shardscope launch` started detached (ui/run_launcher.h),
+// then the run history looked at, off the GUI thread, until the launcher has recorded the run
+// (runOpened) or has exited without it (message, with what it said). Unsaved files go to scratch
+// copies under $SHARDSCOPE_HOME/configure (scratchFile): Launch never writes the user's files.
+
+#include "ui/run_launcher.h"
+
+#include <QObject>
+#include <QString>
+
+#include <cstdint>
+#include <filesystem>
+
+class QTimer;
+
+namespace shardscope::ui {
+
+class HistoryService;
+
+class LaunchController : public QObject {
+    Q_OBJECT
+public:
+    // databaseFile: the run history a launched run is looked up in (the launcher's output files
+    // go beside it); `history`: the service that looks.
+    LaunchController(std::filesystem::path databaseFile, HistoryService* history, QObject* parent);
+
+    // A file for a run's copy of an unsaved config or recipe, under $SHARDSCOPE_HOME/configure.
+    QString scratchFile(const QString& fileName) const;
+    // Starts the launcher (request.outputFile is set here); empty on success, else why not.
+    QString start(LaunchRequest request);
+
+signals:
+    void runLaunched(const QString& runName);
+    void runOpened(std::int64_t runId);
+    void message(const QString& text, bool error);
+
+private:
+    void poll();
+    void stopWaiting();
+
+    std::filesystem::path m_databaseFile;
+    HistoryService* m_history = nullptr;
+    QTimer* m_pollTimer = nullptr;
+    QString m_pendingRun;
+    qint64 m_pendingPid = 0; // its launcher
+    QString m_pendingOutput; // the launcher's output file
+    int m_pollsLeft = 0;
+    bool m_polling = false; // a look for the launched run is on its way
+};
+
+} // namespace shardscope::ui

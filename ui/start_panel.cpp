@@ -1,0 +1,50 @@
+#include "ui/start_panel.h"
+
+#include "engine/config/recipe.h"
+#include "ui/format.h"
+
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+
+namespace shardscope::ui {
+
+StartPanel::StartPanel(QWidget* parent) : QFrame(parent)
+{
+    setFrameShape(QFrame::StyledPanel);
+    setObjectName(QStringLiteral("startPanel"));
+    setStyleSheet(QStringLiteral("QFrame#startPanel { background: #eef5fd; }"));
+    auto* row = new QHBoxLayout(this);
+    auto* text = new QLabel(tr("<b>New here?</b> Start from the demo (a small GPT on two CPU ranks, about a minute), "
+                               "an example recipe, or your own Accelerate script."),
+                            this);
+    text->setWordWrap(true);
+    row->addWidget(text, 1);
+    auto button = [this, row](const QString& label, const QString& name, auto slot) {
+        auto* b = new QPushButton(label, this);
+        b->setObjectName(name);
+        connect(b, &QPushButton::clicked, this, slot);
+        row->addWidget(b);
+    };
+    const QString examples = qs(config::resourcesFolder());
+    button(tr("Try the demo"), QStringLiteral("startDemo"), [this] { emit demoRequested(); });
+    button(tr("Open an example recipe…"), QStringLiteral("startExample"), [this, examples] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Example recipes"), examples + QStringLiteral("/recipes"),
+                                                          tr("Recipe (*.yaml *.yml)"));
+        if (!path.isEmpty())
+            emit exampleChosen(path);
+    });
+    button(tr("Run my own script…"), QStringLiteral("startScript"), [this, examples] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Your Accelerate or Trainer script"),
+                                                          examples + QStringLiteral("/examples"), tr("Python (*.py)"));
+        if (!path.isEmpty())
+            emit scriptChosen(path);
+    });
+    button(tr("Dismiss"), QStringLiteral("startDismiss"), [this] {
+        hide();
+        emit dismissed();
+    });
+}
+
+} // namespace shardscope::ui
