@@ -464,6 +464,33 @@ private slots:
         QCOMPARE(comm["all_reduce"].toInteger(), 4 * kPsi / perMachine); // the shard, once per step, between machines
     }
 
+    // parallelism_config's dp_replicate_size x dp_shard_size under FSDP2 (Accelerate's HSDP mesh:
+    // dp_shard groups of consecutive ranks, replicated) runs on one machine as the engine's hybrid
+    // sharding over groups of dp_shard_size: equal to 4-rank DDP, half the optimizer state per
+    // rank, the gradient shard all-reduced between the two replicas. It used to run as plain
+    // FSDP over all four ranks while the estimate sharded over two (#41).
+    void hsdpFromParallelismConfig()
+    {
+        const Run& reference = ddp(4, 2);
+        QVERIFY2(reference.exitCode == 0, qPrintable(reference.output));
+        const QString config = m_dir.path() + "/hsdp-accelerate-config.yaml"; // not <run name>.yaml: the recipe goes there
+        QFile file(config);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 4\nuse_cpu: true\n"
+                   "fsdp_config:\n  fsdp_version: 2\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+                   "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: 2\n");
+        file.close();
+        const Run run = launchText(QStringLiteral("hsdp"), 4, recipe(2), {}, {"--config_file", config});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        compareRuns(run, reference, 1e-5);
+        if (QTest::currentTestFailed())
+            return;
+        const auto mem = run.lastStep["mem"].toObject();
+        const auto comm = run.lastStep["comm"].toObject();
+        QCOMPARE(mem["optimizer"].toInteger(), 8 * kPsi / 2);
+        QCOMPARE(comm["all_reduce"].toInteger(), 4 * kPsi / 2);
+    }
+
     void memoryAndCommunicationFollowTheStage_data()
     {
         QTest::addColumn<int>("ranks");
