@@ -12,6 +12,7 @@
 #include "ui/metric_chart.h"
 #include "ui/run_page.h"
 #include "ui/trace_page.h"
+#include "tests/common/files.h"
 
 #include <QDir>
 #include <QDirIterator>
@@ -38,12 +39,7 @@ const QString kVenvPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/pyt
 const QString kAccelerateExample = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/accelerate_train.py");
 const QString kTrainerExample = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/trainer_train.py");
 
-void writeFile(const QString& path, const QByteArray& text)
-{
-    QFile file(path);
-    QVERIFY(file.open(QIODevice::WriteOnly));
-    file.write(text);
-}
+using shardscope::testing::writeFile;
 
 // A MULTI_CPU config of 2 ranks, as `shardscope config` writes it for a CPU machine.
 QString cpuConfig(const QTemporaryDir& dir, const QByteArray& distributedType = "MULTI_CPU", bool useCpu = true)

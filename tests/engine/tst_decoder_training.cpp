@@ -9,6 +9,7 @@
 
 #include "tests/common/recipe_run.h"
 #include "tests/common/safetensors_reader.h"
+#include "tests/common/python_tool.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -27,16 +28,7 @@ const QString kPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python"
 const QString kTools = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/");
 
 // Runs a tests/tools script on the project venv: its standard output, or empty with the reason.
-QByteArray runTool(const QStringList& args, QString& why)
-{
-    QProcess python;
-    python.start(kPython, args);
-    if (!python.waitForFinished(600000) || python.exitStatus() != QProcess::NormalExit || python.exitCode() != 0) {
-        why = args.front() + " failed: " + QString::fromUtf8(python.readAllStandardError().right(3000));
-        return {};
-    }
-    return python.readAllStandardOutput();
-}
+using testing::runTool;
 
 // PyTorch DDP's per-step losses for the recipe file, from our initial weights (ddp_reference.py).
 QVector<double> pytorchDdpLosses(const QString& recipePath, const QString& initial, QString& why)

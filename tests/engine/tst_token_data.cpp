@@ -15,6 +15,9 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+// After torch: Qt's `slots` macro would break its headers.
+#include "tests/common/python_tool.h"
+
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -35,14 +38,11 @@ namespace {
 const QString kPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
 const QString kTools = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/");
 
+// The reference script ran to its end (its output files are the result).
 bool runTool(const QStringList& args, QString* error)
 {
-    QProcess python;
-    python.start(kPython, args);
-    const bool ok = python.waitForFinished(300000) && python.exitStatus() == QProcess::NormalExit && python.exitCode() == 0;
-    if (!ok)
-        *error = args.front() + " failed: " + QString::fromUtf8(python.readAllStandardError().right(3000));
-    return ok;
+    shardscope::testing::runTool(args, *error, 300000);
+    return error->isEmpty();
 }
 
 std::vector<std::int64_t> flat(const QJsonArray& rows)

@@ -8,6 +8,7 @@
 #include "profiler/analysis.h"
 #include "profiler/chrome_trace.h"
 #include "profiler/kineto_trace.h"
+#include "tests/common/files.h"
 
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -44,9 +45,9 @@ bool withinOnePercent(double ours, double reference, double scale)
 
 std::string writeFile(const QTemporaryDir& dir, const char* name, const std::string& bytes)
 {
-    const std::string path = dir.filePath(QString::fromLatin1(name)).toStdString();
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
+    const QString path = dir.filePath(QString::fromLatin1(name));
+    shardscope::testing::writeFile(path, QByteArray::fromStdString(bytes));
+    return path.toStdString();
 }
 
 std::string readBytes(const QString& path)

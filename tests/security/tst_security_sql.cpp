@@ -12,6 +12,7 @@
 #include "source_scan.h"
 #include "storage/run_store.h"
 #include "storage/run_writer.h"
+#include "tests/common/sqlite_schema.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -86,20 +87,7 @@ std::vector<std::string> hostileValues()
             kMarker + "'; ATTACH DATABASE '/tmp/evil.sqlite' AS evil; --"};
 }
 
-std::vector<std::pair<std::string, std::string>> schemaOf(const Database& db)
-{
-    std::vector<std::pair<std::string, std::string>> objects;
-    auto stmt = db.prepare("SELECT type, name FROM sqlite_master ORDER BY type, name");
-    if (!stmt)
-        qFatal("%s", stmt.error().message.c_str());
-    while (true) {
-        auto row = stmt->step();
-        if (!row || !*row)
-            break;
-        objects.emplace_back(stmt->text(0), stmt->text(1));
-    }
-    return objects;
-}
+using shardscope::testing::schemaOf;
 
 std::int64_t count(const Database& db, const char* sql)
 {

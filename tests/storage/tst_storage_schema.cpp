@@ -7,6 +7,7 @@
 #include "storage/run_store.h"
 #include "storage/schema.h"
 #include "storage_test_util.h"
+#include "tests/common/sqlite_schema.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -22,15 +23,7 @@ namespace {
 
 const std::string kFixtures = SHARDSCOPE_SOURCE_DIR "/tests/storage/fixtures";
 
-std::string schemaOf(const Database& db)
-{
-    auto stmt = db.prepare("SELECT type || ' ' || name || ': ' || sql FROM sqlite_master "
-                           "WHERE name NOT LIKE 'sqlite_%' ORDER BY name");
-    std::string out;
-    while (*stmt->step())
-        out += stmt->text(0) + "\n";
-    return out;
-}
+using shardscope::testing::schemaOf;
 
 std::string copyFixture(const QTemporaryDir& dir, const std::string& name)
 {

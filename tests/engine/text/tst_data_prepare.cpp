@@ -6,6 +6,7 @@
 #include "engine/text/corpus.h"
 #include "engine/text/data_prepare.h"
 #include "engine/text/token_file.h"
+#include "tests/common/files.h"
 
 #include <QDir>
 #include <QFile>
@@ -26,12 +27,7 @@ namespace {
 const QString kPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
 const QString kTools = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/");
 
-void writeFile(const QString& path, const QByteArray& bytes)
-{
-    QFile f(path);
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(bytes);
-}
+using shardscope::testing::writeFile;
 
 std::vector<std::int64_t> readAll(const text::TokenFile& file)
 {
