@@ -14,6 +14,7 @@
 #include "engine/models/pretrained.h"
 #include "engine/train/checkpointer.h"
 #include "engine/train/event_sink.h"
+#include "engine/train/fault_injector.h"
 #include "engine/train/heartbeat.h"
 #include "engine/train/optimizer_setup.h"
 #include "engine/train/profiling_window.h"
@@ -49,14 +50,6 @@ std::atomic<bool> g_stopRequested{false};
 
 double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Fault injection (tests): writes past 64 KiB fail with EFBIG from now on, as on a full disk.
-void limitFileSize()
-{
-    std::signal(SIGXFSZ, SIG_IGN); // a write past the limit fails instead of killing
-    const rlimit limit{64 * 1024, 64 * 1024};
-    setrlimit(RLIMIT_FSIZE, &limit);
-}
-
 } // namespace
 
 void requestStop() { g_stopRequested.store(true); }
@@ -83,7 +76,8 @@ AcceleratorOptions Trainer::acceleratorOptions(const config::RunPlan& plan)
 }
 
 Trainer::Trainer(const DistEnv& env, const config::RunPlan& plan, EventSink& events)
-    : m_plan(plan), m_recipe(plan.recipe), m_events(events), m_layout(plan.runDir), m_acc(env, acceleratorOptions(plan))
+    : m_plan(plan), m_recipe(plan.recipe), m_events(events), m_layout(plan.runDir), m_acc(env, acceleratorOptions(plan)),
+      m_faults(plan.faults, env.rank, plan.recipe.model.vocabSize)
 {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
@@ -137,7 +131,7 @@ void Trainer::prepareModel()
     if (m_plan.precision == precision::PrecisionMode::Fp8)
         convertToFloat8();
     m_acc.prepareModel(*m_model);
-    injectNonfiniteOutput();
+    m_faults.attach(*m_model, m_stepInProgress);
     m_nonfinite.attach(*m_model); // after parallelism's hooks and the fault's
     if (m_acc.upcastParameters())
         m_events.emit(protocol::LogEvent{"info", "parameters loaded in " + model.loadDtype
@@ -207,14 +201,6 @@ void Trainer::prepareData()
                                                            m_recipe.data.shuffle, m_recipe.seed,
                                                            /*dropLast=*/!m_recipe.data.evenBatches);
     m_batches = std::make_unique<data::BatchIterator>(m_split->train, *m_sampler, m_recipe.perDeviceBatchSize);
-}
-
-void Trainer::spoilBatch(data::BatchIterator::Batch& batch)
-{
-    if (batch.targets.is_floating_point())
-        batch.targets = batch.targets * 3.0; // enough for a spike, too little to wreck the run after it
-    else
-        batch.targets = at::randint_like(batch.targets, std::max<std::int64_t>(2, m_recipe.model.vocabSize));
 }
 
 void Trainer::prepareUtilisation()
@@ -323,8 +309,7 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     m_nonfinite.beginStep();
     const auto stepStart = Clock::now();
     const double waitedBefore = dist::secondsWaited();
-    if (step + 1 == m_plan.faults.fillDiskAtStep)
-        limitFileSize();
+    m_faults.beforeStep(m_stepInProgress);
     m_acc.dataParallel().beginStep();
     const double lr = m_recipe.optimizer.lr * scheduleFactor(m_recipe.schedule, step, m_recipe.maxSteps);
     setLearningRate(*m_optimizer, lr);
@@ -334,8 +319,7 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     auto stepSpan = recorder.enabled() ? recorder.scope(profiler::Lane::Host, "step " + std::to_string(step + 1), "step")
                                        : profiler::SpanRecorder::Scope{};
     const MicroSteps micro = forwardAndBackward();
-    if (step + 1 == m_plan.faults.injectNonfiniteGradAtStep)
-        injectNonfiniteGradient();
+    m_faults.afterBackward(m_acc, m_stepInProgress);
     setProgress(step, Phase::Optimizer); // clipping's norm, the step, the agreement
     const double gradNorm = m_acc.clipGradNorm(m_recipe.maxGradNorm);
     checkFinite(micro.lossSum.item<double>(), gradNorm, step);
@@ -390,8 +374,7 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
         out.epoch = batch.epoch;
         if (micro == 0)
             out.batch = batch.position / std::max<std::int64_t>(1, m_recipe.perDeviceBatchSize);
-        if (m_plan.faults.spikeAtStep == m_stepInProgress)
-            spoilBatch(batch); // fault injection: this step's loss spikes
+        m_faults.spoil(batch, m_stepInProgress);
         [[maybe_unused]] Accelerator::AccumulateGuard guard = m_acc.accumulate();
         auto inputs = batch.inputs.to(m_acc.device());
         auto targets = batch.targets.to(m_acc.device());
@@ -406,12 +389,9 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
             auto autocast = m_acc.autocast();
             loss = m_model->loss(m_model->forward(inputs), targets);
         }
-        if (m_plan.faults.outOfMemoryAtStep == m_stepInProgress) // fault injection: an allocation no machine has
-            (void)at::empty({std::int64_t{1} << 50}, at::TensorOptions().dtype(at::kByte).device(m_acc.device()));
+        m_faults.afterForward(m_acc.device(), m_stepInProgress);
         if (m_diagnostics)
             out.phaseMemory.afterForward = memoryInUse(m_acc.device());
-        if (m_plan.faults.slowRank == m_acc.processIndex() && m_plan.faults.slowForwardMs > 0)
-            std::this_thread::sleep_for(std::chrono::milliseconds(m_plan.faults.slowForwardMs)); // fault injection
         out.lossSum = micro == 0 ? loss.detach().to(at::kDouble) : out.lossSum + loss.detach().to(at::kDouble);
         if (micro + 1 == m_recipe.gradientAccumulationSteps)
             m_acc.startStepAgreement(out.lossSum / static_cast<double>(m_recipe.gradientAccumulationSteps), stopRequested());
@@ -425,45 +405,6 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
         out.samples += batch.inputs.size(0);
     }
     return out;
-}
-
-void Trainer::injectNonfiniteGradient()
-{
-    // Fault injection (tests): a NaN in the first synchronised gradient, on every rank alike, as
-    // an overflow in the reduced gradients would be.
-    m_acc.synchronizeGradients();
-    for (auto& p : m_acc.optimizerParameters())
-        if (p.grad().defined()) {
-            torch::NoGradGuard noGrad;
-            p.mutable_grad().view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
-            break;
-        }
-}
-
-void Trainer::injectNonfiniteOutput()
-{
-    const std::string& target = m_plan.faults.nonfiniteOutputModule;
-    if (target.empty())
-        return;
-    auto addTo = [&](models::ForwardHooks& hooks) {
-        hooks.addPostHook([this](const at::Tensor& output) {
-            if (m_stepInProgress != m_plan.faults.nonfiniteOutputAtStep)
-                return output;
-            at::Tensor spoilt = at::zeros_like(output);
-            spoilt.view({-1})[0] = std::numeric_limits<float>::quiet_NaN();
-            return output + spoilt; // out of place: autograd still sees the module's output
-        });
-    };
-    if (target == kModelOutputName) {
-        addTo(m_model->forwardHooks);
-        return;
-    }
-    for (auto& m : m_model->wrappableModules())
-        if (m.name == target) {
-            addTo(*m.hooks);
-            return;
-        }
-    throw std::runtime_error("--nonfinite-output: the model has no module " + target);
 }
 
 void Trainer::checkFinite(double lossSum, double gradNorm, std::int64_t step)

@@ -7,12 +7,14 @@
 //   Checkpointer     saving and resuming the whole training state (checkpointer.h)
 //   ProfilingWindow  the --profile window's spans and device trace (profiling_window.h)
 //   makeStepEvent    what a step reports (step_event.h)
+//   FaultInjector    the reliability tests' faults, at fixed points of a step (fault_injector.h)
 // Includes torch: only runner.cpp includes it (the worker sees runner.h).
 
 #include "engine/common/dist_env.h"
 #include "engine/common/run_layout.h"
 #include "engine/data/data.h"
 #include "engine/train/accelerator.h"
+#include "engine/train/fault_injector.h"
 #include "engine/train/mfu.h"
 #include "engine/train/nonfinite_probe.h"
 #include "engine/train/step_event.h"
@@ -74,10 +76,7 @@ private:
     StepOutcome trainStepReportingOutOfMemory(std::int64_t step);
     std::string outOfMemoryReport(const std::exception& e, std::int64_t step);
     MicroSteps forwardAndBackward();
-    void injectNonfiniteGradient();
-    void spoilBatch(data::BatchIterator::Batch& batch);
     void checkFinite(double lossSum, double gradNorm, std::int64_t step);
-    void injectNonfiniteOutput(); // fault injection: --nonfinite-output MODULE:STEP
     void betweenSteps(std::int64_t stepsDone); // evaluation and checkpoint
     double evaluate();
     void finish();
@@ -87,6 +86,7 @@ private:
     EventSink& m_events;
     RunLayout m_layout;
     Accelerator m_acc;
+    FaultInjector m_faults; // the tests' faults, at fixed points of a step (fault_injector.h)
     std::shared_ptr<models::TrainableModel> m_model;
     std::unique_ptr<data::Split> m_split;
     std::unique_ptr<data::DistributedSampler> m_sampler;
