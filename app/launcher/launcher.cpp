@@ -1,4 +1,7 @@
 #include "app/launcher/launcher.h"
+#include "app/launcher/program.h"
+#include "app/launcher/rendezvous.h"
+#include "app/launcher/spawn.h"
 #include "app/launcher/torchrun_report.h"
 
 #include "engine/common/dist_env.h"
@@ -29,36 +32,11 @@
 #include <set>
 #include <sstream>
 
-extern char** environ;
-
 namespace shardscope {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string errnoText(int error) { return std::strerror(error); }
-
-std::string signalName(int sig)
-{
-    const char* abbrev = sigabbrev_np(sig);
-    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
-// The inherited environment minus every variable in `ours` and `removed`, plus `ours`.
-std::vector<std::string> environmentWith(const std::vector<std::string>& ours, std::set<std::string> removed)
-{
-    for (const auto& entry : ours)
-        removed.insert(entry.substr(0, entry.find('=')));
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-        const std::string entry(*e);
-        if (!removed.count(entry.substr(0, entry.find('='))))
-            env.push_back(entry);
-    }
-    env.insert(env.end(), ours.begin(), ours.end());
-    return env;
-}
 
 // The rank's environment: ours, minus every variable we set, plus torchrun's and the extras.
 std::vector<std::string> rankEnvironment(const DistEnv& dist, const std::vector<std::string>& extra)
@@ -79,114 +57,11 @@ std::vector<std::string> launcherEnvironment(const std::vector<std::string>& ext
     return environmentWith(extra, removed);
 }
 
-std::vector<char*> cStrings(std::vector<std::string>& strings)
-{
-    std::vector<char*> out;
-    out.reserve(strings.size() + 1);
-    for (auto& s : strings)
-        out.push_back(s.data());
-    out.push_back(nullptr);
-    return out;
-}
-
 struct Child {
     int rank = 0;
     pid_t pid = 0;
     bool running = true;
 };
-
-// Signals the launcher handles itself; blocked in the launcher and read from a signalfd,
-// restored to the default in each rank before exec.
-sigset_t supervisedSignals()
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    return set;
-}
-
-// What a rank inherits besides its environment.
-struct ChildFds {
-    int listenFd = -1; // rank 0's TCPStore socket
-    int eventsFd = -1; // write end of its events pipe
-    int logFd = -1; // its stdout and stderr, or -1 to share the launcher's
-};
-
-} // namespace
-
-void blockLauncherSignals()
-{
-    const sigset_t supervised = supervisedSignals();
-    sigprocmask(SIG_BLOCK, &supervised, nullptr);
-}
-
-namespace {
-
-// Forks and execs one rank. Returns the pid, or an error when fork or exec failed (an exec
-// failure is reported back through a close-on-exec pipe, so it is seen before any rank runs).
-Result<pid_t> spawnRank(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env, const ChildFds& fds,
-                        const sigset_t& originalMask)
-{
-    int errorPipe[2];
-    if (pipe2(errorPipe, O_CLOEXEC) != 0)
-        return makeError("pipe failed: " + errnoText(errno));
-
-    auto argvC = cStrings(argv);
-    auto envC = cStrings(env);
-    const pid_t parent = getpid();
-
-    const pid_t pid = fork();
-    if (pid < 0) {
-        const int error = errno;
-        close(errorPipe[0]);
-        close(errorPipe[1]);
-        return makeError("fork failed: " + errnoText(error));
-    }
-    if (pid == 0) {
-        // Child: only async-signal-safe calls from here to exec.
-        close(errorPipe[0]);
-        // Its own process group, so the launcher can signal a rank and everything it started,
-        // and a terminal's Ctrl-C reaches only the launcher, which then stops ranks in order.
-        setpgid(0, 0);
-        // No rank outlives its launcher, even one killed with SIGKILL.
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127);
-        // Descriptors are close-on-exec by default; these few are meant for the rank.
-        for (int fd : {fds.listenFd, fds.eventsFd})
-            if (fd >= 0)
-                fcntl(fd, F_SETFD, 0);
-        if (fds.logFd >= 0) {
-            dup2(fds.logFd, STDOUT_FILENO);
-            dup2(fds.logFd, STDERR_FILENO);
-        }
-        struct sigaction dfl { };
-        dfl.sa_handler = SIG_DFL;
-        for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE})
-            sigaction(sig, &dfl, nullptr);
-        sigprocmask(SIG_SETMASK, &originalMask, nullptr);
-        execve(path.c_str(), argvC.data(), envC.data());
-        const int error = errno;
-        ssize_t ignored = write(errorPipe[1], &error, sizeof error);
-        (void)ignored;
-        _exit(127);
-    }
-    close(errorPipe[1]);
-    int childErrno = 0;
-    ssize_t n;
-    do {
-        n = read(errorPipe[0], &childErrno, sizeof childErrno);
-    } while (n < 0 && errno == EINTR);
-    close(errorPipe[0]);
-    if (n == static_cast<ssize_t>(sizeof childErrno)) {
-        waitpid(pid, nullptr, 0);
-        return makeError("cannot execute " + path + ": " + errnoText(childErrno));
-    }
-    return pid;
-}
 
 } // namespace
 
@@ -239,22 +114,6 @@ std::string LaunchOutcome::failureSummary() const
     return out.str();
 }
 
-namespace {
-
-// main_process_ip and a port as a socket address; "localhost" is 127.0.0.1.
-Result<sockaddr_in> ipv4Address(const std::string& address, int port)
-{
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    const std::string numeric = address == "localhost" ? "127.0.0.1" : address;
-    if (inet_pton(AF_INET, numeric.c_str(), &addr.sin_addr) != 1)
-        return makeError("main_process_ip '" + address + "' is not an IPv4 address; give a numeric address such as 127.0.0.1");
-    return addr;
-}
-
-} // namespace
-
 void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
 {
     if (!rootCauseRank || cancelled)
@@ -288,79 +147,6 @@ void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
         if (r.rank == *first)
             exitCode = r.status() != 0 ? r.status() : 1;
 }
-
-Result<ListeningSocket> listenOn(const std::string& address, int port)
-{
-    auto parsed = ipv4Address(address, port);
-    if (!parsed)
-        return parsed.error();
-    sockaddr_in addr = *parsed;
-
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return makeError("socket failed: " + errnoText(errno));
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        const int error = errno;
-        close(fd);
-        if (error == EADDRINUSE)
-            return makeError("port " + std::to_string(port) + " on " + address
-                             + " is already in use; choose another --main_process_port, or omit it to pick a free one");
-        return makeError("cannot bind " + address + ":" + std::to_string(port) + ": " + errnoText(error));
-    }
-    if (listen(fd, 128) != 0) {
-        const int error = errno;
-        close(fd);
-        return makeError("listen failed: " + errnoText(error));
-    }
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    return ListeningSocket{fd, ntohs(addr.sin_port)};
-}
-
-namespace {
-
-// Machines 1..N-1: machine 0's launcher must be listening before our ranks try the rendezvous
-// (they would wait in silence). Probes the port, says it waits every 5 s, honours Ctrl-C.
-Result<void> waitForMachineZero(const LaunchOptions& options)
-{
-    auto parsed = ipv4Address(options.masterAddr, options.masterPort);
-    if (!parsed)
-        return parsed.error();
-    sockaddr_in addr = *parsed;
-    const std::string where = options.masterAddr + ":" + std::to_string(options.masterPort);
-    const auto start = Clock::now();
-    auto lastSaid = start - std::chrono::seconds(4); // the first word after a second, then every 5 s
-    const sigset_t supervised = supervisedSignals();
-    while (true) {
-        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            return makeError("socket failed: " + errnoText(errno));
-        const bool answered = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-        close(fd);
-        if (answered)
-            return {};
-        const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
-        if (Clock::now() - start >= options.rendezvousTimeout)
-            return makeError("machine 0 did not answer at " + where + " within " + std::to_string(waited.count())
-                             + " s; start its launcher (--machine_rank 0) with the same --main_process_ip and "
-                               "--main_process_port, check the address and any firewall, or raise --rendezvous_timeout");
-        if (Clock::now() - lastSaid >= std::chrono::seconds(5)) {
-            std::fprintf(stderr, "shardscope launch: waiting for machine 0 at %s (%lld s)\n", where.c_str(),
-                         static_cast<long long>(waited.count()));
-            lastSaid = Clock::now();
-        }
-        // Sleep 200 ms, or less if Ctrl-C / SIGTERM arrives (the launcher blocks those signals).
-        timespec pause{0, 200'000'000};
-        siginfo_t info{};
-        const int sig = sigtimedwait(&supervised, &info, &pause);
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
-            return makeError("cancelled while waiting for machine 0 at " + where);
-    }
-}
-
-} // namespace
 
 namespace {
 
@@ -559,7 +345,7 @@ Result<void> Supervisor::startRank(int rank, const ListeningSocket& listener)
     }
     std::vector<std::string> argv{m_options.workerPath};
     argv.insert(argv.end(), m_options.workerArgs.begin(), m_options.workerArgs.end());
-    auto pid = spawnRank(m_options.workerPath, std::move(argv), rankEnvironment(dist, extra), fds, m_rankMask);
+    auto pid = spawnChild(m_options.workerPath, std::move(argv), rankEnvironment(dist, extra), fds, m_rankMask);
     closeRankEnds();
     if (!pid)
         return pid.error();
@@ -625,7 +411,7 @@ Result<void> Supervisor::startRankLauncher()
     }
     std::vector<std::string> argv{m_options.workerPath};
     argv.insert(argv.end(), m_options.workerArgs.begin(), m_options.workerArgs.end());
-    auto pid = spawnRank(m_options.workerPath, std::move(argv), launcherEnvironment(extra), fds, m_rankMask);
+    auto pid = spawnChild(m_options.workerPath, std::move(argv), launcherEnvironment(extra), fds, m_rankMask);
     if (outputPipe[1] >= 0)
         close(outputPipe[1]);
     if (!pid)
@@ -1017,58 +803,12 @@ LaunchOutcome Supervisor::outcome()
 
 } // namespace
 
-Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args, std::chrono::milliseconds timeout)
-{
-    int output[2];
-    if (pipe2(output, O_CLOEXEC) != 0)
-        return makeError("pipe failed: " + errnoText(errno));
-    sigset_t childMask;
-    sigprocmask(SIG_SETMASK, nullptr, &childMask);
-    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
-        sigdelset(&childMask, sig);
-    std::vector<std::string> argv{path};
-    argv.insert(argv.end(), args.begin(), args.end());
-    ChildFds fds;
-    fds.logFd = output[1];
-    auto pid = spawnRank(path, std::move(argv), environmentWith({}, {}), fds, childMask);
-    close(output[1]);
-    if (!pid) {
-        close(output[0]);
-        return pid.error();
-    }
-    ProgramResult result;
-    const auto deadline = Clock::now() + timeout;
-    char buffer[4096];
-    while (true) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-        if (left <= 0) {
-            result.timedOut = true;
-            kill(-*pid, SIGKILL);
-            break;
-        }
-        pollfd polled{output[0], POLLIN, 0};
-        if (poll(&polled, 1, static_cast<int>(std::min<long long>(left, 100))) <= 0)
-            continue;
-        const ssize_t n = read(output[0], buffer, sizeof buffer);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        result.output.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(output[0]);
-    int status = 0;
-    while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) { }
-    result.status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-    return result;
-}
-
 Result<LaunchOutcome> runLaunch(const LaunchOptions& options)
 {
     if (auto valid = checkLaunchOptions(options); !valid)
         return valid.error();
     if (options.machineRank > 0)
-        if (auto reached = waitForMachineZero(options); !reached)
+        if (auto reached = waitForMachineZero(options.masterAddr, options.masterPort, options.rendezvousTimeout); !reached)
             return reached.error();
 
     // Machine 0's launcher binds the rendezvous port itself and hands the socket to rank 0's

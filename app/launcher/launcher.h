@@ -141,26 +141,8 @@ void blockLauncherSignals();
 // prevents the launch itself (worker not executable, port in use, fork failure).
 Result<LaunchOutcome> runLaunch(const LaunchOptions& options);
 
-// Runs a program to its end (or `timeout`, then kills it) and returns what it printed on stdout and
-// stderr together, for short probes such as asking a Python which accelerate it has.
-struct ProgramResult {
-    int status = 0; // exit code, or 128 + signal
-    bool timedOut = false;
-    std::string output;
-};
-Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args,
-                                 std::chrono::milliseconds timeout);
-
 // The name of the launcher's own log inside LaunchOptions::logDirectory (a script run's
 // `accelerate launch` output that belongs to no rank).
 inline constexpr const char* kLauncherLogName = "launcher.log";
-
-// Binds a listening TCP socket on `address`:`port` (0: any free port). Returns the descriptor and
-// the port; an error says when the port is taken.
-struct ListeningSocket {
-    int fd = -1;
-    int port = 0;
-};
-Result<ListeningSocket> listenOn(const std::string& address, int port);
 
 } // namespace shardscope

@@ -1,6 +1,7 @@
 #include "app/launcher/script_run.h"
 
 #include "app/launcher/launcher.h"
+#include "app/launcher/program.h"
 
 #include <unistd.h>
 

@@ -3,6 +3,7 @@
 // in time, escalation to SIGKILL, and launch errors reported as values.
 
 #include "app/launcher/launcher.h"
+#include "app/launcher/rendezvous.h"
 #include "app/launcher/run_recorder.h"
 #include "app/launcher/torchrun_report.h"
 #include "tests/common/fake_launch.h"

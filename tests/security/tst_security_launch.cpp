@@ -12,6 +12,7 @@
 
 #include "engine/config/run_plan.h"
 #include "app/launcher/launcher.h"
+#include "app/launcher/rendezvous.h"
 #include "tests/common/fake_launch.h"
 #include "tests/common/env_file.h"
 #include "app/launcher/run_directory.h"
@@ -351,9 +352,10 @@ private slots:
         }
         QVERIFY(scanned > 50);
         QVERIFY2(findings.isEmpty(), qPrintable("a shell or a command-line call in the product:\n" + findings.join('\n')));
-        // The one place that starts processes does it with execve and an argument vector.
-        const std::string launcher = security_test::readAll(fs::path(security_test::sourceDir()) / "app/launcher/launcher.cpp");
-        QVERIFY(launcher.find("execve(path.c_str(), argvC.data(), envC.data())") != std::string::npos);
+        // The one place that starts processes (the launcher's process primitive) does it with execve
+        // and an argument vector.
+        const std::string spawn = security_test::readAll(fs::path(security_test::sourceDir()) / "app/launcher/spawn.cpp");
+        QVERIFY(spawn.find("execve(path.c_str(), argvC.data(), envC.data())") != std::string::npos);
     }
 
     // --- run names and paths ---

@@ -1,0 +1,22 @@
+#pragma once
+
+// Runs a program to its end (or `timeout`, then kills it) and returns what it printed on stdout and
+// stderr together, for short probes such as asking a Python which accelerate it has.
+
+#include "engine/common/result.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct ProgramResult {
+    int status = 0; // exit code, or 128 + signal
+    bool timedOut = false;
+    std::string output;
+};
+Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args,
+                                 std::chrono::milliseconds timeout);
+
+} // namespace shardscope
