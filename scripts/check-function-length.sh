@@ -8,9 +8,9 @@ root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 limit=120
 # Declarative tables: one entry after another, where length is the number of entries.
 tables=(
-  buildTree      # engine/config/questionnaire_tree.cpp: every question of `accelerate config`
-  buildSchema    # engine/config/schema.cpp: every key of Accelerate's config files
-  parseRecipe    # engine/config/recipe.cpp: every recipe key and its setter
+  buildTree      # engine/accelerate/questionnaire_tree.cpp: every question of `accelerate config`
+  buildSchema    # engine/accelerate/schema.cpp: every key of Accelerate's config files
+  parseRecipe    # engine/recipe/recipe.cpp: every recipe key and its setter
   decodeEvent    # engine/protocol/events.cpp: every event type's fields
 )
 command -v ctags >/dev/null && ctags --version 2>/dev/null | grep -q Universal \

@@ -2,7 +2,7 @@
 
 #include "ui/history_service.h"
 
-#include "engine/config/machine_probe.h"
+#include "engine/plan/machine_probe.h"
 #include "storage/config_diff.h"
 #include "storage/run_store.h"
 #include "ui/compare_models.h"

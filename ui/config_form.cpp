@@ -1,6 +1,6 @@
 #include "ui/config_form.h"
 
-#include "engine/config/questionnaire.h"
+#include "engine/accelerate/questionnaire.h"
 
 #include <QCheckBox>
 #include <QComboBox>

@@ -1,15 +1,15 @@
 #pragma once
 
 // The whole config as a form, grouped as Accelerate groups it (machine, distribution, FSDP,
-// DeepSpeed, precision, dynamo, multi-node), built from the schema (engine/config/schema.h). A
+// DeepSpeed, precision, dynamo, multi-node), built from the schema (engine/accelerate/schema.h). A
 // field shows only when it applies to the config as it stands: FSDP keys under FSDP, DeepSpeed
 // keys under DEEPSPEED, FP8 keys under fp8, multi-node keys when num_machines > 1. Every field
 // carries the schema's help and the question `accelerate config` asks for it as its tooltip.
 // Edits go straight into the config's value tree; a value that does not parse as its type is
 // kept as typed (a string) so that validation, not the form, says what is wrong.
 
-#include "engine/config/accelerate_config.h"
-#include "engine/config/schema.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/accelerate/schema.h"
 
 #include <QScrollArea>
 

@@ -1,14 +1,14 @@
 #pragma once
 
 // The GUI front end of `accelerate config`: the same question tree and QuestionnaireSession as
-// the terminal front end (engine/config/questionnaire_terminal.h), one question at a time. Menus
+// the terminal front end (engine/accelerate/questionnaire_terminal.h), one question at a time. Menus
 // and yes/no questions are lists (arrows, a typed prefix, or a choice's label or value typed in
 // full, Enter accepts); numbers and text are
 // typed and parsed by the session exactly as the terminal parses a line, so the same answers
 // write the same file.
 
-#include "engine/config/accelerate_config.h"
-#include "engine/config/questionnaire.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/accelerate/questionnaire.h"
 
 #include <QElapsedTimer>
 #include <QWidget>

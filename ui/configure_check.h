@@ -5,11 +5,11 @@
 // recipe (its files are left to the recipe editor: no disk on every edit); every problem, with the
 // text the page lists; the one-click fix; and the per-rank memory estimate with its summary.
 
-#include "engine/config/accelerate_config.h"
-#include "engine/config/memory_estimate.h"
-#include "engine/config/recipe.h"
-#include "engine/config/run_plan.h"
-#include "engine/config/validation.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/recipe/recipe.h"
+#include "engine/plan/run_plan.h"
+#include "engine/accelerate/validation.h"
 
 #include <QString>
 #include <QStringList>

@@ -1,7 +1,7 @@
 #include "ui/configure_page.h"
 
-#include "engine/config/machine_probe.h"
-#include "engine/config/yaml_io.h"
+#include "engine/plan/machine_probe.h"
+#include "engine/accelerate/yaml_io.h"
 #include "ui/config_form.h"
 #include "ui/config_wizard.h"
 #include "ui/diagnostic_model.h"

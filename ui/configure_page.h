@@ -9,10 +9,10 @@
 // examples open as templates); the run is opened (runOpened) as soon as the launcher has recorded
 // it in the history.
 
-#include "engine/config/accelerate_config.h"
-#include "engine/config/memory_estimate.h"
-#include "engine/config/run_plan.h"
-#include "engine/config/validation.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/plan/run_plan.h"
+#include "engine/accelerate/validation.h"
 #include "ui/configure_check.h"
 
 #include <QWidget>

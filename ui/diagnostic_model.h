@@ -1,9 +1,9 @@
 #pragma once
 
-// The errors and warnings of the config being edited (engine/config/validation.h) plus the
+// The errors and warnings of the config being edited (engine/accelerate/validation.h) plus the
 // recipe's parse error, as a list a view shows and a click maps back to a field (KeyPathRole).
 
-#include "engine/config/validation.h"
+#include "engine/accelerate/validation.h"
 
 #include <QAbstractListModel>
 

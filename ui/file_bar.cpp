@@ -1,6 +1,6 @@
 #include "ui/file_bar.h"
 
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 #include "ui/format.h"
 
 #include <QDir>

@@ -4,7 +4,7 @@
 // optimizer state, activations), device bytes with the host (offloaded) bytes stacked on top, each
 // bar's value above it, in one IEC unit for the whole chart; a summary line above it.
 
-#include "engine/config/memory_estimate.h"
+#include "engine/estimate/memory_estimate.h"
 
 #include <QWidget>
 

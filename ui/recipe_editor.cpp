@@ -1,10 +1,10 @@
 #include "ui/recipe_editor.h"
 
-#include "engine/config/data_preview.h"
-#include "engine/config/hf_config_keys.h"
-#include "engine/config/memory_estimate.h"
-#include "engine/config/model_architecture.h"
-#include "engine/config/recipe_keys.h"
+#include "engine/recipe/data_preview.h"
+#include "engine/recipe/hf_config_keys.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/recipe/model_architecture.h"
+#include "engine/recipe/recipe_keys.h"
 #include "storage/config_diff.h"
 #include "ui/format.h"
 

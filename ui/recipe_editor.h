@@ -7,7 +7,7 @@
 // are the page's.
 
 #include "engine/common/result.h"
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 
 #include <QWidget>
 

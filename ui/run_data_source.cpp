@@ -1,7 +1,7 @@
 #include "ui/run_data_source.h"
 
 #include "engine/common/run_layout.h"
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 #include "engine/protocol/events.h"
 #include "storage/config_diff.h"
 #include "storage/event_rows.h"

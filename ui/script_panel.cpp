@@ -1,6 +1,6 @@
 #include "ui/script_panel.h"
 
-#include "engine/config/script_plan.h"
+#include "engine/plan/script_plan.h"
 #include "ui/format.h"
 #include "ui/run_launcher.h"
 

@@ -4,8 +4,8 @@
 // command line), the Python whose accelerate runs it, and the exact command the launcher will run,
 // checked as the launcher's planScriptRun checks it on this machine.
 
-#include "engine/config/accelerate_config.h"
-#include "engine/config/validation.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/accelerate/validation.h"
 
 #include <QWidget>
 

@@ -1,6 +1,6 @@
 #include "ui/start_panel.h"
 
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 #include "ui/format.h"
 
 #include <QFileDialog>

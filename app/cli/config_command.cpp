@@ -2,11 +2,11 @@
 // without questions (`config default`), and checking a file (`config validate F`).
 
 #include "app/cli/commands.h"
-#include "engine/config/machine_probe.h"
-#include "engine/config/accelerate_config.h"
-#include "engine/config/questionnaire_terminal.h"
-#include "engine/config/validation.h"
-#include "engine/config/yaml_io.h"
+#include "engine/plan/machine_probe.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/accelerate/questionnaire_terminal.h"
+#include "engine/accelerate/validation.h"
+#include "engine/accelerate/yaml_io.h"
 
 #include <CLI/CLI.hpp>
 

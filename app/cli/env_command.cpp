@@ -1,8 +1,8 @@
 // `shardscope env`: the fields of `accelerate env` that apply to Shardscope, for bug reports.
 
 #include "app/cli/commands.h"
-#include "engine/config/machine_probe.h"
-#include "engine/config/accelerate_config.h"
+#include "engine/plan/machine_probe.h"
+#include "engine/accelerate/accelerate_config.h"
 
 #include <CLI/CLI.hpp>
 

@@ -2,9 +2,9 @@
 // activations for a config (or for every sharding choice), as a table.
 
 #include "app/cli/commands.h"
-#include "engine/config/accelerate_config.h"
-#include "engine/config/memory_estimate.h"
-#include "engine/config/recipe.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/recipe/recipe.h"
 
 #include <CLI/CLI.hpp>
 

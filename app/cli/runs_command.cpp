@@ -5,7 +5,7 @@
 #include "app/launcher/hang_report.h"
 #include "app/launcher/run_import.h"
 #include "engine/common/run_layout.h"
-#include "engine/config/run_plan.h"
+#include "engine/plan/run_plan.h"
 #include "engine/common/byte_format.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"

@@ -5,7 +5,7 @@
 // directory's description of the run (script.yaml, command.sh). Qt-free and torch-free.
 
 #include "engine/common/result.h"
-#include "engine/config/script_plan.h"
+#include "engine/plan/script_plan.h"
 
 #include <string>
 #include <vector>

@@ -70,8 +70,8 @@ void blockLauncherSignals()
 
 // Forks and execs one rank. Returns the pid, or an error when fork or exec failed (an exec
 // failure is reported back through a close-on-exec pipe, so it is seen before any rank runs).
-Result<pid_t> spawnChild(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env, const ChildFds& fds,
-                        const sigset_t& originalMask)
+Result<pid_t> spawnChild(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env,
+                         const ChildFds& fds, const sigset_t& originalMask)
 {
     int errorPipe[2];
     if (pipe2(errorPipe, O_CLOEXEC) != 0)

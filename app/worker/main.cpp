@@ -7,8 +7,8 @@
 #include "engine/common/dist_env.h"
 #include "engine/common/host_allocator.h"
 #include "engine/common/run_layout.h"
-#include "engine/config/recipe.h"
-#include "engine/config/run_plan.h"
+#include "engine/recipe/recipe.h"
+#include "engine/plan/run_plan.h"
 #include "engine/dist/collective_check.h"
 #include "engine/dist/flight_recorder.h"
 #include "engine/train/event_sink.h"
@@ -73,7 +73,7 @@ int checkCollectives(const CheckCollectivesArgs& args)
     return kOk;
 }
 
-// `train --plan FILE`: the run plan the launcher wrote (engine/config/run_plan.h) is this rank's
+// `train --plan FILE`: the run plan the launcher wrote (engine/plan/run_plan.h) is this rank's
 // whole description of the run; its rank and the rendezvous come from the environment.
 int train(const std::string& planPath)
 {

@@ -3,7 +3,7 @@
 #include "engine/checkpoint/checkpoint_paths.h"
 
 #include "engine/checkpoint/safetensors.h"
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -208,6 +208,9 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
     for (const auto& [key, value] : want.items()) {
         if (key == "world_size" && reshard)
             continue; // a full state dict loads at any world size
+        if (key == "model" && !expected.legacyModelFingerprint.empty()
+            && have.value(key, json()) == expected.legacyModelFingerprint)
+            continue; // written before the typed fingerprint, for the same model
         if (have.value(key, json()) != value) {
             std::string hint = "Launch with the checkpoint's settings to resume it.";
             if (key == "world_size")

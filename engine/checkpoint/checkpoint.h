@@ -48,7 +48,10 @@ struct Compatibility {
     std::string strategy; // "ddp", "zero1", "FULL_SHARD", ...
     std::string stateDictType; // "FULL_STATE_DICT" or "SHARDED_STATE_DICT"
     std::string precision;
-    std::string modelFingerprint; // the recipe's model section, normalised
+    std::string modelFingerprint; // config::modelFingerprint of the recipe's model
+    // What checkpoints written before the typed fingerprint hold for the same model (the model
+    // section as the recipe writer emitted it): they resume as before. Never written.
+    std::string legacyModelFingerprint;
 };
 
 struct SaveRequest {

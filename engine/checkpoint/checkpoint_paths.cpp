@@ -1,7 +1,7 @@
 #include "engine/checkpoint/checkpoint_paths.h"
 
 #include "engine/common/run_layout.h"
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 
 #include <algorithm>
 #include <regex>

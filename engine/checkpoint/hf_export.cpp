@@ -2,8 +2,8 @@
 
 #include "engine/checkpoint/hf_weights.h"
 #include "engine/checkpoint/safetensors.h"
-#include "engine/config/hf_config_keys.h"
-#include "engine/config/model_architecture.h"
+#include "engine/recipe/hf_config_keys.h"
+#include "engine/recipe/model_architecture.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>

@@ -7,7 +7,7 @@
 // And the way back: start a GPT from such a folder.
 
 #include "engine/common/result.h"
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 
 #include <ATen/core/Tensor.h>
 

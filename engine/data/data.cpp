@@ -1,7 +1,7 @@
 #include "engine/data/data.h"
 
 #include "engine/common/sample_order.h"
-#include "engine/config/token_data.h"
+#include "engine/recipe/token_data.h"
 #include "engine/text/token_stream.h"
 
 #include <ATen/ATen.h>

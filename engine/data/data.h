@@ -5,7 +5,7 @@
 // DistributedSampler (seed + epoch shuffling, padding by wrap-around unless drop_last), so that N
 // ranks with batch B see exactly the samples one rank with batch N*B would.
 
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -15,7 +15,7 @@
 // the activations' dtype, grouped-query attention through SDPA's enable_gqa), so that fp32 logits and gradients equal
 // transformers' within 1e-5 (tests/engine/tst_decoder_models).
 
-#include "engine/config/hf_model_config.h"
+#include "engine/recipe/hf_model_config.h"
 #include "engine/models/models.h"
 
 namespace shardscope::models {

@@ -5,7 +5,7 @@
 // matmuls in fp8 with the run's scaling recipe; every other layer stays as it was (bf16 under
 // autocast). Like parallelism, it is applied after the model is built (torchtitan's way).
 
-#include "engine/config/float8_options.h"
+#include "engine/plan/float8_options.h"
 #include "engine/models/models.h"
 
 #include <cstdint>

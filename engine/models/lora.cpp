@@ -1,7 +1,7 @@
 #include "engine/models/lora.h"
 
 #include "engine/checkpoint/safetensors.h"
-#include "engine/config/model_architecture.h"
+#include "engine/recipe/model_architecture.h"
 #include "engine/models/decoder.h"
 
 #include <nlohmann/json.hpp>

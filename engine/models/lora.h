@@ -6,7 +6,7 @@
 // so that peft.PeftModel.from_pretrained(base, dir) gives the same model; and the merge PEFT's
 // merge_and_unload does, for a full export.
 
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 #include "engine/models/models.h"
 
 #include <ATen/core/Tensor.h>

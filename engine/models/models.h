@@ -3,7 +3,7 @@
 // Models, written without any knowledge of parallelism (the torchtitan way): DDP, FSDP and ZeRO
 // are applied to them after they are built.
 
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 #include "engine/models/forward_hooks.h"
 
 #include <torch/nn/module.h>

@@ -2,7 +2,7 @@
 
 #include "engine/checkpoint/hf_export.h"
 #include "engine/checkpoint/hf_weights.h"
-#include "engine/config/model_architecture.h"
+#include "engine/recipe/model_architecture.h"
 #include "engine/models/decoder.h"
 
 #include <torch/torch.h>

@@ -4,7 +4,7 @@
 // from a GPT-2 folder (model.type gpt or the gpt2 family), the Llama/Mistral/Qwen2 decoders from
 // their own safetensors by transformers' key names.
 
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 #include "engine/models/models.h"
 
 #include <memory>

@@ -29,7 +29,7 @@
 // an evaluation in bf16) gets the unit gathered again in full.
 
 #include "engine/dist/communicator.h"
-#include "engine/config/sharding_options.h"
+#include "engine/plan/sharding_options.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/models/float8_conversion.h"
 #include "engine/models/models.h"

@@ -14,7 +14,7 @@
 #include "engine/parallel/sharded.h"
 #include "engine/precision/autocast.h"
 #include "engine/precision/grad_scaler.h"
-#include "engine/config/precision_mode.h"
+#include "engine/plan/precision_mode.h"
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>

@@ -1,6 +1,6 @@
 #include "engine/train/checkpointer.h"
 
-#include "engine/config/run_plan.h"
+#include "engine/plan/run_plan.h"
 #include "engine/data/data.h"
 #include "engine/precision/float8_linear.h"
 #include "engine/train/accelerator.h"
@@ -64,11 +64,15 @@ checkpoint::Compatibility compatibilityOf(const config::RunPlan& plan, int world
     config::Recipe modelOnly;
     modelOnly.model = plan.recipe.model;
     modelOnly.model.pretrained.clear(); // where the weights first came from does not matter
+    // Checkpoints written before the typed fingerprint hold the model section's YAML text.
     const std::string yaml = config::recipeToYaml(modelOnly);
     const auto begin = yaml.find("model:"), end = yaml.find("\ndata:");
-    return {worldSize, strategyName(plan),
+    return {worldSize,
+            strategyName(plan),
             config::stateDictTypeName(plan.sharding ? plan.stateDictType : config::StateDictType::Full),
-            std::string(precision::modeName(plan.precision)), yaml.substr(begin, end - begin)};
+            std::string(precision::modeName(plan.precision)),
+            config::modelFingerprint(modelOnly.model),
+            yaml.substr(begin, end - begin)};
 }
 
 Checkpointer::Checkpointer(const config::RunPlan& plan, Accelerator& acc, torch::optim::Optimizer& optimizer,

@@ -13,7 +13,7 @@
 // (--crash-in-checkpoint is the checkpointer's, --skip-collective the communicator's.)
 // Includes torch: only trainer.cpp includes it.
 
-#include "engine/config/run_plan.h"
+#include "engine/plan/run_plan.h"
 #include "engine/data/data.h"
 
 #include <c10/core/Device.h>

@@ -1,6 +1,6 @@
 #include "engine/train/mfu.h"
 
-#include "engine/config/device_peaks.h"
+#include "engine/estimate/device_peaks.h"
 
 #include <ATen/ATen.h>
 

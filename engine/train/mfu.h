@@ -5,8 +5,8 @@
 // a table of common GPUs (config::gpuPeakFlops), or on a CPU a short matmul measured at start (all
 // ranks measure at once, so each gets its share of the cores, as in training).
 
-#include "engine/config/model_flops.h"
-#include "engine/config/precision_mode.h"
+#include "engine/estimate/model_flops.h"
+#include "engine/plan/precision_mode.h"
 #include "engine/protocol/events.h"
 
 #include <c10/core/Device.h>

@@ -4,7 +4,7 @@
 // examples set them up (AdamW or SGD, weight decay off for the names no_weight_decay lists,
 // get_{constant,linear,cosine}_schedule_with_warmup).
 
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 #include "engine/parallel/data_parallel.h"
 
 #include <torch/nn/module.h>

@@ -1,6 +1,6 @@
 #include "engine/train/profiling_window.h"
 
-#include "engine/config/run_plan.h"
+#include "engine/plan/run_plan.h"
 #include "engine/train/accelerator.h"
 #include "engine/train/event_sink.h"
 #include "profiler/analysis.h"

@@ -1,11 +1,11 @@
 #pragma once
 
-// Runs a run plan on this rank (engine/config/run_plan.h): builds model, data and optimizer,
+// Runs a run plan on this rank (engine/plan/run_plan.h): builds model, data and optimizer,
 // trains with the Accelerator, emits events. Torch-free header: the worker's main includes only this.
 
 #include "engine/common/dist_env.h"
-#include "engine/config/recipe.h"
-#include "engine/config/run_plan.h"
+#include "engine/recipe/recipe.h"
+#include "engine/plan/run_plan.h"
 
 #include <string>
 

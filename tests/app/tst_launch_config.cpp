@@ -2,8 +2,8 @@
 // FSDP strategy and wrap policy, ZeRO stage, mixed precision, Accelerate's environment), the
 // launch flags win over it, and what the engine cannot do is refused before any rank starts.
 
-#include "engine/config/accelerate_config.h"
-#include "engine/config/run_plan.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/plan/run_plan.h"
 #include "tests/common/config_text.h"
 
 #include <QFile>

@@ -3,7 +3,7 @@
 // An Accelerate config written inline in a test, parsed as a file would be (a test that cannot
 // parse its own config stops at once).
 
-#include "engine/config/accelerate_config.h"
+#include "engine/accelerate/accelerate_config.h"
 
 #include <QtGlobal>
 

@@ -10,7 +10,7 @@
 
 namespace shardscope::testing {
 
-inline const QString& venvPython()
+inline const QString& toolsPython()
 {
     static const QString path = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
     return path;
@@ -27,7 +27,7 @@ inline const QString& toolsDir()
 inline QByteArray runTool(const QStringList& args, QString& why, int timeoutMs = 600000)
 {
     QProcess python;
-    python.start(venvPython(), args);
+    python.start(toolsPython(), args);
     if (!python.waitForFinished(timeoutMs) || python.exitStatus() != QProcess::NormalExit || python.exitCode() != 0) {
         why = args.front() + " failed: " + QString::fromUtf8(python.readAllStandardError().right(3000));
         return {};

@@ -18,7 +18,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "engine/recipe/recipe.h"
 #include "tests/common/recipe_run.h"
+
+namespace config = shardscope::config;
 
 #include <map>
 
@@ -330,6 +333,46 @@ private slots:
         QVERIFY(sharded.exitCode != 0);
         QVERIFY2(sharded.output.contains("does not fit this run: its strategy is \"ddp\", this run's is \"zero2\""),
                  qPrintable(sharded.output));
+        // Another model: the typed fingerprint (config::modelFingerprint) names what differs.
+        QString deeper = recipe();
+        deeper.replace(QStringLiteral("n_layer: 2"), QStringLiteral("n_layer: 3"));
+        const Run otherModel = launch("other-model", deeper,
+                                      {"--resume_from_checkpoint", runs() + "/ddp-source/checkpoints/step_10"});
+        QVERIFY(otherModel.exitCode != 0);
+        QVERIFY2(otherModel.output.contains("does not fit this run: its model is") && otherModel.output.contains("n_layer=2"),
+                 qPrintable(otherModel.output));
+    }
+
+    // A checkpoint written before the typed fingerprint holds the model section's YAML text (as the
+    // recipe writer emitted it): it still resumes, and exactly.
+    void checkpointWithTheOldModelFingerprintResumes()
+    {
+        const Run source = launch("old-fingerprint", recipe(), {});
+        QVERIFY2(source.exitCode == 0, qPrintable(source.output));
+        const QString manifestPath = runs() + "/old-fingerprint/checkpoints/step_10/manifest.json";
+        QFile file(manifestPath);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QJsonObject manifest = QJsonDocument::fromJson(file.readAll()).object();
+        file.close();
+        auto parsed = config::parseRecipe(recipe().toStdString(), "ck.yaml");
+        QVERIFY(parsed.ok());
+        config::Recipe modelOnly;
+        modelOnly.model = parsed->model;
+        const std::string yaml = config::recipeToYaml(modelOnly);
+        const auto begin = yaml.find("model:"), end = yaml.find("\ndata:");
+        QJsonObject compatibility = manifest["compatibility"].toObject();
+        QCOMPARE(compatibility["model"].toString(), QString::fromStdString(config::modelFingerprint(modelOnly.model)));
+        compatibility["model"] = QString::fromStdString(yaml.substr(begin, end - begin));
+        manifest["compatibility"] = compatibility;
+        QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        file.write(QJsonDocument(manifest).toJson());
+        file.close();
+        const Run resumed = launch("old-fingerprint-resumed", recipe(),
+                                   {"--resume_from_checkpoint", runs() + "/old-fingerprint/checkpoints/step_10"});
+        QVERIFY2(resumed.exitCode == 0, qPrintable(resumed.output));
+        QCOMPARE(resumed.losses.begin()->first, qint64(11));
+        for (qint64 step = 11; step <= 20; ++step)
+            QVERIFY(resumed.losses.at(step) == source.losses.at(step));
     }
 
     void exportLoadsInTheHuggingFaceEcosystem_data()

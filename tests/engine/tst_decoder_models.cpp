@@ -9,9 +9,9 @@
 
 #include "engine/checkpoint/hf_export.h"
 #include "engine/checkpoint/safetensors.h"
-#include "engine/config/memory_estimate.h"
-#include "engine/config/model_architecture.h"
-#include "engine/config/recipe.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/recipe/model_architecture.h"
+#include "engine/recipe/recipe.h"
 #include "engine/models/decoder.h"
 #include "engine/models/lora.h"
 #include "engine/models/pretrained.h"

@@ -5,8 +5,8 @@
 // (it is a quantization, not something else), and delayed scaling's scale follows the history.
 
 #include "engine/checkpoint/safetensors.h"
-#include "engine/config/memory_estimate.h"
-#include "engine/config/recipe.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/recipe/recipe.h"
 #include "engine/models/float8_conversion.h"
 #include "engine/models/pretrained.h"
 #include "engine/precision/autocast.h"

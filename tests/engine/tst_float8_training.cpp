@@ -23,8 +23,8 @@
 
 #include "tests/common/recipe_run.h"
 
-#include "engine/config/memory_estimate.h"
-#include "engine/config/recipe.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/recipe/recipe.h"
 
 #include <cmath>
 

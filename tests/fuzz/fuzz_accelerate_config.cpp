@@ -1,13 +1,13 @@
-// Fuzz target: the Accelerate config loader (engine/config/accelerate_config.h), YAML and JSON.
+// Fuzz target: the Accelerate config loader (engine/accelerate/accelerate_config.h), YAML and JSON.
 // Invariants: a rejection is an error whose message names the file (or the key at fault); what
 // loads survives validation, the launch-time checks and the DeepSpeed resolution without a crash,
 // every diagnostic has a message, and saving what loaded converges (a save of a save is the same
 // bytes) as in tst_config_fuzz.
 
-#include "engine/config/accelerate_config.h"
-#include "engine/config/deepspeed_json.h"
-#include "engine/config/env_export.h"
-#include "engine/config/validation.h"
+#include "engine/accelerate/accelerate_config.h"
+#include "engine/accelerate/deepspeed_json.h"
+#include "engine/accelerate/env_export.h"
+#include "engine/accelerate/validation.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using namespace shardscope::config;

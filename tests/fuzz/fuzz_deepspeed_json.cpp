@@ -1,12 +1,12 @@
-// Fuzz target: the DeepSpeed JSON loader (engine/config/deepspeed_json.h), reading the input as
+// Fuzz target: the DeepSpeed JSON loader (engine/accelerate/deepspeed_json.h), reading the input as
 // the deepspeed_config_file of a DEEPSPEED config, then resolving its "auto" values as a launch
 // does. Invariants: a rejection is a message naming the file; an accepted file is a JSON object
 // that dumps and parses back to an equal value; resolution either succeeds with an object or
 // fails with a message; the memory estimate's reading of the file does not crash.
 
-#include "engine/config/deepspeed_json.h"
-#include "engine/config/memory_estimate.h"
-#include "engine/config/yaml_io.h"
+#include "engine/accelerate/deepspeed_json.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/accelerate/yaml_io.h"
 #include "tests/fuzz/fuzz_check.h"
 
 #include <sys/mman.h>

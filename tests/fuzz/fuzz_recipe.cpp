@@ -1,10 +1,10 @@
-// Fuzz target: the recipe loader (engine/config/recipe.h). Invariants: a rejection names the file
+// Fuzz target: the recipe loader (engine/recipe/recipe.h). Invariants: a rejection names the file
 // (file:line:column) in a message; an accepted recipe saves to YAML that loads again and saves to
 // the same bytes; the memory estimate's model shape of any accepted recipe is computed without a
 // crash, an overflow or a hang (the Configure page and `estimate-memory --recipe` do it).
 
-#include "engine/config/memory_estimate.h"
-#include "engine/config/recipe.h"
+#include "engine/estimate/memory_estimate.h"
+#include "engine/recipe/recipe.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using namespace shardscope::config;

@@ -10,13 +10,13 @@
 //    separators, control characters and symlinks planted in the runs directory are refused or
 //    confined, and nothing appears outside the runs directory.
 
-#include "engine/config/run_plan.h"
+#include "engine/plan/run_plan.h"
 #include "app/launcher/launcher.h"
 #include "app/launcher/rendezvous.h"
 #include "tests/common/fake_launch.h"
 #include "tests/common/env_file.h"
 #include "app/launcher/run_directory.h"
-#include "engine/config/accelerate_config.h"
+#include "engine/accelerate/accelerate_config.h"
 #include "source_scan.h"
 
 #include <QTemporaryDir>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference answers from the real Accelerate (pinned in scripts/requirements.txt), for the C++
-tests of engine/config. Every expectation the tests compare against comes from Accelerate's own
+tests of engine/accelerate and engine/plan. Every expectation the tests compare against comes from Accelerate's own
 code run here, never from the code under test.
 
 Usage (prints one JSON object on stdout):

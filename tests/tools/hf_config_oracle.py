@@ -1,7 +1,7 @@
 """What transformers makes of config.json files: the reference for tst_hf_model_config.
 
 Usage: hf_config_oracle.py MODEL_DIR...  Prints one JSON object, model dir -> resolved fields
-(the names of engine/config/hf_model_config.h), or {"error": "..."} where transformers refuses
+(the names of engine/recipe/hf_model_config.h), or {"error": "..."} where transformers refuses
 the file. Runs offline on the project venv's transformers (a local folder, nothing downloaded).
 """
 import json

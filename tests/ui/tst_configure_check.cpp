@@ -3,7 +3,7 @@
 // planned run's own (estimateRun, the function a rank's report uses) and, while the plan is
 // refused, the config's alone; a script run lists its own problems; the one-click fix.
 
-#include "engine/config/memory_estimate.h"
+#include "engine/estimate/memory_estimate.h"
 #include "tests/common/config_text.h"
 #include "ui/configure_check.h"
 

@@ -1,14 +1,14 @@
 // The Configure page: the wizard, driven by key clicks, writes what the terminal questionnaire
-// writes for the same answers (branch scripts of tests/engine/config/tst_questionnaire.cpp); the
+// writes for the same answers (branch scripts of tests/engine/accelerate/tst_questionnaire.cpp); the
 // form shows a field only when it applies; an invalid value disables Launch with its message
 // shown; the memory estimate follows the sharding; Launch hands the saved files to the launcher.
 
 #include "engine/common/byte_format.h"
-#include "engine/config/data_preview.h"
-#include "engine/config/questionnaire.h"
-#include "engine/config/questionnaire_terminal.h"
+#include "engine/recipe/data_preview.h"
+#include "engine/accelerate/questionnaire.h"
+#include "engine/accelerate/questionnaire_terminal.h"
 #include "ui/config_form.h"
-#include "engine/config/machine_probe.h"
+#include "engine/plan/machine_probe.h"
 #include "ui/config_wizard.h"
 #include "ui/configure_page.h"
 #include "ui/diagnostic_model.h"

@@ -1,7 +1,7 @@
 // The recipe file: defaults, every section read, YAML written back reads the same, and each bad
 // input is an error with file:line:column, the key path and the fix.
 
-#include "engine/config/recipe.h"
+#include "engine/recipe/recipe.h"
 
 #include <QtTest>
 
@@ -104,6 +104,26 @@ private slots:
 
     // The folder picker's edit: the value set where it is, added where it is not, nothing else
     // changed (comments and layout kept); an inline model section is refused.
+    // A checkpoint's model fingerprint is the typed model: the same model written in another key
+    // order or style has the same one, `pretrained` is left out, and any field that changes the
+    // model changes it.
+    void modelFingerprintIsTheTypedModel()
+    {
+        auto a = parseRecipe("model: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4}\n", "a.yaml");
+        auto b = parseRecipe("model:\n  n_head: 4\n  n_embd: 32\n  type: gpt\n  n_layer: 2\n  pretrained: /elsewhere\n",
+                             "b.yaml");
+        auto c = parseRecipe("model: {type: gpt, n_layer: 3, n_embd: 32, n_head: 4}\n", "c.yaml");
+        QVERIFY(a.ok() && b.ok() && c.ok());
+        QCOMPARE(modelFingerprint(a->model), modelFingerprint(b->model));
+        QVERIFY(modelFingerprint(a->model) != modelFingerprint(c->model));
+        QVERIFY(QString::fromStdString(modelFingerprint(c->model)).contains(QStringLiteral("n_layer=3\n")));
+        auto lora = parseRecipe("model: {type: llama, vocab_size: 256, hidden_size: 64, num_hidden_layers: 2, "
+                                "num_attention_heads: 4, lora: {r: 4}}\n",
+                                "l.yaml");
+        QVERIFY(lora.ok());
+        QVERIFY(QString::fromStdString(modelFingerprint(lora->model)).contains(QStringLiteral("lora.r=4\n")));
+    }
+
     void pretrainedFolderIsSetInTheText()
     {
         const std::string block = "name: r  # mine\nmodel:\n  # the model\n    type: llama\n    pretrained: /old\n"

@@ -1,9 +1,9 @@
-// The recipe key reference (engine/config/recipe_keys.h) against the parser: every key
+// The recipe key reference (engine/recipe/recipe_keys.h) against the parser: every key
 // parseRecipe accepts is documented and every documented key is accepted, each documented default
 // is Recipe{}'s, and docs/RECIPES.md is the reference as generated.
 
-#include "engine/config/recipe.h"
-#include "engine/config/recipe_keys.h"
+#include "engine/recipe/recipe.h"
+#include "engine/recipe/recipe_keys.h"
 
 #include <QFile>
 #include <QtTest>

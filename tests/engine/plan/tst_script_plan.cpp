@@ -1,0 +1,173 @@
+// The command of a script run (engine/plan/script_plan.h): the CPU path that really gives N
+// Gloo ranks, the pass-through on GPU machines, and the launches Accelerate would degrade silently,
+// refused with their reasons.
+
+#include "engine/plan/script_plan.h"
+#include "tests/common/config_text.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <fstream>
+
+using namespace shardscope::config;
+
+namespace {
+
+using shardscope::testing::parseConfig;
+
+struct Fixture {
+    QTemporaryDir dir;
+    std::string script;
+    Fixture()
+    {
+        script = dir.filePath("train.py").toStdString();
+        std::ofstream(script) << "print('hi')\n";
+    }
+    ScriptInputs inputs(const std::string& yaml, int gpus) const
+    {
+        ScriptInputs in;
+        in.config = parseConfig(yaml);
+        in.configPath = "/run/config.yaml";
+        in.python = "/venv/bin/python";
+        in.script = script;
+        in.scriptArgs = {"--lr", "it's"};
+        in.torchrunLogDir = "/run/logs/torchrun";
+        in.machine.gpuCount = gpus;
+        return in;
+    }
+};
+
+bool has(const std::vector<std::string>& args, const std::string& value)
+{
+    return std::find(args.begin(), args.end(), value) != args.end();
+}
+
+std::string errorsOf(const PlannedScript& planned)
+{
+    std::string text;
+    for (const auto& d : planned.problems)
+        if (d.severity == Severity::Error)
+            text += d.keyPath + ": " + d.message + "\n";
+    return text;
+}
+
+} // namespace
+
+class TestScriptPlan : public QObject {
+    Q_OBJECT
+
+private slots:
+    void multiCpuTakesTorchrunsPath()
+    {
+        Fixture f;
+        auto planned = planScriptRun(
+            f.inputs("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nmixed_precision: 'no'\n", 0));
+        QVERIFY2(planned.ok(), errorsOf(planned).c_str());
+        const auto& p = *planned.plan;
+        QCOMPARE(p.environment, std::vector<std::string>{"ACCELERATE_USE_CPU=1"});
+        QVERIFY(has(p.args, "--multi_gpu"));
+        QVERIFY(!has(p.args, "--cpu")); // --cpu would start one non-distributed process
+        QCOMPARE(p.distributedType, std::string("MULTI_CPU"));
+        QCOMPARE(p.numProcesses, 2);
+        QVERIFY(p.onCpu);
+        const std::vector<std::string> head{"-m", "accelerate.commands.accelerate_cli", "launch", "--config_file",
+                                            "/run/config.yaml"};
+        QVERIFY(std::equal(head.begin(), head.end(), p.args.begin()));
+        // torchrun's per-rank prefixes and files, then the script and its arguments, last.
+        QVERIFY(has(p.args, "--tee") && has(p.args, "/run/logs/torchrun"));
+        QCOMPARE(p.args[p.args.size() - 3], f.script);
+        QCOMPARE(p.args.back(), std::string("it's"));
+        QVERIFY2(p.commandLine().rfind("ACCELERATE_USE_CPU=1 /venv/bin/python -m accelerate.commands.accelerate_cli launch", 0)
+                     == 0,
+                 p.commandLine().c_str());
+        QVERIFY2(p.commandLine().find("--lr 'it'\\''s'") != std::string::npos, p.commandLine().c_str());
+    }
+
+    void gpuMachinePassesTheConfigThrough()
+    {
+        Fixture f;
+        auto planned = planScriptRun(f.inputs("distributed_type: FSDP\nnum_processes: 2\nmixed_precision: bf16\n"
+                                              "fsdp_config:\n  fsdp_version: 2\n",
+                                              2));
+        QVERIFY2(planned.ok(), errorsOf(planned).c_str());
+        QVERIFY(planned.plan->environment.empty());
+        QVERIFY(!has(planned.plan->args, "--multi_gpu"));
+        QCOMPARE(planned.plan->distributedType, std::string("FSDP"));
+        QCOMPARE(planned.plan->mixedPrecision, std::string("bf16"));
+        QVERIFY(!planned.plan->onCpu);
+    }
+
+    void oneProcessNeedsNoTorchrun()
+    {
+        Fixture f;
+        auto planned = planScriptRun(f.inputs("distributed_type: 'NO'\nnum_processes: 1\nuse_cpu: true\n", 0));
+        QVERIFY2(planned.ok(), errorsOf(planned).c_str());
+        QVERIFY(!has(planned.plan->args, "--multi_gpu"));
+        QVERIFY(!has(planned.plan->args, "--tee"));
+    }
+
+    void refusals_data()
+    {
+        QTest::addColumn<QString>("yaml");
+        QTest::addColumn<int>("gpus");
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("MULTI_GPU + use_cpu") << "distributed_type: MULTI_GPU\nnum_processes: 2\nuse_cpu: true\n"
+                                             << 2 << "use_cpu"
+                                             << "independent single-process runs";
+        QTest::newRow("MULTI_GPU without GPUs") << "distributed_type: MULTI_GPU\nnum_processes: 2\n"
+                                                << 0 << "distributed_type"
+                                                << "needs GPUs";
+        QTest::newRow("FSDP + use_cpu on a GPU machine")
+            << "distributed_type: FSDP\nnum_processes: 2\nuse_cpu: true\nfsdp_config:\n  fsdp_version: 2\n"
+            << 2 << "distributed_type"
+            << "unsharded";
+        QTest::newRow("DeepSpeed without GPUs")
+            << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
+            << 0 << "distributed_type"
+            << "unsharded";
+        QTest::newRow("several machines") << "distributed_type: MULTI_CPU\nnum_processes: 4\nnum_machines: 2\nuse_cpu: true\n"
+                                          << 0 << "num_machines"
+                                          << "not supported yet";
+        QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n"
+                                             << 0 << "num_processes"
+                                             << "runs one process";
+        QTest::newRow("more ranks than GPUs") << "distributed_type: MULTI_GPU\nnum_processes: 4\n"
+                                              << 2 << "num_processes"
+                                              << "2 GPU(s)";
+        QTest::newRow("TPU") << "distributed_type: XLA\nnum_processes: 2\n"
+                             << 0 << "distributed_type"
+                             << "not one a script run";
+    }
+
+    void refusals()
+    {
+        QFETCH(QString, yaml);
+        QFETCH(int, gpus);
+        QFETCH(QString, key);
+        QFETCH(QString, says);
+        Fixture f;
+        auto planned = planScriptRun(f.inputs(yaml.toStdString(), gpus));
+        QVERIFY(!planned.ok());
+        const std::string errors = errorsOf(planned);
+        QVERIFY2(errors.find(key.toStdString() + ": ") != std::string::npos
+                     && errors.find(says.toStdString()) != std::string::npos,
+                 errors.c_str());
+    }
+
+    void missingScriptIsRefused()
+    {
+        Fixture f;
+        auto in = f.inputs("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n", 0);
+        in.script = f.dir.filePath("nope.py").toStdString();
+        auto planned = planScriptRun(in);
+        QVERIFY(!planned.ok());
+        QVERIFY2(errorsOf(planned).find("--script: the script " + in.script + " does not exist") != std::string::npos,
+                 errorsOf(planned).c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestScriptPlan)
+#include "tst_script_plan.moc"
