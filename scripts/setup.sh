@@ -4,7 +4,8 @@
 # Idempotent: every step checks first and does nothing when its result is already there, so a
 # second run on a set-up machine downloads nothing. What it installs:
 #   1. Debian packages: compilers and build tools, Qt 6, QCustomPlot (Qt 6 build), yaml-cpp,
-#      SQLite, nlohmann-json, CLI11, Xvfb (for screenshots).
+#      SQLite, nlohmann-json, CLI11, Xvfb (for screenshots), SLURM's daemons and client with munge
+#      (the tests' cluster: scripts/slurm-cluster.sh starts one on this machine).
 #   2. Gloo headers (libgloo-dev from Debian sid) into .deps/gloo: the torch wheel ships
 #      ProcessGroupGloo.hpp but not the gloo headers it includes. See docs/BUILDING.md.
 #   3. A project-local virtual environment .venv with the pinned PyTorch wheel (libtorch comes
@@ -46,6 +47,7 @@ apt_packages=(
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6 libgl-dev libglx-dev
   libyaml-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev zlib1g-dev
   xvfb xauth python3-venv clang-format-14 clang-tidy-14 universal-ctags
+  slurmctld slurmd slurm-client munge
 )
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -140,8 +142,14 @@ if [ -z "$torch_prefix" ] && { [ ! -f "$stamp" ] || ! cat "$requirements" "$requ
   say "creating $venv"
   rm -rf "$venv"
   "$py" -m venv "$venv" || die "python3 -m venv failed; install python3-venv"
+  "$py" -m pip download -q --no-index --find-links "$wheels" -r "$root/scripts/requirements-test.txt" -d "$wheels" >/dev/null 2>&1 \
+    || "$py" -m pip download -q -r "$root/scripts/requirements-test.txt" -d "$wheels" \
+    || die "could not download the wheels of scripts/requirements-test.txt from PyPI"
+  # The test tools with the rest: installed after the no-deps references, pip would report their
+  # undeclared extras as conflicts.
   "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" -r "$requirements" \
-    || die "installing the wheels from $wheels failed"
+    -r "$root/scripts/requirements-test.txt" || die "installing the wheels from $wheels failed"
+  cp "$root/scripts/requirements-test.txt" "$venv/.shardscope-test-requirements"
   "$venv/bin/python" -m pip install -q --no-index --no-deps --find-links "$wheels" -r "$requirements_no_deps" \
     || die "installing the wheels of $requirements_no_deps from $wheels failed"
   cat "$requirements" "$requirements_no_deps" > "$stamp"

@@ -1,6 +1,7 @@
 // `shardscope launch`: start N local ranks of shardscope-worker and supervise them.
 
 #include "app/cli/commands.h"
+#include "app/cli/slurm_launch.h"
 #include "engine/plan/machine_probe.h"
 #include "app/launcher/hang_report.h"
 #include "app/launcher/launcher.h"
@@ -63,6 +64,11 @@ struct LaunchArgs {
     StragglerOptions stragglers; // --straggler_threshold, --straggler_window
     LossSpikeOptions lossSpikes; // --loss_spike_factor, --loss_spike_window
     double rendezvousTimeout = 300; // seconds a machine other than 0 waits for machine 0
+    std::string target = "local"; // local, slurm or slurm:PROFILE
+    std::string clusterProfiles; // the profiles file of --target slurm (default $SHARDSCOPE_HOME/clusters.ini)
+    bool dryRun = false; // --target slurm: print the batch script, submit nothing
+    bool detach = false; // --target slurm: return once the job is submitted
+    std::optional<config::MachineInfo> machine; // the machine planned for; none: this one (probed)
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
     bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false, givenPort = false;
 };
@@ -126,7 +132,7 @@ std::optional<config::RunPlan> planRun(const LaunchArgs& args, const config::Rec
     inputs.profile = args.profile;
     inputs.engineFlags = args.workerArgs;
     inputs.runDir = runDir;
-    inputs.machine = config::probeMachine();
+    inputs.machine = args.machine ? *args.machine : config::probeMachine();
     inputs.environment.physicalCores = config::physicalCoreCount();
     if (const char* omp = std::getenv("OMP_NUM_THREADS"))
         // Accelerate's get_int_from_env: int() of the value, else its default.
@@ -408,7 +414,7 @@ std::optional<config::ScriptPlan> planScript(const LaunchArgs& args, const confi
     inputs.script = args.script.empty() ? std::string() : std::filesystem::absolute(args.script, ec).string();
     inputs.scriptArgs = args.workerArgs;
     inputs.torchrunLogDir = runDir ? (runDir->layout().logsDir() / "torchrun").string() : std::string("logs/torchrun");
-    inputs.machine = config::probeMachine();
+    inputs.machine = args.machine ? *args.machine : config::probeMachine();
     auto planned = config::planScriptRun(inputs);
     for (const auto& d : planned.problems)
         std::cerr << (d.keyPath.rfind("--", 0) == 0
@@ -597,8 +603,72 @@ void reportFailure(const LaunchOutcome& outcome, const TrainingRun* run)
     std::cerr << "  logs: " << run->runDir.logs() << "/rank<N>.log\n";
 }
 
+// --target slurm[:PROFILE] (slurm_launch.h): the plan checked here as a local launch of the same
+// shape would be, then the job written, checked and submitted.
+int launchOnSlurm(const LaunchArgs& args, const std::string& programPath)
+{
+    if (args.target != "slurm" && args.target.rfind("slurm:", 0) != 0) {
+        printError("--target " + args.target + " is not local, slurm or slurm:PROFILE");
+        return 2;
+    }
+    for (const auto& [given, flag] : {std::pair{args.givenMachineRank, "--machine_rank"},
+                                      {args.givenIp, "--main_process_ip"},
+                                      {args.givenPort, "--main_process_port"}})
+        if (given) {
+            printError(std::string(flag) + " is the batch script's to set on each node under --target slurm; leave it out");
+            return 2;
+        }
+    if (!args.script.empty() || !args.resumeFrom.empty() || args.profile) {
+        printError("--target slurm runs a recipe as it is; --script, --resume_from_checkpoint and --profile are not supported "
+                   "there yet");
+        return 2;
+    }
+    auto recipe = config::loadRecipe(args.recipe);
+    if (args.recipe.empty() || !recipe) {
+        printError(args.recipe.empty() ? std::string("--target slurm needs --recipe R") : recipe.error().message);
+        return 2;
+    }
+    SlurmLaunch launch;
+    launch.target = args.target;
+    launch.profilesFile = args.clusterProfiles;
+    launch.runName = args.runName.empty() ? timestampedRunId(recipe->name) : args.runName;
+    launch.recipe = args.recipe;
+    launch.configFile = configFileOf(args);
+    launch.numProcesses = args.numProcesses;
+    launch.numMachines = args.numMachines;
+    if (args.maxSteps > 0)
+        launch.nodeArgs.insert(launch.nodeArgs.end(), {"--max_steps", std::to_string(args.maxSteps)});
+    if (!args.mixedPrecision.empty())
+        launch.nodeArgs.insert(launch.nodeArgs.end(), {"--mixed_precision", args.mixedPrecision});
+    launch.engineFlags = args.workerArgs;
+    launch.dryRun = args.dryRun;
+    launch.detach = args.detach;
+    launch.noHistory = args.noHistory;
+    launch.programPath = programPath;
+    // Planned as each node will plan it (a stand-in rendezvous: the script sets the real one).
+    LaunchArgs planned = args;
+    planned.mainProcessIp = "127.0.0.1";
+    planned.mainProcessPort = 29500;
+    planned.givenIp = planned.givenPort = true;
+    return runSlurmLaunch(launch, [&](int gpusPerNode) {
+        // The nodes' GPUs, not this machine's (a login node may have none); what they support is
+        // checked again on the nodes at launch.
+        if (gpusPerNode > 0)
+            planned.machine = config::MachineInfo{gpusPerNode, true, true, {}};
+        int exitCode = 0;
+        return planRun(planned, *recipe, std::string(), exitCode).has_value();
+    });
+}
+
 int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
 {
+    if (args.target != "local")
+        return launchOnSlurm(args, programPath);
+    if (args.dryRun || args.detach) {
+        printError("--dry_run and --detach are for --target slurm (a local launch runs in the foreground; the workbench "
+                   "starts it detached)");
+        return 2;
+    }
     blockLauncherSignals(); // before the run store's writer thread starts
     // Refused before anything starts (runLaunch refuses these too, for every other caller; a
     // training launch's plan checks them with the config's values).
@@ -744,6 +814,14 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
+    cmd->add_option("--target", args->target,
+                    "Where the run goes: local (this machine), or slurm[:PROFILE] (a SLURM cluster; the profile from "
+                    "$SHARDSCOPE_HOME/clusters.ini, docs/CLUSTER.md)")
+        ->capture_default_str();
+    cmd->add_option("--cluster_profiles", args->clusterProfiles,
+                    "The cluster profiles file (default $SHARDSCOPE_HOME/clusters.ini)");
+    cmd->add_flag("--dry_run,--dry-run", args->dryRun, "--target slurm: print the batch script, submit nothing");
+    cmd->add_flag("--detach", args->detach, "--target slurm: return once the job is submitted");
     cmd->add_option("worker_args", args->workerArgs,
                     "After --: with --recipe, engine flags (below); without, the worker's own command line");
     cmd->footer("Engine flags (after --, with --recipe; they win over the config):\n" + config::engineFlagHelp());

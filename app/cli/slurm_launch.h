@@ -1,0 +1,37 @@
+#pragma once
+
+// `shardscope launch --target slurm[:PROFILE]`: the run planned and checked here, its files
+// copied into the profile's shared folder, the batch script written beside them (printed with
+// --dry-run), checked with `sbatch --test-only` and submitted; then followed (pending with SLURM's
+// reason and what to do, running on which nodes, its end state) unless --detach, and the nodes'
+// events put into this machine's history (never written over the shared folder).
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardscope::cli {
+
+struct SlurmLaunch {
+    std::string target; // "slurm" or "slurm:PROFILE"
+    std::filesystem::path profilesFile; // $SHARDSCOPE_HOME/clusters.ini unless given
+    std::string runName;
+    std::string recipe;
+    std::string configFile; // empty: none
+    int numProcesses = 1; // over every node
+    int numMachines = 1; // nodes
+    std::vector<std::string> nodeArgs; // more of each node's `shardscope launch` (--max_steps, ...)
+    std::vector<std::string> engineFlags;
+    bool dryRun = false;
+    bool detach = false;
+    bool noHistory = false;
+    std::string programPath; // argv[0]
+};
+
+// `checkPlan` plans the run as a local launch would (config, recipe, flags) on a machine with the
+// profile's GPUs per node (the submitting machine's own may be none): false when refused (it has
+// said why). Returns the process's exit code.
+int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusPerNode)>& checkPlan);
+
+} // namespace shardscope::cli

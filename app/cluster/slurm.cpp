@@ -1,0 +1,378 @@
+#include "app/cluster/slurm.h"
+
+#include "app/launcher/program.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace shardscope::cluster {
+
+namespace {
+
+std::string trim(std::string s)
+{
+    s.erase(0, s.find_first_not_of(" \t\r\n"));
+    s.erase(s.find_last_not_of(" \t\r\n") + 1);
+    return s;
+}
+
+std::vector<std::string> lines(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (!trim(line).empty())
+            out.push_back(trim(line));
+    return out;
+}
+
+std::vector<std::string> split(const std::string& text, char separator)
+{
+    std::vector<std::string> out;
+    std::string field;
+    std::istringstream in(text);
+    while (std::getline(in, field, separator))
+        out.push_back(field);
+    if (!text.empty() && text.back() == separator)
+        out.emplace_back();
+    return out;
+}
+
+// A word for the shell: single-quoted, a quote in it closed and escaped.
+std::string shellQuote(const std::string& s)
+{
+    std::string out = "'";
+    for (char c : s)
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::optional<std::string> findOnPath(const std::string& program)
+{
+    const char* path = std::getenv("PATH");
+    for (const auto& dir : split(path ? path : "/usr/bin:/bin", ':')) {
+        const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+        if (access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+    }
+    return std::nullopt;
+}
+
+bool endedState(const std::string& state)
+{
+    static const std::set<std::string> kEnded = {"COMPLETED", "FAILED",    "CANCELLED", "TIMEOUT",  "PREEMPTED",
+                                                 "NODE_FAIL", "BOOT_FAIL", "DEADLINE",  "OUT_OF_MEMORY"};
+    return kEnded.count(state.substr(0, state.find(' '))) > 0;
+}
+
+} // namespace
+
+int gpusPerNode(const ClusterProfile& profile)
+{
+    int gpus = 0;
+    for (const auto& line : profile.extraSbatch) {
+        std::string option = line;
+        for (const char* prefix : {"--gres=gpu", "--gpus-per-node="}) {
+            if (option.rfind(prefix, 0) != 0)
+                continue;
+            const auto digits = option.find_last_of(":=");
+            gpus = std::max(gpus, std::atoi(option.substr(digits + 1).c_str()));
+        }
+    }
+    return gpus;
+}
+
+Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& text, const std::string& source)
+{
+    std::map<std::string, ClusterProfile> profiles;
+    ClusterProfile* current = nullptr;
+    int number = 0;
+    std::istringstream in(text);
+    for (std::string raw; std::getline(in, raw);) {
+        ++number;
+        const std::string line = trim(raw);
+        const std::string where = source + ":" + std::to_string(number) + ": ";
+        if (line.empty() || line[0] == '#' || line[0] == ';')
+            continue;
+        if (line.front() == '[') {
+            if (line.back() != ']' || line.size() < 3)
+                return makeError(where + "'" + line + "' is not a [profile] heading");
+            const std::string name = trim(line.substr(1, line.size() - 2));
+            current = &profiles[name];
+            current->name = name;
+            continue;
+        }
+        const auto eq = line.find('=');
+        if (eq == std::string::npos)
+            return makeError(where + "'" + line + "' is not key = value");
+        if (!current)
+            return makeError(where + "a key before the first [profile] heading; start the file with [default]");
+        const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+        if (key == "partition")
+            current->partition = value;
+        else if (key == "time")
+            current->timeLimit = value;
+        else if (key == "account")
+            current->account = value;
+        else if (key == "qos")
+            current->qos = value;
+        else if (key == "shared_folder")
+            current->sharedFolder = value;
+        else if (key == "sbatch")
+            current->extraSbatch.push_back(value);
+        else if (key == "cpus_per_task") {
+            char* end = nullptr;
+            const long cpus = std::strtol(value.c_str(), &end, 10);
+            if (value.empty() || *end != '\0' || cpus < 1 || cpus > 100000)
+                return makeError(where + "cpus_per_task '" + value + "' is not a number of CPUs (1 or more)");
+            current->cpusPerTask = static_cast<int>(cpus);
+        } else {
+            return makeError(where + "unknown key '" + key
+                             + "'; a profile has partition, cpus_per_task, time, account, qos, shared_folder and sbatch");
+        }
+    }
+    return profiles;
+}
+
+Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std::string& name)
+{
+    std::ifstream in(file);
+    if (!in)
+        return makeError("no cluster profiles at " + file.string() + "; write one, e.g.\n  [" + name
+                         + "]\n  partition = gpu\n  time = 02:00:00\n  shared_folder = /shared/you/shardscope");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto profiles = parseProfiles(text.str(), file.string());
+    if (!profiles)
+        return profiles.error();
+    const auto it = profiles->find(name);
+    if (it == profiles->end()) {
+        std::string names;
+        for (const auto& [n, p] : *profiles)
+            names += (names.empty() ? "" : ", ") + n;
+        return makeError(file.string() + " has no profile [" + name + "]" + (names.empty() ? "" : "; it has " + names));
+    }
+    if (it->second.sharedFolder.empty())
+        return makeError("profile [" + name + "] of " + file.string()
+                         + " names no shared_folder: the folder this machine and every node see, where the run goes");
+    return it->second;
+}
+
+std::filesystem::path nodeRunDir(const std::filesystem::path& runDir, int node)
+{
+    return runDir / "nodes" / ("node" + std::to_string(node));
+}
+
+std::string batchScript(const BatchRequest& r)
+{
+    const ClusterProfile& p = r.profile;
+    std::ostringstream out;
+    out << "#!/bin/bash\n";
+    out << "#SBATCH --job-name=" << r.runName << "\n";
+    out << "#SBATCH --nodes=" << r.nodes << "\n";
+    out << "#SBATCH --ntasks-per-node=1\n";
+    if (p.cpusPerTask > 0)
+        out << "#SBATCH --cpus-per-task=" << p.cpusPerTask << "\n";
+    if (!p.partition.empty())
+        out << "#SBATCH --partition=" << p.partition << "\n";
+    if (!p.timeLimit.empty())
+        out << "#SBATCH --time=" << p.timeLimit << "\n";
+    if (!p.account.empty())
+        out << "#SBATCH --account=" << p.account << "\n";
+    if (!p.qos.empty())
+        out << "#SBATCH --qos=" << p.qos << "\n";
+    out << "#SBATCH --output=" << (r.runDir / "slurm-%j.out").string() << "\n";
+    out << "#SBATCH --open-mode=append\n";
+    for (const auto& line : p.extraSbatch)
+        out << "#SBATCH " << line << "\n";
+    out << "#\n"
+           "# Written by `shardscope launch --target slurm` for run "
+        << r.runName
+        << ". One Shardscope launcher per node (srun, one task each), which starts that node's "
+        << r.processesPerNode
+        << " rank(s).\n"
+           "set -euo pipefail\n"
+           "# The head node (the allocation's first) by its address: node names need not resolve.\n"
+           "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+           "head_addr=$(scontrol -o show node \"$head_node\" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')\n"
+           "# One rendezvous port per job, the same on every node.\n"
+           "port=$((20000 + SLURM_JOB_ID % 10000))\n"
+           "export SHARDSCOPE_HEAD_ADDR=\"$head_addr\" SHARDSCOPE_HEAD_PORT=\"$port\"\n"
+           "# Each node's machine rank is its own task's SLURM_NODEID: the single quotes keep it for the\n"
+           "# task to expand (expanded here, every node would be machine 0).\n"
+           "srun --nodes="
+        << r.nodes
+        << " --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c '\n"
+           "  exec \"$0\" launch --num_machines "
+        << r.nodes << " --num_processes " << r.nodes * r.processesPerNode
+        << " --machine_rank \"$SLURM_NODEID\" \\\n"
+           "    --main_process_ip \"$SHARDSCOPE_HEAD_ADDR\" --main_process_port \"$SHARDSCOPE_HEAD_PORT\" \\\n"
+           "    --runs_dir \"$1\" --run_name \"node$SLURM_NODEID\" --no_history \"${@:2}\"' \\\n  "
+        << shellQuote(r.shardscope) << " " << shellQuote((r.runDir / "nodes").string());
+    for (const auto& arg : r.launchArgs)
+        out << " " << shellQuote(arg);
+    if (!r.engineFlags.empty()) {
+        out << " --";
+        for (const auto& flag : r.engineFlags)
+            out << " " << shellQuote(flag);
+    }
+    out << "\n";
+    return out.str();
+}
+
+Result<std::vector<Partition>> parsePartitions(const std::string& text)
+{
+    std::vector<Partition> out;
+    for (const auto& line : lines(text)) {
+        const auto f = split(line, '|');
+        if (f.size() < 4)
+            return makeError("sinfo printed '" + line + "', not partition|avail|nodes|cpus");
+        Partition p;
+        p.name = f[0];
+        if (!p.name.empty() && p.name.back() == '*') {
+            p.isDefault = true;
+            p.name.pop_back();
+        }
+        p.up = f[1] == "up";
+        p.nodes = std::atoi(f[2].c_str());
+        p.cpusPerNode = std::atoi(f[3].c_str()); // "1" or "1+" (mixed nodes: the smallest)
+        out.push_back(p);
+    }
+    return out;
+}
+
+bool JobState::ended() const { return endedState(state); }
+
+std::optional<JobState> parseSqueueLine(const std::string& text)
+{
+    const auto all = lines(text);
+    if (all.empty())
+        return std::nullopt;
+    const auto f = split(all.front(), '|');
+    if (f.size() < 3 || f[0].empty())
+        return std::nullopt;
+    return JobState{f[0], f[1], f[2], {}};
+}
+
+std::map<std::string, std::string> parseScontrolRecord(const std::string& text)
+{
+    std::map<std::string, std::string> out;
+    std::istringstream in(text);
+    for (std::string word; in >> word;)
+        if (const auto eq = word.find('='); eq != std::string::npos && eq > 0)
+            out.emplace(word.substr(0, eq), word.substr(eq + 1));
+    return out;
+}
+
+std::string pendingAdvice(const std::string& reason)
+{
+    static const std::map<std::string, std::string> kAdvice = {
+        {"Resources", "the nodes it asks for are busy; it starts when they are free"},
+        {"Priority", "jobs of higher priority come first; it starts after them"},
+        {"QOSMaxJobsPerUserLimit", "you run as many jobs as your QoS allows; it starts when one of yours ends"},
+        {"AssocMaxJobsLimit", "your account runs as many jobs as it may; it starts when one of them ends"},
+        {"ReqNodeNotAvail", "a node it needs is down, drained or reserved; see `sinfo -R`, or ask for other nodes"},
+        {"PartitionNodeLimit",
+         "it asks for more nodes than the partition allows or has; lower num_machines, or choose another partition"},
+        {"PartitionTimeLimit", "its time limit is over the partition's; lower the profile's time"},
+        {"BeginTime", "held until its start time (a requeued job waits out the credential lifetime)"},
+        {"Dependency", "it waits for the jobs it depends on"},
+        {"JobHeldUser", "held by you: `scontrol release <job id>` lets it start"},
+        {"JobHeldAdmin", "held by an administrator"},
+    };
+    const auto it = kAdvice.find(reason);
+    return it != kAdvice.end() ? it->second : "SLURM's reason " + reason + "; `squeue -j <job id> -l` says more";
+}
+
+Result<std::int64_t> parseJobId(const std::string& text)
+{
+    const auto all = lines(text);
+    const std::string last = all.empty() ? std::string() : all.back();
+    const std::string id = last.substr(0, last.find(';'));
+    char* end = nullptr;
+    const long long value = std::strtoll(id.c_str(), &end, 10);
+    if (id.empty() || *end != '\0' || value <= 0)
+        return makeError("sbatch did not print a job id: " + text);
+    return static_cast<std::int64_t>(value);
+}
+
+Result<void> SlurmClient::available()
+{
+    for (const char* program : {"sbatch", "squeue", "scontrol", "scancel", "sinfo"})
+        if (!findOnPath(program))
+            return makeError(std::string("no SLURM client on this machine: ") + program
+                             + " is not on PATH; install SLURM's client tools (Debian: slurm-client), or run on the "
+                               "cluster's login node");
+    return {};
+}
+
+Result<std::string> SlurmClient::run(const std::string& program, const std::vector<std::string>& args) const
+{
+    const auto path = findOnPath(program);
+    if (!path)
+        return makeError(program + " is not on PATH (SLURM's client tools)");
+    auto ran = runProgram(*path, args, std::chrono::seconds(60));
+    if (!ran)
+        return ran.error();
+    if (ran->timedOut)
+        return makeError(program + " did not answer within 60 s; is the SLURM controller up?");
+    if (ran->status != 0)
+        return makeError(program + " failed (exit " + std::to_string(ran->status) + "): " + trim(ran->output));
+    return ran->output;
+}
+
+Result<std::vector<Partition>> SlurmClient::partitions() const
+{
+    auto text = run("sinfo", {"-h", "-o", "%P|%a|%D|%c"});
+    if (!text)
+        return text.error();
+    return parsePartitions(*text);
+}
+
+Result<void> SlurmClient::testSubmit(const std::filesystem::path& script) const
+{
+    auto text = run("sbatch", {"--test-only", script.string()});
+    if (!text)
+        return text.error();
+    return {};
+}
+
+Result<std::int64_t> SlurmClient::submit(const std::filesystem::path& script) const
+{
+    auto text = run("sbatch", {"--parsable", script.string()});
+    if (!text)
+        return text.error();
+    return parseJobId(*text);
+}
+
+Result<JobState> SlurmClient::state(std::int64_t jobId) const
+{
+    const std::string id = std::to_string(jobId);
+    if (auto queued = run("squeue", {"-h", "-j", id, "-o", "%T|%r|%N"}))
+        if (auto job = parseSqueueLine(*queued); job && !job->ended())
+            return *job;
+    auto record = run("scontrol", {"-o", "show", "job", id});
+    if (!record)
+        return makeError("job " + id + " is no longer known to SLURM: " + record.error().message);
+    const auto fields = parseScontrolRecord(*record);
+    auto field = [&](const char* key) {
+        const auto it = fields.find(key);
+        return it == fields.end() ? std::string() : it->second;
+    };
+    return JobState{field("JobState"), field("Reason"), field("NodeList"), field("ExitCode")};
+}
+
+Result<void> SlurmClient::cancel(std::int64_t jobId) const
+{
+    auto text = run("scancel", {std::to_string(jobId)});
+    if (!text)
+        return text.error();
+    return {};
+}
+
+} // namespace shardscope::cluster

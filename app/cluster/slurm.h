@@ -1,0 +1,110 @@
+#pragma once
+
+// Runs on a SLURM cluster, driven through SLURM's command-line tools and their text output (the
+// formats read the same from 21.08 to 25.11; SchedMD advises against the C API, and JSON output
+// differs between versions: ../shared/refs/cluster/README.md §4). Three pieces:
+//   ClusterProfile  where and how to run: partition, nodes, CPUs per task, time limit, account,
+//                   QoS, extra #SBATCH lines, and the folder every node and this machine see
+//                   (named profiles in $SHARDSCOPE_HOME/clusters.ini)
+//   batchScript     the sbatch script of a run: one Shardscope launcher per node (srun), each
+//                   taking its machine rank from SLURM_NODEID in its own task, the head node's
+//                   address from `scontrol show node` (node names need not resolve), a
+//                   rendezvous port derived from the job id
+//   SlurmClient     sinfo, sbatch (--test-only, --parsable), squeue, scontrol, scancel
+// The parsing is kept apart from the running (parse*), so it is tested on SLURM's own text.
+// Qt-free and torch-free.
+
+#include "engine/common/result.h"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::cluster {
+
+struct ClusterProfile {
+    std::string name = "default";
+    std::string partition; // empty: the cluster's default partition
+    int cpusPerTask = 0; // 0: SLURM's default
+    std::string timeLimit; // sbatch --time (e.g. 01:30:00); empty: the partition's
+    std::string account;
+    std::string qos;
+    std::vector<std::string> extraSbatch; // more #SBATCH lines, as written (e.g. --gres=gpu:8)
+    std::string sharedFolder; // seen by this machine and every node: runs go to <it>/runs/<name>
+};
+
+// The GPUs a node of this profile has for the job, from its sbatch lines (--gres=gpu[:type]:N,
+// --gpus-per-node=N); 0: none asked for.
+int gpusPerNode(const ClusterProfile& profile);
+
+// The profiles of an INI file: one [name] section each, keys partition, cpus_per_task, time,
+// account, qos, shared_folder, sbatch (repeatable). An unknown key or a bad number is an error
+// naming the file, the line and the key.
+Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& text, const std::string& source);
+// $SHARDSCOPE_HOME/clusters.ini (or `file`), the profile `name`; without the file or the section:
+// an error saying where to write it.
+Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std::string& name);
+
+// What the batch script runs on each node.
+struct BatchRequest {
+    ClusterProfile profile;
+    std::string runName;
+    std::filesystem::path runDir; // <shared folder>/runs/<name>: the script, logs and node runs go here
+    int nodes = 1;
+    int processesPerNode = 1;
+    std::string shardscope; // the shardscope binary every node runs (absolute, on a shared path)
+    std::vector<std::string> launchArgs; // the rest of each node's `shardscope launch` (--recipe, --config_file, ...)
+    std::vector<std::string> engineFlags; // after `--`
+};
+std::string batchScript(const BatchRequest& request);
+// Where each node's launcher keeps its run (rank events, logs): <runDir>/nodes/node<N>.
+std::filesystem::path nodeRunDir(const std::filesystem::path& runDir, int node);
+
+struct Partition {
+    std::string name;
+    bool isDefault = false;
+    bool up = false;
+    int nodes = 0;
+    int cpusPerNode = 0;
+};
+// `sinfo -h -o '%P|%a|%D|%c'`: "debug*|up|3|1" per line.
+Result<std::vector<Partition>> parsePartitions(const std::string& text);
+
+// A job as `squeue -h -j ID -o '%T|%r|%N'` shows it ("PENDING|Resources|" or "RUNNING|None|n[1-2]"),
+// or as `scontrol -o show job ID` once it has left the queue (JobState=, Reason=, NodeList=, ExitCode=).
+struct JobState {
+    std::string state; // PENDING, RUNNING, COMPLETING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
+    std::string reason; // "None" when none
+    std::string nodes;
+    std::string exitCode; // "0:0" (code:signal), from scontrol
+    bool ended() const;
+};
+std::optional<JobState> parseSqueueLine(const std::string& line);
+std::map<std::string, std::string> parseScontrolRecord(const std::string& text); // "Key=Value Key=Value ..."
+// What a pending reason means and what to do about it, for the user.
+std::string pendingAdvice(const std::string& reason);
+
+// `sbatch --parsable`: "123" or "123;cluster".
+Result<std::int64_t> parseJobId(const std::string& text);
+
+class SlurmClient {
+public:
+    // Whether sbatch is on PATH; the error says how to get it.
+    static Result<void> available();
+    Result<std::vector<Partition>> partitions() const;
+    // sbatch --test-only: SLURM checks the script against the cluster and queue without running it.
+    Result<void> testSubmit(const std::filesystem::path& script) const;
+    Result<std::int64_t> submit(const std::filesystem::path& script) const;
+    // squeue while the job is queued or running, scontrol after (SLURM keeps it MinJobAge seconds).
+    Result<JobState> state(std::int64_t jobId) const;
+    Result<void> cancel(std::int64_t jobId) const;
+
+private:
+    Result<std::string> run(const std::string& program, const std::vector<std::string>& args) const;
+};
+
+} // namespace shardscope::cluster

@@ -1,0 +1,144 @@
+// app/cluster/slurm.h without a cluster: SLURM's text as its tools print it (22.05's formats, the
+// same from 21.08 to 25.11), cluster profiles, and the batch script, which runs here with stand-ins
+// for srun and scontrol to show that each node's task takes its own machine rank.
+
+#include "app/cluster/slurm.h"
+#include "tests/common/files.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace shardscope;
+using namespace shardscope::cluster;
+
+class TestSlurm : public QObject {
+    Q_OBJECT
+
+private slots:
+    void partitionsFromSinfo()
+    {
+        auto parts = parsePartitions("debug*|up|3|1\ngpu|down|16|64+\n");
+        QVERIFY(parts.ok());
+        QCOMPARE(parts->size(), std::size_t(2));
+        QCOMPARE((*parts)[0].name, std::string("debug"));
+        QVERIFY((*parts)[0].isDefault && (*parts)[0].up);
+        QCOMPARE((*parts)[0].nodes, 3);
+        QCOMPARE((*parts)[1].cpusPerNode, 64);
+        QVERIFY(!(*parts)[1].up && !(*parts)[1].isDefault);
+        QVERIFY(!parsePartitions("garbage\n").ok());
+    }
+
+    void jobsFromSqueueAndScontrol()
+    {
+        auto pending = parseSqueueLine("PENDING|Resources|\n");
+        QVERIFY(pending && pending->state == "PENDING" && pending->reason == "Resources" && !pending->ended());
+        auto running = parseSqueueLine("RUNNING|None|n[1-2]");
+        QVERIFY(running && running->nodes == "n[1-2]");
+        QVERIFY(!parseSqueueLine("").has_value());
+        const auto record = parseScontrolRecord("JobId=7 JobName=x JobState=TIMEOUT Reason=TimeLimit Dependency=(null) "
+                                                "ExitCode=0:15 NodeList=n3");
+        QCOMPARE(record.at("JobState"), std::string("TIMEOUT"));
+        QCOMPARE(record.at("ExitCode"), std::string("0:15"));
+        QVERIFY((JobState{"TIMEOUT", "TimeLimit", "n3", "0:15"}.ended()));
+        QVERIFY((JobState{"CANCELLED by 0", "None", "", ""}.ended()));
+        QCOMPARE(*parseJobId("123\n"), std::int64_t{123});
+        QCOMPARE(*parseJobId("456;cluster\n"), std::int64_t{456});
+        QVERIFY(!parseJobId("sbatch: error: Batch job submission failed").ok());
+        QVERIFY(QString::fromStdString(pendingAdvice("PartitionNodeLimit")).contains(QStringLiteral("num_machines")));
+        QVERIFY(QString::fromStdString(pendingAdvice("SomethingNew")).contains(QStringLiteral("SomethingNew")));
+    }
+
+    void profiles()
+    {
+        auto parsed = parseProfiles("# mine\n[default]\npartition = gpu\ntime = 01:00:00\nshared_folder = /shared/me\n"
+                                    "sbatch = --gres=gpu:8\nsbatch = --exclusive\ncpus_per_task=16\n[small]\npartition=debug\n",
+                                    "clusters.ini");
+        QVERIFY2(parsed.ok(), parsed.ok() ? "" : parsed.error().message.c_str());
+        const ClusterProfile& p = parsed->at("default");
+        QCOMPARE(p.partition, std::string("gpu"));
+        QCOMPARE(p.cpusPerTask, 16);
+        QCOMPARE(p.extraSbatch.size(), std::size_t(2));
+        QCOMPARE(parsed->at("small").partition, std::string("debug"));
+        auto unknown = parseProfiles("[default]\npartiton = gpu\n", "clusters.ini");
+        QVERIFY(!unknown.ok());
+        QVERIFY2(unknown.error().message.find("clusters.ini:2: unknown key 'partiton'") != std::string::npos,
+                 unknown.error().message.c_str());
+        QVERIFY(!parseProfiles("partition = gpu\n", "c.ini").ok()); // before any [profile]
+        QVERIFY(!parseProfiles("[default]\ncpus_per_task = many\n", "c.ini").ok());
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("clusters.ini"));
+        QVERIFY(!loadProfile(file.toStdString(), "default").ok()); // no file: says what to write
+        testing::writeFile(file, "[default]\npartition = gpu\n");
+        auto noFolder = loadProfile(file.toStdString(), "default");
+        QVERIFY(!noFolder.ok() && noFolder.error().message.find("shared_folder") != std::string::npos);
+        QVERIFY(!loadProfile(file.toStdString(), "other").ok());
+        ClusterProfile gpus;
+        QCOMPARE(gpusPerNode(gpus), 0);
+        gpus.extraSbatch = {"--exclusive", "--gres=gpu:h100:8"};
+        QCOMPARE(gpusPerNode(gpus), 8);
+        gpus.extraSbatch = {"--gpus-per-node=4"};
+        QCOMPARE(gpusPerNode(gpus), 4);
+    }
+
+    // The script runs with stand-ins: scontrol answers as a 2-node cluster whose node names do not
+    // resolve, srun runs the task once per node with that node's SLURM_NODEID, and "shardscope"
+    // writes its arguments. Each node's launcher gets its own machine rank and the head's address.
+    void batchScriptGivesEachNodeItsRank()
+    {
+        QTemporaryDir dir;
+        const QString bin = dir.filePath(QStringLiteral("bin"));
+        QVERIFY(QDir().mkpath(bin));
+        auto tool = [&](const QString& name, const QByteArray& body) {
+            testing::writeFile(bin + "/" + name, "#!/bin/bash\n" + body);
+            QFile(bin + "/" + name).setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+        };
+        tool(QStringLiteral("scontrol"), "if [ \"$1\" = show ]; then echo n1; echo n2; else "
+                                         "echo \"NodeName=n1 Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=vm\"; fi\n");
+        tool(QStringLiteral("srun"), "shift 3\nfor id in 0 1; do SLURM_NODEID=$id \"$@\"; done\n");
+        tool(QStringLiteral("fake-shardscope"), "echo \"$@\" >> \"" + dir.filePath(QStringLiteral("calls")).toUtf8() + "\"\n");
+        BatchRequest request;
+        request.profile.partition = "debug";
+        request.profile.timeLimit = "00:10:00";
+        request.profile.extraSbatch = {"--exclusive"};
+        request.runName = "two-nodes";
+        request.runDir = dir.filePath(QStringLiteral("runs/two nodes")).toStdString(); // a space: quoted
+        request.nodes = 2;
+        request.processesPerNode = 2;
+        request.shardscope = (bin + "/fake-shardscope").toStdString();
+        request.launchArgs = {"--recipe", "/shared/r.yaml"};
+        request.engineFlags = {"--threads", "1"};
+        const std::string script = batchScript(request);
+        for (const char* line : {"#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=1\n", "#SBATCH --partition=debug\n",
+                                 "#SBATCH --time=00:10:00\n", "#SBATCH --exclusive\n"})
+            QVERIFY2(script.find(line) != std::string::npos, line);
+        testing::writeFile(dir.filePath(QStringLiteral("job.sh")), QByteArray::fromStdString(script));
+        QProcess run;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("PATH"), bin + ":" + env.value(QStringLiteral("PATH")));
+        env.insert(QStringLiteral("SLURM_JOB_NODELIST"), QStringLiteral("n[1-2]"));
+        env.insert(QStringLiteral("SLURM_JOB_ID"), QStringLiteral("1234"));
+        env.insert(QStringLiteral("SLURM_NODEID"), QStringLiteral("0")); // the batch shell's, which no node may take
+        run.setProcessEnvironment(env);
+        run.setProcessChannelMode(QProcess::MergedChannels);
+        run.start(QStringLiteral("bash"), {dir.filePath(QStringLiteral("job.sh"))});
+        QVERIFY(run.waitForFinished(30000));
+        QVERIFY2(run.exitCode() == 0, run.readAll().constData());
+        QFile calls(dir.filePath(QStringLiteral("calls")));
+        QVERIFY(calls.open(QIODevice::ReadOnly));
+        const QStringList lines = QString::fromUtf8(calls.readAll()).trimmed().split('\n');
+        QCOMPARE(lines.size(), 2);
+        for (int node = 0; node < 2; ++node) {
+            const QString& line = lines[node];
+            QVERIFY2(line.contains(QStringLiteral("--machine_rank %1 ").arg(node)), qPrintable(line));
+            QVERIFY2(line.contains(QStringLiteral("--num_machines 2 --num_processes 4")), qPrintable(line));
+            QVERIFY2(line.contains(QStringLiteral("--main_process_ip 10.1.2.3 --main_process_port 21234")), qPrintable(line));
+            QVERIFY2(line.contains(QStringLiteral("--run_name node%1 --no_history --recipe /shared/r.yaml -- --threads 1").arg(node)),
+                     qPrintable(line));
+            QVERIFY2(line.contains(dir.filePath(QStringLiteral("runs/two nodes/nodes"))), qPrintable(line));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSlurm)
+#include "tst_slurm.moc"

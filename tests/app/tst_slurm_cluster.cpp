@@ -1,0 +1,154 @@
+// `shardscope launch --target slurm` against a real SLURM cluster of three nodes started on this
+// machine (scripts/slurm-cluster.sh: several slurmd, loopback addresses, its own ports and state
+// folder; stopped at the end by PID). Skipped, with the reason, where SLURM's packages are not
+// installed (./scripts/setup.sh installs them).
+
+#include "tests/common/files.h"
+#include "tests/common/recipe_run.h"
+
+#include <QProcess>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace testing = shardscope::testing;
+
+namespace {
+
+const QString kRecipe = QStringLiteral("name: slurm\nseed: 5\nmodel: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}\n"
+                                       "data: {type: text}\noptimizer: {type: adamw, lr: 0.003}\n"
+                                       "training: {per_device_batch_size: 2, max_steps: 6}\n");
+
+QVector<double> rankZeroLosses(const QList<QJsonObject>& events)
+{
+    QVector<double> losses;
+    for (const auto& e : events)
+        if (e["type"].toString() == "step" && e["rank"].toInt() == 0)
+            losses.push_back(e["loss"].toDouble());
+    return losses;
+}
+
+} // namespace
+
+class TestSlurmCluster : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir m_dir;
+    QString m_lab;
+    bool m_started = false;
+    QString m_profiles;
+
+    QProcess::ExitStatus cluster(const QString& verb, QString* output = nullptr)
+    {
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("SLURM_LAB"), m_lab);
+        env.insert(QStringLiteral("NODES"), QStringLiteral("3"));
+        env.insert(QStringLiteral("CPUS"), QStringLiteral("2"));
+        env.insert(QStringLiteral("PORT_BASE"), QStringLiteral("27817"));
+        p.setProcessEnvironment(env);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/slurm-cluster.sh"), {verb});
+        p.waitForFinished(120000);
+        if (output)
+            *output = QString::fromUtf8(p.readAll());
+        return p.exitCode() == 0 ? QProcess::NormalExit : QProcess::CrashExit;
+    }
+
+    // Runs are named per test process: the history (SHARDSCOPE_HOME) outlives it.
+    testing::RecipeRun submit(const QString& baseName, const QStringList& extra, const QString& target = QStringLiteral("slurm"))
+    {
+        const QString name = baseName + "-" + QString::number(QCoreApplication::applicationPid());
+        const QString recipe = m_dir.filePath(name + "-recipe.yaml");
+        testing::writeFile(recipe, kRecipe.toUtf8());
+        QProcess p;
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(testing::shardscopeBinary(), QStringList{"launch", "--target", target, "--cluster_profiles", m_profiles,
+                                                         "--recipe", recipe, "--run_name", name}
+                                                 + extra);
+        p.waitForFinished(300000);
+        testing::RecipeRun run;
+        run.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+        run.output = QString::fromUtf8(p.readAll());
+        run.runDir = m_dir.filePath("shared/runs/" + name);
+        run.events = testing::readEvents(run.runDir + "/nodes/node0/events.jsonl");
+        return run;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        if (QStandardPaths::findExecutable(QStringLiteral("slurmctld"), {"/usr/sbin", "/usr/bin"}).isEmpty())
+            QSKIP("SLURM's daemons are not installed (./scripts/setup.sh installs slurmctld, slurmd, slurm-client, munge)");
+        // munged wants its socket's every parent folder searchable by all.
+        QFile::setPermissions(m_dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadGroup
+                                                | QFile::ExeGroup | QFile::ReadOther | QFile::ExeOther);
+        m_lab = m_dir.filePath(QStringLiteral("slurm"));
+        QString said;
+        QVERIFY2(cluster(QStringLiteral("start"), &said) == QProcess::NormalExit, qPrintable(said));
+        m_started = true;
+        qputenv("SLURM_CONF", (m_lab + "/slurm.conf").toUtf8());
+        m_profiles = m_dir.filePath(QStringLiteral("clusters.ini"));
+        testing::writeFile(m_profiles, "[default]\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8()
+                                           + "\n[nope]\npartition = nope\nshared_folder = "
+                                           + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n");
+    }
+
+    void cleanupTestCase()
+    {
+        if (m_started) {
+            QString said;
+            QVERIFY2(cluster(QStringLiteral("stop"), &said) == QProcess::NormalExit, qPrintable(said));
+        }
+    }
+
+    // A recipe on 2 nodes x 1 rank trains to the same losses, bit for bit, as the same recipe on 2
+    // local ranks; the job is followed to COMPLETED and both nodes' events reach the history.
+    void twoNodesTrainLikeTwoLocalRanks()
+    {
+        const auto local = testing::launchRecipe(m_dir.path(), QStringLiteral("local"), kRecipe, 2);
+        QVERIFY2(local.exitCode == 0, qPrintable(local.output));
+        const auto slurm = submit(QStringLiteral("two-nodes"), {"--num_processes", "2", "--num_machines", "2"});
+        QVERIFY2(slurm.exitCode == 0, qPrintable(slurm.output));
+        QVERIFY2(slurm.output.contains(QStringLiteral("submitted job")) && slurm.output.contains(QStringLiteral("ended COMPLETED")),
+                 qPrintable(slurm.output));
+        QVERIFY2(slurm.output.contains(QStringLiteral("in the history: completed")), qPrintable(slurm.output));
+        const auto ours = rankZeroLosses(slurm.events), theirs = rankZeroLosses(local.events);
+        QCOMPARE(ours.size(), 6);
+        QCOMPARE(ours, theirs);
+        // Node 1 ran rank 1 in its own launcher.
+        bool rankOne = false;
+        for (const auto& e : testing::readEvents(slurm.runDir + "/nodes/node1/events.jsonl"))
+            rankOne = rankOne || (e["type"].toString() == "hello" && e["rank"].toInt() == 1);
+        QVERIFY(rankOne);
+        QVERIFY(QFile::exists(slurm.runDir + "/job.sbatch"));
+    }
+
+    // What SLURM cannot run is refused before anything is submitted, saying why.
+    void refusedBeforeSubmission()
+    {
+        const auto partition = submit(QStringLiteral("bad-partition"), {}, QStringLiteral("slurm:nope"));
+        QCOMPARE(partition.exitCode, 2);
+        QVERIFY2(partition.output.contains(QStringLiteral("partition 'nope' of profile [nope] does not exist; the cluster's "
+                                                          "partitions are debug")),
+                 qPrintable(partition.output));
+        const auto nodes = submit(QStringLiteral("too-many-nodes"), {"--num_processes", "4", "--num_machines", "4"});
+        QCOMPARE(nodes.exitCode, 2);
+        QVERIFY2(nodes.output.contains(QStringLiteral("partition debug has 3 nodes and the run asks for 4")),
+                 qPrintable(nodes.output));
+        QVERIFY(!QFile::exists(nodes.runDir + "/job.sbatch"));
+    }
+
+    // --dry-run prints the batch script and submits nothing.
+    void dryRunPrintsTheScript()
+    {
+        const auto dry = submit(QStringLiteral("dry"), {"--num_processes", "2", "--num_machines", "2", "--dry-run"});
+        QCOMPARE(dry.exitCode, 0);
+        QVERIFY2(dry.output.contains(QStringLiteral("#SBATCH --nodes=2")) && dry.output.contains(QStringLiteral("not submitted")),
+                 qPrintable(dry.output));
+        QVERIFY2(dry.output.contains(QStringLiteral("--machine_rank \"$SLURM_NODEID\"")), qPrintable(dry.output));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSlurmCluster)
+#include "tst_slurm_cluster.moc"
