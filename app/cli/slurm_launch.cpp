@@ -45,8 +45,9 @@ Result<void> gatherEvents(const fs::path& runDir, int nodes)
     for (int node = 0; node < nodes; ++node) {
         std::ifstream in(cluster::nodeRunDir(runDir, node) / "events.jsonl", std::ios::binary);
         if (!in)
-            return makeError("node " + std::to_string(node) + " left no events under " + cluster::nodeRunDir(runDir, node).string()
-                             + "; its launcher's output is in " + (runDir / "slurm-<job>.out").string());
+            return makeError("node " + std::to_string(node) + " left no events under "
+                             + cluster::nodeRunDir(runDir, node).string() + "; its launcher's output is in "
+                             + (runDir / "slurm-<job>.out").string());
         out << in.rdbuf();
     }
     out.flush();
@@ -72,8 +73,7 @@ cluster::JobState follow(const cluster::SlurmClient& slurm, std::int64_t jobId)
                 std::cout << "shardscope launch: job " << jobId << " is pending (" << state->reason
                           << "): " << cluster::pendingAdvice(state->reason) << std::endl;
             else if (!state->ended())
-                std::cout << "shardscope launch: job " << jobId << " is " << state->state << " on " << state->nodes
-                          << std::endl;
+                std::cout << "shardscope launch: job " << jobId << " is " << state->state << " on " << state->nodes << std::endl;
         }
         if (state->ended())
             return *state;
@@ -82,8 +82,8 @@ cluster::JobState follow(const cluster::SlurmClient& slurm, std::int64_t jobId)
 }
 
 // SLURM's client on this machine, the profile's partition, and enough nodes in it.
-Result<void> checkCluster(const cluster::SlurmClient& slurm, const cluster::ClusterProfile& profile,
-                          const fs::path& profilesFile, int nodes)
+Result<void> checkCluster(const cluster::SlurmClient& slurm, const cluster::ClusterProfile& profile, const fs::path& profilesFile,
+                          int nodes)
 {
     if (auto client = cluster::SlurmClient::available(); !client)
         return client.error();

@@ -65,7 +65,7 @@ std::optional<std::string> findOnPath(const std::string& program)
 
 bool endedState(const std::string& state)
 {
-    static const std::set<std::string> kEnded = {"COMPLETED", "FAILED",    "CANCELLED", "TIMEOUT",  "PREEMPTED",
+    static const std::set<std::string> kEnded = {"COMPLETED", "FAILED",    "CANCELLED", "TIMEOUT",      "PREEMPTED",
                                                  "NODE_FAIL", "BOOT_FAIL", "DEADLINE",  "OUT_OF_MEMORY"};
     return kEnded.count(state.substr(0, state.find(' '))) > 0;
 }
@@ -192,8 +192,7 @@ std::string batchScript(const BatchRequest& r)
         out << "#SBATCH " << line << "\n";
     out << "#\n"
            "# Written by `shardscope launch --target slurm` for run "
-        << r.runName
-        << ". One Shardscope launcher per node (srun, one task each), which starts that node's "
+        << r.runName << ". One Shardscope launcher per node (srun, one task each), which starts that node's "
         << r.processesPerNode
         << " rank(s).\n"
            "set -euo pipefail\n"

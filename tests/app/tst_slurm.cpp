@@ -133,8 +133,9 @@ private slots:
             QVERIFY2(line.contains(QStringLiteral("--machine_rank %1 ").arg(node)), qPrintable(line));
             QVERIFY2(line.contains(QStringLiteral("--num_machines 2 --num_processes 4")), qPrintable(line));
             QVERIFY2(line.contains(QStringLiteral("--main_process_ip 10.1.2.3 --main_process_port 21234")), qPrintable(line));
-            QVERIFY2(line.contains(QStringLiteral("--run_name node%1 --no_history --recipe /shared/r.yaml -- --threads 1").arg(node)),
-                     qPrintable(line));
+            QVERIFY2(
+                line.contains(QStringLiteral("--run_name node%1 --no_history --recipe /shared/r.yaml -- --threads 1").arg(node)),
+                qPrintable(line));
             QVERIFY2(line.contains(dir.filePath(QStringLiteral("runs/two nodes/nodes"))), qPrintable(line));
         }
     }

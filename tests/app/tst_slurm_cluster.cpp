@@ -15,18 +15,10 @@ namespace testing = shardscope::testing;
 
 namespace {
 
-const QString kRecipe = QStringLiteral("name: slurm\nseed: 5\nmodel: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}\n"
-                                       "data: {type: text}\noptimizer: {type: adamw, lr: 0.003}\n"
-                                       "training: {per_device_batch_size: 2, max_steps: 6}\n");
-
-QVector<double> rankZeroLosses(const QList<QJsonObject>& events)
-{
-    QVector<double> losses;
-    for (const auto& e : events)
-        if (e["type"].toString() == "step" && e["rank"].toInt() == 0)
-            losses.push_back(e["loss"].toDouble());
-    return losses;
-}
+const QString kRecipe = QStringLiteral(
+    "name: slurm\nseed: 5\nmodel: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}\n"
+    "data: {type: text}\noptimizer: {type: adamw, lr: 0.003}\n"
+    "training: {per_device_batch_size: 2, max_steps: 6}\n");
 
 } // namespace
 
@@ -110,10 +102,11 @@ private slots:
         QVERIFY2(local.exitCode == 0, qPrintable(local.output));
         const auto slurm = submit(QStringLiteral("two-nodes"), {"--num_processes", "2", "--num_machines", "2"});
         QVERIFY2(slurm.exitCode == 0, qPrintable(slurm.output));
-        QVERIFY2(slurm.output.contains(QStringLiteral("submitted job")) && slurm.output.contains(QStringLiteral("ended COMPLETED")),
+        QVERIFY2(slurm.output.contains(QStringLiteral("submitted job"))
+                     && slurm.output.contains(QStringLiteral("ended COMPLETED")),
                  qPrintable(slurm.output));
         QVERIFY2(slurm.output.contains(QStringLiteral("in the history: completed")), qPrintable(slurm.output));
-        const auto ours = rankZeroLosses(slurm.events), theirs = rankZeroLosses(local.events);
+        const auto ours = testing::rankZeroLosses(slurm), theirs = testing::rankZeroLosses(local);
         QCOMPARE(ours.size(), 6);
         QCOMPARE(ours, theirs);
         // Node 1 ran rank 1 in its own launcher.
@@ -122,6 +115,27 @@ private slots:
             rankOne = rankOne || (e["type"].toString() == "hello" && e["rank"].toInt() == 1);
         QVERIFY(rankOne);
         QVERIFY(QFile::exists(slurm.runDir + "/job.sbatch"));
+    }
+
+    // FSDP HYBRID_SHARD on 2 nodes x 2 ranks: shards within each node, replicas across them; the
+    // losses equal 4 local DDP ranks' (to 1e-5, as tst_sharding holds hybrid sharding to DDP).
+    void hybridShardingOnTwoNodesOfTwoRanks()
+    {
+        const auto local = testing::launchRecipe(m_dir.path(), QStringLiteral("local-ddp-4"), kRecipe, 4);
+        QVERIFY2(local.exitCode == 0, qPrintable(local.output));
+        const auto slurm = submit(QStringLiteral("hybrid"), {"--num_processes", "4", "--num_machines", "2", "--",
+                                                             "--fsdp_sharding_strategy", "HYBRID_SHARD"});
+        QVERIFY2(slurm.exitCode == 0, qPrintable(slurm.output));
+        const auto ours = testing::rankZeroLosses(slurm), theirs = testing::rankZeroLosses(local);
+        QCOMPARE(ours.size(), 6);
+        QVERIFY2(testing::maxRelativeDifference(ours, theirs) <= 1e-5,
+                 qPrintable(QStringLiteral("differs from 4-rank DDP by %1").arg(testing::maxRelativeDifference(ours, theirs))));
+        // Each node ran two ranks in its launcher.
+        QSet<int> nodeOne;
+        for (const auto& e : testing::readEvents(slurm.runDir + "/nodes/node1/events.jsonl"))
+            if (e["type"].toString() == "hello")
+                nodeOne.insert(e["rank"].toInt());
+        QCOMPARE(nodeOne, (QSet<int>{2, 3}));
     }
 
     // What SLURM cannot run is refused before anything is submitted, saying why.
