@@ -196,8 +196,9 @@ std::string batchScript(const BatchRequest& r)
         << r.processesPerNode
         << " rank(s).\n"
            "set -euo pipefail\n"
-           "# The head node (the allocation's first) by its address: node names need not resolve.\n"
-           "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+           "# The head node (the allocation's first) by its address: node names need not resolve. (sed\n"
+           "# reads the whole list: with head, scontrol could die of SIGPIPE and pipefail end the job.)\n"
+           "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)\n"
            "head_addr=$(scontrol -o show node \"$head_node\" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')\n"
            "# One rendezvous port per job, the same on every node.\n"
            "port=$((20000 + SLURM_JOB_ID % 10000))\n"

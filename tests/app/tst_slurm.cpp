@@ -93,7 +93,9 @@ private slots:
             testing::writeFile(bin + "/" + name, "#!/bin/bash\n" + body);
             QFile(bin + "/" + name).setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
         };
-        tool(QStringLiteral("scontrol"), "if [ \"$1\" = show ]; then echo n1; echo n2; else "
+        // A long node list: a script that read only its first line with `head` would see scontrol
+        // die of SIGPIPE, and pipefail end the job (it did, now and then, with two names).
+        tool(QStringLiteral("scontrol"), "if [ \"$2\" = hostnames ]; then for i in $(seq 1 20000); do echo n$i; done; else "
                                          "echo \"NodeName=n1 Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=vm\"; fi\n");
         tool(QStringLiteral("srun"), "shift 3\nfor id in 0 1; do SLURM_NODEID=$id \"$@\"; done\n");
         tool(QStringLiteral("fake-shardscope"), "echo \"$@\" >> \"" + dir.filePath(QStringLiteral("calls")).toUtf8() + "\"\n");
