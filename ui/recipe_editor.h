@@ -34,10 +34,9 @@ public:
     void setPath(const QString& path);
     std::string sourceName() const;
 
-    // The text as parsed: none while it has an error (error(), at errorLine(), 0: no line).
+    // The text as parsed: none while it has an error (error(); goToError() shows its line).
     const std::optional<config::Recipe>& recipe() const { return m_recipe; }
     QString error() const { return m_error; }
-    int errorLine() const { return m_errorLine; }
     // The text for a copy elsewhere (a run's scratch copy): relative paths made absolute.
     std::string copyText() const;
 

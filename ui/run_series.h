@@ -38,7 +38,6 @@ public:
     void setRun(std::int64_t runId, int worldSize);
     // The time axis's origin (the run's start), seconds since the epoch; set once.
     void setTimeOrigin(double t0);
-    bool hasTimeOrigin() const { return m_t0 >= 0; }
 
     struct Appended {
         bool panelsChanged = false; // the first MFU or memory-per-phase value: a panel appears

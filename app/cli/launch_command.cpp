@@ -2,6 +2,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/slurm_launch.h"
+#include "app/launcher/program.h"
 #include "engine/plan/machine_probe.h"
 #include "app/launcher/hang_report.h"
 #include "app/launcher/launcher.h"
@@ -184,11 +185,7 @@ std::string defaultWorkerPath(const std::string& programPath)
 {
     if (const char* fromEnv = std::getenv("SHARDSCOPE_WORKER"); fromEnv && *fromEnv)
         return fromEnv;
-    std::error_code ec;
-    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec)
-        self = std::filesystem::absolute(programPath, ec);
-    return (self.parent_path() / "shardscope-worker").string();
+    return (thisExecutable(programPath).parent_path() / "shardscope-worker").string();
 }
 
 Result<void> copyFile(const std::string& from, const std::string& to)

@@ -1,6 +1,7 @@
 #include "app/cli/slurm_launch.h"
 
 #include "app/cluster/slurm.h"
+#include "app/launcher/program.h"
 #include "app/launcher/run_import.h"
 #include "storage/store_paths.h"
 
@@ -19,13 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 
 void printError(const std::string& message) { std::cerr << "shardscope launch: error: " << message << "\n"; }
-
-std::string selfPath(const std::string& programPath)
-{
-    std::error_code ec;
-    auto self = fs::read_symlink("/proc/self/exe", ec);
-    return ec ? fs::absolute(programPath, ec).string() : self.string();
-}
 
 // Copies `from` into the run directory as `name`: the nodes read their inputs from the shared folder.
 Result<std::string> copyIn(const std::string& from, const fs::path& runDir, const std::string& name)
@@ -157,7 +151,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
     request.runDir = runDir;
     request.nodes = launch.numMachines;
     request.processesPerNode = launch.numProcesses / launch.numMachines;
-    request.shardscope = selfPath(launch.programPath);
+    request.shardscope = thisExecutable(launch.programPath).string();
     auto recipe = copyIn(launch.recipe, runDir, "recipe.yaml");
     if (!recipe) {
         printError(recipe.error().message);

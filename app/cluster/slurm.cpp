@@ -1,6 +1,7 @@
 #include "app/cluster/slurm.h"
 
 #include "app/launcher/program.h"
+#include "engine/plan/script_plan.h"
 
 #include <unistd.h>
 
@@ -41,15 +42,6 @@ std::vector<std::string> split(const std::string& text, char separator)
     if (!text.empty() && text.back() == separator)
         out.emplace_back();
     return out;
-}
-
-// A word for the shell: single-quoted, a quote in it closed and escaped.
-std::string shellQuote(const std::string& s)
-{
-    std::string out = "'";
-    for (char c : s)
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
 }
 
 std::optional<std::string> findOnPath(const std::string& program)
@@ -213,13 +205,13 @@ std::string batchScript(const BatchRequest& r)
         << " --machine_rank \"$SLURM_NODEID\" \\\n"
            "    --main_process_ip \"$SHARDSCOPE_HEAD_ADDR\" --main_process_port \"$SHARDSCOPE_HEAD_PORT\" \\\n"
            "    --runs_dir \"$1\" --run_name \"node$SLURM_NODEID\" --no_history \"${@:2}\"' \\\n  "
-        << shellQuote(r.shardscope) << " " << shellQuote((r.runDir / "nodes").string());
+        << config::shellQuote(r.shardscope) << " " << config::shellQuote((r.runDir / "nodes").string());
     for (const auto& arg : r.launchArgs)
-        out << " " << shellQuote(arg);
+        out << " " << config::shellQuote(arg);
     if (!r.engineFlags.empty()) {
         out << " --";
         for (const auto& flag : r.engineFlags)
-            out << " " << shellQuote(flag);
+            out << " " << config::shellQuote(flag);
     }
     out << "\n";
     return out.str();
@@ -303,7 +295,7 @@ Result<std::int64_t> parseJobId(const std::string& text)
 
 Result<void> SlurmClient::available()
 {
-    for (const char* program : {"sbatch", "squeue", "scontrol", "scancel", "sinfo"})
+    for (const char* program : {"sbatch", "squeue", "scontrol", "sinfo"})
         if (!findOnPath(program))
             return makeError(std::string("no SLURM client on this machine: ") + program
                              + " is not on PATH; install SLURM's client tools (Debian: slurm-client), or run on the "
@@ -365,14 +357,6 @@ Result<JobState> SlurmClient::state(std::int64_t jobId) const
         return it == fields.end() ? std::string() : it->second;
     };
     return JobState{field("JobState"), field("Reason"), field("NodeList"), field("ExitCode")};
-}
-
-Result<void> SlurmClient::cancel(std::int64_t jobId) const
-{
-    auto text = run("scancel", {std::to_string(jobId)});
-    if (!text)
-        return text.error();
-    return {};
 }
 
 } // namespace shardscope::cluster

@@ -10,7 +10,7 @@
 //                   taking its machine rank from SLURM_NODEID in its own task, the head node's
 //                   address from `scontrol show node` (node names need not resolve), a
 //                   rendezvous port derived from the job id
-//   SlurmClient     sinfo, sbatch (--test-only, --parsable), squeue, scontrol, scancel
+//   SlurmClient     sinfo, sbatch (--test-only, --parsable), squeue, scontrol
 // The parsing is kept apart from the running (parse*), so it is tested on SLURM's own text.
 // Qt-free and torch-free.
 
@@ -101,7 +101,6 @@ public:
     Result<std::int64_t> submit(const std::filesystem::path& script) const;
     // squeue while the job is queued or running, scontrol after (SLURM keeps it MinJobAge seconds).
     Result<JobState> state(std::int64_t jobId) const;
-    Result<void> cancel(std::int64_t jobId) const;
 
 private:
     Result<std::string> run(const std::string& program, const std::vector<std::string>& args) const;

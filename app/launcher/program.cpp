@@ -61,4 +61,11 @@ Result<ProgramResult> runProgram(const std::string& path, const std::vector<std:
     return result;
 }
 
+std::filesystem::path thisExecutable(const std::string& argv0)
+{
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return ec ? std::filesystem::absolute(argv0, ec) : self;
+}
+
 } // namespace shardscope

@@ -6,6 +6,7 @@
 #include "engine/common/result.h"
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,8 @@ struct ProgramResult {
 };
 Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args,
                                  std::chrono::milliseconds timeout);
+
+// This process's executable (/proc/self/exe), or `argv0` made absolute where that cannot be read.
+std::filesystem::path thisExecutable(const std::string& argv0);
 
 } // namespace shardscope

@@ -52,7 +52,8 @@ struct PlannedScript {
 
 PlannedScript planScriptRun(const ScriptInputs& inputs);
 
-// `text` quoted for a POSIX shell when it needs it (for display; nothing runs through a shell).
+// `text` quoted for a POSIX shell when it needs it: the command lines Shardscope shows, and the
+// batch scripts it writes for a cluster (app/cluster); nothing of a local launch runs through a shell.
 std::string shellQuote(const std::string& text);
 
 } // namespace shardscope::config

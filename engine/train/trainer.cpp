@@ -28,17 +28,14 @@
 #include <torch/csrc/cuda/memory_snapshot.h>
 #endif
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <thread>
 
 namespace shardscope::train {
 
