@@ -209,6 +209,26 @@ Result<RunDetails> RunStore::run(std::int64_t runId) const
     if (!rc)
         return rc.error();
 
+    auto attempts = m_db.prepare("SELECT attempt, job_id, nodes, started_at, ended_at, exit_code, resumed_step, resumed_from "
+                                 "FROM run_attempts WHERE run_id = ? ORDER BY attempt");
+    if (!attempts)
+        return attempts.error();
+    attempts->bind(1, runId);
+    rc = forEachRow(*attempts, [&](const Statement& s) {
+        RunAttempt a;
+        a.attempt = int(s.int64(0));
+        a.jobId = s.text(1);
+        a.nodes = s.text(2);
+        a.startedAt = optionalReal(s, 3);
+        a.endedAt = optionalReal(s, 4);
+        a.exitCode = optionalInt(s, 5);
+        a.resumedStep = s.int64(6);
+        a.resumedFrom = s.text(7);
+        details.attempts.push_back(std::move(a));
+    });
+    if (!rc)
+        return rc.error();
+
     auto traces = m_db.prepare("SELECT rank, time, path, source, compute, comm, memory, idle, overlap FROM traces "
                                "WHERE run_id = ? ORDER BY rank, id");
     if (!traces)

@@ -225,6 +225,17 @@ Result<void> RunStore::recordRank(std::int64_t runId, const RankInfo& rank)
     return upsert->run();
 }
 
+Result<void> RunStore::recordAttempt(std::int64_t runId, const RunAttempt& a)
+{
+    auto upsert = m_db.prepare("INSERT OR REPLACE INTO run_attempts (run_id, attempt, job_id, nodes, started_at, ended_at, "
+                               "exit_code, resumed_step, resumed_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!upsert)
+        return upsert.error();
+    upsert->bind(1, runId).bind(2, a.attempt).bind(3, a.jobId).bind(4, a.nodes).bind(5, a.startedAt).bind(6, a.endedAt);
+    upsert->bind(7, a.exitCode).bind(8, a.resumedStep).bind(9, a.resumedFrom);
+    return upsert->run();
+}
+
 Result<void> RunStore::setTags(std::int64_t runId, const std::vector<std::string>& tags)
 {
     if (auto status = statusOf(runId); !status)

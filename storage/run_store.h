@@ -45,6 +45,8 @@ public:
     // metrics and the final status commit together.
     Result<void> finishRun(std::int64_t runId, const RunEnd& end);
     Result<void> recordRank(std::int64_t runId, const RankInfo& rank);
+    // Records (or replaces) an attempt of a cluster job's run.
+    Result<void> recordAttempt(std::int64_t runId, const RunAttempt& attempt);
     Result<void> setTags(std::int64_t runId, const std::vector<std::string>& tags);
     Result<void> setNotes(std::int64_t runId, const std::string& notes);
     // The name shown in the history (blanks around it trimmed; empty is an error). The run

@@ -129,6 +129,18 @@ struct CheckpointRecord {
     std::int64_t bytes = 0;
 };
 
+// One attempt of a run that a cluster job requeued (a time limit's warning, a preemption).
+struct RunAttempt {
+    int attempt = 0;
+    std::string jobId;
+    std::string nodes;
+    std::optional<double> startedAt; // seconds since the epoch
+    std::optional<double> endedAt;
+    std::optional<int> exitCode; // none: its end was not seen (preempted, killed)
+    std::int64_t resumedStep = 0; // 0: a fresh start
+    std::string resumedFrom; // the checkpoint's folder
+};
+
 enum class RunSort { Created, Name, Status, Duration, Steps, Loss };
 
 struct RunFilter {
@@ -176,6 +188,7 @@ struct RunDetails {
     };
     std::vector<Rank> ranks;
     std::vector<CheckpointRecord> checkpoints;
+    std::vector<RunAttempt> attempts; // a requeued cluster job's, in order; empty for other runs
     std::vector<TraceRecord> traces;
     std::vector<std::string> metricKeys;
     std::int64_t metricRows = 0;

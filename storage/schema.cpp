@@ -131,6 +131,22 @@ CREATE TABLE metric_blocks (
 
 constexpr const char* kSchemaV3 = "ALTER TABLE runs ADD COLUMN color TEXT NOT NULL DEFAULT '';";
 
+// v4: the attempts of a run that a cluster job requeued (one row each; none for a local run).
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE run_attempts (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    attempt INTEGER NOT NULL,
+    job_id TEXT NOT NULL DEFAULT '',
+    nodes TEXT NOT NULL DEFAULT '',
+    started_at REAL,
+    ended_at REAL,
+    exit_code INTEGER,
+    resumed_step INTEGER NOT NULL DEFAULT 0,
+    resumed_from TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, attempt)
+) WITHOUT ROWID;
+)sql";
+
 // v2 backfills the blocks of the series v1 stored, with the accumulator the writer uses.
 Result<void> backfillBlocks(Database& db)
 {
@@ -182,6 +198,8 @@ Result<void> applyStep(Database& db, int version)
         return backfillBlocks(db);
     case 3:
         return db.exec(kSchemaV3);
+    case 4:
+        return db.exec(kSchemaV4);
     default:
         return makeError("internal error: no migration to schema version " + std::to_string(version));
     }

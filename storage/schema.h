@@ -13,7 +13,7 @@ namespace shardscope::storage {
 // v1: runs, tags, ranks, metric keys, metrics, evals, traces, checkpoints.
 // v2: metric_blocks, the per-block summaries of every series (Note [Metric blocks]).
 // v3: runs.color, the colour the user chose for a run ('' = the palette's, from its id).
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 Result<int> schemaVersion(const Database& db);
 

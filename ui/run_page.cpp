@@ -87,7 +87,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
                                   "the newest step keeps sliding); click, or double-click a chart, to follow again"));
     m_stopButton = new QPushButton(tr("Stop"), this);
     m_stopButton->setObjectName(QStringLiteral("stopButton"));
-    m_stopButton->setToolTip(tr("Stop the run: SIGTERM to its launcher, which stops every rank"));
+    m_stopButton->setToolTip(tr("Stop the run: SIGINT (Ctrl-C) to its launcher, which stops every rank after its step"));
     m_stopButton->setEnabled(false);
     m_diagnoseButton = new QPushButton(tr("Diagnose"), this);
     m_diagnoseButton->setObjectName(QStringLiteral("diagnoseButton"));
@@ -422,13 +422,14 @@ void RunPage::stopRun()
     if (storage::isTerminal(m_info.status) || m_info.launcher.pid <= 0)
         return;
     // Only a launcher that is provably still the same process (pid, boot, start time) is
-    // signalled: a recycled pid must never receive our SIGTERM.
+    // signalled: a recycled pid must never receive our signal.
     if (storage::checkLiveness(m_info.launcher) != storage::Liveness::Alive) {
         emit pollFailed(tr("The launcher of this run is not running on this machine."));
         return;
     }
-    // The launcher forwards SIGTERM to every rank and records the run as cancelled.
-    ::kill(static_cast<pid_t>(m_info.launcher.pid), SIGTERM);
+    // As Ctrl-C: the launcher stops every rank after its step and records the run as cancelled.
+    // (SIGTERM would have the ranks save a checkpoint first: for a scheduler's preemption.)
+    ::kill(static_cast<pid_t>(m_info.launcher.pid), SIGINT);
     m_stopButton->setEnabled(false);
     pollNow();
 }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,7 @@ struct LaunchArgs {
     std::int64_t maxSteps = 0;
     std::string mixedPrecision;
     std::string resumeFrom;
+    std::string checkpointsDir; // empty: the run directory's checkpoints/
     bool profile = false;
     bool noHistory = false;
     std::vector<std::string> tags; // the history's tags of the run (a sweep's name, ...)
@@ -339,6 +341,8 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     auto run = std::make_unique<TrainingRun>(TrainingRun{*created, *plan, nullptr, nullptr, std::nullopt, {}});
     run->plan.runDir = run->runDir.path;
     run->plan.resumeFrom = resumeFrom;
+    if (!args.checkpointsDir.empty())
+        run->plan.checkpointsDir = std::filesystem::absolute(args.checkpointsDir).lexically_normal().string();
     if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
         std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
     if (auto written = writeRunFiles(args, *recipe, *run); !written) {
@@ -353,6 +357,7 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     options.masterPort = p.mainProcessPort;
     options.workerArgs = {"train", "--plan", run->runDir.layout().planFile().string()};
     options.extraEnvironment = p.environment;
+    options.ranksCanCheckpoint = true; // the run directory (or --checkpoints_dir) keeps them
     const RunLayout layout = run->runDir.layout();
     storage::NewRun newRun;
     newRun.name = run->runDir.id;
@@ -542,6 +547,27 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
     }
 }
 
+// A stop on SIGTERM or SIGUSR1 (a time limit's warning, a preemption) ended as asked when every
+// rank of this machine saved the checkpoint and said so: the run can go on from it, and the
+// launcher exits with kCheckpointedExitCode (a SLURM batch script requeues its job on it).
+void settleCheckpointStop(LaunchOutcome& outcome, const RunMonitor& monitor)
+{
+    const auto signalName = [](int sig) { return sig == SIGTERM ? std::string("SIGTERM") : std::string("SIGUSR1"); };
+    if (outcome.checkpointSignal == 0 || outcome.rootCauseRank)
+        return;
+    const auto saved = monitor.ranksDone("checkpointed");
+    for (const auto& r : outcome.ranks)
+        if (!saved.count(r.rank)) {
+            outcome.addReason("stopped by " + signalName(outcome.checkpointSignal) + ", but rank " + std::to_string(r.rank)
+                              + " did not report a saved checkpoint");
+            return;
+        }
+    outcome.exitCode = kCheckpointedExitCode;
+    outcome.addReason("stopped by " + signalName(outcome.checkpointSignal) + " after step "
+                      + std::to_string(monitor.lastStepOf(outcome.ranks.empty() ? 0 : outcome.ranks.front().rank))
+                      + " with a checkpoint to resume from: " + monitor.lastCheckpoint());
+}
+
 // The end of the run: first into the run directory (its space reserved at the start), then the
 // history.
 void recordEnd(TrainingRun& run, const Result<LaunchOutcome>& outcome)
@@ -713,8 +739,10 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
         if (run->script)
             attachScriptTraces(*run, options.numProcesses);
         run->monitor->finish();
-        if (outcome)
+        if (outcome) {
             judgeOutcome(*outcome, *run->monitor, run->plan.recipe.maxSteps, run->script.has_value());
+            settleCheckpointStop(*outcome, *run->monitor);
+        }
         if (run->script) {
             // attachScriptTraces merged them.
         } else if (auto merged = mergeRankTraces(run->runDir.layout().tracesDir().string()); !merged)
@@ -730,6 +758,11 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     }
     if (run && run->monitor->malformedLines() > 0)
         std::cerr << "shardscope launch: " << run->monitor->malformedLines() << " malformed event lines were skipped\n";
+    if (outcome->exitCode == kCheckpointedExitCode) {
+        std::cout << "shardscope launch: " << outcome->reason << "\n  continue with --resume_from_checkpoint "
+                  << run->monitor->lastCheckpoint() << "\n";
+        return outcome->exitCode;
+    }
     if (outcome->exitCode != 0) {
         reportFailure(*outcome, run.get());
         return outcome->exitCode;
@@ -784,6 +817,9 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--mixed_precision", args->mixedPrecision, "no, fp16, bf16, bf16-pure or fp8 (wins over the config file)");
     cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
                     "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
+    cmd->add_option("--checkpoints_dir", args->checkpointsDir,
+                    "Save checkpoints here instead of the run's checkpoints/ (a run over several machines: a folder "
+                    "every machine sees)");
     cmd->add_flag("--profile", args->profile, "Trace steps 3-7 (or the recipe's profile window) into the run's traces/");
     cmd->add_option("--tag", args->tags, "Tag the run in the history (repeatable): the sweep it belongs to, say");
     cmd->add_option("--rendezvous_timeout", args->rendezvousTimeout,

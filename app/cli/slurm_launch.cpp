@@ -1,8 +1,10 @@
 #include "app/cli/slurm_launch.h"
 
+#include "app/cluster/attempts.h"
 #include "app/cluster/slurm.h"
 #include "app/launcher/program.h"
 #include "app/launcher/run_import.h"
+#include "storage/run_store.h"
 #include "storage/store_paths.h"
 
 #include <signal.h>
@@ -32,22 +34,48 @@ Result<std::string> copyIn(const std::string& from, const fs::path& runDir, cons
     return to.string();
 }
 
-// Every node's events in one events.jsonl (node 0's first), as one launcher's would be.
-Result<void> gatherEvents(const fs::path& runDir, int nodes)
+// The run into this machine's history once the job has ended: every attempt's events of every
+// node gathered into the run folder's events.jsonl, imported, and each attempt recorded.
+void recordInHistory(const fs::path& home, const fs::path& runDir, const std::string& runName, int nodes)
 {
-    std::ofstream out(runDir / "events.jsonl", std::ios::binary | std::ios::trunc);
-    for (int node = 0; node < nodes; ++node) {
-        std::ifstream in(cluster::nodeRunDir(runDir, node) / "events.jsonl", std::ios::binary);
-        if (!in)
-            return makeError("node " + std::to_string(node) + " left no events under "
-                             + cluster::nodeRunDir(runDir, node).string() + "; its launcher's output is in "
-                             + (runDir / "slurm-<job>.out").string());
-        out << in.rdbuf();
+    const auto attempts = cluster::readAttempts(runDir);
+    if (attempts.empty()) {
+        std::cerr << "shardscope launch: warning: the job made no attempt folder under " << (runDir / "attempts").string()
+                  << "; its output is in " << (runDir / "slurm-<job>.out").string() << "\n";
+        return;
     }
-    out.flush();
-    if (!out)
-        return makeError("cannot write " + (runDir / "events.jsonl").string());
-    return {};
+    if (auto gathered = cluster::gatherAttemptEvents(runDir, nodes, attempts); !gathered) {
+        std::cerr << "shardscope launch: warning: " << gathered.error().message << "\n";
+        return;
+    }
+    auto imported = importRunDirectory(home, runDir, runName);
+    if (!imported) {
+        std::cerr << "shardscope launch: warning: the run is not in the history: " << imported.error().message << "\n";
+        return;
+    }
+    auto store = storage::RunStore::open(storage::historyFile(home));
+    for (const auto& a : attempts) {
+        storage::RunAttempt row;
+        row.attempt = a.attempt;
+        row.jobId = std::to_string(a.jobId);
+        row.nodes = a.nodes;
+        if (a.startedAt > 0)
+            row.startedAt = a.startedAt;
+        if (a.endedAt > 0)
+            row.endedAt = a.endedAt;
+        if (a.exitCode >= 0)
+            row.exitCode = a.exitCode;
+        row.resumedStep = a.resumedStep;
+        row.resumedFrom = a.resumedFrom;
+        if (auto recorded = store ? store->recordAttempt(imported->runId, row) : Result<void>(store.error()); !recorded)
+            std::cerr << "shardscope launch: warning: attempt " << a.attempt
+                      << " is not in the history: " << recorded.error().message << "\n";
+        if (a.attempt > 0)
+            std::cout << "shardscope launch: attempt " << a.attempt << " resumed after step " << a.resumedStep << " from "
+                      << a.resumedFrom << "\n";
+    }
+    std::cout << "shardscope launch: run " << imported->runId << " in the history: " << imported->status << " ("
+              << attempts.size() << (attempts.size() == 1 ? " attempt" : " attempts") << ")\n";
 }
 
 // Follows the job until it ends, saying each change of state; its last state.
@@ -140,7 +168,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
         printError(runDir.string() + " exists: another run has this name; choose another --run_name");
         return 2;
     }
-    fs::create_directories(runDir / "nodes", ec);
+    fs::create_directories(runDir / "attempts", ec);
     if (ec) {
         printError("cannot create " + runDir.string() + " in the profile's shared folder: " + ec.message());
         return 2;
@@ -192,14 +220,8 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
         return 0;
     const cluster::JobState end = follow(slurm, *jobId);
     std::cout << "shardscope launch: job " << *jobId << " ended " << end.state << " (exit " << end.exitCode << ")\n";
-    if (!launch.noHistory && home) {
-        if (auto gathered = gatherEvents(runDir, launch.numMachines); !gathered)
-            std::cerr << "shardscope launch: warning: " << gathered.error().message << "\n";
-        else if (auto imported = importRunDirectory(*home, runDir, launch.runName); !imported)
-            std::cerr << "shardscope launch: warning: the run is not in the history: " << imported.error().message << "\n";
-        else
-            std::cout << "shardscope launch: run " << imported->runId << " in the history: " << imported->status << "\n";
-    }
+    if (!launch.noHistory && home)
+        recordInHistory(*home, runDir, launch.runName, launch.numMachines);
     return end.state == "COMPLETED" ? 0 : 1;
 }
 

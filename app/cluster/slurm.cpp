@@ -117,7 +117,14 @@ Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& t
             current->sharedFolder = value;
         else if (key == "sbatch")
             current->extraSbatch.push_back(value);
-        else if (key == "cpus_per_task") {
+        else if (key == "warning_seconds") {
+            char* end = nullptr;
+            const long seconds = std::strtol(value.c_str(), &end, 10);
+            if (value.empty() || *end != '\0' || seconds < 1 || seconds > 86400)
+                return makeError(where + "warning_seconds '" + value
+                                 + "' is not a number of seconds (1 to 86400) before the time limit");
+            current->warningSeconds = static_cast<int>(seconds);
+        } else if (key == "cpus_per_task") {
             char* end = nullptr;
             const long cpus = std::strtol(value.c_str(), &end, 10);
             if (value.empty() || *end != '\0' || cpus < 1 || cpus > 100000)
@@ -125,7 +132,8 @@ Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& t
             current->cpusPerTask = static_cast<int>(cpus);
         } else {
             return makeError(where + "unknown key '" + key
-                             + "'; a profile has partition, cpus_per_task, time, account, qos, shared_folder and sbatch");
+                             + "'; a profile has partition, cpus_per_task, time, warning_seconds, account, qos, "
+                               "shared_folder and sbatch");
         }
     }
     return profiles;
@@ -155,9 +163,14 @@ Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std:
     return it->second;
 }
 
-std::filesystem::path nodeRunDir(const std::filesystem::path& runDir, int node)
+std::filesystem::path attemptDir(const std::filesystem::path& runDir, int attempt)
 {
-    return runDir / "nodes" / ("node" + std::to_string(node));
+    return runDir / "attempts" / std::to_string(attempt);
+}
+
+std::filesystem::path nodeRunDir(const std::filesystem::path& runDir, int attempt, int node)
+{
+    return attemptDir(runDir, attempt) / ("node" + std::to_string(node));
 }
 
 std::string batchScript(const BatchRequest& r)
@@ -180,6 +193,8 @@ std::string batchScript(const BatchRequest& r)
         out << "#SBATCH --qos=" << p.qos << "\n";
     out << "#SBATCH --output=" << (r.runDir / "slurm-%j.out").string() << "\n";
     out << "#SBATCH --open-mode=append\n";
+    out << "#SBATCH --requeue\n";
+    out << "#SBATCH --signal=USR1@" << p.warningSeconds << "\n";
     for (const auto& line : p.extraSbatch)
         out << "#SBATCH " << line << "\n";
     out << "#\n"
@@ -188,6 +203,23 @@ std::string batchScript(const BatchRequest& r)
         << r.processesPerNode
         << " rank(s).\n"
            "set -euo pipefail\n"
+           "run_dir="
+        << config::shellQuote(r.runDir.string())
+        << "\n"
+           "# Each attempt of the job (SLURM_RESTART_COUNT counts its requeues) keeps its nodes' runs in\n"
+           "# attempts/<attempt>/ and resumes from the newest whole checkpoint of checkpoints/ (whole: its\n"
+           "# manifest.json is written last), which every node and attempt shares.\n"
+           "attempt=${SLURM_RESTART_COUNT:-0}\n"
+           "resume=()\n"
+           "if compgen -G \"$run_dir/checkpoints/step_*/manifest.json\" > /dev/null; then\n"
+           "  resume=(--resume_from_checkpoint \"$run_dir/checkpoints\")\n"
+           "fi\n"
+           "mkdir -p \"$run_dir/attempts/$attempt\"\n"
+           "printf 'job_id=%s\\nnodes=%s\\nstarted=%s\\n' \"$SLURM_JOB_ID\" \"$SLURM_JOB_NODELIST\" \"$(date +%s)\" \\\n"
+           "  > \"$run_dir/attempts/$attempt/attempt.txt\"\n"
+           "# SIGTERM (a preemption, scancel, the time limit itself) reaches the launchers and ranks, which\n"
+           "# save a checkpoint; this shell waits for them instead of ending the job at once.\n"
+           "trap 'echo \"shardscope: SIGTERM: the ranks save a checkpoint and stop\"' TERM\n"
            "# The head node (the allocation's first) by its address: node names need not resolve. (sed\n"
            "# reads the whole list: with head, scontrol could die of SIGPIPE and pipefail end the job.)\n"
            "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)\n"
@@ -195,25 +227,38 @@ std::string batchScript(const BatchRequest& r)
            "# One rendezvous port per job, the same on every node.\n"
            "port=$((20000 + SLURM_JOB_ID % 10000))\n"
            "export SHARDSCOPE_HEAD_ADDR=\"$head_addr\" SHARDSCOPE_HEAD_PORT=\"$port\"\n"
+           "# USR1 (--signal above) reaches every task before the time limit, launchers and ranks alike: the\n"
+           "# ranks agree on a step, all save a checkpoint there and stop, and the launchers exit 75; the job\n"
+           "# then goes back in the queue and its next attempt resumes. (SIGTERM, a preemption's, saves one\n"
+           "# the same way; SLURM requeues a preempted job itself.)\n"
            "# Each node's machine rank is its own task's SLURM_NODEID: the single quotes keep it for the\n"
-           "# task to expand (expanded here, every node would be machine 0).\n"
+           "# task to expand (expanded here, every node would be machine 0). After the first launcher\n"
+           "# exits, the others get 120 s to finish before srun ends them.\n"
+           "status=0\n"
            "srun --nodes="
         << r.nodes
-        << " --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c '\n"
+        << " --ntasks-per-node=1 --wait=120 bash -c '\n"
            "  exec \"$0\" launch --num_machines "
         << r.nodes << " --num_processes " << r.nodes * r.processesPerNode
         << " --machine_rank \"$SLURM_NODEID\" \\\n"
            "    --main_process_ip \"$SHARDSCOPE_HEAD_ADDR\" --main_process_port \"$SHARDSCOPE_HEAD_PORT\" \\\n"
            "    --runs_dir \"$1\" --run_name \"node$SLURM_NODEID\" --no_history \"${@:2}\"' \\\n  "
-        << config::shellQuote(r.shardscope) << " " << config::shellQuote((r.runDir / "nodes").string());
+        << config::shellQuote(r.shardscope) << " \"$run_dir/attempts/$attempt\" --checkpoints_dir \"$run_dir/checkpoints\"";
     for (const auto& arg : r.launchArgs)
         out << " " << config::shellQuote(arg);
+    out << " \"${resume[@]}\"";
     if (!r.engineFlags.empty()) {
         out << " --";
         for (const auto& flag : r.engineFlags)
             out << " " << config::shellQuote(flag);
     }
-    out << "\n";
+    out << " || status=$?\n"
+           "printf 'ended=%s\\nexit=%s\\n' \"$(date +%s)\" \"$status\" >> \"$run_dir/attempts/$attempt/attempt.txt\"\n"
+           "if [ \"$status\" -eq 75 ]; then\n"
+           "  echo \"shardscope: every rank saved a checkpoint before the time limit; requeueing job $SLURM_JOB_ID\"\n"
+           "  scontrol requeue \"$SLURM_JOB_ID\"\n"
+           "fi\n"
+           "exit \"$status\"\n";
     return out.str();
 }
 

@@ -9,7 +9,8 @@
 //   batchScript     the sbatch script of a run: one Shardscope launcher per node (srun), each
 //                   taking its machine rank from SLURM_NODEID in its own task, the head node's
 //                   address from `scontrol show node` (node names need not resolve), a
-//                   rendezvous port derived from the job id
+//                   rendezvous port derived from the job id; SIGUSR1 before the time limit, a
+//                   checkpoint on every rank, a requeue, and the next attempt resuming from it
 //   SlurmClient     sinfo, sbatch (--test-only, --parsable), squeue, scontrol
 // The parsing is kept apart from the running (parse*), so it is tested on SLURM's own text.
 // Qt-free and torch-free.
@@ -31,6 +32,9 @@ struct ClusterProfile {
     std::string partition; // empty: the cluster's default partition
     int cpusPerTask = 0; // 0: SLURM's default
     std::string timeLimit; // sbatch --time (e.g. 01:30:00); empty: the partition's
+    // SIGUSR1 this long before the time limit (SLURM may send it up to 60 s earlier): the ranks
+    // save a checkpoint and the job requeues itself to resume from it.
+    int warningSeconds = 120;
     std::string account;
     std::string qos;
     std::vector<std::string> extraSbatch; // more #SBATCH lines, as written (e.g. --gres=gpu:8)
@@ -42,7 +46,7 @@ struct ClusterProfile {
 int gpusPerNode(const ClusterProfile& profile);
 
 // The profiles of an INI file: one [name] section each, keys partition, cpus_per_task, time,
-// account, qos, shared_folder, sbatch (repeatable). An unknown key or a bad number is an error
+// warning_seconds, account, qos, shared_folder, sbatch (repeatable). An unknown key or a bad number is an error
 // naming the file, the line and the key.
 Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& text, const std::string& source);
 // $SHARDSCOPE_HOME/clusters.ini (or `file`), the profile `name`; without the file or the section:
@@ -61,8 +65,11 @@ struct BatchRequest {
     std::vector<std::string> engineFlags; // after `--`
 };
 std::string batchScript(const BatchRequest& request);
-// Where each node's launcher keeps its run (rank events, logs): <runDir>/nodes/node<N>.
-std::filesystem::path nodeRunDir(const std::filesystem::path& runDir, int node);
+// An attempt of the job (0, then one more after each requeue): <runDir>/attempts/<attempt>, with
+// attempt.txt (job_id=, nodes=, started=, then ended= and exit= when it ends in time).
+std::filesystem::path attemptDir(const std::filesystem::path& runDir, int attempt);
+// Where each node's launcher keeps its run of an attempt (rank events, logs): <attempt dir>/node<N>.
+std::filesystem::path nodeRunDir(const std::filesystem::path& runDir, int attempt, int node);
 
 struct Partition {
     std::string name;

@@ -175,8 +175,8 @@ Result<void> checkLaunchOptions(const LaunchOptions& options)
 }
 
 // One launch on this machine: starts its ranks, then waits for them while reading their event
-// lines, and stops them all (SIGTERM, then SIGKILL after the grace) when one fails, one hangs, or
-// the user asks (Ctrl-C, SIGTERM, SIGHUP; twice: SIGKILL at once). Signals arrive through a
+// lines, and stops them all (SIGINT, then SIGKILL after the grace) when one fails, one hangs, or
+// the user asks (Ctrl-C, SIGHUP; twice: SIGKILL at once; SIGTERM and SIGUSR1 save a checkpoint first). Signals arrive through a
 // signalfd, so one poll() waits for them and for event lines alike.
 class Supervisor {
 public:
@@ -202,7 +202,11 @@ private:
     void applyTorchrunReport();
     void stopOrphans(int sig);
     void stopAll(int sig);
-    void beginStopping(); // SIGTERM now, SIGKILL after the grace
+    void beginStopping(); // the cancel signal now, SIGKILL after the grace
+    void beginCheckpointStop(int sig); // SIGUSR1 to the ranks now, SIGKILL after the checkpoint's grace
+    // What tells the ranks to stop after their step: the engine's take SIGINT (SIGTERM saves a
+    // checkpoint first); torchrun, a script run's, passes SIGTERM on to its ranks.
+    int cancelSignal() const { return m_options.launcherStartsRanks ? SIGTERM : SIGINT; }
     void reapExited();
     void checkHeartbeats();
     void checkStuckRank();
@@ -249,7 +253,7 @@ Supervisor::Supervisor(const LaunchOptions& options)
     // Ranks start with the caller's mask minus the supervised signals, which they must receive
     // (SIGTERM stops them) even when the caller had blocked them already (blockLauncherSignals).
     m_rankMask = m_originalMask;
-    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
+    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1})
         sigdelset(&m_rankMask, sig);
     m_signalFd = signalfd(-1, &supervised, SFD_CLOEXEC | SFD_NONBLOCK);
 }
@@ -481,7 +485,16 @@ void Supervisor::beginStopping()
 {
     m_stopping = true;
     m_killDeadline = Clock::now() + m_options.stopGrace;
-    stopAll(SIGTERM);
+    stopAll(cancelSignal());
+}
+
+void Supervisor::beginCheckpointStop(int sig)
+{
+    m_stopping = true;
+    m_outcome.cancelled = true;
+    m_outcome.checkpointSignal = sig;
+    m_killDeadline = Clock::now() + m_options.checkpointGrace;
+    stopAll(SIGUSR1);
 }
 
 long Supervisor::openEventFds() const
@@ -648,13 +661,21 @@ void Supervisor::readSignals()
     signalfd_siginfo info{};
     while (read(m_signalFd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
         const int sig = static_cast<int>(info.ssi_signo);
-        if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP)
-            continue; // SIGCHLD: reaped at the top of the loop
-        if (!m_stopping) {
+        if (sig == SIGCHLD)
+            continue; // reaped at the top of the loop
+        // SIGTERM and SIGUSR1 (a time limit's warning, a preemption, a laptop closing) save a
+        // checkpoint first, where the ranks are the engine's and the run has a folder to keep it.
+        const bool checkpointFirst = (sig == SIGTERM || sig == SIGUSR1) && !m_options.launcherStartsRanks
+                                     && m_options.ranksCanCheckpoint;
+        if (!m_stopping && checkpointFirst) {
+            beginCheckpointStop(sig);
+        } else if (!m_stopping) {
             m_outcome.cancelled = true;
             beginStopping();
-        } else {
-            stopAll(SIGKILL); // asked twice: stop waiting for a graceful exit
+        } else if (m_outcome.checkpointSignal == 0 || sig == SIGINT || sig == SIGHUP) {
+            // Asked twice: stop waiting for a graceful exit. (A checkpoint is not given up for
+            // SIGTERM or SIGUSR1 again: SLURM sends both, to the launcher and the ranks.)
+            stopAll(SIGKILL);
         }
     }
 }

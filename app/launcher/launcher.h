@@ -30,8 +30,11 @@ struct LaunchOptions {
     // Machines other than 0 wait this long for machine 0's rendezvous to answer before any rank
     // starts, saying so every few seconds (on stderr), then give up with an error.
     std::chrono::milliseconds rendezvousTimeout = std::chrono::minutes(5);
-    // How long ranks get to exit after SIGTERM before they are killed.
+    // How long ranks get to exit after being told to stop (Ctrl-C, another rank's failure) before
+    // they are killed.
     std::chrono::milliseconds stopGrace = std::chrono::seconds(3);
+    // The same when the launcher got SIGTERM or SIGUSR1 and the ranks save a checkpoint first.
+    std::chrono::milliseconds checkpointGrace = std::chrono::minutes(10);
     // NAME=VALUE pairs added to every rank's environment (after the inherited ones).
     std::vector<std::string> extraEnvironment;
     // When set, rank N's standard output and error go to <logDirectory>/rank<N>.log instead of
@@ -74,6 +77,9 @@ struct LaunchOptions {
     // its first event (a script without the reporter sends none). The launcher becomes the
     // subreaper of what it starts, so ranks orphaned by a killed torchrun are stopped too.
     bool launcherStartsRanks = false;
+    // The engine's ranks have a run folder to save a checkpoint in: SIGTERM and SIGUSR1 to the
+    // launcher then make them save one before they stop (else they stop as on Ctrl-C).
+    bool ranksCanCheckpoint = false;
     std::string eventPipeDirectory;
 };
 
@@ -109,6 +115,9 @@ struct ReportedError {
 // The exit code of a run whose root cause hung (no heartbeat, or a collective it never entered):
 // as timeout(1) exits, whatever the stopped rank exited with.
 inline constexpr int kHungExitCode = 124;
+// The exit code of a run stopped by SIGTERM or SIGUSR1 after every rank saved the same checkpoint:
+// sysexits' EX_TEMPFAIL, "try again later". A SLURM batch script requeues its job on it.
+inline constexpr int kCheckpointedExitCode = 75;
 
 struct LaunchOutcome {
     int exitCode = 0; // what the launcher exits with: 0, or the root-cause rank's status
@@ -116,7 +125,10 @@ struct LaunchOutcome {
     // A script run's rank launcher failed and neither a report of torchrun's nor an error event
     // named a rank: the first rank stands for it.
     bool rootCauseStandsIn = false;
-    bool cancelled = false; // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP)
+    bool cancelled = false; // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP/SIGUSR1)
+    // SIGTERM or SIGUSR1 asked the ranks to save a checkpoint before they stop (an engine run's):
+    // the signal, else 0.
+    int checkpointSignal = 0;
     int masterPort = 0;
     std::vector<RankExit> ranks; // this machine's ranks, in rank order
 
@@ -131,7 +143,7 @@ struct LaunchOutcome {
     void blameFirstOwnError(const std::vector<ReportedError>& errors);
 };
 
-// Blocks the signals the launcher handles itself (SIGINT, SIGTERM, SIGHUP, SIGCHLD) in the calling
+// Blocks the signals the launcher handles itself (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD) in the calling
 // thread, so that threads started afterwards (the run store's writer) inherit the block and a
 // Ctrl-C is never delivered to one of them, which would kill the launcher outright. Call it before
 // starting any thread; runLaunch blocks them too.

@@ -22,7 +22,7 @@ Result<ProgramResult> runProgram(const std::string& path, const std::vector<std:
         return makeError("pipe failed: " + errnoText(errno));
     sigset_t childMask;
     sigprocmask(SIG_SETMASK, nullptr, &childMask);
-    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
+    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1})
         sigdelset(&childMask, sig);
     std::vector<std::string> argv{path};
     argv.insert(argv.end(), args.begin(), args.end());

@@ -82,6 +82,8 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         m_doneStatus[event->rank] = done->status;
     if (const auto* step = std::get_if<protocol::StepEvent>(&event->body))
         m_lastSteps[event->rank] = step->step;
+    if (const auto* saved = std::get_if<protocol::CheckpointEvent>(&event->body); saved && saved->kind == "state")
+        m_lastCheckpoint = saved->path;
     if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body))
         m_reported.push_back({event->rank, event->time, error->kind});
     if (!m_eventsPath.empty()) {
@@ -155,11 +157,11 @@ bool RunMonitor::isEnding(int rank) const
            || std::any_of(m_reported.begin(), m_reported.end(), [&](const ReportedError& e) { return e.rank == rank; });
 }
 
-std::set<int> RunMonitor::completedRanks() const
+std::set<int> RunMonitor::ranksDone(const std::string& wanted) const
 {
     std::set<int> out;
     for (const auto& [rank, status] : m_doneStatus)
-        if (status == "completed")
+        if (status == wanted)
             out.insert(rank);
     return out;
 }

@@ -52,7 +52,11 @@ public:
     // Whether rank reported its `done` or an `error` event (it is on its way out).
     bool isEnding(int rank) const;
     // The ranks that reported a `done` event with status "completed".
-    std::set<int> completedRanks() const;
+    std::set<int> completedRanks() const { return ranksDone("completed"); }
+    // The ranks that reported a `done` event with this status ("checkpointed", ...).
+    std::set<int> ranksDone(const std::string& status) const;
+    // The folder of the last training-state checkpoint rank 0 reported (empty: none).
+    const std::string& lastCheckpoint() const { return m_lastCheckpoint; }
     // Whether rank sent any valid event (a script without Shardscope's reporter sends none).
     bool heardFrom(int rank) const { return m_heard.count(rank) > 0; }
     // The last step each rank reported (0 when none).
@@ -102,6 +106,7 @@ private:
     // The CPU cores `rank` used over the last `window` (none: not beating for that long yet).
     std::optional<double> cpuUse(int rank, std::chrono::duration<double> window) const;
     std::map<int, std::string> m_doneStatus;
+    std::string m_lastCheckpoint;
     std::map<int, std::int64_t> m_lastSteps;
     std::set<int> m_heard;
     std::optional<StragglerDetector> m_stragglers;

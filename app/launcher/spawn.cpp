@@ -59,6 +59,7 @@ sigset_t supervisedSignals()
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
     return set;
 }
 
@@ -108,7 +109,7 @@ Result<pid_t> spawnChild(const std::string& path, std::vector<std::string> argv,
         }
         struct sigaction dfl { };
         dfl.sa_handler = SIG_DFL;
-        for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE})
+        for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGPIPE})
             sigaction(sig, &dfl, nullptr);
         sigprocmask(SIG_SETMASK, &originalMask, nullptr);
         execve(path.c_str(), argvC.data(), envC.data());

@@ -102,13 +102,21 @@ int train(const std::string& planPath)
                                plan->runDir.empty() ? std::filesystem::path() : RunLayout(plan->runDir).flightDir());
     if (plan->faults.skipCollectiveRank == env->rank)
         dist::injectSkippedCollective(plan->faults.skipCollectiveSeq); // fault injection
-    // SIGTERM / SIGINT from the launcher (Ctrl-C): finish the step, agree with the other ranks,
-    // report "cancelled". A second signal is not caught: the launcher escalates to SIGKILL.
+    // SIGINT from the launcher (Ctrl-C, Stop, another rank's failure): finish the step, agree
+    // with the other ranks, report "cancelled". SIGTERM and SIGUSR1 (a time limit's warning, a
+    // preemption, a laptop closing; under SLURM they reach the ranks and the launcher alike): the
+    // same, with a checkpoint saved first. A second SIGINT or SIGTERM is not caught (the launcher
+    // escalates to SIGKILL); SIGUSR1 stays caught, as it may come from SLURM and the launcher both.
     struct sigaction stop { };
     stop.sa_handler = [](int) { train::requestStop(); };
     stop.sa_flags = SA_RESETHAND;
-    sigaction(SIGTERM, &stop, nullptr);
     sigaction(SIGINT, &stop, nullptr);
+    struct sigaction save { };
+    save.sa_handler = [](int) { train::requestCheckpointAndStop(); };
+    save.sa_flags = SA_RESETHAND;
+    sigaction(SIGTERM, &save, nullptr);
+    save.sa_flags = 0;
+    sigaction(SIGUSR1, &save, nullptr);
     try {
         train::runTraining(*env, *plan, events);
     } catch (const std::exception& e) {

@@ -702,6 +702,7 @@ std::string planToJson(const RunPlan& p)
                 {"notes", p.stateLayout.notes}}},
               {"state_dict_type", stateDictTypeName(p.stateDictType)},
               {"resume_from", p.resumeFrom},
+              {"checkpoints_dir", p.checkpointsDir},
               {"profile_start_step", p.profileStartStep},
               {"profile_steps", p.profileSteps},
               {"threads", p.threads},
@@ -749,6 +750,7 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
     fields.read("mixed_precision", precisionName);
     fields.read("state_dict_type", stateDict);
     fields.read("resume_from", p.resumeFrom);
+    fields.read("checkpoints_dir", p.checkpointsDir);
     fields.read("profile_start_step", p.profileStartStep);
     fields.read("profile_steps", p.profileSteps);
     fields.read("threads", p.threads);

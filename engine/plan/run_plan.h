@@ -88,6 +88,9 @@ struct RunPlan {
     ModelStateLayout stateLayout;
     StateDictType stateDictType = StateDictType::Full;
     std::string resumeFrom; // a resolved step_<N> folder; empty: start fresh
+    // Where checkpoints are saved; empty: <runDir>/checkpoints. A run over several machines keeps
+    // them in one folder every machine sees (each machine's run directory is its own).
+    std::string checkpointsDir;
     // Profiling window (from --profile or the recipe's profile section); -1: none.
     std::int64_t profileStartStep = -1;
     std::int64_t profileSteps = 0;

@@ -135,7 +135,7 @@ struct ErrorEvent {
 inline constexpr const char* kPeerLostKind = "peer";
 
 struct DoneEvent {
-    std::string status; // "completed", "failed", "cancelled"
+    std::string status; // "completed", "failed", "cancelled", "checkpointed" (stopped after saving a checkpoint to resume from)
     std::int64_t steps = 0;
     double wall = 0; // seconds
 };

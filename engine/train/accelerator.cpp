@@ -208,12 +208,15 @@ double Accelerator::meanOverRanks(double value)
     return t.item<double>() / numProcesses();
 }
 
-void Accelerator::startStepAgreement(const torch::Tensor& localLoss, bool stopRequested)
+void Accelerator::startStepAgreement(const torch::Tensor& localLoss, bool stopRequested, bool checkpointRequested)
 {
     at::NoGradGuard noGrad;
     m_agreementLocalLoss = localLoss.detach().to(at::kDouble).reshape({});
+    const auto flag = [&](bool set) { return at::full({}, set ? 1.0 : 0.0, m_agreementLocalLoss.options()); };
+    // One all-reduce (a sum) carries the loss and the flags: a flag any rank raised is every rank's,
+    // so the signal that reached the ranks at different moments stops them all after the same step.
     m_agreementValues =
-        at::stack({m_agreementLocalLoss, at::full({}, stopRequested ? 1.0 : 0.0, m_agreementLocalLoss.options())}).to(device());
+        at::stack({m_agreementLocalLoss, flag(stopRequested || checkpointRequested), flag(checkpointRequested)}).to(device());
     if (numProcesses() > 1)
         m_agreementWork = m_comm->allreduce(m_agreementValues);
 }
@@ -230,6 +233,7 @@ Accelerator::StepAgreement Accelerator::finishStepAgreement()
     agreement.localLoss = m_agreementLocalLoss.item<double>();
     agreement.meanLoss = values[0].item<double>() / numProcesses();
     agreement.stop = values[1].item<double>() > 0;
+    agreement.checkpointFirst = values[2].item<double>() > 0;
     m_agreementValues = at::Tensor();
     return agreement;
 }

@@ -114,9 +114,10 @@ public:
     struct StepAgreement {
         double meanLoss = 0;
         double localLoss = 0;
-        bool stop = false;
+        bool stop = false; // some rank asked to stop
+        bool checkpointFirst = false; // some rank asked for a checkpoint before the stop
     };
-    void startStepAgreement(const torch::Tensor& localLoss, bool stopRequested);
+    void startStepAgreement(const torch::Tensor& localLoss, bool stopRequested, bool checkpointRequested = false);
     StepAgreement finishStepAgreement();
     torch::Tensor gatherForMetrics(const torch::Tensor& tensor);
     void waitForEveryone();

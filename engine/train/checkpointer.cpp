@@ -150,7 +150,7 @@ std::int64_t Checkpointer::resume()
 void Checkpointer::save(std::int64_t stepsDone)
 {
     checkpoint::SaveRequest request;
-    request.checkpointsDir = m_layout.checkpointsDir().string();
+    request.checkpointsDir = m_plan.checkpointsDir.empty() ? m_layout.checkpointsDir().string() : m_plan.checkpointsDir;
     request.rank = m_acc.processIndex();
     request.compatibility = m_compatibility;
     request.loop = {stepsDone, m_batches.epoch(), m_batches.position(), m_acc.skippedSteps(), std::nullopt, 0};

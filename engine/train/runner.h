@@ -16,6 +16,10 @@ class EventSink;
 // Asks a running training to stop after the current step (called from a signal handler: it only
 // sets an atomic flag). All ranks agree on the step to stop after, then report "cancelled".
 void requestStop();
+// Asks it to save a checkpoint after the current step and then stop (SIGTERM, SIGUSR1: a time
+// limit's warning, a preemption, a laptop closing). All ranks agree on the step, save the same
+// checkpoint and report "checkpointed"; without a run directory it is a plain stop.
+void requestCheckpointAndStop();
 
 // Throws on run-ending errors (bad data file, rendezvous failure); the worker's main reports them.
 void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& events);

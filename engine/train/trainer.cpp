@@ -44,6 +44,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_stopRequested{false};
+std::atomic<bool> g_checkpointRequested{false};
 
 double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -52,6 +53,10 @@ double secondsSince(Clock::time_point start) { return std::chrono::duration<doub
 void requestStop() { g_stopRequested.store(true); }
 
 bool stopRequested() { return g_stopRequested.load(); }
+
+void requestCheckpointAndStop() { g_checkpointRequested.store(true); }
+
+bool checkpointAndStopRequested() { return g_checkpointRequested.load(); }
 
 AcceleratorOptions Trainer::acceleratorOptions(const config::RunPlan& plan)
 {
@@ -237,6 +242,10 @@ void Trainer::run()
                 addUtilisation(event, *m_flopsPerToken, m_devicePeak);
             m_events.emit(event);
         }
+        if (outcome.stop && outcome.checkpointFirst && !m_plan.runDir.empty()) {
+            stopWithCheckpoint(step + 1);
+            return;
+        }
         if (outcome.stop) {
             m_events.emit(protocol::LogEvent{"info", "stopping after step " + std::to_string(step + 1) + " as asked"});
             m_events.emit(protocol::DoneEvent{"cancelled", step + 1, secondsSince(m_runStart)});
@@ -339,6 +348,7 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     const auto agreement = m_acc.finishStepAgreement();
     StepOutcome outcome;
     outcome.stop = agreement.stop;
+    outcome.checkpointFirst = agreement.checkpointFirst;
     StepMeasurement& m = outcome.measured;
     m.step = step + 1;
     m.epoch = micro.epoch;
@@ -391,7 +401,8 @@ Trainer::MicroSteps Trainer::forwardAndBackward()
             out.phaseMemory.afterForward = memoryInUse(m_acc.device());
         out.lossSum = micro == 0 ? loss.detach().to(at::kDouble) : out.lossSum + loss.detach().to(at::kDouble);
         if (micro + 1 == m_recipe.gradientAccumulationSteps)
-            m_acc.startStepAgreement(out.lossSum / static_cast<double>(m_recipe.gradientAccumulationSteps), stopRequested());
+            m_acc.startStepAgreement(out.lossSum / static_cast<double>(m_recipe.gradientAccumulationSteps), stopRequested(),
+                                     checkpointAndStopRequested());
         setProgress(m_stepInProgress - 1, Phase::Backward);
         {
             auto backwardSpan = recorder.scope(profiler::Lane::Compute, "backward", "backward");
@@ -420,7 +431,20 @@ void Trainer::checkFinite(double lossSum, double gradNorm, std::int64_t step)
     m_events.emit(protocol::LogEvent{"warning", "non-finite " + what});
 }
 
-void Trainer::betweenSteps(std::int64_t stepsDone)
+void Trainer::stopWithCheckpoint(std::int64_t stepsDone)
+{
+    // The step's evaluation and periodic checkpoint first, as an uninterrupted run has them; then
+    // the checkpoint the next attempt resumes from, unless that was it.
+    if (!betweenSteps(stepsDone)) {
+        setProgress(stepsDone, Phase::Checkpoint);
+        m_checkpointer->save(stepsDone);
+    }
+    m_events.emit(protocol::LogEvent{"info", "stopping after step " + std::to_string(stepsDone)
+                                                 + " as asked, with a checkpoint to resume from"});
+    m_events.emit(protocol::DoneEvent{"checkpointed", stepsDone, secondsSince(m_runStart)});
+}
+
+bool Trainer::betweenSteps(std::int64_t stepsDone)
 {
     const bool last = stepsDone == m_recipe.maxSteps;
     if (m_recipe.evalEvery > 0 && m_split->eval.size() > 0 && (stepsDone % m_recipe.evalEvery == 0 || last)) {
@@ -430,7 +454,9 @@ void Trainer::betweenSteps(std::int64_t stepsDone)
     if (!m_plan.runDir.empty() && m_recipe.checkpointEvery > 0 && stepsDone % m_recipe.checkpointEvery == 0) {
         setProgress(stepsDone, Phase::Checkpoint);
         m_checkpointer->save(stepsDone);
+        return true;
     }
+    return false;
 }
 
 double Trainer::evaluate()

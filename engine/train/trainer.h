@@ -38,6 +38,8 @@ class ProfilingWindow;
 
 // Whether requestStop() was called (runner.h).
 bool stopRequested();
+// Whether requestCheckpointAndStop() was called (runner.h).
+bool checkpointAndStopRequested();
 
 class Trainer {
 public:
@@ -56,6 +58,7 @@ private:
     struct StepOutcome {
         StepMeasurement measured;
         bool stop = false; // some rank was asked to stop: every rank stops after this step
+        bool checkpointFirst = false; // and some rank was asked for a checkpoint before stopping
     };
     struct MicroSteps {
         at::Tensor lossSum; // this rank's losses of the step, summed without a host sync
@@ -77,7 +80,11 @@ private:
     std::string outOfMemoryReport(const std::exception& e, std::int64_t step);
     MicroSteps forwardAndBackward();
     void checkFinite(double lossSum, double gradNorm, std::int64_t step);
-    void betweenSteps(std::int64_t stepsDone); // evaluation and checkpoint
+    // A stop agreed with a checkpoint: saves it (unless the step's periodic one is it) and reports
+    // "checkpointed".
+    void stopWithCheckpoint(std::int64_t stepsDone);
+    // Evaluation and the periodic checkpoint; whether it saved one.
+    bool betweenSteps(std::int64_t stepsDone);
     double evaluate();
     void finish();
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <filesystem>
 #include <thread>
 
@@ -194,8 +195,8 @@ private slots:
         const qint64 rank1 = l.pidAfterSteps("cut", 1, 4);
         QVERIFY(rank1 > 0);
         kill(static_cast<pid_t>(rank1), SIGSTOP);
-        QTest::qWait(2500); // past the timeout: the launcher takes rank 1 as hung and sends SIGTERM
-        kill(static_cast<pid_t>(rank1), SIGCONT); // it wakes, sees SIGTERM, finishes the step and cancels
+        QTest::qWait(2500); // past the timeout: the launcher takes rank 1 as hung and sends SIGINT
+        kill(static_cast<pid_t>(rank1), SIGCONT); // it wakes, sees SIGINT, finishes the step and cancels
         QVERIFY(l.process.waitForFinished(60000));
         const QString out = QString::fromUtf8(l.process.readAll());
         QCOMPARE(l.process.exitCode(), 124);
@@ -305,6 +306,69 @@ private slots:
         QVERIFY2(!out.contains("hung"), qPrintable(out)); // found by the check, not by a timeout
     }
 
+    // A signal that asks for a checkpoint (SIGTERM: a laptop closing, a preemption; SIGUSR1: a
+    // time limit's warning) to the launcher: every rank stops after the same step with the same
+    // checkpoint, the launcher exits 75, and the run resumed from it trains the losses of an
+    // uninterrupted run bit for bit.
+    void stopSignalSavesACheckpointToResumeExactly_data()
+    {
+        QTest::addColumn<int>("sig");
+        QTest::newRow("SIGTERM") << int(SIGTERM);
+        QTest::newRow("SIGUSR1") << int(SIGUSR1);
+    }
+    void stopSignalSavesACheckpointToResumeExactly()
+    {
+        QFETCH(int, sig);
+        const QByteArray recipe = "name: sig\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                                  "training: {per_device_batch_size: 8, max_steps: 24}\n";
+        const QStringList slow = {"--", "--slow-rank", "1", "--slow-forward-ms", "60"}; // time to signal mid-run
+        Launch l;
+        l.start("cut", recipe, slow);
+        QVERIFY(l.pidAfterSteps("cut", 0, 4) > 0);
+        kill(static_cast<pid_t>(l.process.processId()), sig);
+        QVERIFY(l.process.waitForFinished(120000));
+        const QString out = QString::fromUtf8(l.process.readAll());
+        QVERIFY2(l.process.exitCode() == 75, qPrintable(out));
+        QVERIFY2(out.contains("with a checkpoint to resume from"), qPrintable(out));
+        std::map<int, qint64> doneAt;
+        QMap<qint64, double> losses; // step -> rank 0's loss, over both parts of the run
+        for (const auto& e : l.events("cut")) {
+            if (e["type"] == "done") {
+                QCOMPARE(e["status"].toString(), QStringLiteral("checkpointed"));
+                doneAt[e["rank"].toInt()] = e["steps"].toInteger();
+            }
+            if (e["type"] == "step" && e["rank"].toInt() == 0)
+                losses[e["step"].toInteger()] = e["loss"].toDouble();
+        }
+        QCOMPARE(doneAt.size(), std::size_t(2));
+        const qint64 stoppedAt = doneAt[0];
+        QCOMPARE(doneAt[1], stoppedAt); // agreed: the same step on every rank
+        QVERIFY2(stoppedAt >= 4 && stoppedAt < 24, qPrintable(out));
+        const QString checkpoint = l.runDir("cut") + "/checkpoints/step_" + QString::number(stoppedAt);
+        QVERIFY2(QFile::exists(checkpoint + "/manifest.json"), qPrintable(checkpoint));
+        QCOMPARE(l.details("cut").summary.status, RunStatus::Cancelled);
+
+        Launch resumed; // in another home: "latest" could not mean another run's checkpoint
+        resumed.start("rest", recipe, QStringList{"--resume_from_checkpoint", checkpoint} + slow);
+        QVERIFY(resumed.process.waitForFinished(120000));
+        QVERIFY2(resumed.process.exitCode() == 0, resumed.process.readAll().constData());
+        for (const auto& e : resumed.events("rest"))
+            if (e["type"] == "step" && e["rank"].toInt() == 0) {
+                QVERIFY(e["step"].toInteger() > stoppedAt);
+                losses[e["step"].toInteger()] = e["loss"].toDouble();
+            }
+        Launch whole;
+        whole.start("whole", recipe, {});
+        QVERIFY(whole.process.waitForFinished(120000));
+        QCOMPARE(whole.process.exitCode(), 0);
+        QMap<qint64, double> uninterrupted;
+        for (const auto& e : whole.events("whole"))
+            if (e["type"] == "step" && e["rank"].toInt() == 0)
+                uninterrupted[e["step"].toInteger()] = e["loss"].toDouble();
+        QCOMPARE(uninterrupted.size(), 24);
+        QCOMPARE(losses, uninterrupted); // bit for bit: the doubles as the events carry them
+    }
+
     // Point 7: an edited state file is named, without nlohmann's raw exception text.
     void editedStateFileIsNamed()
     {
@@ -384,7 +448,7 @@ private slots:
         QVERIFY(l.pidAfterSteps("eval", 0, 2) > 0);
         QTest::qWait(500); // inside the eval
         const auto stopAsked = std::chrono::steady_clock::now();
-        kill(static_cast<pid_t>(l.process.processId()), SIGTERM);
+        kill(static_cast<pid_t>(l.process.processId()), SIGINT); // Ctrl-C (SIGTERM would save a checkpoint)
         QVERIFY(l.process.waitForFinished(60000));
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopAsked).count();
         const QString out = QString::fromUtf8(l.process.readAll());

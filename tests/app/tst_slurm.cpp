@@ -82,8 +82,10 @@ private slots:
     }
 
     // The script runs with stand-ins: scontrol answers as a 2-node cluster whose node names do not
-    // resolve, srun runs the task once per node with that node's SLURM_NODEID, and "shardscope"
-    // writes its arguments. Each node's launcher gets its own machine rank and the head's address.
+    // resolve (and writes down a requeue), srun runs the task once per node with that node's
+    // SLURM_NODEID, and "shardscope" writes its arguments and exits with $FAKE_EXIT. Each node's
+    // launcher gets its own machine rank and the head's address; a second attempt resumes from the
+    // shared checkpoints; a launcher's 75 (a checkpoint saved on the warning signal) requeues the job.
     void batchScriptGivesEachNodeItsRank()
     {
         QTemporaryDir dir;
@@ -93,53 +95,92 @@ private slots:
             testing::writeFile(bin + "/" + name, "#!/bin/bash\n" + body);
             QFile(bin + "/" + name).setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
         };
+        const QByteArray requeues = dir.filePath(QStringLiteral("requeues")).toUtf8();
         // A long node list: a script that read only its first line with `head` would see scontrol
         // die of SIGPIPE, and pipefail end the job (it did, now and then, with two names).
-        tool(QStringLiteral("scontrol"), "if [ \"$2\" = hostnames ]; then for i in $(seq 1 20000); do echo n$i; done; else "
-                                         "echo \"NodeName=n1 Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=vm\"; fi\n");
-        tool(QStringLiteral("srun"), "shift 3\nfor id in 0 1; do SLURM_NODEID=$id \"$@\"; done\n");
-        tool(QStringLiteral("fake-shardscope"), "echo \"$@\" >> \"" + dir.filePath(QStringLiteral("calls")).toUtf8() + "\"\n");
+        tool(QStringLiteral("scontrol"),
+             "if [ \"$1\" = requeue ]; then echo \"$2\" >> \"" + requeues
+                 + "\"; elif [ \"$2\" = hostnames ]; then for i in $(seq 1 20000); do echo n$i; "
+                   "done; else echo \"NodeName=n1 Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=vm\"; fi\n");
+        tool(QStringLiteral("srun"),
+             "shift 3\nstatus=0\nfor id in 0 1; do SLURM_NODEID=$id \"$@\" || status=$?; done\nexit $status\n");
+        tool(QStringLiteral("fake-shardscope"),
+             "echo \"$@\" >> \"" + dir.filePath(QStringLiteral("calls")).toUtf8() + "\"\nexit ${FAKE_EXIT:-0}\n");
         BatchRequest request;
         request.profile.partition = "debug";
         request.profile.timeLimit = "00:10:00";
+        request.profile.warningSeconds = 90;
         request.profile.extraSbatch = {"--exclusive"};
         request.runName = "two-nodes";
-        request.runDir = dir.filePath(QStringLiteral("runs/two nodes")).toStdString(); // a space: quoted
+        const QString runDir = dir.filePath(QStringLiteral("runs/two nodes")); // a space: quoted
+        request.runDir = runDir.toStdString();
         request.nodes = 2;
         request.processesPerNode = 2;
         request.shardscope = (bin + "/fake-shardscope").toStdString();
         request.launchArgs = {"--recipe", "/shared/r.yaml"};
         request.engineFlags = {"--threads", "1"};
         const std::string script = batchScript(request);
-        for (const char* line : {"#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=1\n", "#SBATCH --partition=debug\n",
-                                 "#SBATCH --time=00:10:00\n", "#SBATCH --exclusive\n"})
+        for (const char* line :
+             {"#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=1\n", "#SBATCH --partition=debug\n", "#SBATCH --time=00:10:00\n",
+              "#SBATCH --exclusive\n", "#SBATCH --requeue\n", "#SBATCH --signal=USR1@90\n"})
             QVERIFY2(script.find(line) != std::string::npos, line);
         testing::writeFile(dir.filePath(QStringLiteral("job.sh")), QByteArray::fromStdString(script));
-        QProcess run;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.insert(QStringLiteral("PATH"), bin + ":" + env.value(QStringLiteral("PATH")));
-        env.insert(QStringLiteral("SLURM_JOB_NODELIST"), QStringLiteral("n[1-2]"));
-        env.insert(QStringLiteral("SLURM_JOB_ID"), QStringLiteral("1234"));
-        env.insert(QStringLiteral("SLURM_NODEID"), QStringLiteral("0")); // the batch shell's, which no node may take
-        run.setProcessEnvironment(env);
-        run.setProcessChannelMode(QProcess::MergedChannels);
-        run.start(QStringLiteral("bash"), {dir.filePath(QStringLiteral("job.sh"))});
-        QVERIFY(run.waitForFinished(30000));
-        QVERIFY2(run.exitCode() == 0, run.readAll().constData());
-        QFile calls(dir.filePath(QStringLiteral("calls")));
-        QVERIFY(calls.open(QIODevice::ReadOnly));
-        const QStringList lines = QString::fromUtf8(calls.readAll()).trimmed().split('\n');
-        QCOMPARE(lines.size(), 2);
+        // One attempt of the job: the calls the nodes' launchers got, and the script's exit code.
+        auto attempt = [&](int restartCount, int launcherExit) {
+            QFile::remove(dir.filePath(QStringLiteral("calls")));
+            QProcess run;
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            env.insert(QStringLiteral("PATH"), bin + ":" + env.value(QStringLiteral("PATH")));
+            env.insert(QStringLiteral("SLURM_JOB_NODELIST"), QStringLiteral("n[1-2]"));
+            env.insert(QStringLiteral("SLURM_JOB_ID"), QStringLiteral("1234"));
+            env.insert(QStringLiteral("SLURM_NODEID"), QStringLiteral("0")); // the batch shell's, which no node may take
+            env.insert(QStringLiteral("SLURM_RESTART_COUNT"), QString::number(restartCount));
+            env.insert(QStringLiteral("FAKE_EXIT"), QString::number(launcherExit));
+            run.setProcessEnvironment(env);
+            run.setProcessChannelMode(QProcess::MergedChannels);
+            run.start(QStringLiteral("bash"), {dir.filePath(QStringLiteral("job.sh"))});
+            if (!run.waitForFinished(30000))
+                return std::pair{QStringList(), -1};
+            QFile calls(dir.filePath(QStringLiteral("calls")));
+            if (!calls.open(QIODevice::ReadOnly))
+                return std::pair{QStringList(), -2};
+            return std::pair{QString::fromUtf8(calls.readAll()).trimmed().split('\n'), run.exitCode()};
+        };
+        const auto [first, firstExit] = attempt(0, 75);
+        QCOMPARE(firstExit, 75);
+        QCOMPARE(first.size(), 2);
         for (int node = 0; node < 2; ++node) {
-            const QString& line = lines[node];
+            const QString& line = first[node];
             QVERIFY2(line.contains(QStringLiteral("--machine_rank %1 ").arg(node)), qPrintable(line));
             QVERIFY2(line.contains(QStringLiteral("--num_machines 2 --num_processes 4")), qPrintable(line));
             QVERIFY2(line.contains(QStringLiteral("--main_process_ip 10.1.2.3 --main_process_port 21234")), qPrintable(line));
-            QVERIFY2(
-                line.contains(QStringLiteral("--run_name node%1 --no_history --recipe /shared/r.yaml -- --threads 1").arg(node)),
-                qPrintable(line));
-            QVERIFY2(line.contains(dir.filePath(QStringLiteral("runs/two nodes/nodes"))), qPrintable(line));
+            QVERIFY2(line.contains(QStringLiteral("--runs_dir %1/attempts/0 --run_name node%2 --no_history --checkpoints_dir "
+                                                  "%1/checkpoints --recipe /shared/r.yaml -- --threads 1")
+                                       .arg(runDir)
+                                       .arg(node)),
+                     qPrintable(line));
+            QVERIFY2(!line.contains(QStringLiteral("--resume_from_checkpoint")), qPrintable(line)); // nothing saved yet
         }
+        QCOMPARE(testing::readFile(QString::fromUtf8(requeues)).trimmed(), QByteArray("1234")); // 75: requeued
+        const QByteArray attemptFile = testing::readFile(runDir + "/attempts/0/attempt.txt");
+        for (const char* field : {"job_id=1234\n", "nodes=n[1-2]\n", "exit=75\n"})
+            QVERIFY2(attemptFile.contains(field), attemptFile.constData());
+
+        // The requeued attempt: a whole checkpoint in the shared folder (a half-written one beside it).
+        QVERIFY(QDir().mkpath(runDir + "/checkpoints/step_4"));
+        QVERIFY(QDir().mkpath(runDir + "/checkpoints/step_6.tmp"));
+        testing::writeFile(runDir + "/checkpoints/step_4/manifest.json", "{}");
+        const auto [second, secondExit] = attempt(1, 0);
+        QCOMPARE(secondExit, 0);
+        QCOMPARE(second.size(), 2);
+        for (const QString& line : second) {
+            QVERIFY2(line.contains(QStringLiteral("--runs_dir %1/attempts/1 ").arg(runDir)), qPrintable(line));
+            QVERIFY2(
+                line.contains(
+                    QStringLiteral("--recipe /shared/r.yaml --resume_from_checkpoint %1/checkpoints -- --threads 1").arg(runDir)),
+                qPrintable(line));
+        }
+        QCOMPARE(testing::readFile(QString::fromUtf8(requeues)).trimmed(), QByteArray("1234")); // not again: it ended well
     }
 };
 

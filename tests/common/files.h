@@ -15,4 +15,11 @@ inline void writeFile(const QString& path, const QByteArray& bytes)
     QVERIFY2(file.write(bytes) == bytes.size(), qPrintable(path));
 }
 
+// The whole file; empty when it cannot be read (the comparison after it then fails, naming it).
+inline QByteArray readFile(const QString& path)
+{
+    QFile file(path);
+    return file.open(QIODevice::ReadOnly) ? file.readAll() : QByteArray();
+}
+
 } // namespace shardscope::testing

@@ -12,7 +12,7 @@
 //   --exit R:CODE        rank R exits with CODE after --delay-ms
 //   --kill-self R:SIG    rank R sends itself SIG after --delay-ms
 //   --hang               every other rank sleeps until it is signalled
-//   --ignore-term        ranks that hang ignore SIGTERM (the launcher must escalate to SIGKILL)
+//   --ignore-stop        ranks that hang ignore SIGINT and SIGTERM (the launcher must escalate to SIGKILL)
 //   --delay-ms N         delay before the chosen rank acts (default 100)
 //   --beat R:MS          rank R writes an (empty) event line to SHARDSCOPE_EVENTS_FD every MS ms
 //                        while it hangs: a heartbeat
@@ -49,7 +49,7 @@ int main(int argc, char** argv)
     const int rank = rankText ? std::atoi(rankText) : -1;
     std::string outDir;
     int exitRank = -1, exitCode = 0, killRank = -1, killSignal = 0, delayMs = 100, beatRank = -1, beatMs = 0;
-    bool hang = false, ignoreTerm = false;
+    bool hang = false, ignoreStop = false;
     std::vector<std::string> extraEnv;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
@@ -76,8 +76,8 @@ int main(int argc, char** argv)
             ++i;
         } else if (arg == "--hang")
             hang = true;
-        else if (arg == "--ignore-term")
-            ignoreTerm = true;
+        else if (arg == "--ignore-stop")
+            ignoreStop = true;
         else
             return 64;
     }
@@ -118,8 +118,10 @@ int main(int argc, char** argv)
         return exitCode;
     }
     if (hang) {
-        if (ignoreTerm)
+        if (ignoreStop) {
+            signal(SIGINT, SIG_IGN);
             signal(SIGTERM, SIG_IGN);
+        }
         const char* eventsFd = std::getenv("SHARDSCOPE_EVENTS_FD");
         if (rank == beatRank && eventsFd && beatMs > 0) {
             const int fd = std::atoi(eventsFd);

@@ -1,0 +1,132 @@
+#include "app/cluster/attempts.h"
+
+#include "app/cluster/slurm.h"
+#include "engine/checkpoint/checkpoint_paths.h"
+#include "engine/protocol/events.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace shardscope::cluster {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// attempt.txt's key=value lines.
+void readAttemptFile(const fs::path& file, JobAttempt& attempt)
+{
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+        const auto eq = line.find('=');
+        if (eq == std::string::npos)
+            continue;
+        const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+        try {
+            if (key == "job_id")
+                attempt.jobId = std::stoll(value);
+            else if (key == "nodes")
+                attempt.nodes = value;
+            else if (key == "started")
+                attempt.startedAt = std::stod(value);
+            else if (key == "ended")
+                attempt.endedAt = std::stod(value);
+            else if (key == "exit")
+                attempt.exitCode = std::stoi(value);
+        } catch (const std::exception&) {
+            // A line cut short (the attempt was killed while writing it): the field stays unknown.
+        }
+    }
+}
+
+// The step a plan.json resumed from (0: none), and the checkpoint's folder.
+void readResume(const fs::path& planFile, JobAttempt& attempt)
+{
+    std::ifstream in(planFile);
+    const auto plan = nlohmann::json::parse(in, nullptr, false);
+    if (!plan.is_object() || !plan.contains("resume_from") || !plan["resume_from"].is_string())
+        return;
+    attempt.resumedFrom = plan["resume_from"].get<std::string>();
+    attempt.resumedStep = attempt.resumedFrom.empty() ? 0 : checkpoint::stepOf(attempt.resumedFrom).value_or(0);
+}
+
+// What to keep of one event line of an attempt that `next` (if any) followed: empty to drop it.
+std::string keptLine(const std::string& line, const JobAttempt& attempt, const JobAttempt* next)
+{
+    if (!next)
+        return line;
+    auto event = protocol::decodeEvent(line);
+    if (!event)
+        return line; // not an event: the importer counts it as malformed, as for any run
+    const std::string where = "attempt " + std::to_string(attempt.attempt) + " (job " + std::to_string(attempt.jobId) + ")";
+    if (const auto* done = std::get_if<protocol::DoneEvent>(&event->body)) {
+        event->body = protocol::LogEvent{"warning", where + " ended " + done->status + " after step "
+                                                        + std::to_string(done->steps) + "; the job went on in attempt "
+                                                        + std::to_string(next->attempt)};
+        return protocol::encodeEvent(*event);
+    }
+    if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body)) {
+        event->body = protocol::LogEvent{"warning", where + ": " + error->kind + ": " + error->message};
+        return protocol::encodeEvent(*event);
+    }
+    // Done again by the next attempt, which resumed from an earlier checkpoint.
+    const auto json = nlohmann::json::parse(line, nullptr, false);
+    if (json.is_object() && json.contains("step") && json["step"].is_number_integer()
+        && json["step"].get<std::int64_t>() > next->resumedStep)
+        return {};
+    return line;
+}
+
+} // namespace
+
+std::vector<JobAttempt> readAttempts(const fs::path& runDir)
+{
+    std::vector<JobAttempt> attempts;
+    std::error_code ec;
+    for (int n = 0; fs::is_directory(attemptDir(runDir, n), ec); ++n) {
+        JobAttempt attempt;
+        attempt.attempt = n;
+        readAttemptFile(attemptDir(runDir, n) / "attempt.txt", attempt);
+        readResume(nodeRunDir(runDir, n, 0) / "plan.json", attempt);
+        attempts.push_back(attempt);
+    }
+    return attempts;
+}
+
+Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, const std::vector<JobAttempt>& attempts)
+{
+    const fs::path target = runDir / "events.jsonl";
+    std::ofstream out(target, std::ios::binary | std::ios::trunc);
+    std::int64_t written = 0;
+    for (std::size_t a = 0; a < attempts.size(); ++a) {
+        const JobAttempt* next = a + 1 < attempts.size() ? &attempts[a + 1] : nullptr;
+        for (int node = 0; node < nodes; ++node) {
+            const fs::path file = nodeRunDir(runDir, attempts[a].attempt, node) / "events.jsonl";
+            std::ifstream in(file, std::ios::binary);
+            if (!in) {
+                // An attempt cut short before this node's launcher started leaves nothing to gather.
+                if (next)
+                    continue;
+                return makeError("node " + std::to_string(node) + " left no events in attempt "
+                                 + std::to_string(attempts[a].attempt) + " (" + file.string() + "); its launcher's output is in "
+                                 + (runDir / "slurm-<job>.out").string());
+            }
+            for (std::string line; std::getline(in, line);) {
+                const std::string kept = keptLine(line, attempts[a], next);
+                if (kept.empty())
+                    continue;
+                out << kept << '\n';
+                ++written;
+            }
+        }
+    }
+    out.flush();
+    if (!out)
+        return makeError("cannot write " + target.string());
+    return written;
+}
+
+} // namespace shardscope::cluster
