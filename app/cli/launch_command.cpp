@@ -523,6 +523,17 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
         outcome.addReason("warning: " + trouble);
     }
     outcome.blameFirstOwnError(monitor.reportedErrors());
+    const auto completed = monitor.completedRanks();
+    if (outcome.cancelled && !outcome.rootCauseRank && !outcome.ranks.empty()
+        && std::all_of(outcome.ranks.begin(), outcome.ranks.end(),
+                       [&](const RankExit& r) { return !r.failed() && completed.count(r.rank); })) {
+        // The stop came after every rank had finished its steps (a time limit's warning at the end
+        // of the last attempt): nothing was cut short, the run completed.
+        outcome.cancelled = false;
+        outcome.checkpointSignal = 0;
+        outcome.exitCode = 0;
+        return;
+    }
     if (outcome.cancelled)
         return;
     if (outcome.exitCode != 0) {
@@ -532,7 +543,6 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
                               + " had reported that it finished its training before it ended: it failed on its way out");
         return;
     }
-    const auto completed = monitor.completedRanks();
     for (const auto& r : outcome.ranks) {
         // A script without Shardscope's reporter says nothing: its exit status is all there is.
         if (completed.count(r.rank) || (scriptRun && !monitor.heardFrom(r.rank)))
@@ -549,7 +559,8 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
 
 // A stop on SIGTERM or SIGUSR1 (a time limit's warning, a preemption) ended as asked when every
 // rank of this machine saved the checkpoint and said so: the run can go on from it, and the
-// launcher exits with kCheckpointedExitCode (a SLURM batch script requeues its job on it).
+// launcher exits with kCheckpointedExitCode after SIGUSR1 (a SLURM batch script requeues its job
+// on it), 143 after SIGTERM.
 void settleCheckpointStop(LaunchOutcome& outcome, const RunMonitor& monitor)
 {
     const auto signalName = [](int sig) { return sig == SIGTERM ? std::string("SIGTERM") : std::string("SIGUSR1"); };
@@ -562,7 +573,8 @@ void settleCheckpointStop(LaunchOutcome& outcome, const RunMonitor& monitor)
                               + " did not report a saved checkpoint");
             return;
         }
-    outcome.exitCode = kCheckpointedExitCode;
+    outcome.exitCode = outcome.checkpointSignal == SIGUSR1 ? kCheckpointedExitCode : 128 + SIGTERM;
+    outcome.savedCheckpoint = monitor.lastCheckpoint();
     outcome.addReason("stopped by " + signalName(outcome.checkpointSignal) + " after step "
                       + std::to_string(monitor.lastStepOf(outcome.ranks.empty() ? 0 : outcome.ranks.front().rank))
                       + " with a checkpoint to resume from: " + monitor.lastCheckpoint());
@@ -758,9 +770,9 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     }
     if (run && run->monitor->malformedLines() > 0)
         std::cerr << "shardscope launch: " << run->monitor->malformedLines() << " malformed event lines were skipped\n";
-    if (outcome->exitCode == kCheckpointedExitCode) {
+    if (!outcome->savedCheckpoint.empty()) {
         std::cout << "shardscope launch: " << outcome->reason << "\n  continue with --resume_from_checkpoint "
-                  << run->monitor->lastCheckpoint() << "\n";
+                  << outcome->savedCheckpoint << "\n";
         return outcome->exitCode;
     }
     if (outcome->exitCode != 0) {

@@ -97,6 +97,24 @@ std::string formatTime(double epochSeconds)
     return buffer;
 }
 
+// A requeued cluster job's attempts, one line each: where and when it ran, what it resumed from.
+void printAttempts(const std::vector<storage::RunAttempt>& attempts)
+{
+    if (attempts.empty())
+        return;
+    std::cout << "\n";
+    for (const auto& a : attempts) {
+        std::cout << "attempt " << a.attempt << ": job " << (a.jobId.empty() ? "-" : a.jobId) << " on "
+                  << (a.nodes.empty() ? "-" : a.nodes) << ", " << (a.startedAt ? formatTime(*a.startedAt) : "-") << " to "
+                  << (a.endedAt ? formatTime(*a.endedAt) : "-") << ", "
+                  << (a.resumedStep > 0 ? "resumed after step " + std::to_string(a.resumedStep) + " from " + a.resumedFrom
+                                        : std::string("from the start"))
+                  << ", "
+                  << (a.exitCode ? "exit " + std::to_string(*a.exitCode) : std::string("its end not seen (preempted or killed)"))
+                  << "\n";
+    }
+}
+
 std::string formatDuration(double seconds)
 {
     const auto s = std::int64_t(std::llround(seconds));
@@ -291,6 +309,7 @@ int runShow(const RunsArgs& args)
             }
             ranks.print(std::cout);
         }
+        printAttempts(details->attempts);
         if (!details->checkpoints.empty()) {
             std::cout << "\n";
             Table checkpoints({"STEP", "KIND", "RANK", "SIZE", "PATH"});

@@ -255,6 +255,13 @@ Supervisor::Supervisor(const LaunchOptions& options)
     m_rankMask = m_originalMask;
     for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1})
         sigdelset(&m_rankMask, sig);
+    // The engine's ranks start with SIGTERM and SIGUSR1 blocked and unblock them once they catch
+    // them (app/worker): a time limit's warning that comes as a rank starts (SLURM may send it at
+    // once) waits for the handler instead of killing the rank.
+    if (!options.launcherStartsRanks) {
+        sigaddset(&m_rankMask, SIGTERM);
+        sigaddset(&m_rankMask, SIGUSR1);
+    }
     m_signalFd = signalfd(-1, &supervised, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
@@ -817,7 +824,7 @@ LaunchOutcome Supervisor::outcome()
         if (m_outcome.exitCode == 0)
             m_outcome.exitCode = 1; // a root cause is a failure, whatever its rank's exit said
     } else if (m_outcome.cancelled) {
-        m_outcome.exitCode = 130;
+        m_outcome.exitCode = 130; // a stop with a checkpoint: settled by the launch, which knows what the ranks saved
     }
     return m_outcome;
 }

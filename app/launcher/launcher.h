@@ -115,8 +115,10 @@ struct ReportedError {
 // The exit code of a run whose root cause hung (no heartbeat, or a collective it never entered):
 // as timeout(1) exits, whatever the stopped rank exited with.
 inline constexpr int kHungExitCode = 124;
-// The exit code of a run stopped by SIGTERM or SIGUSR1 after every rank saved the same checkpoint:
-// sysexits' EX_TEMPFAIL, "try again later". A SLURM batch script requeues its job on it.
+// The exit code of a run stopped by SIGUSR1 (a time limit's warning) after every rank saved the
+// same checkpoint: sysexits' EX_TEMPFAIL, "try again later". A SLURM batch script requeues its job
+// on it. After SIGTERM the launcher exits 143 (128 + SIGTERM), as terminated: a job cancelled or
+// preempted is not requeued by its own script (SLURM requeues a preempted one itself).
 inline constexpr int kCheckpointedExitCode = 75;
 
 struct LaunchOutcome {
@@ -129,6 +131,8 @@ struct LaunchOutcome {
     // SIGTERM or SIGUSR1 asked the ranks to save a checkpoint before they stop (an engine run's):
     // the signal, else 0.
     int checkpointSignal = 0;
+    std::string savedCheckpoint; // and every rank of this machine saved this one
+
     int masterPort = 0;
     std::vector<RankExit> ranks; // this machine's ranks, in rank order
 

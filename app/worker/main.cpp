@@ -78,6 +78,27 @@ int checkCollectives(const CheckCollectivesArgs& args)
 int train(const std::string& planPath)
 {
     using namespace shardscope;
+    // First of all (under SLURM a time limit's SIGUSR1 may come early, and kills a rank without
+    // a handler): SIGINT from the launcher (Ctrl-C, Stop, another rank's failure): finish the step, agree
+    // with the other ranks, report "cancelled". SIGTERM and SIGUSR1 (a time limit's warning, a
+    // preemption, a laptop closing; under SLURM they reach the ranks and the launcher alike): the
+    // same, with a checkpoint saved first. A second SIGINT is not caught (the launcher escalates to
+    // SIGKILL); SIGTERM and SIGUSR1 stay caught, as they come from SLURM, srun and the launcher
+    // alike (the launcher, or SLURM after KillWait, sends SIGKILL when the checkpoint takes too long).
+    struct sigaction stop { };
+    stop.sa_handler = [](int) { train::requestStop(); };
+    stop.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &stop, nullptr);
+    struct sigaction save { };
+    save.sa_handler = [](int) { train::requestCheckpointAndStop(); };
+    sigaction(SIGTERM, &save, nullptr);
+    sigaction(SIGUSR1, &save, nullptr);
+    // The launcher starts ranks with them blocked (app/launcher): one that came meanwhile is caught now.
+    sigset_t caught;
+    sigemptyset(&caught);
+    sigaddset(&caught, SIGTERM);
+    sigaddset(&caught, SIGUSR1);
+    sigprocmask(SIG_UNBLOCK, &caught, nullptr);
     keepFreedHostMemoryForReuse(); // Note [keeping freed host memory]
     auto env = DistEnv::fromEnvironment();
     if (!env) {
@@ -102,21 +123,6 @@ int train(const std::string& planPath)
                                plan->runDir.empty() ? std::filesystem::path() : RunLayout(plan->runDir).flightDir());
     if (plan->faults.skipCollectiveRank == env->rank)
         dist::injectSkippedCollective(plan->faults.skipCollectiveSeq); // fault injection
-    // SIGINT from the launcher (Ctrl-C, Stop, another rank's failure): finish the step, agree
-    // with the other ranks, report "cancelled". SIGTERM and SIGUSR1 (a time limit's warning, a
-    // preemption, a laptop closing; under SLURM they reach the ranks and the launcher alike): the
-    // same, with a checkpoint saved first. A second SIGINT or SIGTERM is not caught (the launcher
-    // escalates to SIGKILL); SIGUSR1 stays caught, as it may come from SLURM and the launcher both.
-    struct sigaction stop { };
-    stop.sa_handler = [](int) { train::requestStop(); };
-    stop.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &stop, nullptr);
-    struct sigaction save { };
-    save.sa_handler = [](int) { train::requestCheckpointAndStop(); };
-    save.sa_flags = SA_RESETHAND;
-    sigaction(SIGTERM, &save, nullptr);
-    save.sa_flags = 0;
-    sigaction(SIGUSR1, &save, nullptr);
     try {
         train::runTraining(*env, *plan, events);
     } catch (const std::exception& e) {

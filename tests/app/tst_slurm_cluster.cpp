@@ -48,23 +48,54 @@ class TestSlurmCluster : public QObject {
     }
 
     // Runs are named per test process: the history (SHARDSCOPE_HOME) outlives it.
-    testing::RecipeRun submit(const QString& baseName, const QStringList& extra, const QString& target = QStringLiteral("slurm"))
+    static QString runName(const QString& baseName)
     {
-        const QString name = baseName + "-" + QString::number(QCoreApplication::applicationPid());
+        return baseName + "-" + QString::number(QCoreApplication::applicationPid());
+    }
+    QString runDir(const QString& baseName) const { return m_dir.filePath("shared/runs/" + runName(baseName)); }
+
+    // `shardscope launch --target ...` started (not waited for).
+    void startSubmit(QProcess& p, const QString& baseName, const QStringList& extra, const QString& target,
+                     const QString& recipeText)
+    {
+        const QString name = runName(baseName);
         const QString recipe = m_dir.filePath(name + "-recipe.yaml");
-        testing::writeFile(recipe, kRecipe.toUtf8());
-        QProcess p;
+        testing::writeFile(recipe, recipeText.toUtf8());
         p.setProcessChannelMode(QProcess::MergedChannels);
         p.start(testing::shardscopeBinary(), QStringList{"launch", "--target", target, "--cluster_profiles", m_profiles,
                                                          "--recipe", recipe, "--run_name", name}
                                                  + extra);
-        p.waitForFinished(300000);
+    }
+
+    // Its end: the exit code, the output, and the events of the whole run (every attempt's, gathered
+    // into the run folder when the job ended).
+    testing::RecipeRun finished(QProcess& p, const QString& baseName, int timeoutMs = 300000)
+    {
+        p.waitForFinished(timeoutMs);
         testing::RecipeRun run;
         run.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
         run.output = QString::fromUtf8(p.readAll());
-        run.runDir = m_dir.filePath("shared/runs/" + name);
-        run.events = testing::readEvents(run.runDir + "/nodes/node0/events.jsonl");
+        run.runDir = runDir(baseName);
+        run.events = testing::readEvents(run.runDir + "/events.jsonl");
         return run;
+    }
+
+    testing::RecipeRun submit(const QString& baseName, const QStringList& extra, const QString& target = QStringLiteral("slurm"),
+                              const QString& recipeText = kRecipe)
+    {
+        QProcess p;
+        startSubmit(p, baseName, extra, target, recipeText);
+        return finished(p, baseName);
+    }
+
+    // `shardscope runs show NAME`'s output.
+    static QString runsShow(const QString& name)
+    {
+        QProcess p;
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(testing::shardscopeBinary(), {"runs", "show", name});
+        p.waitForFinished(60000);
+        return QString::fromUtf8(p.readAll());
     }
 
 private slots:
@@ -75,6 +106,7 @@ private slots:
         // munged wants its socket's every parent folder searchable by all.
         QFile::setPermissions(m_dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadGroup
                                                 | QFile::ExeGroup | QFile::ReadOther | QFile::ExeOther);
+        m_dir.setAutoRemove(qEnvironmentVariableIsEmpty("SHARDSCOPE_KEEP_TEST_FILES")); // to read what the nodes left
         m_lab = m_dir.filePath(QStringLiteral("slurm"));
         QString said;
         QVERIFY2(cluster(QStringLiteral("start"), &said) == QProcess::NormalExit, qPrintable(said));
@@ -83,6 +115,11 @@ private slots:
         m_profiles = m_dir.filePath(QStringLiteral("clusters.ini"));
         testing::writeFile(m_profiles, "[default]\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8()
                                            + "\n[nope]\npartition = nope\nshared_folder = "
+                                           + m_dir.filePath(QStringLiteral("shared")).toUtf8()
+                                           // SLURM's shortest limit. The warning comes on slurmctld's 30 s
+                                           // tick once the time left is under warning + 30 s: here 29 to
+                                           // 59 s into each attempt.
+                                           + "\n[short]\ntime = 1\nwarning_seconds = 1\nshared_folder = "
                                            + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n");
     }
 
@@ -111,7 +148,7 @@ private slots:
         QCOMPARE(ours, theirs);
         // Node 1 ran rank 1 in its own launcher.
         bool rankOne = false;
-        for (const auto& e : testing::readEvents(slurm.runDir + "/nodes/node1/events.jsonl"))
+        for (const auto& e : testing::readEvents(slurm.runDir + "/attempts/0/node1/events.jsonl"))
             rankOne = rankOne || (e["type"].toString() == "hello" && e["rank"].toInt() == 1);
         QVERIFY(rankOne);
         QVERIFY(QFile::exists(slurm.runDir + "/job.sbatch"));
@@ -132,10 +169,84 @@ private slots:
                  qPrintable(QStringLiteral("differs from 4-rank DDP by %1").arg(testing::maxRelativeDifference(ours, theirs))));
         // Each node ran two ranks in its launcher.
         QSet<int> nodeOne;
-        for (const auto& e : testing::readEvents(slurm.runDir + "/nodes/node1/events.jsonl"))
+        for (const auto& e : testing::readEvents(slurm.runDir + "/attempts/0/node1/events.jsonl"))
             if (e["type"].toString() == "hello")
                 nodeOne.insert(e["rank"].toInt());
         QCOMPARE(nodeOne, (QSet<int>{2, 3}));
+    }
+
+    // A job over its time limit: SIGUSR1 before the limit, one checkpoint on every rank at the same
+    // step, the job requeues itself, and the next attempt resumes from it; the whole run's losses
+    // equal an uninterrupted local run's bit for bit, and the history keeps the attempts.
+    void timeLimitWarningCheckpointsRequeuesAndResumes()
+    {
+        // About 60 s of training (0.4 s steps): more than one attempt's 29 to 59 s before its warning.
+        const QString recipe = QString(kRecipe).replace(QStringLiteral("max_steps: 6"), QStringLiteral("max_steps: 150"));
+        // One intra-op thread per rank on both sides: a node's lone rank would otherwise take the
+        // node's two cores, and sum in another order than a local rank sharing them.
+        const auto local = testing::launchRecipe(m_dir.path(), QStringLiteral("local-long"), recipe, 2, {}, {"--threads", "1"});
+        QVERIFY2(local.exitCode == 0, qPrintable(local.output));
+        // Steps of about 0.4 s: the warning comes while the first attempt trains.
+        const auto slurm = submit(QStringLiteral("time-limit"),
+                                  {"--num_processes", "2", "--num_machines", "2", "--", "--threads", "1", "--slow-rank", "1",
+                                   "--slow-forward-ms", "400"},
+                                  QStringLiteral("slurm:short"), recipe);
+        QVERIFY2(slurm.exitCode == 0, qPrintable(slurm.output));
+        QVERIFY2(slurm.output.contains(QStringLiteral("ended COMPLETED")), qPrintable(slurm.output));
+        QVERIFY2(slurm.output.contains(QStringLiteral("attempt 1 resumed after step")), qPrintable(slurm.output));
+        const QByteArray jobOutput = testing::readFile(QDir(slurm.runDir).entryInfoList({"slurm-*.out"}).value(0).filePath());
+        QVERIFY2(jobOutput.contains("every rank saved a checkpoint before the time limit; requeueing job"),
+                 jobOutput.constData());
+        // Attempt 0 stopped with the same checkpoint on both nodes' ranks.
+        QSet<qint64> stoppedAt;
+        for (int node = 0; node < 2; ++node)
+            for (const auto& e : testing::readEvents(slurm.runDir + "/attempts/0/node" + QString::number(node) + "/events.jsonl"))
+                if (e["type"].toString() == "done") {
+                    QCOMPARE(e["status"].toString(), QStringLiteral("checkpointed"));
+                    stoppedAt.insert(e["steps"].toInteger());
+                }
+        QCOMPARE(stoppedAt.size(), 1);
+        QVERIFY(QFile::exists(slurm.runDir + "/checkpoints/step_" + QString::number(*stoppedAt.begin()) + "/manifest.json"));
+        const auto ours = testing::rankZeroLosses(slurm), theirs = testing::rankZeroLosses(local);
+        QCOMPARE(ours.size(), 150);
+        QCOMPARE(ours, theirs);
+        const QString shown = runsShow(runName(QStringLiteral("time-limit")));
+        QVERIFY2(shown.contains(QStringLiteral("attempt 0")) && shown.contains(QStringLiteral("attempt 1"))
+                     && shown.contains(QStringLiteral("resumed after step %1").arg(*stoppedAt.begin())),
+                 qPrintable(shown));
+    }
+
+    // A preemption (an admin's `scontrol requeue`): SIGTERM to every task, a checkpoint, SLURM puts
+    // the job back in the queue, and the next attempt resumes; the losses are an uninterrupted run's.
+    void requeueByAnAdminResumes()
+    {
+        const QString recipe = QString(kRecipe).replace(QStringLiteral("max_steps: 6"), QStringLiteral("max_steps: 40"));
+        const auto local = testing::launchRecipe(m_dir.path(), QStringLiteral("local-40"), recipe, 2, {}, {"--threads", "1"});
+        QVERIFY2(local.exitCode == 0, qPrintable(local.output));
+        QProcess p;
+        startSubmit(p, QStringLiteral("preempted"),
+                    {"--num_processes", "2", "--num_machines", "2", "--", "--threads", "1", "--slow-rank", "1",
+                     "--slow-forward-ms", "150"},
+                    QStringLiteral("slurm"), recipe);
+        // Steps reported by attempt 0: then the admin requeues the job.
+        const QString events = runDir(QStringLiteral("preempted")) + "/attempts/0/node0/events.jsonl";
+        const auto stepsSeen = [&] {
+            const auto all = testing::readEvents(events);
+            return std::count_if(all.begin(), all.end(), [](const QJsonObject& e) { return e["type"].toString() == "step"; });
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(stepsSeen() >= 5, 60000);
+        const QString jobId =
+            QString::fromUtf8(testing::readFile(runDir(QStringLiteral("preempted")) + "/slurm_job_id")).trimmed();
+        QProcess requeue;
+        requeue.start(QStringLiteral("scontrol"), {"requeue", jobId});
+        QVERIFY(requeue.waitForFinished(30000));
+        QVERIFY2(requeue.exitCode() == 0, requeue.readAll().constData());
+        const auto slurm = finished(p, QStringLiteral("preempted"));
+        QVERIFY2(slurm.exitCode == 0, qPrintable(slurm.output));
+        QVERIFY2(slurm.output.contains(QStringLiteral("attempt 1 resumed after step")), qPrintable(slurm.output));
+        const auto ours = testing::rankZeroLosses(slurm), theirs = testing::rankZeroLosses(local);
+        QCOMPARE(ours.size(), 40);
+        QCOMPARE(ours, theirs);
     }
 
     // What SLURM cannot run is refused before anything is submitted, saying why.
