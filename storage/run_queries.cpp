@@ -72,8 +72,8 @@ constexpr const char* kSummaryColumns =
     "r.id, r.name, r.status, r.created_at, r.started_at, r.ended_at, r.host, r.world_size, r.distributed_type, "
     "r.mixed_precision, r.last_step, r.last_loss, r.run_dir, "
     "(SELECT group_concat(t.tag, char(31)) FROM run_tags t WHERE t.run_id = r.id), "
-    "(SELECT count(*) FROM traces t WHERE t.run_id = r.id), r.color";
-constexpr int kSummaryColumnCount = 16;
+    "(SELECT count(*) FROM traces t WHERE t.run_id = r.id), r.color, r.job, r.status_detail";
+constexpr int kSummaryColumnCount = 18;
 
 RunSummary readSummary(const Statement& s)
 {
@@ -94,6 +94,8 @@ RunSummary readSummary(const Statement& s)
     run.tags = splitTags(s.text(13));
     run.traceCount = int(s.int64(14));
     run.color = s.text(15);
+    run.job = s.text(16);
+    run.statusDetail = s.text(17);
     return run;
 }
 

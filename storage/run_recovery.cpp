@@ -31,8 +31,10 @@ Result<int> RunStore::markInterruptedRuns()
 {
     // Decide outside any transaction, and take the write lock only when there is something to
     // mark: a reader that opens the store while a launcher writes must not wait for it.
+    // A cluster run's job goes on without the process that follows it here (`shardscope launch
+    // --target slurm`): its end is for a follower to record, not a dead launcher's.
     auto select = m_db.prepare("SELECT id, launcher_pid, launcher_host, launcher_boot_id, launcher_start_ticks, run_dir "
-                               "FROM runs WHERE status IN ('pending', 'running')");
+                               "FROM runs WHERE status IN ('pending', 'running') AND job = ''");
     if (!select)
         return select.error();
     std::vector<std::pair<std::int64_t, LauncherIdentity>> gone;

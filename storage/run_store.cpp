@@ -225,6 +225,16 @@ Result<void> RunStore::recordRank(std::int64_t runId, const RankInfo& rank)
     return upsert->run();
 }
 
+Result<void> RunStore::setJob(std::int64_t runId, const std::string& job)
+{
+    return updateRunText(runId, "UPDATE runs SET job = ? WHERE id = ?", job);
+}
+
+Result<void> RunStore::setStatusDetail(std::int64_t runId, const std::string& detail)
+{
+    return updateRunText(runId, "UPDATE runs SET status_detail = ? WHERE id = ?", detail);
+}
+
 Result<void> RunStore::recordAttempt(std::int64_t runId, const RunAttempt& a)
 {
     auto upsert = m_db.prepare("INSERT OR REPLACE INTO run_attempts (run_id, attempt, job_id, nodes, started_at, ended_at, "

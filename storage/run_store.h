@@ -45,6 +45,9 @@ public:
     // metrics and the final status commit together.
     Result<void> finishRun(std::int64_t runId, const RunEnd& end);
     Result<void> recordRank(std::int64_t runId, const RankInfo& rank);
+    // A cluster run's job ("slurm:123"), and what the scheduler says of it now.
+    Result<void> setJob(std::int64_t runId, const std::string& job);
+    Result<void> setStatusDetail(std::int64_t runId, const std::string& detail);
     // Records (or replaces) an attempt of a cluster job's run.
     Result<void> recordAttempt(std::int64_t runId, const RunAttempt& attempt);
     Result<void> setTags(std::int64_t runId, const std::vector<std::string>& tags);

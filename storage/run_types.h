@@ -171,6 +171,8 @@ struct RunSummary {
     std::string runDir;
     int traceCount = 0; // trace files recorded (one per rank per profiled window)
     std::string color; // "#rrggbb" the user chose; empty: the palette's colour for the id
+    std::string job; // a cluster run's job ("slurm:123"); empty: a run of this machine
+    std::string statusDetail; // what the scheduler says of a cluster run now ("pending: Resources ...")
 };
 
 struct RunDetails {

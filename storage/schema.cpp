@@ -131,8 +131,12 @@ CREATE TABLE metric_blocks (
 
 constexpr const char* kSchemaV3 = "ALTER TABLE runs ADD COLUMN color TEXT NOT NULL DEFAULT '';";
 
-// v4: the attempts of a run that a cluster job requeued (one row each; none for a local run).
+// v4: a run on a cluster: its job ("slurm:123") and what the scheduler says of it while it waits
+// ("Resources: the nodes it asks for are busy; ..."), and its attempts when the job was requeued
+// (one row each; none for a local run).
 constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE runs ADD COLUMN job TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN status_detail TEXT NOT NULL DEFAULT '';
 CREATE TABLE run_attempts (
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     attempt INTEGER NOT NULL,

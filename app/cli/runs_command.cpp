@@ -257,7 +257,10 @@ int runShow(const RunsArgs& args)
         if (i)
             std::cout << "\n";
         Table info({"run", std::to_string(s.id) + " (" + s.name + ")"}, false);
-        info.add({"status", std::string(statusName(s.status))});
+        info.add({"status", std::string(statusName(s.status))
+                                + (s.statusDetail.empty() ? std::string() : " (the job is " + s.statusDetail + ")")});
+        if (!s.job.empty())
+            info.add({"job", s.job});
         info.add({"created", formatTime(s.createdAt)});
         if (s.startedAt)
             info.add({"started", formatTime(*s.startedAt)});

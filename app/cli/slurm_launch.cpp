@@ -1,18 +1,22 @@
 #include "app/cli/slurm_launch.h"
 
 #include "app/cluster/attempts.h"
+#include "app/cluster/job_watch.h"
 #include "app/cluster/slurm.h"
 #include "app/launcher/program.h"
 #include "app/launcher/run_import.h"
+#include "app/launcher/run_recorder.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 namespace shardscope::cli {
@@ -34,74 +38,165 @@ Result<std::string> copyIn(const std::string& from, const fs::path& runDir, cons
     return to.string();
 }
 
-// The run into this machine's history once the job has ended: every attempt's events of every
-// node gathered into the run folder's events.jsonl, imported, and each attempt recorded.
-void recordInHistory(const fs::path& home, const fs::path& runDir, const std::string& runName, int nodes)
+std::atomic<bool> g_cancelAsked{false};
+
+// What the history shows of the job while it is not running yet, or where it runs.
+std::string detailOf(const cluster::JobState& state)
 {
-    const auto attempts = cluster::readAttempts(runDir);
-    if (attempts.empty()) {
-        std::cerr << "shardscope launch: warning: the job made no attempt folder under " << (runDir / "attempts").string()
-                  << "; its output is in " << (runDir / "slurm-<job>.out").string() << "\n";
-        return;
-    }
-    if (auto gathered = cluster::gatherAttemptEvents(runDir, nodes, attempts); !gathered) {
-        std::cerr << "shardscope launch: warning: " << gathered.error().message << "\n";
-        return;
-    }
-    auto imported = importRunDirectory(home, runDir, runName);
-    if (!imported) {
-        std::cerr << "shardscope launch: warning: the run is not in the history: " << imported.error().message << "\n";
-        return;
-    }
-    auto store = storage::RunStore::open(storage::historyFile(home));
-    for (const auto& a : attempts) {
-        storage::RunAttempt row;
-        row.attempt = a.attempt;
-        row.jobId = std::to_string(a.jobId);
-        row.nodes = a.nodes;
-        if (a.startedAt > 0)
-            row.startedAt = a.startedAt;
-        if (a.endedAt > 0)
-            row.endedAt = a.endedAt;
-        if (a.exitCode >= 0)
-            row.exitCode = a.exitCode;
-        row.resumedStep = a.resumedStep;
-        row.resumedFrom = a.resumedFrom;
-        if (auto recorded = store ? store->recordAttempt(imported->runId, row) : Result<void>(store.error()); !recorded)
-            std::cerr << "shardscope launch: warning: attempt " << a.attempt
-                      << " is not in the history: " << recorded.error().message << "\n";
-        if (a.attempt > 0)
-            std::cout << "shardscope launch: attempt " << a.attempt << " resumed after step " << a.resumedStep << " from "
-                      << a.resumedFrom << "\n";
-    }
-    std::cout << "shardscope launch: run " << imported->runId << " in the history: " << imported->status << " ("
-              << attempts.size() << (attempts.size() == 1 ? " attempt" : " attempts") << ")\n";
+    if (state.state == "PENDING")
+        return "pending (" + state.reason + "): " + cluster::pendingAdvice(state.reason);
+    return state.state + (state.nodes.empty() ? "" : " on " + state.nodes);
 }
 
-// Follows the job until it ends, saying each change of state; its last state.
-cluster::JobState follow(const cluster::SlurmClient& slurm, std::int64_t jobId)
+std::string readText(const fs::path& file)
 {
-    std::string said;
-    while (true) {
-        auto state = slurm.state(jobId);
-        if (!state) {
-            std::cerr << "shardscope launch: " << state.error().message << "\n";
-            return {"UNKNOWN", {}, {}, {}};
-        }
-        const std::string now = state->state + "|" + state->reason + "|" + state->nodes;
-        if (now != said) {
-            said = now;
-            if (state->state == "PENDING")
-                std::cout << "shardscope launch: job " << jobId << " is pending (" << state->reason
-                          << "): " << cluster::pendingAdvice(state->reason) << std::endl;
-            else if (!state->ended())
-                std::cout << "shardscope launch: job " << jobId << " is " << state->state << " on " << state->nodes << std::endl;
-        }
-        if (state->ended())
-            return *state;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
+    std::ifstream in(file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
 }
+
+void warnIf(const Result<void>& result)
+{
+    if (!result)
+        std::cerr << "shardscope launch: warning: the history: " << result.error().message << "\n";
+}
+
+storage::RunAttempt attemptRow(const cluster::JobAttempt& a)
+{
+    storage::RunAttempt row;
+    row.attempt = a.attempt;
+    row.jobId = std::to_string(a.jobId);
+    row.nodes = a.nodes;
+    if (a.startedAt > 0)
+        row.startedAt = a.startedAt;
+    if (a.endedAt > 0)
+        row.endedAt = a.endedAt;
+    if (a.exitCode >= 0)
+        row.exitCode = a.exitCode;
+    row.resumedStep = a.resumedStep;
+    row.resumedFrom = a.resumedFrom;
+    return row;
+}
+
+// The job's run in this machine's history from its submission on: pending with SLURM's reason,
+// running (with every event the nodes write into the shared folder, as they write it), and its
+// end, with each attempt when it was requeued. Without a history (--no_history), only followed.
+class JobFollower {
+public:
+    JobFollower(const cluster::SlurmClient& slurm, std::int64_t jobId, const SlurmLaunch& launch, fs::path runDir,
+                int processesPerNode)
+        : m_slurm(slurm), m_jobId(jobId), m_launch(launch), m_runDir(std::move(runDir)), m_perNode(processesPerNode),
+          m_tail(m_runDir, launch.numMachines)
+    {
+    }
+
+    void startRecording(const fs::path& home)
+    {
+        storage::NewRun run;
+        run.name = m_launch.runName;
+        run.runDir = m_runDir.string();
+        run.recipeText = readText(m_runDir / "recipe.yaml");
+        run.configText = readText(m_runDir / "config.yaml");
+        run.worldSize = m_launch.numProcesses;
+        run.notes = "SLURM job " + std::to_string(m_jobId) + " (" + std::to_string(m_launch.numMachines) + " nodes)";
+        auto recorder = RunRecorder::start(home, run, RunRecorder::Starts::Later);
+        auto store = storage::RunStore::open(storage::historyFile(home));
+        if (!recorder || !store) {
+            std::cerr << "shardscope launch: warning: the run is not recorded in the history: "
+                      << (!recorder ? recorder.error().message : store.error().message) << "\n";
+            return;
+        }
+        m_recorder = std::move(*recorder);
+        m_store.emplace(std::move(*store));
+        warnIf(m_store->setJob(m_recorder->runId(), "slurm:" + std::to_string(m_jobId)));
+        std::cout << "shardscope launch: run " << m_recorder->runId() << " in the history (pending)" << std::endl;
+    }
+
+    // Until the job ends; Ctrl-C (or the workbench's Stop, SIGINT) cancels it on the way.
+    cluster::JobState follow()
+    {
+        std::string said;
+        while (true) {
+            if (g_cancelAsked.exchange(false)) {
+                std::cout << "shardscope launch: cancelling job " << m_jobId << " (scancel)" << std::endl;
+                if (auto cancelled = m_slurm.cancel(m_jobId); !cancelled)
+                    std::cerr << "shardscope launch: " << cancelled.error().message << "\n";
+            }
+            auto state = m_slurm.state(m_jobId);
+            if (!state) {
+                std::cerr << "shardscope launch: " << state.error().message << "\n";
+                return {"UNKNOWN", {}, {}, {}};
+            }
+            if (const std::string now = detailOf(*state); now != said && !state->ended()) {
+                said = now;
+                std::cout << "shardscope launch: job " << m_jobId << " is " << now << std::endl;
+                if (m_store) {
+                    warnIf(m_store->setStatusDetail(m_recorder->runId(), now));
+                    if (state->state == "RUNNING" && !m_running)
+                        warnIf(m_store->markRunning(m_recorder->runId()));
+                }
+                m_running = m_running || state->state == "RUNNING";
+            }
+            readEvents();
+            if (state->ended()) {
+                readEvents();
+                return *state;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+    }
+
+    // The end into the history: every attempt's events gathered into the run folder (what a later
+    // attempt redid left out), the end decided from them and SLURM's state, each attempt recorded.
+    // The run's status word ("completed", ...).
+    std::string recordEnd(const cluster::JobState& state)
+    {
+        const auto attempts = cluster::readAttempts(m_runDir);
+        if (auto gathered = cluster::gatherAttemptEvents(m_runDir, m_launch.numMachines, attempts); !gathered)
+            std::cerr << "shardscope launch: warning: " << gathered.error().message << "\n";
+        std::int64_t malformed = 0;
+        auto events = readRunEvents(m_runDir, malformed);
+        std::vector<std::string> nodeNames;
+        if (auto names = m_slurm.hostnames(attempts.empty() ? state.nodes : attempts.back().nodes))
+            nodeNames = *names;
+        const storage::RunEnd end = cluster::jobEnd(state, events ? *events : std::vector<protocol::Event>{},
+                                                    m_launch.numProcesses, m_perNode, nodeNames);
+        for (const auto& a : attempts)
+            if (a.attempt > 0)
+                std::cout << "shardscope launch: attempt " << a.attempt << " resumed after step " << a.resumedStep << " from "
+                          << a.resumedFrom << "\n";
+        if (!end.error.empty() && end.status != storage::RunStatus::Completed)
+            std::cout << "shardscope launch: " << end.error << "\n";
+        if (!m_recorder)
+            return std::string(storage::statusName(end.status));
+        for (const auto& a : attempts)
+            warnIf(m_store->recordAttempt(m_recorder->runId(), attemptRow(a)));
+        warnIf(m_store->setStatusDetail(m_recorder->runId(), ""));
+        if (auto finished = m_recorder->finish(end); !finished)
+            std::cerr << "shardscope launch: warning: recording the end of the run failed: " << finished.error().message << "\n";
+        std::cout << "shardscope launch: run " << m_recorder->runId() << " in the history: " << storage::statusName(end.status)
+                  << " (" << attempts.size() << (attempts.size() == 1 ? " attempt" : " attempts") << ")\n";
+        return std::string(storage::statusName(end.status));
+    }
+
+private:
+    void readEvents()
+    {
+        m_tail.readNew([&](const protocol::Event& event, int) {
+            if (m_recorder)
+                m_recorder->record(event);
+        });
+    }
+
+    const cluster::SlurmClient& m_slurm;
+    std::int64_t m_jobId;
+    const SlurmLaunch& m_launch;
+    fs::path m_runDir;
+    int m_perNode;
+    cluster::EventsTail m_tail;
+    std::unique_ptr<RunRecorder> m_recorder;
+    std::optional<storage::RunStore> m_store;
+    bool m_running = false;
+};
 
 // SLURM's client on this machine, the profile's partition, and enough nodes in it.
 Result<void> checkCluster(const cluster::SlurmClient& slurm, const cluster::ClusterProfile& profile, const fs::path& profilesFile,
@@ -218,11 +313,18 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
               << runDir.string() << ")" << std::endl;
     if (launch.detach)
         return 0;
-    const cluster::JobState end = follow(slurm, *jobId);
-    std::cout << "shardscope launch: job " << *jobId << " ended " << end.state << " (exit " << end.exitCode << ")\n";
+    JobFollower follower(slurm, *jobId, launch, runDir, request.processesPerNode);
     if (!launch.noHistory && home)
-        recordInHistory(*home, runDir, launch.runName, launch.numMachines);
-    return end.state == "COMPLETED" ? 0 : 1;
+        follower.startRecording(*home);
+    // Ctrl-C, or the workbench's Stop (SIGINT), cancels the job; its end is still followed.
+    struct sigaction cancel { };
+    cancel.sa_handler = [](int) { g_cancelAsked.store(true); };
+    sigaction(SIGINT, &cancel, nullptr);
+    sigaction(SIGTERM, &cancel, nullptr);
+    const cluster::JobState end = follower.follow();
+    std::cout << "shardscope launch: job " << *jobId << " ended " << end.state << " (exit " << end.exitCode << ")\n";
+    const std::string status = follower.recordEnd(end);
+    return status == "completed" ? 0 : status == "cancelled" ? 130 : 1;
 }
 
 } // namespace shardscope::cli

@@ -387,6 +387,22 @@ Result<std::int64_t> SlurmClient::submit(const std::filesystem::path& script) co
     return parseJobId(*text);
 }
 
+Result<void> SlurmClient::cancel(std::int64_t jobId) const
+{
+    auto text = run("scancel", {std::to_string(jobId)});
+    if (!text)
+        return text.error();
+    return {};
+}
+
+Result<std::vector<std::string>> SlurmClient::hostnames(const std::string& nodeList) const
+{
+    auto text = run("scontrol", {"show", "hostnames", nodeList});
+    if (!text)
+        return text.error();
+    return lines(*text);
+}
+
 Result<JobState> SlurmClient::state(std::int64_t jobId) const
 {
     const std::string id = std::to_string(jobId);

@@ -106,6 +106,11 @@ public:
     // sbatch --test-only: SLURM checks the script against the cluster and queue without running it.
     Result<void> testSubmit(const std::filesystem::path& script) const;
     Result<std::int64_t> submit(const std::filesystem::path& script) const;
+    // scancel: a pending job leaves the queue, a running one's tasks get SIGTERM (they save a
+    // checkpoint) and then SIGKILL after KillWait.
+    Result<void> cancel(std::int64_t jobId) const;
+    // `scontrol show hostnames`: "n[1-2]" -> n1, n2.
+    Result<std::vector<std::string>> hostnames(const std::string& nodeList) const;
     // squeue while the job is queued or running, scontrol after (SLURM keeps it MinJobAge seconds).
     Result<JobState> state(std::int64_t jobId) const;
 

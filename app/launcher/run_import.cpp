@@ -17,10 +17,8 @@ namespace shardscope {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 // Every event of the directory, in time order (ranks' files interleaved by their timestamps).
-Result<std::vector<protocol::Event>> readEvents(const fs::path& runDir, std::int64_t& malformed)
+Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::int64_t& malformed)
 {
     std::vector<fs::path> files;
     std::error_code ec;
@@ -54,10 +52,7 @@ Result<std::vector<protocol::Event>> readEvents(const fs::path& runDir, std::int
     return events;
 }
 
-// The run's end as its events tell it: failed when a rank reported its own error (the earliest is
-// the root cause), completed when every rank said done "completed", else failed as unfinished (a
-// rank never said how it ended: killed, or its files were copied mid-run).
-storage::RunEnd endOf(const std::vector<protocol::Event>& events, const std::set<int>& ranks, std::string& status)
+storage::RunEnd endFromEvents(const std::vector<protocol::Event>& events, const std::set<int>& ranks, std::string& status)
 {
     storage::RunEnd end;
     std::map<int, std::string> done;
@@ -88,8 +83,6 @@ storage::RunEnd endOf(const std::vector<protocol::Event>& events, const std::set
     return end;
 }
 
-} // namespace
-
 Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& runDirIn, const std::string& nameIn)
 {
     std::error_code ec;
@@ -98,7 +91,7 @@ Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& run
         return makeError(runDirIn.string() + " is not a directory");
     ImportedRun imported;
     imported.name = nameIn.empty() ? runDir.filename().string() : nameIn;
-    auto events = readEvents(runDir, imported.malformed);
+    auto events = readRunEvents(runDir, imported.malformed);
     if (!events)
         return events.error();
     if (auto store = storage::RunStore::open(storage::historyFile(home))) {
@@ -135,7 +128,7 @@ Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& run
         return recorder.error();
     for (const auto& event : *events)
         (*recorder)->record(event);
-    const storage::RunEnd end = endOf(*events, ranks, imported.status);
+    const storage::RunEnd end = endFromEvents(*events, ranks, imported.status);
     if (auto finished = (*recorder)->finish(end); !finished)
         return finished.error();
     imported.runId = (*recorder)->runId();

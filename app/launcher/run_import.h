@@ -6,10 +6,14 @@
 // read too, so a run whose history was lost can be recorded again. `shardscope runs import`.
 
 #include "engine/common/result.h"
+#include "engine/protocol/events.h"
+#include "storage/run_types.h"
 
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace shardscope {
 
@@ -21,6 +25,16 @@ struct ImportedRun {
     std::int64_t malformed = 0; // lines that were not events (skipped)
     std::string status; // "completed", "failed", "interrupted"
 };
+
+// Every event of a run directory (events/rank<N>.jsonl and events.jsonl), in time order; lines that
+// are not events are counted in `malformed`.
+Result<std::vector<protocol::Event>> readRunEvents(const std::filesystem::path& runDir, std::int64_t& malformed);
+
+// The run's end as its events tell it: failed when a rank reported its own error (the earliest is
+// the root cause), completed when every rank of `ranks` said done "completed", else failed as
+// unfinished (a rank never said how it ended: killed, or its files were copied mid-run).
+// `status` gets the word for it ("completed", "failed", "failed (unfinished)").
+storage::RunEnd endFromEvents(const std::vector<protocol::Event>& events, const std::set<int>& ranks, std::string& status);
 
 // `name` empty: the directory's name. Refused when the history already has a run of that name.
 Result<ImportedRun> importRunDirectory(const std::filesystem::path& home, const std::filesystem::path& runDir,

@@ -11,7 +11,8 @@
 
 namespace shardscope {
 
-Result<std::unique_ptr<RunRecorder>> RunRecorder::start(const std::filesystem::path& home, const storage::NewRun& run)
+Result<std::unique_ptr<RunRecorder>> RunRecorder::start(const std::filesystem::path& home, const storage::NewRun& run,
+                                                        Starts starts)
 {
     std::error_code ec;
     std::filesystem::create_directories(home, ec);
@@ -22,8 +23,9 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::start(const std::filesystem::p
     auto id = store->createRun(run);
     if (!id)
         return id.error();
-    if (auto running = store->markRunning(*id); !running)
-        return running.error();
+    if (starts == Starts::Now)
+        if (auto running = store->markRunning(*id); !running)
+            return running.error();
     auto writer = storage::RunWriter::open(file, *id);
     if (!writer)
         return writer.error();

@@ -23,8 +23,11 @@ class RunWriter;
 
 class RunRecorder {
 public:
-    // Creates the run (pending → running) in <home>/history.sqlite and opens its writer.
-    static Result<std::unique_ptr<RunRecorder>> start(const std::filesystem::path& home, const storage::NewRun& run);
+    // Creates the run (pending → running; a cluster job's stays pending until it runs) in
+    // <home>/history.sqlite and opens its writer.
+    enum class Starts { Now, Later };
+    static Result<std::unique_ptr<RunRecorder>> start(const std::filesystem::path& home, const storage::NewRun& run,
+                                                      Starts starts = Starts::Now);
     ~RunRecorder();
 
     void record(const protocol::Event& event);

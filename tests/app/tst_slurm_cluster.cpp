@@ -7,9 +7,12 @@
 #include "tests/common/recipe_run.h"
 
 #include <QProcess>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <signal.h>
 
 namespace testing = shardscope::testing;
 
@@ -86,6 +89,22 @@ class TestSlurmCluster : public QObject {
         QProcess p;
         startSubmit(p, baseName, extra, target, recipeText);
         return finished(p, baseName);
+    }
+
+    // A job's state as squeue says it ("" once it left the queue).
+    static QString squeueState(const QString& jobId)
+    {
+        QProcess p;
+        p.start(QStringLiteral("squeue"), {"-h", "-j", jobId, "-o", "%T"});
+        p.waitForFinished(30000);
+        return QString::fromUtf8(p.readAll()).trimmed();
+    }
+
+    // The step events an events file holds so far.
+    static int stepsOf(const QString& eventsFile)
+    {
+        const auto all = testing::readEvents(eventsFile);
+        return int(std::count_if(all.begin(), all.end(), [](const QJsonObject& e) { return e["type"].toString() == "step"; }));
     }
 
     // `shardscope runs show NAME`'s output.
@@ -230,11 +249,7 @@ private slots:
                     QStringLiteral("slurm"), recipe);
         // Steps reported by attempt 0: then the admin requeues the job.
         const QString events = runDir(QStringLiteral("preempted")) + "/attempts/0/node0/events.jsonl";
-        const auto stepsSeen = [&] {
-            const auto all = testing::readEvents(events);
-            return std::count_if(all.begin(), all.end(), [](const QJsonObject& e) { return e["type"].toString() == "step"; });
-        };
-        QTRY_VERIFY_WITH_TIMEOUT(stepsSeen() >= 5, 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(stepsOf(events) >= 5, 60000);
         const QString jobId =
             QString::fromUtf8(testing::readFile(runDir(QStringLiteral("preempted")) + "/slurm_job_id")).trimmed();
         QProcess requeue;
@@ -247,6 +262,81 @@ private slots:
         const auto ours = testing::rankZeroLosses(slurm), theirs = testing::rankZeroLosses(local);
         QCOMPARE(ours.size(), 40);
         QCOMPARE(ours, theirs);
+    }
+
+    // The run is in the history as soon as it is submitted: pending, with SLURM's reason and what to
+    // do (here Resources: another job holds a node). Stop (SIGINT to the follower, as the workbench
+    // sends it) ends the pending job, then a running one; both are recorded as cancelled.
+    void pendingJobShowsWhyAndStopEndsPendingAndRunningJobs()
+    {
+        QProcess blocker; // holds one node for as long as it runs
+        blocker.start(QStringLiteral("sbatch"),
+                      {"--parsable", "--nodes=1", "--exclusive", "--output=/dev/null", "--wrap", "sleep 300"});
+        QVERIFY(blocker.waitForFinished(30000));
+        const QString blockerId = QString::fromUtf8(blocker.readAll()).trimmed();
+        QVERIFY2(!blockerId.isEmpty(), "sbatch of the blocking job failed");
+        QTRY_VERIFY_WITH_TIMEOUT(squeueState(blockerId) == QStringLiteral("RUNNING"), 30000);
+        QProcess pending;
+        startSubmit(pending, QStringLiteral("pending"), {"--num_processes", "3", "--num_machines", "3"}, QStringLiteral("slurm"),
+                    kRecipe);
+        QTRY_VERIFY_WITH_TIMEOUT(runsShow(runName(QStringLiteral("pending"))).contains(QStringLiteral("status")), 30000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            runsShow(runName(QStringLiteral("pending")))
+                .contains(QStringLiteral("pending (the job is pending (Resources): the nodes it asks for are busy")),
+            30000);
+        ::kill(static_cast<pid_t>(pending.processId()), SIGINT); // Stop
+        const auto stopped = finished(pending, QStringLiteral("pending"), 60000);
+        QVERIFY2(stopped.exitCode == 130, qPrintable(stopped.output));
+        QVERIFY2(stopped.output.contains(QStringLiteral("cancelling job"))
+                     && stopped.output.contains(QStringLiteral("ended CANCELLED")),
+                 qPrintable(stopped.output));
+        QVERIFY2(runsShow(runName(QStringLiteral("pending"))).contains(QStringLiteral("cancelled")), qPrintable(stopped.output));
+        QProcess cancelBlocker;
+        cancelBlocker.start(QStringLiteral("scancel"), {blockerId});
+        QVERIFY(cancelBlocker.waitForFinished(30000));
+
+        // A running job: Stop once its ranks have stepped.
+        const QString recipe = QString(kRecipe).replace(QStringLiteral("max_steps: 6"), QStringLiteral("max_steps: 400"));
+        QProcess running;
+        startSubmit(running, QStringLiteral("stopped"),
+                    {"--num_processes", "2", "--num_machines", "2", "--", "--slow-rank", "1", "--slow-forward-ms", "100"},
+                    QStringLiteral("slurm"), recipe);
+        QTRY_VERIFY_WITH_TIMEOUT(stepsOf(runDir(QStringLiteral("stopped")) + "/attempts/0/node0/events.jsonl") >= 3, 60000);
+        QVERIFY2(runsShow(runName(QStringLiteral("stopped"))).contains(QStringLiteral("running")),
+                 qPrintable(runsShow(runName(QStringLiteral("stopped")))));
+        ::kill(static_cast<pid_t>(running.processId()), SIGINT);
+        const auto ended = finished(running, QStringLiteral("stopped"), 120000);
+        QVERIFY2(ended.exitCode == 130, qPrintable(ended.output));
+        QVERIFY2(ended.output.contains(QStringLiteral("ended CANCELLED")), qPrintable(ended.output));
+        const QString shown = runsShow(runName(QStringLiteral("stopped")));
+        QVERIFY2(shown.contains(QStringLiteral("cancelled"))
+                     && shown.contains(QRegularExpression(QStringLiteral("job +slurm:[0-9]+"))),
+                 qPrintable(shown));
+    }
+
+    // Killing one node's process mid-run fails the run and names that rank and node, not the peer
+    // that lost it.
+    void killedNodeIsNamed()
+    {
+        const QString recipe = QString(kRecipe).replace(QStringLiteral("max_steps: 6"), QStringLiteral("max_steps: 400"));
+        QProcess p;
+        startSubmit(p, QStringLiteral("node-killed"),
+                    {"--num_processes", "2", "--num_machines", "2", "--", "--slow-rank", "0", "--slow-forward-ms", "100"},
+                    QStringLiteral("slurm"), recipe);
+        const QString nodeOne = runDir(QStringLiteral("node-killed")) + "/attempts/0/node1/events.jsonl";
+        QTRY_VERIFY_WITH_TIMEOUT(stepsOf(nodeOne) >= 3, 60000);
+        qint64 pid = 0;
+        for (const auto& e : testing::readEvents(nodeOne))
+            if (e["type"].toString() == "hello" && e["rank"].toInt() == 1)
+                pid = e["pid"].toInteger();
+        QVERIFY(pid > 0);
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+        const auto run = finished(p, QStringLiteral("node-killed"), 180000);
+        QCOMPARE(run.exitCode, 1);
+        QVERIFY2(run.output.contains(QStringLiteral("rank 1 on n2 (node 1)")), qPrintable(run.output));
+        const QString shown = runsShow(runName(QStringLiteral("node-killed")));
+        QVERIFY2(shown.contains(QStringLiteral("failed")) && shown.contains(QStringLiteral("rank 1 on n2 (node 1)")),
+                 qPrintable(shown));
     }
 
     // What SLURM cannot run is refused before anything is submitted, saying why.
