@@ -724,6 +724,33 @@ std::string planToJson(const RunPlan& p)
     return j.dump(2) + "\n";
 }
 
+namespace {
+
+// The plan's fault injection (tests only), from its "faults" object.
+Result<void> faultsFromJson(const json& faults, const std::string& source, FaultInjection& out)
+{
+    FieldReader f(faults, source + ": faults.");
+    f.read("crash_in_checkpoint_at_step", out.crashInCheckpointAtStep);
+    f.read("inject_nonfinite_grad_at_step", out.injectNonfiniteGradAtStep);
+    f.read("fill_disk_at_step", out.fillDiskAtStep);
+    f.read("slow_rank", out.slowRank);
+    f.read("slow_forward_ms", out.slowForwardMs);
+    f.read("spike_at_step", out.spikeAtStep);
+    f.read("skip_collective_rank", out.skipCollectiveRank);
+    f.read("skip_collective_seq", out.skipCollectiveSeq);
+    f.read("nonfinite_output_module", out.nonfiniteOutputModule);
+    f.read("nonfinite_output_at_step", out.nonfiniteOutputAtStep);
+    f.read("out_of_memory_at_step", out.outOfMemoryAtStep);
+    f.read("diagnostics_ab", out.diagnosticsAb);
+    f.read("dump_params", out.dumpParamsPath);
+    f.read("dump_initial", out.dumpInitialPath);
+    if (!f.error().empty())
+        return makeError(f.error());
+    return {};
+}
+
+} // namespace
+
 Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
 {
     json j = json::parse(text, nullptr, false);
@@ -754,25 +781,9 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
     fields.read("profile_start_step", p.profileStartStep);
     fields.read("profile_steps", p.profileSteps);
     fields.read("threads", p.threads);
-    if (const json* faults = fields.object("faults")) {
-        FieldReader f(*faults, source + ": faults.");
-        f.read("crash_in_checkpoint_at_step", p.faults.crashInCheckpointAtStep);
-        f.read("inject_nonfinite_grad_at_step", p.faults.injectNonfiniteGradAtStep);
-        f.read("fill_disk_at_step", p.faults.fillDiskAtStep);
-        f.read("slow_rank", p.faults.slowRank);
-        f.read("slow_forward_ms", p.faults.slowForwardMs);
-        f.read("spike_at_step", p.faults.spikeAtStep);
-        f.read("skip_collective_rank", p.faults.skipCollectiveRank);
-        f.read("skip_collective_seq", p.faults.skipCollectiveSeq);
-        f.read("nonfinite_output_module", p.faults.nonfiniteOutputModule);
-        f.read("nonfinite_output_at_step", p.faults.nonfiniteOutputAtStep);
-        f.read("out_of_memory_at_step", p.faults.outOfMemoryAtStep);
-        f.read("diagnostics_ab", p.faults.diagnosticsAb);
-        f.read("dump_params", p.faults.dumpParamsPath);
-        f.read("dump_initial", p.faults.dumpInitialPath);
-        if (!f.error().empty())
-            return makeError(f.error());
-    }
+    if (const json* faults = fields.object("faults"))
+        if (auto read = faultsFromJson(*faults, source, p.faults); !read)
+            return read.error();
     if (const json* fp8 = fields.object("fp8")) {
         auto options = float8FromJson(*fp8, source);
         if (!options)
