@@ -487,7 +487,9 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
 
     options.workerPath = plan.python;
     options.workerArgs = plan.args;
-    options.numProcesses = plan.numProcesses;
+    options.numProcesses = plan.numProcesses / plan.numMachines; // this machine's
+    options.numMachines = plan.numMachines;
+    options.machineRank = plan.machineRank;
     options.launcherStartsRanks = true;
     options.eventPipeDirectory = (std::filesystem::path(run->runDir.path) / ".events").string();
     options.extraEnvironment = plan.environment;
@@ -638,6 +640,73 @@ void reportFailure(const LaunchOutcome& outcome, const TrainingRun* run)
     std::cerr << "  logs: " << run->runDir.logs() << "/rank<N>.log\n";
 }
 
+// What every SLURM launch takes from the command line.
+SlurmLaunch slurmLaunchOf(const LaunchArgs& args, const std::string& programPath)
+{
+    SlurmLaunch launch;
+    launch.target = args.target;
+    launch.profilesFile = args.clusterProfiles;
+    launch.configFile = configFileOf(args);
+    // The ranks and nodes: the flags, else the config's (as a local launch takes them); a config
+    // that does not load is reported by the plan's check.
+    launch.numProcesses = args.numProcesses;
+    launch.numMachines = args.numMachines;
+    if (auto loaded = launch.configFile.empty() ? Result<config::AccelerateConfig>(makeError(""))
+                                                : config::loadAccelerateConfig(launch.configFile)) {
+        if (!args.givenNumProcesses)
+            launch.numProcesses = static_cast<int>(loaded->intField("num_processes").value_or(launch.numProcesses));
+        if (!args.givenNumMachines)
+            launch.numMachines = static_cast<int>(loaded->intField("num_machines").value_or(launch.numMachines));
+    }
+    if (!args.mixedPrecision.empty())
+        launch.nodeArgs.insert(launch.nodeArgs.end(), {"--mixed_precision", args.mixedPrecision});
+    launch.engineFlags = args.workerArgs;
+    launch.dryRun = args.dryRun;
+    launch.detach = args.detach;
+    launch.noHistory = args.noHistory;
+    launch.programPath = programPath;
+    return launch;
+}
+
+// The launch as node 0 will plan it (a stand-in rendezvous: the batch script sets the real one).
+LaunchArgs plannedAsANode(const LaunchArgs& args, const SlurmLaunch& launch)
+{
+    LaunchArgs planned = args;
+    planned.numProcesses = launch.numProcesses;
+    planned.numMachines = launch.numMachines;
+    planned.mainProcessIp = "127.0.0.1";
+    planned.mainProcessPort = 29500;
+    planned.machineRank = 0;
+    planned.givenIp = planned.givenPort = planned.givenMachineRank = true;
+    planned.givenNumMachines = planned.givenNumProcesses = true;
+    return planned;
+}
+
+// A user's Accelerate script on SLURM: each node's launcher runs the real `accelerate launch`
+// with that node's --machine_rank, the head's address and the job's port; the script and the
+// Python environment must be where every node finds them at the same path.
+int launchScriptOnSlurm(const LaunchArgs& args, const std::string& programPath)
+{
+    auto python = resolvePython(args.python);
+    if (!python) {
+        printError(python.error().message);
+        return 2;
+    }
+    SlurmLaunch launch = slurmLaunchOf(args, programPath);
+    std::error_code ec;
+    launch.script = std::filesystem::absolute(args.script, ec).lexically_normal().string();
+    launch.python = std::filesystem::absolute(*python, ec).string();
+    launch.runName = args.runName.empty() ? timestampedRunId(std::filesystem::path(args.script).stem().string()) : args.runName;
+    const LaunchArgs planned = plannedAsANode(args, launch);
+    return runSlurmLaunch(launch, [&](int gpusPerNode) {
+        LaunchArgs node = planned;
+        if (gpusPerNode > 0)
+            node.machine = config::MachineInfo{gpusPerNode, true, true, {}};
+        auto accelerateConfig = scriptConfig(node);
+        return accelerateConfig && planScript(node, *accelerateConfig, launch.python, nullptr).has_value();
+    });
+}
+
 // --target slurm[:PROFILE] (slurm_launch.h): the plan checked here as a local launch of the same
 // shape would be, then the job written, checked and submitted.
 int launchOnSlurm(const LaunchArgs& args, const std::string& programPath)
@@ -653,38 +722,24 @@ int launchOnSlurm(const LaunchArgs& args, const std::string& programPath)
             printError(std::string(flag) + " is the batch script's to set on each node under --target slurm; leave it out");
             return 2;
         }
-    if (!args.script.empty() || !args.resumeFrom.empty() || args.profile) {
-        printError("--target slurm runs a recipe as it is; --script, --resume_from_checkpoint and --profile are not supported "
-                   "there yet");
+    if (!args.resumeFrom.empty() || args.profile) {
+        printError("--target slurm resumes by itself (a requeued job) and does not profile yet; --resume_from_checkpoint "
+                   "and --profile are not taken there");
         return 2;
     }
+    if (!args.script.empty())
+        return launchScriptOnSlurm(args, programPath);
     auto recipe = config::loadRecipe(args.recipe);
     if (args.recipe.empty() || !recipe) {
-        printError(args.recipe.empty() ? std::string("--target slurm needs --recipe R") : recipe.error().message);
+        printError(args.recipe.empty() ? std::string("--target slurm needs --recipe R (or --script S)") : recipe.error().message);
         return 2;
     }
-    SlurmLaunch launch;
-    launch.target = args.target;
-    launch.profilesFile = args.clusterProfiles;
+    SlurmLaunch launch = slurmLaunchOf(args, programPath);
     launch.runName = args.runName.empty() ? timestampedRunId(recipe->name) : args.runName;
     launch.recipe = args.recipe;
-    launch.configFile = configFileOf(args);
-    launch.numProcesses = args.numProcesses;
-    launch.numMachines = args.numMachines;
     if (args.maxSteps > 0)
         launch.nodeArgs.insert(launch.nodeArgs.end(), {"--max_steps", std::to_string(args.maxSteps)});
-    if (!args.mixedPrecision.empty())
-        launch.nodeArgs.insert(launch.nodeArgs.end(), {"--mixed_precision", args.mixedPrecision});
-    launch.engineFlags = args.workerArgs;
-    launch.dryRun = args.dryRun;
-    launch.detach = args.detach;
-    launch.noHistory = args.noHistory;
-    launch.programPath = programPath;
-    // Planned as each node will plan it (a stand-in rendezvous: the script sets the real one).
-    LaunchArgs planned = args;
-    planned.mainProcessIp = "127.0.0.1";
-    planned.mainProcessPort = 29500;
-    planned.givenIp = planned.givenPort = true;
+    LaunchArgs planned = plannedAsANode(args, launch);
     return runSlurmLaunch(launch, [&](int gpusPerNode) {
         // The nodes' GPUs, not this machine's (a login node may have none); what they support is
         // checked again on the nodes at launch.

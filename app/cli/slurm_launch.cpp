@@ -240,8 +240,8 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
         printError(profile.error().message);
         return 2;
     }
-    if (launch.recipe.empty()) {
-        printError("--target slurm runs a recipe (--recipe R); a script on SLURM is not supported yet");
+    if (launch.recipe.empty() == launch.script.empty()) {
+        printError("--target slurm runs a recipe (--recipe R) or a user's script (--script S), one of them");
         return 2;
     }
     if (launch.numProcesses % launch.numMachines != 0) {
@@ -275,12 +275,18 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
     request.nodes = launch.numMachines;
     request.processesPerNode = launch.numProcesses / launch.numMachines;
     request.shardscope = thisExecutable(launch.programPath).string();
-    auto recipe = copyIn(launch.recipe, runDir, "recipe.yaml");
-    if (!recipe) {
-        printError(recipe.error().message);
-        return 2;
+    if (!launch.recipe.empty()) {
+        auto recipe = copyIn(launch.recipe, runDir, "recipe.yaml");
+        if (!recipe) {
+            printError(recipe.error().message);
+            return 2;
+        }
+        request.launchArgs = {"--recipe", *recipe};
+    } else {
+        // The script stays where it is (it may import its neighbours): the nodes must see that path.
+        request.launchArgs = {"--script", launch.script, "--python", launch.python};
+        request.warnBeforeTimeLimit = false;
     }
-    request.launchArgs = {"--recipe", *recipe};
     if (!launch.configFile.empty()) {
         auto config = copyIn(launch.configFile, runDir, "config.yaml");
         if (!config) {

@@ -17,12 +17,14 @@ struct SlurmLaunch {
     std::string target; // "slurm" or "slurm:PROFILE"
     std::filesystem::path profilesFile; // $SHARDSCOPE_HOME/clusters.ini unless given
     std::string runName;
-    std::string recipe;
+    std::string recipe; // a recipe run's, or
+    std::string script; // a user's Accelerate script (absolute), run with
+    std::string python; // this interpreter's accelerate (absolute; the nodes' path too)
     std::string configFile; // empty: none
     int numProcesses = 1; // over every node
     int numMachines = 1; // nodes
     std::vector<std::string> nodeArgs; // more of each node's `shardscope launch` (--max_steps, ...)
-    std::vector<std::string> engineFlags;
+    std::vector<std::string> engineFlags; // a script run's: the script's arguments
     bool dryRun = false;
     bool detach = false;
     bool noHistory = false;

@@ -193,8 +193,10 @@ std::string batchScript(const BatchRequest& r)
         out << "#SBATCH --qos=" << p.qos << "\n";
     out << "#SBATCH --output=" << (r.runDir / "slurm-%j.out").string() << "\n";
     out << "#SBATCH --open-mode=append\n";
-    out << "#SBATCH --requeue\n";
-    out << "#SBATCH --signal=USR1@" << p.warningSeconds << "\n";
+    if (r.warnBeforeTimeLimit) {
+        out << "#SBATCH --requeue\n";
+        out << "#SBATCH --signal=USR1@" << p.warningSeconds << "\n";
+    }
     for (const auto& line : p.extraSbatch)
         out << "#SBATCH " << line << "\n";
     out << "#\n"
@@ -226,12 +228,16 @@ std::string batchScript(const BatchRequest& r)
            "head_addr=$(scontrol -o show node \"$head_node\" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')\n"
            "# One rendezvous port per job, the same on every node.\n"
            "port=$((20000 + SLURM_JOB_ID % 10000))\n"
-           "export SHARDSCOPE_HEAD_ADDR=\"$head_addr\" SHARDSCOPE_HEAD_PORT=\"$port\"\n"
-           "# USR1 (--signal above) reaches every task before the time limit, launchers and ranks alike: the\n"
-           "# ranks agree on a step, all save a checkpoint there and stop, and the launchers exit 75; the job\n"
-           "# then goes back in the queue and its next attempt resumes. (SIGTERM, a preemption's or scancel's,\n"
-           "# saves one the same way but exits 143: SLURM requeues a preempted job itself, a cancelled one stays so.)\n"
-           "# Each node's machine rank is its own task's SLURM_NODEID: the single quotes keep it for the\n"
+           "export SHARDSCOPE_HEAD_ADDR=\"$head_addr\" SHARDSCOPE_HEAD_PORT=\"$port\"\n";
+    if (r.warnBeforeTimeLimit)
+        out << "# USR1 (--signal above) reaches every task before the time limit, launchers and ranks alike: the\n"
+               "# ranks agree on a step, all save a checkpoint there and stop, and the launchers exit 75; the job\n"
+               "# then goes back in the queue and its next attempt resumes. (SIGTERM, a preemption's or scancel's,\n"
+               "# saves one the same way but exits 143: SLURM requeues a preempted job itself, a cancelled one stays so.)\n";
+    else
+        out << "# A user's script: no warning before the time limit (its Python ranks would die of SIGUSR1) and no\n"
+               "# requeue; what it saves is its own.\n";
+    out << "# Each node's machine rank is its own task's SLURM_NODEID: the single quotes keep it for the\n"
            "# task to expand (expanded here, every node would be machine 0). After the first launcher\n"
            "# exits, the others get 120 s to finish before srun ends them.\n"
            "status=0\n"

@@ -63,6 +63,9 @@ struct BatchRequest {
     std::string shardscope; // the shardscope binary every node runs (absolute, on a shared path)
     std::vector<std::string> launchArgs; // the rest of each node's `shardscope launch` (--recipe, --config_file, ...)
     std::vector<std::string> engineFlags; // after `--`
+    // SIGUSR1 before the time limit and a requeue (the engine's ranks save a checkpoint on it); a
+    // user's script's Python ranks would die of the signal, so its job asks for neither.
+    bool warnBeforeTimeLimit = true;
 };
 std::string batchScript(const BatchRequest& request);
 // An attempt of the job (0, then one more after each requeue): <runDir>/attempts/<attempt>, with

@@ -1,6 +1,7 @@
 #include "engine/plan/script_plan.h"
 
 #include <filesystem>
+#include <functional>
 
 namespace shardscope::config {
 
@@ -16,6 +17,45 @@ bool knownScriptType(const std::string& type)
 
 bool isSharding(const std::string& type) { return type == "FSDP" || type == "DEEPSPEED" || type == "MEGATRON_LM"; }
 
+// A string field ("" when absent or not a string).
+std::string textField(const AccelerateConfig& c, std::string_view key)
+{
+    const Value value = c.field(key);
+    return value.isString() ? value.asString() : std::string();
+}
+
+// Accelerate's multi-machine settings, each honoured (the command gets --num_machines,
+// --machine_rank, --main_process_ip/port, --same_network), refused with the reason, or (what
+// `accelerate launch` ignores in the file) warned about.
+void checkMachines(const AccelerateConfig& c, int machines, int processes,
+                   const std::function<void(const std::string&, const std::string&)>& error,
+                   const std::function<void(const std::string&, const std::string&)>& warn)
+{
+    const auto rank = c.intField("machine_rank");
+    if (!rank || *rank < 0 || *rank >= machines)
+        error("machine_rank", "machine_rank " + (rank ? std::to_string(*rank) : std::string("(unset)")) + " is not in 0.."
+                                  + std::to_string(machines - 1) + " for num_machines " + std::to_string(machines)
+                                  + "; each machine's launch gives its own (--machine_rank, or --target slurm on each node)");
+    if (textField(c, "main_process_ip").empty())
+        error("main_process_ip", "a run over " + std::to_string(machines)
+                                     + " machines needs machine 0's address (main_process_ip, or --main_process_ip)");
+    if (c.intField("main_process_port").value_or(0) <= 0)
+        error("main_process_port", "a run over several machines needs one rendezvous port that every machine knows "
+                                   "(main_process_port, or --main_process_port)");
+    if (processes % machines != 0)
+        error("num_processes", "num_processes " + std::to_string(processes) + " is not a multiple of num_machines "
+                                   + std::to_string(machines) + " (num_processes counts the ranks of all machines)");
+    // The file's rdzv_backend and same_network never reach `accelerate launch` (its --rdzv_backend
+    // and --same_network defaults shadow them): the command says --same_network, the static
+    // rendezvous at machine 0's address, on every machine.
+    const std::string rdzv = textField(c, "rdzv_backend");
+    if (!rdzv.empty() && rdzv != "static")
+        warn("rdzv_backend", "rdzv_backend " + rdzv
+                                 + " in the file is not used by `accelerate launch` (its own --rdzv_backend default wins); "
+                                   "the machines meet in the static rendezvous at main_process_ip with their machine_rank "
+                                   "(c10d without a machine_rank fails on int(None) in Accelerate 1.15)");
+}
+
 // The checks of the launch that are about scripts (validateConfig, which knows the engine, says
 // FSDP on the CPU is fine: the engine shards there; Accelerate does not).
 void checkScriptLaunch(const ScriptInputs& in, bool onCpu, std::vector<Diagnostic>& problems)
@@ -29,9 +69,11 @@ void checkScriptLaunch(const ScriptInputs& in, bool onCpu, std::vector<Diagnosti
     if (!knownScriptType(type))
         error("distributed_type", "distributed_type " + (type.empty() ? std::string("(not a string)") : type)
                                       + " is not one a script run launches; use NO, MULTI_CPU, MULTI_GPU, FSDP or DEEPSPEED");
-    if (c.intField("num_machines").value_or(1) > 1)
-        error("num_machines", "a script run over several machines is not supported yet; set num_machines: 1, or run "
-                              "`accelerate launch` on each machine yourself");
+    const int machines = static_cast<int>(c.intField("num_machines").value_or(1));
+    if (machines > 1)
+        checkMachines(c, machines, n, error, [&](const std::string& key, const std::string& message) {
+            problems.push_back({Severity::Warning, key, message});
+        });
     if (type == "MULTI_GPU" && c.boolField("use_cpu"))
         error("use_cpu", "distributed_type MULTI_GPU with use_cpu: true makes `accelerate launch` start " + std::to_string(n)
                              + " independent single-process runs (each a world of one), not one run of " + std::to_string(n)
@@ -49,9 +91,10 @@ void checkScriptLaunch(const ScriptInputs& in, bool onCpu, std::vector<Diagnosti
     if (type == "NO" && n > 1)
         error("num_processes", "distributed_type NO runs one process, but num_processes is " + std::to_string(n)
                                    + "; use MULTI_CPU or MULTI_GPU for several ranks");
-    if (n > 1 && !onCpu && n > in.machine.gpuCount)
-        error("num_processes", "num_processes is " + std::to_string(n) + " but this machine has "
-                                   + std::to_string(in.machine.gpuCount) + " GPU(s)");
+    if (n > 1 && !onCpu && n / std::max(machines, 1) > in.machine.gpuCount)
+        error("num_processes", "num_processes is " + std::to_string(n)
+                                   + (machines > 1 ? " over " + std::to_string(machines) + " machines" : std::string())
+                                   + " but this machine has " + std::to_string(in.machine.gpuCount) + " GPU(s)");
     std::error_code ec;
     if (in.script.empty())
         error("--script", "no script given; name the training script with --script train.py");
@@ -114,6 +157,12 @@ PlannedScript planScriptRun(const ScriptInputs& in)
     }
     plan.args.insert(plan.args.end(),
                      {"--num_processes", std::to_string(plan.numProcesses), "--mixed_precision", plan.mixedPrecision});
+    plan.numMachines = static_cast<int>(c.intField("num_machines").value_or(1));
+    plan.machineRank = static_cast<int>(c.intField("machine_rank").value_or(0));
+    if (plan.numMachines > 1)
+        plan.args.insert(plan.args.end(), {"--num_machines", std::to_string(plan.numMachines), "--machine_rank",
+                                           std::to_string(c.intField("machine_rank").value_or(0)), "--main_process_ip",
+                                           textField(c, "main_process_ip"), "--same_network"});
     if (plan.numProcesses > 1) {
         plan.args.insert(plan.args.end(), {"--main_process_port", std::to_string(c.intField("main_process_port").value_or(0))});
         // torchrun prefixes each output line with its rank ("[default0]:") and keeps per-rank files.

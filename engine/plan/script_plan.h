@@ -37,7 +37,9 @@ struct ScriptPlan {
     std::vector<std::string> environment; // NAME=VALUE added to the launcher's environment
     std::string distributedType; // what the ranks really run as ("MULTI_CPU" on the CPU path)
     std::string mixedPrecision;
-    int numProcesses = 1;
+    int numProcesses = 1; // over every machine
+    int numMachines = 1; // a run over several: this machine's launch of it
+    int machineRank = 0;
     bool onCpu = false;
     // The command as a user would type it in a shell (environment first), for the Run page and the
     // run directory.

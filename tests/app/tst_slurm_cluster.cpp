@@ -339,6 +339,50 @@ private slots:
                  qPrintable(shown));
     }
 
+    // The Accelerate example script on 2 nodes through the real `accelerate launch` of the project's
+    // venv (each node's with its --machine_rank, the head's address, --same_network): per-rank
+    // events from both nodes in the history, and the run completed.
+    void acceleratesExampleScriptOnTwoNodes()
+    {
+        const QString python = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
+        QProcess probe;
+        probe.start(python, {"-c", "import accelerate, torch, shardscope"});
+        if (!probe.waitForFinished(60000) || probe.exitCode() != 0)
+            QSKIP("the project venv has no accelerate/torch/shardscope (scripts/setup.sh installs them)");
+        const QString config = m_dir.filePath(QStringLiteral("cpu-2-machines.yaml"));
+        testing::writeFile(config, "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nmixed_precision: 'no'\n"
+                                   "num_machines: 2\nnum_processes: 2\nrdzv_backend: static\nsame_network: true\n"
+                                   "use_cpu: true\n");
+        const QString name = runName(QStringLiteral("script"));
+        QProcess p;
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(testing::shardscopeBinary(),
+                {"launch", "--target", "slurm", "--cluster_profiles", m_profiles, "--script",
+                 QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/accelerate_train.py"), "--python", python,
+                 "--config_file", config, "--run_name", name, "--", "--steps", "6"});
+        const auto run = finished(p, QStringLiteral("script"), 300000);
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        QVERIFY2(run.output.contains(QStringLiteral("ended COMPLETED"))
+                     && run.output.contains(QStringLiteral("in the history: completed")),
+                 qPrintable(run.output));
+        const QByteArray script = testing::readFile(run.runDir + "/job.sbatch");
+        QVERIFY2(!script.contains("--signal") && !script.contains("--requeue"),
+                 script.constData()); // USR1 would kill Python ranks
+        for (int node = 0; node < 2; ++node) {
+            QSet<int> steppers;
+            for (const auto& e : testing::readEvents(run.runDir + "/attempts/0/node" + QString::number(node) + "/events.jsonl"))
+                if (e["type"].toString() == "step")
+                    steppers.insert(e["rank"].toInt());
+            QCOMPARE(steppers, QSet<int>{node}); // rank N ran on node N and reported its steps
+        }
+        // Node 1's `accelerate launch` got its own machine rank and the head's address.
+        const QByteArray command = testing::readFile(run.runDir + "/attempts/0/node1/command.sh");
+        QVERIFY2(command.contains("--num_machines 2 --machine_rank 1 --main_process_ip 127.0.0.1 --same_network"),
+                 command.constData());
+        const QString shown = runsShow(name);
+        QVERIFY2(shown.contains(QStringLiteral("completed")) && shown.contains(QStringLiteral("2 ranks")), qPrintable(shown));
+    }
+
     // What SLURM cannot run is refused before anything is submitted, saying why.
     void refusedBeforeSubmission()
     {

@@ -108,6 +108,30 @@ private slots:
         QVERIFY(!has(planned.plan->args, "--tee"));
     }
 
+    // Machine 1 of 2: its `accelerate launch` gets Accelerate's multi-machine flags.
+    void severalMachinesGetAcceleratesFlags()
+    {
+        Fixture f;
+        // same_network: false is what `accelerate config default` writes; the file's value never
+        // reaches the launch, nor does rdzv_backend's (a warning says so).
+        auto planned = planScriptRun(f.inputs("distributed_type: MULTI_CPU\nnum_processes: 4\nnum_machines: 2\nmachine_rank: 1\n"
+                                              "main_process_ip: 10.0.0.1\nmain_process_port: 29500\nuse_cpu: true\n"
+                                              "same_network: false\nrdzv_backend: c10d\n",
+                                              0));
+        QVERIFY2(planned.ok(), errorsOf(planned).c_str());
+        QVERIFY(std::any_of(planned.problems.begin(), planned.problems.end(), [](const Diagnostic& d) {
+            return d.severity == Severity::Warning && d.keyPath == "rdzv_backend"
+                   && d.message.find("not used by `accelerate launch`") != std::string::npos;
+        }));
+        const std::string line = planned.plan->commandLine();
+        QVERIFY2(line.find("--num_machines 2 --machine_rank 1 --main_process_ip 10.0.0.1 --same_network") != std::string::npos,
+                 line.c_str());
+        QVERIFY2(line.find("--num_processes 4") != std::string::npos,
+                 line.c_str()); // all machines' ranks, as Accelerate takes it
+        QCOMPARE(planned.plan->numMachines, 2);
+        QCOMPARE(planned.plan->machineRank, 1);
+    }
+
     void refusals_data()
     {
         QTest::addColumn<QString>("yaml");
@@ -128,9 +152,22 @@ private slots:
             << "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
             << 0 << "distributed_type"
             << "unsharded";
-        QTest::newRow("several machines") << "distributed_type: MULTI_CPU\nnum_processes: 4\nnum_machines: 2\nuse_cpu: true\n"
-                                          << 0 << "num_machines"
-                                          << "not supported yet";
+        const std::string twoMachines = "distributed_type: MULTI_CPU\nnum_processes: 4\nnum_machines: 2\nuse_cpu: true\n";
+        QTest::newRow("several machines, no address")
+            << QString::fromStdString(twoMachines + "main_process_port: 29500\n") << 0 << "main_process_ip"
+            << "needs machine 0's address";
+        QTest::newRow("several machines, no port")
+            << QString::fromStdString(twoMachines + "main_process_ip: 10.0.0.1\n") << 0 << "main_process_port"
+            << "one rendezvous port";
+        QTest::newRow("machine_rank out of range")
+            << QString::fromStdString(twoMachines + "main_process_ip: 10.0.0.1\nmain_process_port: 29500\nmachine_rank: 2\n") << 0
+            << "machine_rank"
+            << "not in 0..1";
+        QTest::newRow("ranks not a multiple of machines")
+            << "distributed_type: MULTI_CPU\nnum_processes: 3\nnum_machines: 2\nuse_cpu: true\nmain_process_ip: 10.0.0.1\n"
+               "main_process_port: 29500\n"
+            << 0 << "num_processes"
+            << "not a multiple of num_machines 2";
         QTest::newRow("NO with 2 processes") << "distributed_type: 'NO'\nnum_processes: 2\n"
                                              << 0 << "num_processes"
                                              << "runs one process";
