@@ -12,8 +12,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -83,9 +85,9 @@ storage::RunAttempt attemptRow(const cluster::JobAttempt& a)
 class JobFollower {
 public:
     JobFollower(const cluster::SlurmClient& slurm, std::int64_t jobId, const SlurmLaunch& launch, fs::path runDir,
-                int processesPerNode)
+                int processesPerNode, double submittedAt)
         : m_slurm(slurm), m_jobId(jobId), m_launch(launch), m_runDir(std::move(runDir)), m_perNode(processesPerNode),
-          m_tail(m_runDir, launch.numMachines)
+          m_tail(m_runDir, launch.numMachines), m_submittedAt(submittedAt)
     {
     }
 
@@ -178,12 +180,41 @@ public:
         return std::string(storage::statusName(end.status));
     }
 
+    // How the nodes' events reached the history: from the submission to the first step recorded,
+    // the events recorded, how fast, and how far behind the nodes (the event's own time to the
+    // moment it was recorded). Printed at the end (docs/BENCHMARKS.md, "SLURM").
+    void printIngestion() const
+    {
+        if (m_lags.empty())
+            return;
+        std::vector<double> lags = m_lags;
+        std::sort(lags.begin(), lags.end());
+        const double window = m_lastIngested - m_firstIngested;
+        std::printf("shardscope launch: %zu events from the nodes recorded (%.0f a second while they came); lag behind the "
+                    "nodes median %.3f s, max %.3f s; submission to the first step recorded %.2f s\n",
+                    lags.size(), window > 0 ? static_cast<double>(lags.size()) / window : 0.0, lags[lags.size() / 2], lags.back(),
+                    m_firstStepAt > 0 ? m_firstStepAt - m_submittedAt : -1.0);
+        std::fflush(stdout);
+    }
+
 private:
+    static double nowSeconds()
+    {
+        return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    }
+
     void readEvents()
     {
         m_tail.readNew([&](const protocol::Event& event, int) {
             if (m_recorder)
                 m_recorder->record(event);
+            const double now = nowSeconds();
+            m_lags.push_back(std::max(0.0, now - event.time));
+            if (m_firstIngested == 0)
+                m_firstIngested = now;
+            m_lastIngested = now;
+            if (m_firstStepAt == 0 && std::holds_alternative<protocol::StepEvent>(event.body))
+                m_firstStepAt = now;
         });
     }
 
@@ -196,6 +227,9 @@ private:
     std::unique_ptr<RunRecorder> m_recorder;
     std::optional<storage::RunStore> m_store;
     bool m_running = false;
+    double m_submittedAt; // seconds since the epoch, just before sbatch
+    double m_firstStepAt = 0, m_firstIngested = 0, m_lastIngested = 0;
+    std::vector<double> m_lags;
 };
 
 // SLURM's client on this machine, the profile's partition, and enough nodes in it.
@@ -309,6 +343,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
         printError("SLURM refuses the job: " + tested.error().message + " (the script: " + script.string() + ")");
         return 2;
     }
+    const double submittedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     auto jobId = slurm.submit(script);
     if (!jobId) {
         printError(jobId.error().message);
@@ -319,7 +354,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
               << runDir.string() << ")" << std::endl;
     if (launch.detach)
         return 0;
-    JobFollower follower(slurm, *jobId, launch, runDir, request.processesPerNode);
+    JobFollower follower(slurm, *jobId, launch, runDir, request.processesPerNode, submittedAt);
     if (!launch.noHistory && home)
         follower.startRecording(*home);
     // Ctrl-C, or the workbench's Stop (SIGINT), cancels the job; its end is still followed.
@@ -330,6 +365,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
     const cluster::JobState end = follower.follow();
     std::cout << "shardscope launch: job " << *jobId << " ended " << end.state << " (exit " << end.exitCode << ")\n";
     const std::string status = follower.recordEnd(end);
+    follower.printIngestion();
     return status == "completed" ? 0 : status == "cancelled" ? 130 : 1;
 }
 
