@@ -153,6 +153,12 @@ public:
     std::string recordEnd(const cluster::JobState& state)
     {
         const auto attempts = cluster::readAttempts(m_runDir);
+        if (attempts.empty())
+            std::cout << "shardscope launch: the job left nothing in " << m_runDir.string()
+                      << ": its script never ran there. The nodes may not see this folder (the profile's shared_folder "
+                         "must be mounted at the same path on every node), or the job failed before its script started; "
+                         "`scontrol show job "
+                      << m_jobId << "` or SLURM's log on the node says more\n";
         if (auto gathered = cluster::gatherAttemptEvents(m_runDir, m_launch.numMachines, attempts); !gathered)
             std::cerr << "shardscope launch: warning: " << gathered.error().message << "\n";
         std::int64_t malformed = 0;
@@ -285,6 +291,11 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
     }
     if (!checkPlan(cluster::gpusPerNode(*profile)))
         return 2;
+    if (!launch.recipe.empty()) // a script's job asks for no warning
+        if (auto fits = cluster::checkWarningFits(*profile); !fits) {
+            printError(fits.error().message);
+            return 2;
+        }
     const cluster::SlurmClient slurm;
     if (!launch.dryRun)
         if (auto fits = checkCluster(slurm, *profile, profilesFile, launch.numMachines); !fits) {

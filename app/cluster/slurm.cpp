@@ -64,6 +64,61 @@ bool endedState(const std::string& state)
 
 } // namespace
 
+Result<std::optional<long>> timeLimitSeconds(const std::string& text)
+{
+    if (text.empty() || text == "UNLIMITED" || text == "INFINITE")
+        return std::optional<long>();
+    const auto bad = [&] {
+        return makeError("time '" + text + "' is not a SLURM time limit (minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S)");
+    };
+    long days = 0;
+    std::string rest = text;
+    if (const auto dash = text.find('-'); dash != std::string::npos) {
+        char* end = nullptr;
+        days = std::strtol(text.c_str(), &end, 10);
+        if (end != text.c_str() + dash || days < 0)
+            return bad();
+        rest = text.substr(dash + 1);
+    }
+    std::vector<long> parts;
+    for (const auto& part : split(rest, ':')) {
+        char* end = nullptr;
+        const long value = std::strtol(part.c_str(), &end, 10);
+        if (part.empty() || *end != '\0' || value < 0)
+            return bad();
+        parts.push_back(value);
+    }
+    if (parts.empty() || parts.size() > 3)
+        return bad();
+    long seconds = 0;
+    if (text.find('-') != std::string::npos) // D-H, D-H:M, D-H:M:S
+        seconds = parts[0] * 3600 + (parts.size() > 1 ? parts[1] * 60 : 0) + (parts.size() > 2 ? parts[2] : 0);
+    else if (parts.size() == 1) // M
+        seconds = parts[0] * 60;
+    else if (parts.size() == 2) // M:S
+        seconds = parts[0] * 60 + parts[1];
+    else // H:M:S
+        seconds = parts[0] * 3600 + parts[1] * 60 + parts[2];
+    return std::optional<long>(days * 86400 + seconds);
+}
+
+Result<void> checkWarningFits(const ClusterProfile& profile)
+{
+    auto limit = timeLimitSeconds(profile.timeLimit);
+    if (!limit)
+        return makeError("profile [" + profile.name + "]: " + limit.error().message);
+    if (!*limit)
+        return {};
+    if (**limit <= profile.warningSeconds + 30)
+        return makeError("profile [" + profile.name + "]: time " + profile.timeLimit + " leaves no room before its warning ("
+                         + std::to_string(profile.warningSeconds)
+                         + " s, which SLURM sends up to 30 s earlier still): every attempt would be told to stop as it "
+                           "starts, save a checkpoint after one step and requeue; give a longer time, or a warning_seconds "
+                           "under "
+                         + std::to_string(std::max(1L, **limit - 30)));
+    return {};
+}
+
 int gpusPerNode(const ClusterProfile& profile)
 {
     int gpus = 0;

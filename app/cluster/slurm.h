@@ -41,6 +41,15 @@ struct ClusterProfile {
     std::string sharedFolder; // seen by this machine and every node: runs go to <it>/runs/<name>
 };
 
+// sbatch --time in seconds: "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S"; none for "" (the
+// partition's), "UNLIMITED"/"INFINITE", or text that is not a time (an error names it).
+Result<std::optional<long>> timeLimitSeconds(const std::string& text);
+// Whether a warning warningSeconds before this time limit leaves the job time to train: SLURM
+// sends it on a 30 s tick once the time left is under warning + 30 s, so a limit within that
+// would warn every attempt as it starts (one step, a checkpoint, a requeue, again and again).
+// An error saying what to change; fine without a limit.
+Result<void> checkWarningFits(const ClusterProfile& profile);
+
 // The GPUs a node of this profile has for the job, from its sbatch lines (--gres=gpu[:type]:N,
 // --gpus-per-node=N); 0: none asked for.
 int gpusPerNode(const ClusterProfile& profile);

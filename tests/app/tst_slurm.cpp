@@ -81,6 +81,37 @@ private slots:
         QCOMPARE(gpusPerNode(gpus), 4);
     }
 
+    // SLURM's time formats, and a warning that would come as every attempt starts.
+    void timeLimitsAndTheWarning()
+    {
+        const std::vector<std::pair<std::string, long>> times = {{"90", 5400},     {"10:30", 630},     {"01:30:00", 5400},
+                                                                 {"2-12", 216000}, {"1-01:30", 91800}, {"1-00:00:10", 86410}};
+        for (const auto& [text, seconds] : times) {
+            auto parsed = timeLimitSeconds(text);
+            QVERIFY2(parsed.ok() && *parsed && **parsed == seconds, text.c_str());
+        }
+        QVERIFY(timeLimitSeconds("").ok() && !*timeLimitSeconds(""));
+        QVERIFY(timeLimitSeconds("UNLIMITED").ok() && !*timeLimitSeconds("UNLIMITED"));
+        for (const char* bad : {"1h", "1:2:3:4", "-5", "a-1"})
+            QVERIFY2(!timeLimitSeconds(bad).ok(), bad);
+        ClusterProfile profile;
+        profile.name = "short";
+        profile.timeLimit = "2"; // 120 s
+        profile.warningSeconds = 120;
+        auto refused = checkWarningFits(profile);
+        QVERIFY(!refused.ok());
+        QVERIFY2(refused.error().message.find("every attempt would be told to stop as it starts") != std::string::npos
+                     && refused.error().message.find("warning_seconds under 90") != std::string::npos,
+                 refused.error().message.c_str());
+        profile.warningSeconds = 60;
+        QVERIFY(checkWarningFits(profile).ok());
+        profile.timeLimit.clear();
+        profile.warningSeconds = 100000;
+        QVERIFY(checkWarningFits(profile).ok()); // no limit, no warning
+        profile.timeLimit = "soon";
+        QVERIFY(!checkWarningFits(profile).ok());
+    }
+
     // The script runs with stand-ins: scontrol answers as a 2-node cluster whose node names do not
     // resolve (and writes down a requeue), srun runs the task once per node with that node's
     // SLURM_NODEID, and "shardscope" writes its arguments and exits with $FAKE_EXIT. Each node's
