@@ -10,6 +10,7 @@
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
+#include <cstdio>
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -50,13 +51,43 @@ struct RunsArgs {
 
 // A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
 // (key/value listings).
+// Recorded text (names, errors, notes, hosts: what ranks and imported files said) as a terminal
+// shows it without obeying it: control characters other than line breaks and tabs, C0 and C1
+// (an escape sequence that sets the window title or clears the screen), are written as \xNN.
+std::string terminalSafe(std::string_view text)
+{
+    std::string out;
+    out.reserve(text.size());
+    char hex[8];
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        const bool c1 = byte == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80
+                        && static_cast<unsigned char>(text[i + 1]) <= 0x9F; // U+0080..U+009F in UTF-8
+        if ((byte < 0x20 && byte != '\n' && byte != '\t') || byte == 0x7F) {
+            std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+            out += hex;
+        } else if (c1) {
+            std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned char>(text[++i]));
+            out += hex;
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
 class Table {
 public:
-    explicit Table(std::vector<std::string> header, bool alignNumbers = true)
-        : m_rows{std::move(header)}, m_alignNumbers(alignNumbers)
+    explicit Table(std::vector<std::string> header, bool alignNumbers = true) : m_alignNumbers(alignNumbers)
     {
+        add(std::move(header));
     }
-    void add(std::vector<std::string> row) { m_rows.push_back(std::move(row)); }
+    void add(std::vector<std::string> row)
+    {
+        for (auto& cell : row)
+            cell = terminalSafe(cell);
+        m_rows.push_back(std::move(row));
+    }
     void print(std::ostream& out) const
     {
         std::vector<std::size_t> widths;
@@ -104,11 +135,12 @@ void printAttempts(const std::vector<storage::RunAttempt>& attempts)
         return;
     std::cout << "\n";
     for (const auto& a : attempts) {
-        std::cout << "attempt " << a.attempt << ": job " << (a.jobId.empty() ? "-" : a.jobId) << " on "
-                  << (a.nodes.empty() ? "-" : a.nodes) << ", " << (a.startedAt ? formatTime(*a.startedAt) : "-") << " to "
-                  << (a.endedAt ? formatTime(*a.endedAt) : "-") << ", "
-                  << (a.resumedStep > 0 ? "resumed after step " + std::to_string(a.resumedStep) + " from " + a.resumedFrom
-                                        : std::string("from the start"))
+        std::cout << "attempt " << a.attempt << ": job " << terminalSafe(a.jobId.empty() ? "-" : a.jobId) << " on "
+                  << terminalSafe(a.nodes.empty() ? "-" : a.nodes) << ", " << (a.startedAt ? formatTime(*a.startedAt) : "-")
+                  << " to " << (a.endedAt ? formatTime(*a.endedAt) : "-") << ", "
+                  << (a.resumedStep > 0
+                          ? "resumed after step " + std::to_string(a.resumedStep) + " from " + terminalSafe(a.resumedFrom)
+                          : std::string("from the start"))
                   << ", "
                   << (a.exitCode ? "exit " + std::to_string(*a.exitCode) : std::string("its end not seen (preempted or killed)"))
                   << "\n";

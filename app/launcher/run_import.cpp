@@ -10,12 +10,48 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 
 namespace shardscope {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// A run folder's file (events, run.json, config.yaml) is read only when it is a regular file of a
+// sane size inside the folder: a
+// FIFO with no writer, a device (/dev/zero, /dev/urandom), a folder, or a link out of the folder
+// would hang the import, fill the history with noise, or read what the run did not write.
+constexpr std::uintmax_t kMaxEventsFileBytes = std::uintmax_t{4} << 30;
+
+Result<void> checkRunFile(const fs::path& file, const fs::path& runDir)
+{
+    std::error_code ec;
+    const auto link = fs::symlink_status(file, ec);
+    if (fs::is_symlink(link)) {
+        const fs::path target = fs::weakly_canonical(file, ec);
+        const fs::path folder = fs::weakly_canonical(runDir, ec);
+        const auto [end, _] = std::mismatch(folder.begin(), folder.end(), target.begin(), target.end());
+        if (ec || end != folder.end())
+            return makeError(file.string() + " is a link out of the run folder (to " + target.string()
+                             + "); a run's files must be its own");
+    }
+    const auto status = fs::status(file, ec);
+    if (ec || !fs::is_regular_file(status))
+        return makeError(file.string() + " is not a regular file ("
+                         + (fs::is_directory(status)                                     ? "a folder"
+                            : fs::is_fifo(status)                                        ? "a FIFO"
+                            : fs::is_character_file(status) || fs::is_block_file(status) ? "a device"
+                                                                                         : "not a file")
+                         + "); a run's files are written by the run");
+    if (fs::file_size(file, ec) > kMaxEventsFileBytes)
+        return makeError(file.string() + " is larger than 4 GiB; that is not a file a run writes");
+    return {};
+}
+
+} // namespace
 
 // Every event of the directory, in time order (ranks' files interleaved by their timestamps).
 Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::int64_t& malformed)
@@ -34,6 +70,8 @@ Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::
                            "reporter writes, nor events.jsonl, which shardscope launch writes)");
     std::vector<protocol::Event> events;
     for (const auto& file : files) {
+        if (auto usable = checkRunFile(file, runDir); !usable)
+            return usable.error();
         std::ifstream in(file);
         if (!in)
             return makeError("cannot read " + file.string());
@@ -83,6 +121,81 @@ storage::RunEnd endFromEvents(const std::vector<protocol::Event>& events, const 
     return end;
 }
 
+namespace {
+
+// What the reporter knew of the run without a launcher (run.json): how Accelerate ran it. A field
+// of the wrong type is an error naming the file and the key.
+Result<void> readRunJson(const fs::path& runDir, storage::NewRun& run)
+{
+    const fs::path file = runDir / "run.json";
+    std::error_code ec;
+    if (!fs::exists(file, ec))
+        return {};
+    if (auto usable = checkRunFile(file, runDir); !usable)
+        return usable.error();
+    std::ifstream in(file);
+    const auto info = nlohmann::json::parse(in, nullptr, false);
+    if (!info.is_object())
+        return makeError(file.string() + " is not a JSON object; the shardscope reporter writes run.json as one");
+    const auto text = [&](const char* key, std::string& out) -> Result<void> {
+        if (!info.contains(key))
+            return {};
+        if (!info[key].is_string())
+            return makeError(file.string() + ": " + key + " is " + info[key].dump() + ", not a string");
+        out = info[key].get<std::string>();
+        return {};
+    };
+    if (auto read = text("distributed_type", run.distributedType); !read)
+        return read.error();
+    if (auto read = text("mixed_precision", run.mixedPrecision); !read)
+        return read.error();
+    if (info.contains("num_processes")) {
+        const auto& n = info["num_processes"];
+        if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > 1 << 20)
+            return makeError(file.string() + ": num_processes is " + n.dump() + ", not a number of ranks");
+        run.worldSize = std::max(run.worldSize, static_cast<int>(n.get<std::int64_t>()));
+    }
+    return {};
+}
+
+// The run's name: given, else the folder's (a trailing slash, as tab completion writes it, names
+// the same folder); never empty.
+Result<std::string> importedName(const fs::path& runDir, const std::string& given)
+{
+    std::string name = given;
+    if (name.empty()) {
+        const fs::path normal = runDir.lexically_normal();
+        name = (normal.has_filename() ? normal.filename() : normal.parent_path().filename()).string();
+    }
+    if (name.find_first_not_of(" \t\n") == std::string::npos)
+        return makeError("the run needs a name and " + runDir.string() + " gives none; give one with --name");
+    return name;
+}
+
+// The history's run whose folder `runDir` is already, if any: a folder belongs to one run (deleting
+// a second row would delete the first run's files).
+std::optional<std::pair<std::int64_t, std::string>> ownerOf(const storage::RunStore& store, const fs::path& home,
+                                                            const fs::path& runDir)
+{
+    auto runs = store.listRuns();
+    if (!runs)
+        return std::nullopt;
+    std::error_code ec;
+    const fs::path wanted = fs::weakly_canonical(runDir, ec);
+    for (const auto& r : *runs) {
+        if (r.runDir.empty())
+            continue;
+        fs::path dir = r.runDir;
+        if (dir.is_relative())
+            dir = home / dir;
+        if (fs::weakly_canonical(dir, ec) == wanted)
+            return std::pair{r.id, r.name};
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& runDirIn, const std::string& nameIn)
 {
     std::error_code ec;
@@ -90,14 +203,23 @@ Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& run
     if (!fs::is_directory(runDir, ec))
         return makeError(runDirIn.string() + " is not a directory");
     ImportedRun imported;
-    imported.name = nameIn.empty() ? runDir.filename().string() : nameIn;
+    auto name = importedName(runDir, nameIn);
+    if (!name)
+        return name.error();
+    imported.name = *name;
     auto events = readRunEvents(runDir, imported.malformed);
     if (!events)
         return events.error();
+    if (events->empty())
+        return makeError(runDir.string() + " has no events: " + std::to_string(imported.malformed)
+                         + " line(s) were read and none was an event of the Shardscope protocol");
     if (auto store = storage::RunStore::open(storage::historyFile(home))) {
         if (auto existing = store->resolveRun(imported.name))
             return makeError("the history already has a run named " + imported.name + " (run " + std::to_string(*existing)
                              + "); give another name with --name");
+        if (auto owner = ownerOf(*store, home, runDir))
+            return makeError(runDir.string() + " is already the folder of run " + std::to_string(owner->first) + " ("
+                             + owner->second + "); a folder belongs to one run (deleting the other would delete its files)");
     }
     std::set<int> ranks;
     storage::NewRun run;
@@ -109,26 +231,29 @@ Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& run
             run.worldSize = std::max(run.worldSize, hello->worldSize);
     }
     run.worldSize = std::max(run.worldSize, ranks.empty() ? 1 : *ranks.rbegin() + 1);
-    if (std::ifstream in(runDir / "config.yaml"); in)
-        run.configText.assign(std::istreambuf_iterator<char>(in), {});
-    // What the reporter knew of the run without a launcher (run.json): how Accelerate ran it.
-    if (std::ifstream in(runDir / "run.json"); in) {
-        const auto info = nlohmann::json::parse(in, nullptr, false);
-        if (info.is_object()) {
-            run.distributedType = info.value("distributed_type", std::string());
-            run.mixedPrecision = info.value("mixed_precision", std::string());
-            run.worldSize = std::max(run.worldSize, info.value("num_processes", 1));
-        }
+    for (const auto& [file, text] : {std::pair{"config.yaml", &run.configText}, {"script.yaml", &run.recipeText}}) {
+        if (!fs::exists(runDir / file, ec))
+            continue;
+        if (auto usable = checkRunFile(runDir / file, runDir); !usable)
+            return usable.error();
+        std::ifstream in(runDir / file);
+        text->assign(std::istreambuf_iterator<char>(in), {});
     }
-    if (std::ifstream in(runDir / "script.yaml"); in)
-        run.recipeText.assign(std::istreambuf_iterator<char>(in), {});
+    // What the reporter knew of the run without a launcher (run.json): how Accelerate ran it.
+    if (auto described = readRunJson(runDir, run); !described)
+        return described.error();
     run.notes = "imported from " + runDir.string();
     auto recorder = RunRecorder::start(home, run);
     if (!recorder)
         return recorder.error();
     for (const auto& event : *events)
         (*recorder)->record(event);
-    const storage::RunEnd end = endFromEvents(*events, ranks, imported.status);
+    // Every rank of the world must have said it finished, not only those whose files are here.
+    std::set<int> world;
+    for (int r = 0; r < run.worldSize; ++r)
+        world.insert(r);
+    world.insert(ranks.begin(), ranks.end());
+    const storage::RunEnd end = endFromEvents(*events, world, imported.status);
     if (auto finished = (*recorder)->finish(end); !finished)
         return finished.error();
     imported.runId = (*recorder)->runId();

@@ -11,6 +11,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -86,7 +88,84 @@ private slots:
         QVERIFY(!again);
         QVERIFY2(again.error().message.find("already has a run named train-1") != std::string::npos,
                  again.error().message.c_str());
-        QVERIFY(importRunDirectory(home.path().toStdString(), runDir, "train-1-copy"));
+        // Under another name: still refused, the folder is run train-1's (#43: deleting a second row
+        // would delete the first run's files).
+        auto copy = importRunDirectory(home.path().toStdString(), runDir, "train-1-copy");
+        QVERIFY(!copy);
+        QVERIFY2(copy.error().message.find("is already the folder of run " + std::to_string(imported->runId) + " (train-1)")
+                     != std::string::npos,
+                 copy.error().message.c_str());
+    }
+
+    // #43 point 2: what an import must not trust. Each refusal names the file, and none hangs.
+    void refusesWhatARunDidNotWrite_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("a FIFO with no writer") << "fifo"
+                                               << "is not a regular file (a FIFO)";
+        QTest::newRow("a link to /dev/zero") << "zero"
+                                             << "is a link out of the run folder";
+        QTest::newRow("a link to /dev/urandom") << "urandom"
+                                                << "is a link out of the run folder";
+        QTest::newRow("a folder") << "folder"
+                                  << "is not a regular file (a folder)";
+        QTest::newRow("random bytes") << "random"
+                                      << "has no events";
+    }
+    void refusesWhatARunDidNotWrite()
+    {
+        QFETCH(QString, kind);
+        QFETCH(QString, says);
+        QTemporaryDir home;
+        const fs::path root = home.path().toStdString();
+        const fs::path dir = root / "run";
+        fs::create_directories(dir);
+        const fs::path events = dir / "events.jsonl";
+        if (kind == "fifo")
+            QCOMPARE(::mkfifo(events.c_str(), 0600), 0);
+        else if (kind == "zero")
+            fs::create_symlink("/dev/zero", events);
+        else if (kind == "urandom")
+            fs::create_symlink("/dev/urandom", events);
+        else if (kind == "folder")
+            fs::create_directories(events);
+        else {
+            std::ofstream out(events, std::ios::binary);
+            for (int i = 0; i < 4096; ++i)
+                out.put(static_cast<char>((i * 7919 + 13) % 256));
+        }
+        auto imported = importRunDirectory(root, dir);
+        QVERIFY(!imported);
+        QVERIFY2(imported.error().message.find(says.toStdString()) != std::string::npos, imported.error().message.c_str());
+        auto store = storage::RunStore::open(storage::historyFile(root));
+        QVERIFY(store.ok());
+        QVERIFY(store->listRuns()->empty()); // nothing recorded
+    }
+
+    // #43 point 2: a field of the wrong type is an error (it aborted the program); a trailing slash
+    // names the folder; a rank whose file is missing did not finish.
+    void wrongTypesSlashesAndMissingRanks()
+    {
+        QTemporaryDir home;
+        const fs::path root = home.path().toStdString();
+        writeRun(root / "typed", true);
+        std::ofstream(root / "typed" / "run.json") << R"({"distributed_type": 5})";
+        auto typed = importRunDirectory(root, root / "typed");
+        QVERIFY(!typed);
+        QVERIFY2(typed.error().message.find("run.json: distributed_type is 5, not a string") != std::string::npos,
+                 typed.error().message.c_str());
+
+        writeRun(root / "slashed", true);
+        auto slashed = importRunDirectory(root, (root / "slashed").string() + "/");
+        QVERIFY2(slashed, slashed ? "" : slashed.error().message.c_str());
+        QCOMPARE(slashed->name, std::string("slashed"));
+
+        writeRun(root / "half", true); // 2 ranks (run.json), one file left
+        fs::remove(root / "half" / "events" / "rank1.jsonl");
+        auto half = importRunDirectory(root, root / "half");
+        QVERIFY(half);
+        QCOMPARE(half->status, std::string("failed (unfinished)"));
     }
 
     void endAsTheEventsTellIt()
