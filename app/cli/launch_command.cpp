@@ -524,8 +524,12 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
         std::cerr << "shardscope launch: warning: " << trouble << "\n";
         outcome.addReason("warning: " + trouble);
     }
-    outcome.blameFirstOwnError(monitor.reportedErrors());
     const auto completed = monitor.completedRanks();
+    // A rank that exits 0 without having reported the end of its steps left early (a script
+    // without the reporter says nothing either way: its exit status is all there is).
+    outcome.blameFirstOwnError(monitor.reportedErrors(), [&](int rank) {
+        return !completed.count(rank) && (!scriptRun || monitor.heardFrom(rank)) && !monitor.isEnding(rank);
+    });
     if (outcome.cancelled && !outcome.rootCauseRank && !outcome.ranks.empty()
         && std::all_of(outcome.ranks.begin(), outcome.ranks.end(),
                        [&](const RankExit& r) { return !r.failed() && completed.count(r.rank); })) {

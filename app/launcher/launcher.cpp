@@ -114,7 +114,8 @@ std::string LaunchOutcome::failureSummary() const
     return out.str();
 }
 
-void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
+void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors,
+                                       const std::function<bool(int rank)>& leftUnfinished)
 {
     if (!rootCauseRank || cancelled)
         return;
@@ -136,7 +137,8 @@ void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
             consider(e.rank, e.time);
     for (const auto& r : ranks) {
         const bool reported = std::any_of(errors.begin(), errors.end(), [&](const ReportedError& e) { return e.rank == r.rank; });
-        if (r.failed() && !r.stoppedByLauncher && !reported)
+        const bool quitEarly = !r.failed() && leftUnfinished && leftUnfinished(r.rank);
+        if ((r.failed() || quitEarly) && !r.stoppedByLauncher && !reported)
             consider(r.rank, r.exitedAt);
     }
     if (!first || *first == *rootCauseRank)
@@ -144,8 +146,12 @@ void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors)
     rootCauseRank = first;
     rootCauseStandsIn = false;
     for (const auto& r : ranks)
-        if (r.rank == *first)
+        if (r.rank == *first) {
             exitCode = r.status() != 0 ? r.status() : 1;
+            if (!r.failed())
+                addReason("rank " + std::to_string(r.rank)
+                          + " exited with code 0 before it reported the end of its steps, and the others lost it");
+        }
 }
 
 namespace {

@@ -144,7 +144,9 @@ struct LaunchOutcome {
     // error event (peer-loss errors are consequences and never the cause) or, for a rank that
     // died without one (a signal), the time it exited; not simply the first rank to exit. A hang
     // the launcher detected keeps its rank. The exit code follows the root cause.
-    void blameFirstOwnError(const std::vector<ReportedError>& errors);
+    // `leftUnfinished(rank)`: whether a rank that exited 0 had not reported finishing its steps; such
+    // a rank left the others as much as a crash does, and counts from its exit too.
+    void blameFirstOwnError(const std::vector<ReportedError>& errors, const std::function<bool(int rank)>& leftUnfinished = {});
 };
 
 // Blocks the signals the launcher handles itself (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD) in the calling

@@ -208,6 +208,26 @@ private slots:
         QCOMPARE(killed.rootCauseRank.value_or(-1), 1);
         QCOMPARE(killed.exitCode, 128 + SIGKILL);
 
+        // #43 point 1: rank 1 exits 0 before it finished its steps; rank 0 then loses it and fails.
+        // Rank 1 is the root cause, not the peer that lost it.
+        LaunchOutcome quit = outcome;
+        quit.ranks[1] = RankExit{};
+        quit.ranks[1].rank = 1;
+        quit.ranks[1].exitedAt = 99.5;
+        quit.rootCauseRank = 0;
+        quit.exitCode = 5;
+        quit.blameFirstOwnError({{0, 100.05, "peer"}}, [](int rank) { return rank == 1; });
+        QCOMPARE(quit.rootCauseRank.value_or(-1), 1);
+        QCOMPARE(quit.exitCode, 1);
+        QVERIFY2(quit.reason.find("rank 1 exited with code 0 before it reported the end of its steps") != std::string::npos,
+                 quit.reason.c_str());
+        LaunchOutcome finished = quit; // the same exit after reporting its end: not to blame
+        finished.rootCauseRank = 0;
+        finished.exitCode = 5;
+        finished.reason.clear();
+        finished.blameFirstOwnError({{0, 100.05, "peer"}}, [](int) { return false; });
+        QCOMPARE(finished.rootCauseRank.value_or(-1), 0);
+
         LaunchOutcome hung = outcome; // a hang the launcher saw keeps its rank
         hung.ranks[0].hung = true;
         hung.rootCauseRank = 0;
