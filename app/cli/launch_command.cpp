@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -853,6 +854,21 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     return 0;
 }
 
+// A number an option takes: finite and positive (or, with zeroAllowed, not negative). CLI11's
+// PositiveNumber let NaN through and printed DBL_MAX, 309 digits, as the range's bound.
+CLI::Validator finiteNumber(bool zeroAllowed)
+{
+    return CLI::Validator(
+        [zeroAllowed](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double value = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 || (!zeroAllowed && value == 0))
+                return "'" + text + "' is not " + (zeroAllowed ? "a number of 0 or more" : "a number above 0");
+            return {};
+        },
+        zeroAllowed ? "NUMBER >= 0" : "NUMBER > 0");
+}
+
 } // namespace
 
 void addLaunchCommand(CLI::App& app, CommandContext& context)
@@ -884,7 +900,7 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
                     "Accelerate config file (default: Accelerate's default_config.yaml when it exists); flags win over it");
     cmd->add_option("--run_name", args->runName, "Run id (default: <recipe name>-<date>-<time>)");
     cmd->add_option("--runs_dir", args->runsDir, "Where run directories go (default: $SHARDSCOPE_HOME/runs)");
-    cmd->add_option("--max_steps", args->maxSteps, "Override the recipe's training.max_steps")->check(CLI::PositiveNumber);
+    cmd->add_option("--max_steps", args->maxSteps, "Override the recipe's training.max_steps")->check(finiteNumber(false));
     cmd->add_option("--mixed_precision", args->mixedPrecision, "no, fp16, bf16, bf16-pure or fp8 (wins over the config file)");
     cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
                     "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
@@ -895,19 +911,20 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--tag", args->tags, "Tag the run in the history (repeatable): the sweep it belongs to, say");
     cmd->add_option("--rendezvous_timeout", args->rendezvousTimeout,
                     "Seconds a machine other than 0 waits for machine 0's launcher to answer before giving up")
-        ->check(CLI::PositiveNumber)
+        ->check(finiteNumber(false))
         ->capture_default_str();
     cmd->add_option("--heartbeat_timeout", args->heartbeatTimeout,
                     "Seconds without any event from a rank before it is taken as hung (0: never)")
+        ->check(finiteNumber(true))
         ->capture_default_str();
     cmd->add_option("--straggler_threshold", args->stragglers.threshold,
                     "Flag a rank whose compute time (forward and backward without waits) is this much above the "
                     "other ranks' (0.2: 20 % slower)")
-        ->check(CLI::PositiveNumber)
+        ->check(finiteNumber(false))
         ->capture_default_str();
     cmd->add_option("--straggler_window", args->stragglers.window,
                     "Steps whose median compute times are compared for --straggler_threshold (0: no straggler check)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(finiteNumber(true))
         ->capture_default_str();
     cmd->add_option("--loss_spike_factor", args->lossSpikes.factor,
                     "Report a step whose loss is over this many times the median of the steps before")
@@ -915,7 +932,7 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
         ->capture_default_str();
     cmd->add_option("--loss_spike_window", args->lossSpikes.window,
                     "Steps before a step whose median --loss_spike_factor compares with (0: no loss-spike check)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(finiteNumber(true))
         ->capture_default_str();
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
     cmd->add_option("--target", args->target,

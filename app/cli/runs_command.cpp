@@ -10,14 +10,15 @@
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
-#include <cstdio>
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -487,6 +488,9 @@ int runExport(const RunsArgs& args)
         return fail("export", id.error());
     std::ofstream file;
     if (!args.output.empty() && args.output != "-") {
+        std::error_code ec;
+        if (std::filesystem::exists(args.output, ec) && !args.yes)
+            return fail("export", makeError(args.output + " exists; give another -o, or --yes to replace it"));
         file.open(args.output, std::ios::binary);
         if (!file)
             return fail("export", makeError("cannot write " + args.output + ": check the folder exists and is writable"));
@@ -587,7 +591,8 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
     auto* exportCmd = runs->add_subcommand("export", "Export a run's metrics (CSV) or everything (JSON)");
     exportCmd->add_option("run", args->runs, "Run id or name")->required()->expected(1);
     exportCmd->add_option("--format", args->format, "csv or json")->check(CLI::IsMember({"csv", "json"}))->capture_default_str();
-    exportCmd->add_option("-o,--output", args->output, "Output file (default: standard output)");
+    exportCmd->add_option("-o,--output", args->output, "Output file, a new one (default: standard output)");
+    exportCmd->add_flag("-y,--yes", args->yes, "Replace the output file when it exists");
     exportCmd->callback([args, &context] { context.exitCode = runExport(*args); });
 
     auto* del = runs->add_subcommand("delete", "Delete runs: their rows and run directories");

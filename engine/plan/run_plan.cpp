@@ -75,6 +75,16 @@ std::string number(const std::string& text, T& out, T minimum, T maximum)
 
 constexpr std::int64_t kSteps = std::int64_t{1} << 40;
 
+// A file the run will create: one that exists is the user's, never overwritten.
+std::string newFile(const std::string& path, const char* flag, std::string& out)
+{
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec))
+        return "'" + path + "' exists; " + flag + " writes a new file: remove it or give another path";
+    out = path;
+    return {};
+}
+
 // "MODULE:STEP": a module's name and a step from 1.
 std::string moduleAndStep(const std::string& text, std::string& module, std::int64_t& step)
 {
@@ -156,10 +166,10 @@ const std::vector<EngineFlag>& engineFlags()
         {"profile_start_step", "first profiled step (wins over the recipe)",
          step([](EngineChoices& c) -> std::int64_t& { return c.profileStartStep; }, 0)},
         {"profile_steps", "profiled steps", step([](EngineChoices& c) -> std::int64_t& { return c.profileSteps; }, 0)},
-        {"dump-params", "rank 0 writes the final parameters here (safetensors)",
-         [](EngineChoices& c, V v) { return (c.faults.dumpParamsPath = v[0], std::string()); }},
-        {"dump-initial", "rank 0 writes the initial parameters here (safetensors)",
-         [](EngineChoices& c, V v) { return (c.faults.dumpInitialPath = v[0], std::string()); }},
+        {"dump-params", "rank 0 writes the final parameters here (safetensors; a new file)",
+         [](EngineChoices& c, V v) { return newFile(v[0], "--dump-params", c.faults.dumpParamsPath); }},
+        {"dump-initial", "rank 0 writes the initial parameters here (safetensors; a new file)",
+         [](EngineChoices& c, V v) { return newFile(v[0], "--dump-initial", c.faults.dumpInitialPath); }},
         {"inject-nonfinite-grad", "fault injection: a NaN in a synchronised gradient at this step",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.injectNonfiniteGradAtStep; }, 1)},
         {"fill-disk-at-step", "fault injection: from this step, files beyond 64 KiB cannot be written",
