@@ -41,12 +41,24 @@ private slots:
         QTest::addColumn<QString>("option");
         QTest::addColumn<QString>("value");
         QTest::addColumn<QString>("says");
-        QTest::newRow("NaN threshold") << "--straggler_threshold" << "nan" << "'nan' is not a number above 0";
-        QTest::newRow("negative threshold") << "--straggler_threshold" << "-1" << "'-1' is not a number above 0";
-        QTest::newRow("infinite timeout") << "--heartbeat_timeout" << "inf" << "'inf' is not a number of 0 or more";
-        QTest::newRow("negative steps") << "--max_steps" << "-2" << "'-2' is not a number above 0";
-        QTest::newRow("negative window") << "--straggler_window" << "-1" << "'-1' is not a number of 0 or more";
-        QTest::newRow("NaN rendezvous") << "--rendezvous_timeout" << "nan" << "'nan' is not a number above 0";
+        QTest::newRow("NaN threshold") << "--straggler_threshold"
+                                       << "nan"
+                                       << "'nan' is not a number above 0";
+        QTest::newRow("negative threshold") << "--straggler_threshold"
+                                            << "-1"
+                                            << "'-1' is not a number above 0";
+        QTest::newRow("infinite timeout") << "--heartbeat_timeout"
+                                          << "inf"
+                                          << "'inf' is not a number of 0 or more";
+        QTest::newRow("negative steps") << "--max_steps"
+                                        << "-2"
+                                        << "'-2' is not a number above 0";
+        QTest::newRow("negative window") << "--straggler_window"
+                                         << "-1"
+                                         << "'-1' is not a number of 0 or more";
+        QTest::newRow("NaN rendezvous") << "--rendezvous_timeout"
+                                        << "nan"
+                                        << "'nan' is not a number above 0";
     }
     void numbersAreFiniteAndSaidPlainly()
     {
@@ -54,7 +66,8 @@ private slots:
         QFETCH(QString, value);
         QFETCH(QString, says);
         QTemporaryDir home;
-        testing::writeFile(home.filePath(QStringLiteral("r.yaml")), "name: r\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n");
+        testing::writeFile(home.filePath(QStringLiteral("r.yaml")),
+                           "name: r\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n");
         const auto ran = runCli(home, {"launch", "--recipe", home.filePath(QStringLiteral("r.yaml")), option, value});
         QVERIFY2(ran.exitCode != 0, qPrintable(ran.output));
         QVERIFY2(ran.output.contains(says), qPrintable(ran.output));
@@ -82,8 +95,10 @@ private slots:
         QVERIFY(testing::readFile(mine).contains("loss"));
 
         // --dump-params: a new file or nothing.
-        testing::writeFile(home.filePath(QStringLiteral("r.yaml")), "name: r\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n");
-        const auto dump = runCli(home, {"launch", "--recipe", home.filePath(QStringLiteral("r.yaml")), "--", "--dump-params", mine});
+        testing::writeFile(home.filePath(QStringLiteral("r.yaml")),
+                           "name: r\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n");
+        const auto dump = runCli(home,
+                                 {"launch", "--recipe", home.filePath(QStringLiteral("r.yaml")), "--", "--dump-params", mine});
         QVERIFY2(dump.exitCode != 0 && dump.output.contains(QStringLiteral("exists; --dump-params writes a new file")),
                  qPrintable(dump.output));
         QVERIFY(testing::readFile(mine).contains("loss")); // untouched
