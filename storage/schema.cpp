@@ -2,8 +2,10 @@
 
 #include "storage/metric_blocks.h"
 
+#include <chrono>
 #include <filesystem>
 #include <map>
+#include <thread>
 #include <tuple>
 
 namespace shardscope::storage {
@@ -219,10 +221,12 @@ Result<int> schemaVersion(const Database& db)
     return int(*version);
 }
 
-Result<void> configureConnection(Database& db, bool readOnly)
+namespace {
+
+// Read the journal mode before setting it: switching needs an exclusive lock, and a reader must
+// not take one while a writer is busy (it would wait, and could make the writer wait).
+Result<void> switchToWal(Database& db, bool readOnly)
 {
-    // Read the journal mode before setting it: switching needs an exclusive lock, and a reader
-    // must not take one while a writer is busy (it would wait, and could make the writer wait).
     auto mode = db.prepare("PRAGMA journal_mode");
     if (!mode)
         return mode.error();
@@ -231,9 +235,27 @@ Result<void> configureConnection(Database& db, bool readOnly)
         return makeError(row.error().message + " (is this file a SQLite database?)");
     const std::string current = *row ? mode->text(0) : std::string();
     mode = Statement();
-    if (current != "wal" && !readOnly) {
-        if (auto rc = db.exec("PRAGMA journal_mode=WAL"); !rc)
-            return rc;
+    if (current != "wal" && !readOnly)
+        return db.exec("PRAGMA journal_mode=WAL");
+    return {};
+}
+
+} // namespace
+
+Result<void> configureConnection(Database& db, bool readOnly)
+{
+    // Two processes that create the history at once (two launches into a new home) race for the
+    // switch to WAL, for which SQLite does not call the busy handler: "database is locked" at
+    // once, and one run went unrecorded (#43 point 7). The switch is tried again for a while.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (true) {
+        auto switched = switchToWal(db, readOnly);
+        if (switched)
+            break;
+        if (switched.error().message.find("another process holds the database lock") == std::string::npos
+            || std::chrono::steady_clock::now() > deadline)
+            return switched;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     // synchronous=NORMAL in WAL mode: a committed transaction survives the death of any process
     // (tested with SIGKILL); only a power cut can lose the last commits, never corrupt the file.
