@@ -6,6 +6,7 @@
 #include "app/launcher/program.h"
 #include "app/launcher/run_import.h"
 #include "app/launcher/run_recorder.h"
+#include "engine/accelerate/yaml_io.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
@@ -50,11 +51,14 @@ std::string detailOf(const cluster::JobState& state)
     return state.state + (state.nodes.empty() ? "" : " on " + state.nodes);
 }
 
+// A file of the run folder the history keeps a copy of (empty when there is none).
 std::string readText(const fs::path& file)
 {
-    std::ifstream in(file);
-    return std::string(std::istreambuf_iterator<char>(in), {});
+    auto text = config::readTextFile(file.string());
+    return text ? *text : std::string();
 }
+
+double nowSeconds() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 void warnIf(const Result<void>& result)
 {
@@ -204,11 +208,6 @@ public:
     }
 
 private:
-    static double nowSeconds()
-    {
-        return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    }
-
     void readEvents()
     {
         m_tail.readNew([&](const protocol::Event& event, int) {
@@ -354,7 +353,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
         printError("SLURM refuses the job: " + tested.error().message + " (the script: " + script.string() + ")");
         return 2;
     }
-    const double submittedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double submittedAt = nowSeconds();
     auto jobId = slurm.submit(script);
     if (!jobId) {
         printError(jobId.error().message);

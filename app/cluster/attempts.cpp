@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 namespace shardscope::cluster {
@@ -73,11 +74,15 @@ std::string keptLine(const std::string& line, const JobAttempt& attempt, const J
         return protocol::encodeEvent(*event);
     }
     // Done again by the next attempt, which resumed from an earlier checkpoint.
-    const auto json = nlohmann::json::parse(line, nullptr, false);
-    if (json.is_object() && json.contains("step") && json["step"].is_number_integer()
-        && json["step"].get<std::int64_t>() > next->resumedStep)
-        return {};
-    return line;
+    const auto step = std::visit(
+        [](const auto& body) -> std::optional<std::int64_t> {
+            if constexpr (requires { body.step; })
+                return static_cast<std::int64_t>(body.step);
+            else
+                return std::nullopt;
+        },
+        event->body);
+    return step && *step > next->resumedStep ? std::string() : line;
 }
 
 } // namespace

@@ -14,22 +14,7 @@ namespace testing = shardscope::testing;
 
 namespace {
 
-struct Ran {
-    int exitCode = -1;
-    QString output;
-};
-
-Ran runCli(const QTemporaryDir& home, const QStringList& args)
-{
-    QProcess p;
-    auto env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("SHARDSCOPE_HOME"), home.path());
-    p.setProcessEnvironment(env);
-    p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start(testing::shardscopeBinary(), args);
-    p.waitForFinished(60000);
-    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll())};
-}
+testing::CliRun runCli(const QTemporaryDir& home, const QStringList& args) { return testing::runShardscope(home.path(), args); }
 
 } // namespace
 

@@ -32,16 +32,7 @@ private slots:
             events += QByteArray::fromStdString(protocol::encodeEvent(event)) + "\n";
         }
         testing::writeFile(dir + "/events/rank0.jsonl", events);
-        auto run = [&](const QStringList& args) {
-            QProcess p;
-            auto env = QProcessEnvironment::systemEnvironment();
-            env.insert(QStringLiteral("SHARDSCOPE_HOME"), home.path());
-            p.setProcessEnvironment(env);
-            p.setProcessChannelMode(QProcess::MergedChannels);
-            p.start(testing::shardscopeBinary(), args);
-            p.waitForFinished(60000);
-            return QString::fromUtf8(p.readAll());
-        };
+        auto run = [&](const QStringList& args) { return testing::runShardscope(home.path(), args).output; };
         const QString imported = run({"runs", "import", dir});
         QVERIFY2(imported.contains(QStringLiteral("failed")), qPrintable(imported));
         const QString shown = run({"runs", "show", "hostile"});

@@ -29,6 +29,24 @@ inline const QString& shardscopeBinary()
     return path;
 }
 
+// `shardscope ARGS` with SHARDSCOPE_HOME=home, waited for: its exit code (-1 when it did not exit
+// normally) and its output, stdout and stderr together.
+struct CliRun {
+    int exitCode = -1;
+    QString output;
+};
+inline CliRun runShardscope(const QString& home, const QStringList& args, int timeoutMs = 60000)
+{
+    QProcess p;
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("SHARDSCOPE_HOME"), home);
+    p.setProcessEnvironment(env);
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(shardscopeBinary(), args);
+    p.waitForFinished(timeoutMs);
+    return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll())};
+}
+
 // A loopback port free at the time of asking (for launchers that must agree on one in advance).
 inline int freeLoopbackPort()
 {
