@@ -461,8 +461,12 @@ std::vector<pid_t> childrenOf(pid_t parent)
         const std::string name = entry.path().filename().string();
         if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos)
             continue;
+        // One line, read with getline: a process that ends between the open and the read makes
+        // read() fail with ESRCH, which istreambuf_iterator let out as an exception (the launcher
+        // died of it, `terminate called ... No such process`); getline leaves the stream bad.
         std::ifstream stat(entry.path() / "stat");
-        std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+        std::string text;
+        std::getline(stat, text);
         // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
         const auto close = text.rfind(')');
         if (close == std::string::npos)
