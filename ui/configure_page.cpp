@@ -17,14 +17,18 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDateTime>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QFileInfo>
 #include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QListView>
 #include <QPlainTextEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QVBoxLayout>
@@ -68,6 +72,23 @@ void ConfigurePage::buildBottom(QWidget* parent)
     m_profile->setToolTip(tr("Trace steps 3-7 (or the recipe's profile window) for the Trace page: "
                              "`shardscope launch --profile`"));
     launchRow->addWidget(m_profile);
+    m_target = new QComboBox(bottom);
+    m_target->setObjectName(QStringLiteral("runTarget"));
+    m_target->addItem(tr("This machine"), QString());
+    m_target->setToolTip(tr("Where Launch runs: this machine, or a SLURM cluster profile of clusters.ini "
+                            "(`shardscope launch --target slurm:NAME`)"));
+    launchRow->addWidget(m_target);
+    m_batchScriptButton = new QPushButton(tr("Batch script…"), bottom);
+    m_batchScriptButton->setObjectName(QStringLiteral("batchScriptButton"));
+    m_batchScriptButton->setToolTip(tr("Show the sbatch script Launch would submit, and submit it from there"));
+    m_batchScriptButton->setVisible(false);
+    launchRow->addWidget(m_batchScriptButton);
+    connect(m_target, &QComboBox::currentIndexChanged, this, [this] {
+        const bool cluster = !target().isEmpty();
+        m_batchScriptButton->setVisible(cluster);
+        m_profile->setVisible(!cluster && !scriptMode()); // a job does not profile yet
+    });
+    connect(m_batchScriptButton, &QPushButton::clicked, this, [this] { showBatchScript(); });
     launchRow->addWidget(m_launch);
     bottomLayout->addWidget(m_diagnosticView, 1);
     m_fixButton = new QPushButton(bottom);
@@ -85,7 +106,7 @@ void ConfigurePage::buildBottom(QWidget* parent)
     connect(m_scriptPanel, &ScriptPanel::edited, this, &ConfigurePage::refresh);
     connect(m_runKind, &QComboBox::currentIndexChanged, this, [this](int index) {
         m_scriptPanel->setVisible(index == 1);
-        m_profile->setVisible(index == 0); // a script profiles itself (docs/SCRIPTS.md)
+        m_profile->setVisible(index == 0 && target().isEmpty()); // a script profiles itself (docs/SCRIPTS.md)
         refresh();
     });
     bottomLayout->addLayout(launchRow);
@@ -444,15 +465,15 @@ void ConfigurePage::setScript(const QString& path, const QString& arguments, con
 
 QString ConfigurePage::scriptCommand() const { return scriptMode() ? m_scriptPanel->command() : QString(); }
 
-QString ConfigurePage::launch()
+QString ConfigurePage::prepareLaunch(LaunchRequest& request)
 {
     if (!canLaunch()) {
         const QString why = tr("Fix the errors first.");
         showMessage(why, true);
         return why;
     }
-    LaunchRequest request;
     request.numProcesses = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
+    request.target = target();
     const auto& recipe = m_recipeEditor->recipe();
     QString stem = recipe ? qs(recipe->name) : QStringLiteral("run");
     if (scriptMode()) {
@@ -474,7 +495,7 @@ QString ConfigurePage::launch()
         }
     }
     if (!scriptMode()) {
-        request.profile = m_profile->isChecked();
+        request.profile = m_profile->isChecked() && request.target.isEmpty();
         request.recipeFile = m_recipePath;
         if (m_recipeModified || m_recipePath.isEmpty()) {
             request.recipeFile = m_launcher->scratchFile(request.runName + QStringLiteral("-recipe.yaml"));
@@ -484,10 +505,160 @@ QString ConfigurePage::launch()
             }
         }
     }
+    return {};
+}
+
+QString ConfigurePage::launch()
+{
+    LaunchRequest request;
+    if (QString why = prepareLaunch(request); !why.isEmpty())
+        return why;
     const QString error = m_launcher->start(request);
     if (!error.isEmpty())
         showMessage(error, true);
     return error;
+}
+
+ConfigurePage::~ConfigurePage()
+{
+    // A `shardscope clusters` or dry run still running must not report into a page being torn down.
+    for (QProcess* process : {m_clusters, m_dryRun})
+        if (process) {
+            process->disconnect(this);
+            process->kill();
+            process->waitForFinished(5000);
+        }
+}
+
+void ConfigurePage::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    if (!m_targetsAsked) {
+        m_targetsAsked = true;
+        refreshTargets();
+    }
+}
+
+bool ConfigurePage::setTarget(const QString& target)
+{
+    const int index = m_target->findData(target);
+    if (index < 0)
+        return false;
+    m_target->setCurrentIndex(index);
+    return true;
+}
+
+QString ConfigurePage::target() const { return m_target ? m_target->currentData().toString() : QString(); }
+
+QStringList ConfigurePage::targets() const
+{
+    QStringList all;
+    for (int i = 0; i < m_target->count(); ++i)
+        all << m_target->itemData(i).toString();
+    return all;
+}
+
+void ConfigurePage::refreshTargets()
+{
+    if (m_clusters)
+        return; // one is on its way
+    m_clusters = new QProcess(this);
+    m_clusters->setProcessChannelMode(QProcess::MergedChannels);
+    connect(m_clusters, &QProcess::finished, this, [this] {
+        const QString said = QString::fromUtf8(m_clusters->readAll());
+        m_clusters->deleteLater();
+        m_clusters = nullptr;
+        targetsListed(said);
+    });
+    connect(m_clusters, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
+        if (error != QProcess::FailedToStart)
+            return;
+        m_clusters->deleteLater();
+        m_clusters = nullptr;
+        targetsListed({});
+    });
+    m_clusters->start(launcherProgram(), {QStringLiteral("clusters")});
+}
+
+void ConfigurePage::targetsListed(const QString& clustersOutput)
+{
+    const QString chosen = target();
+    const QSignalBlocker blocker(m_target);
+    while (m_target->count() > 1)
+        m_target->removeItem(1);
+    for (const QString& t : slurmTargets(clustersOutput))
+        m_target->addItem(tr("SLURM: %1").arg(t.mid(QStringLiteral("slurm:").size())), t);
+    // What `shardscope clusters` said (each profile, SLURM's partitions, or why there are none).
+    m_target->setToolTip(tr("Where Launch runs: this machine, or a SLURM cluster profile "
+                            "(`shardscope launch --target slurm:NAME`).\n\n%1")
+                             .arg(clustersOutput.trimmed().isEmpty() ? tr("No cluster profiles.") : clustersOutput.trimmed()));
+    m_target->setCurrentIndex(std::max(0, m_target->findData(chosen)));
+    m_batchScriptButton->setVisible(!target().isEmpty());
+    emit targetsLoaded();
+}
+
+QString ConfigurePage::showBatchScript()
+{
+    if (target().isEmpty())
+        return tr("The batch script is for a SLURM target.");
+    if (m_dryRun)
+        return tr("The batch script is being written.");
+    LaunchRequest request;
+    if (QString why = prepareLaunch(request); !why.isEmpty())
+        return why;
+    m_shownRequest = request;
+    request.dryRun = true;
+    m_dryRun = new QProcess(this);
+    m_dryRun->setProcessChannelMode(QProcess::MergedChannels);
+    connect(m_dryRun, &QProcess::finished, this, [this](int exitCode, QProcess::ExitStatus status) {
+        const QString said = QString::fromUtf8(m_dryRun->readAll());
+        m_dryRun->deleteLater();
+        m_dryRun = nullptr;
+        if (status != QProcess::NormalExit || exitCode != 0) {
+            showMessage(said.trimmed(), true);
+            return;
+        }
+        if (!m_batchScriptDialog) {
+            m_batchScriptDialog = new QDialog(this);
+            m_batchScriptDialog->setObjectName(QStringLiteral("batchScriptDialog"));
+            auto* layout = new QVBoxLayout(m_batchScriptDialog);
+            m_batchScriptView = new QPlainTextEdit(m_batchScriptDialog);
+            m_batchScriptView->setObjectName(QStringLiteral("batchScript"));
+            m_batchScriptView->setReadOnly(true);
+            m_batchScriptView->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+            layout->addWidget(m_batchScriptView);
+            auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, m_batchScriptDialog);
+            auto* submit = buttons->addButton(tr("Submit"), QDialogButtonBox::AcceptRole);
+            submit->setObjectName(QStringLiteral("submitJob"));
+            connect(buttons, &QDialogButtonBox::rejected, m_batchScriptDialog, &QDialog::reject);
+            connect(submit, &QPushButton::clicked, this, [this] { submitShownScript(); });
+            layout->addWidget(buttons);
+            m_batchScriptDialog->resize(760, 560);
+        }
+        m_batchScriptDialog->setWindowTitle(tr("Batch script of %1 (%2)").arg(m_shownRequest.runName, m_shownRequest.target));
+        m_batchScriptView->setPlainText(said);
+        m_batchScriptDialog->show();
+        emit batchScriptShown();
+    });
+    m_dryRun->start(launcherProgram(), launchArguments(request));
+    return {};
+}
+
+QString ConfigurePage::batchScriptText() const { return m_batchScriptView ? m_batchScriptView->toPlainText() : QString(); }
+
+QString ConfigurePage::submitShownScript()
+{
+    if (m_shownRequest.runName.isEmpty())
+        return tr("No batch script is shown.");
+    const QString error = m_launcher->start(m_shownRequest);
+    if (!error.isEmpty()) {
+        showMessage(error, true);
+        return error;
+    }
+    m_shownRequest = {};
+    if (m_batchScriptDialog)
+        m_batchScriptDialog->accept();
+    return {};
 }
 
 } // namespace shardscope::ui

@@ -14,6 +14,7 @@
 #include "engine/plan/run_plan.h"
 #include "engine/accelerate/validation.h"
 #include "ui/configure_check.h"
+#include "ui/run_launcher.h"
 
 #include <QWidget>
 
@@ -22,6 +23,8 @@
 
 class QCheckBox;
 class QComboBox;
+class QDialog;
+class QProcess;
 class QLabel;
 class QListView;
 class QPlainTextEdit;
@@ -47,6 +50,7 @@ public:
     // databaseFile: the run history a launched run is looked up in.
     // `history`: the workbench's history service (where a launched run is looked for); none: its own.
     explicit ConfigurePage(std::filesystem::path databaseFile, QWidget* parent = nullptr, HistoryService* history = nullptr);
+    ~ConfigurePage() override;
 
     ConfigWizard* wizard() const { return m_wizard; }
     ConfigForm* form() const { return m_form; }
@@ -108,10 +112,29 @@ public slots:
     // In script mode, the command the launcher will run, as a shell would take it; else empty.
     QString scriptCommand() const;
 
+    // Where Launch runs: "" (this machine) or "slurm:NAME", a profile `shardscope clusters` lists
+    // ($SHARDSCOPE_HOME/clusters.ini). False when no such target is offered.
+    bool setTarget(const QString& target);
+    QString target() const;
+    QStringList targets() const; // what the choice offers, "" first
+    // Asks `shardscope clusters` again (off the GUI thread: a process); targetsLoaded when done.
+    void refreshTargets();
+    // A SLURM target's batch script, as `shardscope launch --dry-run` writes it for what Launch
+    // would submit now, shown in a dialog whose Submit submits exactly that (same run name, same
+    // files); batchScriptShown when it is there. Empty on success, else why not.
+    QString showBatchScript();
+    QString batchScriptText() const;
+    QString submitShownScript();
+
 signals:
     void runLaunched(const QString& runName);
     void runOpened(std::int64_t runId);
     void dataPreviewed(bool ok);
+    void targetsLoaded();
+    void batchScriptShown();
+
+protected:
+    void showEvent(QShowEvent* event) override; // the first time: the cluster targets listed
 
 private:
     void buildBottom(QWidget* parent);
@@ -124,6 +147,9 @@ private:
     // True, with the reason shown, when `path` is a bundled example (never written).
     bool refuseBundled(const QString& path);
     void remember(const QString& key, const QString& path) const;
+    // What Launch would start now (unsaved files copied to scratch files); empty, or why not.
+    QString prepareLaunch(LaunchRequest& request);
+    void targetsListed(const QString& clustersOutput);
 
     std::filesystem::path m_databaseFile;
     config::MachineInfo m_machine; // probed once: GPUs and what they support
@@ -153,6 +179,14 @@ private:
     QComboBox* m_runKind = nullptr; // "Engine recipe" / "Accelerate script"
     QCheckBox* m_profile = nullptr; // an engine run's --profile
     ScriptPanel* m_scriptPanel = nullptr;
+    QComboBox* m_target = nullptr; // this machine, or a SLURM profile
+    QPushButton* m_batchScriptButton = nullptr; // shown for a SLURM target
+    QProcess* m_clusters = nullptr; // `shardscope clusters`, while it runs
+    QProcess* m_dryRun = nullptr; // `shardscope launch --dry-run`, while it runs
+    QDialog* m_batchScriptDialog = nullptr;
+    QPlainTextEdit* m_batchScriptView = nullptr;
+    LaunchRequest m_shownRequest; // what the dialog's Submit submits
+    bool m_targetsAsked = false;
 };
 
 } // namespace shardscope::ui

@@ -19,6 +19,10 @@ using storage::RunStatus;
 
 std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText)
 {
+    // The recipe's own reader first (it reads flow style, `training: {max_steps: 6}`, too); a
+    // recipe it refuses (written by another version) is read line by line.
+    if (auto recipe = config::parseRecipe(recipeText, "the run's recipe"))
+        return recipe->maxSteps;
     for (const auto& [key, value] : storage::flattenYaml(recipeText)) {
         if (key != "training.max_steps")
             continue;
@@ -68,6 +72,8 @@ Result<RunUpdate> StoreRunSource::poll()
     update.info.mixedPrecision = s.mixedPrecision;
     update.info.worldSize = s.worldSize;
     update.info.launcher = details->launcher;
+    update.info.job = s.job;
+    update.info.statusDetail = s.statusDetail;
 
     auto rows = store.metricsSince(m_runId, m_cursor, m_rowsPerPoll);
     if (!rows)

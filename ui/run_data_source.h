@@ -31,6 +31,8 @@ struct RunInfo {
     std::string distributedType, mixedPrecision;
     int worldSize = 1;
     storage::LauncherIdentity launcher; // pid 0 when unknown
+    std::string job; // a cluster run's job ("slurm:123"); empty: a run of this machine
+    std::string statusDetail; // what the scheduler says of it now ("pending (Resources): ...")
 };
 
 struct RunUpdate {

@@ -5,6 +5,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
+#include <QRegularExpression>
 
 namespace shardscope::ui {
 
@@ -47,6 +48,15 @@ QStringList splitCommandLine(const QString& text)
     return words;
 }
 
+QStringList slurmTargets(const QString& clustersOutput)
+{
+    static const QRegularExpression profileLine(QStringLiteral("^\\[([^\\]]+)\\]"), QRegularExpression::MultilineOption);
+    QStringList targets;
+    for (auto it = profileLine.globalMatch(clustersOutput); it.hasNext();)
+        targets << QStringLiteral("slurm:") + it.next().captured(1);
+    return targets;
+}
+
 QString sweepTag(const QString& sweepName) { return QStringLiteral("sweep:") + sweepName; }
 
 QStringList launchArguments(const LaunchRequest& request)
@@ -71,6 +81,10 @@ QStringList launchArguments(const LaunchRequest& request)
         args << QStringLiteral("--profile");
     for (const auto& tag : request.tags)
         args << QStringLiteral("--tag") << tag;
+    if (!request.target.isEmpty())
+        args << QStringLiteral("--target") << request.target;
+    if (request.dryRun)
+        args << QStringLiteral("--dry-run");
     if (!request.workerArgs.isEmpty())
         args << QStringLiteral("--") << request.workerArgs;
     return args;

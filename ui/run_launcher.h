@@ -26,6 +26,11 @@ struct LaunchRequest {
     QStringList workerArgs; // after "--"
     bool profile = false; // an engine run's --profile: trace steps 3-7 (or the recipe's window)
     QStringList tags; // --tag each: the run's tags in the history
+    // Where it runs: empty for this machine, "slurm:NAME" for a SLURM cluster profile of
+    // $SHARDSCOPE_HOME/clusters.ini (`shardscope launch --target`); dryRun: print the batch
+    // script, submit nothing.
+    QString target;
+    bool dryRun = false;
     // Where the launcher's own output (stdout and stderr) goes, so that a launch refused before
     // any rank started can show its message; empty: discarded.
     QString outputFile;
@@ -52,6 +57,9 @@ QStringList splitCommandLine(const QString& text);
 QString launcherProgram();
 QStringList launchArguments(const LaunchRequest& request);
 LaunchResult launchDetached(const LaunchRequest& request);
+
+// The SLURM targets `shardscope clusters` lists ("slurm:NAME" for each "[NAME] ..." line).
+QStringList slurmTargets(const QString& clustersOutput);
 
 // The tag a precision sweep's runs share in the history: Runs filters a sweep by it.
 QString sweepTag(const QString& sweepName);

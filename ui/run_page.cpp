@@ -60,6 +60,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     m_title->setFont(titleFont);
     m_status = new QLabel(this);
     m_status->setObjectName(QStringLiteral("runStatus"));
+    m_status->setWordWrap(true); // a cluster job's scheduler text is long: it wraps, never widens the window
     m_progress = new QLabel(this);
     m_progress->setObjectName(QStringLiteral("runProgress"));
     m_xAxisBox = new QComboBox(this);
@@ -377,6 +378,13 @@ void RunPage::updateHeader()
                  qs(m_info.distributedType).isEmpty() ? tr("local") : qs(m_info.distributedType),
                  tr("precision %1").arg(m_info.mixedPrecision.empty() ? QStringLiteral("?") : qs(m_info.mixedPrecision)))
             .arg(m_info.worldSize));
+    // A cluster job: its id, and while it lives what the scheduler says (pending and why, the nodes).
+    if (!m_info.job.empty()) {
+        QString job = QStringLiteral(" · ") + qs(m_info.job).toHtmlEscaped();
+        if (!storage::isTerminal(m_info.status) && !m_info.statusDetail.empty())
+            job += QStringLiteral(" · ") + qs(m_info.statusDetail).toHtmlEscaped();
+        m_status->setText(m_status->text() + job);
+    }
     QString progress;
     const std::int64_t lastStep = m_series.lastStep();
     if (m_info.startedAt) {

@@ -14,6 +14,7 @@ void addAllCommands(CLI::App& app, CommandContext& context)
     addEnvCommand(app, context);
     addEstimateMemoryCommand(app, context);
     addDataCommand(app, context);
+    addClustersCommand(app, context);
 }
 
 } // namespace

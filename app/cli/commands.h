@@ -26,5 +26,6 @@ void addEnvCommand(CLI::App& app, CommandContext& context);
 void addEstimateMemoryCommand(CLI::App& app, CommandContext& context);
 void addRunsCommand(CLI::App& app, CommandContext& context);
 void addDataCommand(CLI::App& app, CommandContext& context);
+void addClustersCommand(CLI::App& app, CommandContext& context);
 
 } // namespace shardscope::cli

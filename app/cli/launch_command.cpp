@@ -669,6 +669,7 @@ SlurmLaunch slurmLaunchOf(const LaunchArgs& args, const std::string& programPath
     launch.dryRun = args.dryRun;
     launch.detach = args.detach;
     launch.noHistory = args.noHistory;
+    launch.tags = args.tags;
     launch.programPath = programPath;
     return launch;
 }
@@ -708,7 +709,10 @@ int launchScriptOnSlurm(const LaunchArgs& args, const std::string& programPath)
         if (gpusPerNode > 0)
             node.machine = config::MachineInfo{gpusPerNode, true, true, {}};
         auto accelerateConfig = scriptConfig(node);
-        return accelerateConfig && planScript(node, *accelerateConfig, launch.python, nullptr).has_value();
+        if (!accelerateConfig)
+            return std::optional<PlannedShape>();
+        const auto plan = planScript(node, *accelerateConfig, launch.python, nullptr);
+        return plan ? std::optional<PlannedShape>(PlannedShape{plan->distributedType, plan->mixedPrecision}) : std::nullopt;
     });
 }
 
@@ -751,7 +755,10 @@ int launchOnSlurm(const LaunchArgs& args, const std::string& programPath)
         if (gpusPerNode > 0)
             planned.machine = config::MachineInfo{gpusPerNode, true, true, {}};
         int exitCode = 0;
-        return planRun(planned, *recipe, std::string(), exitCode).has_value();
+        const auto plan = planRun(planned, *recipe, std::string(), exitCode);
+        return plan ? std::optional<PlannedShape>(
+                   PlannedShape{plan->distributedType, std::string(precision::modeName(plan->precision))})
+                    : std::nullopt;
     });
 }
 

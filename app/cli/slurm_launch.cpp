@@ -31,10 +31,14 @@ namespace fs = std::filesystem;
 void printError(const std::string& message) { std::cerr << "shardscope launch: error: " << message << "\n"; }
 
 // Copies `from` into the run directory as `name`: the nodes read their inputs from the shared folder.
-Result<std::string> copyIn(const std::string& from, const fs::path& runDir, const std::string& name)
+// A dry run copies nothing (it only shows where the file would go): a preview must leave no run
+// folder behind, or the real submission under the same name would be refused.
+Result<std::string> copyIn(const std::string& from, const fs::path& runDir, const std::string& name, bool dryRun)
 {
     std::error_code ec;
     const fs::path to = runDir / name;
+    if (dryRun)
+        return to.string();
     fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
     if (ec)
         return makeError("cannot copy " + from + " to " + to.string() + ": " + ec.message());
@@ -95,9 +99,12 @@ public:
     {
     }
 
-    void startRecording(const fs::path& home)
+    void startRecording(const fs::path& home, const PlannedShape& shape)
     {
         storage::NewRun run;
+        run.distributedType = shape.distributedType;
+        run.mixedPrecision = shape.mixedPrecision;
+        run.tags = m_launch.tags;
         run.name = m_launch.runName;
         run.runDir = m_runDir.string();
         run.recipeText = readText(m_runDir / "recipe.yaml");
@@ -266,14 +273,12 @@ Result<void> checkCluster(const cluster::SlurmClient& slurm, const cluster::Clus
 
 } // namespace
 
-int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusPerNode)>& checkPlan)
+int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<PlannedShape>(int gpusPerNode)>& checkPlan)
 {
     const auto colon = launch.target.find(':');
     const std::string profileName = colon == std::string::npos ? "default" : launch.target.substr(colon + 1);
     auto home = storage::shardscopeHome();
-    const fs::path profilesFile = !launch.profilesFile.empty() ? launch.profilesFile
-                                  : home                       ? *home / "clusters.ini"
-                                                               : fs::path("clusters.ini");
+    const fs::path profilesFile = cluster::profilesFile(launch.profilesFile);
     auto profile = cluster::loadProfile(profilesFile, profileName);
     if (!profile) {
         printError(profile.error().message);
@@ -288,7 +293,8 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
                    + std::to_string(launch.numMachines) + " (the nodes)");
         return 2;
     }
-    if (!checkPlan(cluster::gpusPerNode(*profile)))
+    const auto shape = checkPlan(cluster::gpusPerNode(*profile));
+    if (!shape)
         return 2;
     if (!launch.recipe.empty()) // a script's job asks for no warning
         if (auto fits = cluster::checkWarningFits(*profile); !fits) {
@@ -307,7 +313,8 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
         printError(runDir.string() + " exists: another run has this name; choose another --run_name");
         return 2;
     }
-    fs::create_directories(runDir / "attempts", ec);
+    if (!launch.dryRun)
+        fs::create_directories(runDir / "attempts", ec);
     if (ec) {
         printError("cannot create " + runDir.string() + " in the profile's shared folder: " + ec.message());
         return 2;
@@ -320,7 +327,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
     request.processesPerNode = launch.numProcesses / launch.numMachines;
     request.shardscope = thisExecutable(launch.programPath).string();
     if (!launch.recipe.empty()) {
-        auto recipe = copyIn(launch.recipe, runDir, "recipe.yaml");
+        auto recipe = copyIn(launch.recipe, runDir, "recipe.yaml", launch.dryRun);
         if (!recipe) {
             printError(recipe.error().message);
             return 2;
@@ -332,7 +339,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
         request.warnBeforeTimeLimit = false;
     }
     if (!launch.configFile.empty()) {
-        auto config = copyIn(launch.configFile, runDir, "config.yaml");
+        auto config = copyIn(launch.configFile, runDir, "config.yaml", launch.dryRun);
         if (!config) {
             printError(config.error().message);
             return 2;
@@ -342,13 +349,12 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
     request.launchArgs.insert(request.launchArgs.end(), launch.nodeArgs.begin(), launch.nodeArgs.end());
     request.engineFlags = launch.engineFlags;
     const fs::path script = runDir / "job.sbatch";
-    std::ofstream(script) << cluster::batchScript(request);
     if (launch.dryRun) {
-        std::ifstream in(script);
-        std::cout << in.rdbuf();
-        std::cout << "# (written to " << script.string() << "; not submitted: --dry-run)\n";
+        std::cout << cluster::batchScript(request);
+        std::cout << "# (not submitted, nothing written: --dry-run; a submission writes it to " << script.string() << ")\n";
         return 0;
     }
+    std::ofstream(script) << cluster::batchScript(request);
     if (auto tested = slurm.testSubmit(script); !tested) {
         printError("SLURM refuses the job: " + tested.error().message + " (the script: " + script.string() + ")");
         return 2;
@@ -366,7 +372,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusP
         return 0;
     JobFollower follower(slurm, *jobId, launch, runDir, request.processesPerNode, submittedAt);
     if (!launch.noHistory && home)
-        follower.startRecording(*home);
+        follower.startRecording(*home, *shape);
     // Ctrl-C, or the workbench's Stop (SIGINT), cancels the job; its end is still followed.
     struct sigaction cancel { };
     cancel.sa_handler = [](int) { g_cancelAsked.store(true); };

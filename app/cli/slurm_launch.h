@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,19 @@ struct SlurmLaunch {
     bool dryRun = false;
     bool detach = false;
     bool noHistory = false;
+    std::vector<std::string> tags; // the run's tags in the history
     std::string programPath; // argv[0]
 };
 
+// What the history shows of the planned run (as a local launch records it).
+struct PlannedShape {
+    std::string distributedType; // Accelerate's spelling
+    std::string mixedPrecision;
+};
+
 // `checkPlan` plans the run as a local launch would (config, recipe, flags) on a machine with the
-// profile's GPUs per node (the submitting machine's own may be none): false when refused (it has
+// profile's GPUs per node (the submitting machine's own may be none): none when refused (it has
 // said why). Returns the process's exit code.
-int runSlurmLaunch(const SlurmLaunch& launch, const std::function<bool(int gpusPerNode)>& checkPlan);
+int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<PlannedShape>(int gpusPerNode)>& checkPlan);
 
 } // namespace shardscope::cli

@@ -2,6 +2,7 @@
 
 #include "app/launcher/program.h"
 #include "engine/plan/script_plan.h"
+#include "storage/store_paths.h"
 
 #include <unistd.h>
 
@@ -194,15 +195,29 @@ Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& t
     return profiles;
 }
 
-Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std::string& name)
+Result<std::map<std::string, ClusterProfile>> loadProfiles(const std::filesystem::path& file)
 {
     std::ifstream in(file);
     if (!in)
-        return makeError("no cluster profiles at " + file.string() + "; write one, e.g.\n  [" + name
-                         + "]\n  partition = gpu\n  time = 02:00:00\n  shared_folder = /shared/you/shardscope");
+        return makeError("no cluster profiles at " + file.string()
+                         + "; write one, e.g.\n  [default]\n  partition = gpu\n"
+                           "  time = 02:00:00\n  shared_folder = /shared/you/shardscope");
     std::stringstream text;
     text << in.rdbuf();
-    auto profiles = parseProfiles(text.str(), file.string());
+    return parseProfiles(text.str(), file.string());
+}
+
+std::filesystem::path profilesFile(const std::filesystem::path& given)
+{
+    if (!given.empty())
+        return given;
+    const auto home = storage::shardscopeHome();
+    return home ? *home / "clusters.ini" : std::filesystem::path("clusters.ini");
+}
+
+Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std::string& name)
+{
+    auto profiles = loadProfiles(file);
     if (!profiles)
         return profiles.error();
     const auto it = profiles->find(name);
@@ -370,6 +385,7 @@ std::map<std::string, std::string> parseScontrolRecord(const std::string& text)
 std::string pendingAdvice(const std::string& reason)
 {
     static const std::map<std::string, std::string> kAdvice = {
+        {"None", "the scheduler has not placed it yet; it looks again on its next pass (seconds)"},
         {"Resources", "the nodes it asks for are busy; it starts when they are free"},
         {"Priority", "jobs of higher priority come first; it starts after them"},
         {"QOSMaxJobsPerUserLimit", "you run as many jobs as your QoS allows; it starts when one of yours ends"},

@@ -58,8 +58,11 @@ int gpusPerNode(const ClusterProfile& profile);
 // warning_seconds, account, qos, shared_folder, sbatch (repeatable). An unknown key or a bad number is an error
 // naming the file, the line and the key.
 Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& text, const std::string& source);
-// $SHARDSCOPE_HOME/clusters.ini (or `file`), the profile `name`; without the file or the section:
-// an error saying where to write it.
+// The profiles file: `given`, else $SHARDSCOPE_HOME/clusters.ini (the workbench and the CLI share it).
+std::filesystem::path profilesFile(const std::filesystem::path& given = {});
+// Every profile of `file`; without the file: an error showing what to write there.
+Result<std::map<std::string, ClusterProfile>> loadProfiles(const std::filesystem::path& file);
+// The profile `name` of `file`; without the file or the section: an error saying where to write it.
 Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std::string& name);
 
 // What the batch script runs on each node.

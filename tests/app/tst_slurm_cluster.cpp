@@ -5,6 +5,7 @@
 
 #include "tests/common/files.h"
 #include "tests/common/recipe_run.h"
+#include "tests/common/slurm_lab.h"
 
 #include <QProcess>
 #include <QRegularExpression>
@@ -29,26 +30,8 @@ class TestSlurmCluster : public QObject {
     Q_OBJECT
 
     QTemporaryDir m_dir;
-    QString m_lab;
-    bool m_started = false;
+    testing::SlurmLab m_cluster;
     QString m_profiles;
-
-    QProcess::ExitStatus cluster(const QString& verb, QString* output = nullptr)
-    {
-        QProcess p;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.insert(QStringLiteral("SLURM_LAB"), m_lab);
-        env.insert(QStringLiteral("NODES"), QStringLiteral("3"));
-        env.insert(QStringLiteral("CPUS"), QStringLiteral("2"));
-        env.insert(QStringLiteral("PORT_BASE"), QStringLiteral("27817"));
-        p.setProcessEnvironment(env);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/slurm-cluster.sh"), {verb});
-        p.waitForFinished(120000);
-        if (output)
-            *output = QString::fromUtf8(p.readAll());
-        return p.exitCode() == 0 ? QProcess::NormalExit : QProcess::CrashExit;
-    }
 
     // Runs are named per test process: the history (SHARDSCOPE_HOME) outlives it.
     static QString runName(const QString& baseName)
@@ -120,17 +103,11 @@ class TestSlurmCluster : public QObject {
 private slots:
     void initTestCase()
     {
-        if (QStandardPaths::findExecutable(QStringLiteral("slurmctld"), {"/usr/sbin", "/usr/bin"}).isEmpty())
-            QSKIP("SLURM's daemons are not installed (./scripts/setup.sh installs slurmctld, slurmd, slurm-client, munge)");
-        // munged wants its socket's every parent folder searchable by all.
-        QFile::setPermissions(m_dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadGroup
-                                                | QFile::ExeGroup | QFile::ReadOther | QFile::ExeOther);
+        if (const QString why = testing::SlurmLab::unavailable(); !why.isEmpty())
+            QSKIP(qPrintable(why));
         m_dir.setAutoRemove(qEnvironmentVariableIsEmpty("SHARDSCOPE_KEEP_TEST_FILES")); // to read what the nodes left
-        m_lab = m_dir.filePath(QStringLiteral("slurm"));
         QString said;
-        QVERIFY2(cluster(QStringLiteral("start"), &said) == QProcess::NormalExit, qPrintable(said));
-        m_started = true;
-        qputenv("SLURM_CONF", (m_lab + "/slurm.conf").toUtf8());
+        QVERIFY2(m_cluster.start(m_dir.path(), 3, 2, 27817, &said), qPrintable(said));
         m_profiles = m_dir.filePath(QStringLiteral("clusters.ini"));
         testing::writeFile(m_profiles, "[default]\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8()
                                            + "\n[nope]\npartition = nope\nshared_folder = "
@@ -144,10 +121,8 @@ private slots:
 
     void cleanupTestCase()
     {
-        if (m_started) {
-            QString said;
-            QVERIFY2(cluster(QStringLiteral("stop"), &said) == QProcess::NormalExit, qPrintable(said));
-        }
+        QString said;
+        QVERIFY2(m_cluster.stop(&said), qPrintable(said));
     }
 
     // A recipe on 2 nodes x 1 rank trains to the same losses, bit for bit, as the same recipe on 2
@@ -398,6 +373,25 @@ private slots:
         QVERIFY(!QFile::exists(nodes.runDir + "/job.sbatch"));
     }
 
+    // `shardscope clusters`: the profiles (one "[name]" line each: the workbench reads them) and
+    // SLURM's partitions; without a profiles file, what to write there.
+    void clustersListsProfilesAndPartitions()
+    {
+        QProcess p;
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(testing::shardscopeBinary(), {"clusters", "--cluster_profiles", m_profiles});
+        p.waitForFinished(60000);
+        const QString said = QString::fromUtf8(p.readAll());
+        QVERIFY2(p.exitCode() == 0, qPrintable(said));
+        for (const char* line : {"[default] partition (the cluster's default)", "[nope] partition nope", "[short] partition"})
+            QVERIFY2(said.contains(QLatin1String(line)), qPrintable(said));
+        QVERIFY2(said.contains(QStringLiteral("partitions (sinfo): debug (default) up 3 nodes")), qPrintable(said));
+        p.start(testing::shardscopeBinary(), {"clusters", "--cluster_profiles", m_dir.filePath("none.ini")});
+        p.waitForFinished(60000);
+        QCOMPARE(p.exitCode(), 1);
+        QVERIFY2(QString::fromUtf8(p.readAll()).contains(QStringLiteral("shared_folder = ")), "no hint what to write");
+    }
+
     // --dry-run prints the batch script and submits nothing.
     void dryRunPrintsTheScript()
     {
@@ -406,6 +400,11 @@ private slots:
         QVERIFY2(dry.output.contains(QStringLiteral("#SBATCH --nodes=2")) && dry.output.contains(QStringLiteral("not submitted")),
                  qPrintable(dry.output));
         QVERIFY2(dry.output.contains(QStringLiteral("--machine_rank \"$SLURM_NODEID\"")), qPrintable(dry.output));
+        // It leaves nothing behind: the same name then submits (the workbench previews the script
+        // under the name it launches with).
+        QVERIFY(!QFileInfo::exists(dry.runDir));
+        const auto real = submit(QStringLiteral("dry"), {"--num_processes", "2", "--num_machines", "2"});
+        QVERIFY2(real.exitCode == 0, qPrintable(real.output));
     }
 };
 

@@ -5,6 +5,7 @@
 // recipe shows live points within seconds.
 
 #include "engine/protocol/events.h"
+#include "engine/recipe/recipe.h"
 #include "test_store.h"
 #include "ui/format.h"
 #include "ui/metric_chart.h"
@@ -50,6 +51,16 @@ void writeLog(const std::string& runDir, int rank, const std::string& text)
 class TestRunPage : public QObject {
     Q_OBJECT
 private slots:
+    // The ETA's target: the recipe's max_steps, in block or flow style (a SLURM run's recipe was
+    // shown as "step 6/100" when written `training: {max_steps: 6}`), else the recipe's default.
+    void maxStepsComeFromTheRecipeInAnyStyle()
+    {
+        QCOMPARE(ui::recipeMaxSteps("name: a\ntraining:\n  max_steps: 7\n"), std::optional<std::int64_t>(7));
+        QCOMPARE(ui::recipeMaxSteps("name: a\ntraining: {per_device_batch_size: 2, max_steps: 6}\n"),
+                 std::optional<std::int64_t>(6));
+        QCOMPARE(ui::recipeMaxSteps("name: a\n"), std::optional<std::int64_t>(config::Recipe{}.maxSteps));
+    }
+
     void storeRunFillsEveryChart()
     {
         QTemporaryDir dir;
