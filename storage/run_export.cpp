@@ -34,7 +34,13 @@ std::string formatNumber(double value) { return shortestNumber(value); }
 
 std::string jsonString(std::string_view text) { return jsonStringLiteral(text); }
 
-std::string jsonNumber(double value) { return std::isfinite(value) ? formatNumber(value) : "null"; }
+// JSON has no NaN or infinity: the strings the event protocol uses (Note [non-finite numbers]).
+std::string jsonNumber(double value)
+{
+    if (std::isfinite(value))
+        return formatNumber(value);
+    return std::isnan(value) ? "\"NaN\"" : value > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+}
 
 template <typename T>
 std::string jsonOptional(const std::optional<T>& value)
@@ -63,7 +69,7 @@ Result<void> RunStore::exportCsv(std::int64_t runId, std::ostream& out) const
     auto rc = forEachRow(*stmt, [&](const Statement& s) {
         const double value = s.real(4);
         out << run << s.int64(0) << ',' << s.int64(1) << ',' << formatNumber(s.real(2)) << ',' << csvField(s.text(3)) << ','
-            << (std::isnan(value) ? std::string() : formatNumber(value)) << '\n';
+            << (s.isNull(4) ? std::string() : formatNumber(value)) << '\n'; // a NaN value is written nan (pandas reads it)
     });
     if (!rc)
         return rc;

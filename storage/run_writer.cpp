@@ -226,7 +226,7 @@ Result<void> RunWriter::State::commit(const Buffer& batch, const std::vector<std
     std::size_t i = 0;
     auto bindRow = [&](Statement& stmt, int base, const PendingMetric& m) {
         stmt.bind(base + 1, runId).bind(base + 2, std::int64_t{m.rank}).bind(base + 3, m.step);
-        stmt.bind(base + 4, m.time).bind(base + 5, keyIds[std::size_t(m.key)]).bind(base + 6, m.value);
+        stmt.bind(base + 4, m.time).bind(base + 5, keyIds[std::size_t(m.key)]).bindMeasured(base + 6, m.value);
     };
     for (; i + kRowsPerInsert <= rows.size(); i += kRowsPerInsert) {
         for (int j = 0; j < kRowsPerInsert; ++j)
@@ -254,7 +254,7 @@ Result<void> RunWriter::State::commit(const Buffer& batch, const std::vector<std
     }
 
     for (const auto& e : batch.evals) {
-        insertEval.bind(1, runId).bind(2, e.rank).bind(3, e.step).bind(4, e.time).bind(5, e.name).bind(6, e.value);
+        insertEval.bind(1, runId).bind(2, e.rank).bind(3, e.step).bind(4, e.time).bind(5, e.name).bindMeasured(6, e.value);
         if (auto rc = insertEval.run(); !rc)
             return rc;
     }
@@ -273,7 +273,7 @@ Result<void> RunWriter::State::commit(const Buffer& batch, const std::vector<std
 
     if (!rows.empty()) {
         updateSummary.bind(1, runId).bind(2, maxStep);
-        updateSummary.bind(3, lastLoss ? lastLoss->first : 0).bind(4, lastLoss ? lastLoss->second : 0.0);
+        updateSummary.bind(3, lastLoss ? lastLoss->first : 0).bindMeasured(4, lastLoss ? lastLoss->second : 0.0);
         updateSummary.bind(5, lastLoss ? 1 : 0);
         if (auto rc = updateSummary.run(); !rc)
             return rc;

@@ -89,6 +89,14 @@ Statement& Statement::bind(int index, std::string_view value)
     return *this;
 }
 
+Statement& Statement::bindMeasured(int index, double value)
+{
+    if (std::isnan(value))
+        return bind(index, std::string_view("NaN"));
+    sqlite3_bind_double(m_stmt, index, value);
+    return *this;
+}
+
 Statement& Statement::bindNull(int index)
 {
     sqlite3_bind_null(m_stmt, index);
@@ -130,7 +138,8 @@ std::int64_t Statement::int64(int column) const { return sqlite3_column_int64(m_
 
 double Statement::real(int column) const
 {
-    if (isNull(column))
+    const int type = sqlite3_column_type(m_stmt, column);
+    if (type == SQLITE_NULL || type == SQLITE_TEXT) // NULL: none; text: 'NaN' (bindMeasured)
         return std::numeric_limits<double>::quiet_NaN();
     return sqlite3_column_double(m_stmt, column);
 }

@@ -37,6 +37,9 @@ public:
     Statement& bind(int index, const char* value) { return bind(index, std::string_view(value)); }
     Statement& bind(int index, const std::string& value) { return bind(index, std::string_view(value)); }
     Statement& bindNull(int index);
+    // A measured value: NaN as the text 'NaN' (SQLite stores a bound NaN as NULL, which reads as
+    // "no value": a diverged loss must stay a NaN); real() reads it back as NaN.
+    Statement& bindMeasured(int index, double value);
     template <typename T>
     Statement& bind(int index, const std::optional<T>& value)
     {

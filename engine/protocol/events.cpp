@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <set>
 
 namespace shardscope::protocol {
@@ -142,6 +145,19 @@ public:
         if (!m_error->empty())
             return;
         auto it = m_object.find(key);
+        if constexpr (std::is_floating_point_v<T>) {
+            if (it != m_object.end() && (it->is_null() || it->is_string())) {
+                // Non-finite numbers (Note [non-finite numbers]); any other string is an error.
+                const auto value = it->is_null() ? std::optional<T>(std::numeric_limits<T>::quiet_NaN())
+                                                 : nonFinite<T>(it->template get_ref<const std::string&>());
+                if (!value)
+                    *m_error = "field '" + m_path + key + "' should be a number, not the string '"
+                               + it->template get_ref<const std::string&>().substr(0, 40) + "'";
+                else
+                    out = *value;
+                return;
+            }
+        }
         if (it == m_object.end() || it->is_null()) {
             if (required)
                 *m_error = "missing field '" + m_path + key + "'";
@@ -167,6 +183,18 @@ public:
     const json& object() const { return m_object; }
 
 private:
+    template <typename T>
+    static std::optional<T> nonFinite(const std::string& text)
+    {
+        if (text == "NaN")
+            return std::numeric_limits<T>::quiet_NaN();
+        if (text == "Infinity")
+            return std::numeric_limits<T>::infinity();
+        if (text == "-Infinity")
+            return -std::numeric_limits<T>::infinity();
+        return std::nullopt;
+    }
+
     template <typename T>
     static bool matches(const json& j)
     {
@@ -212,6 +240,61 @@ void readMemory(FieldReader r, MemoryStats& m)
     r.read("fp8_scaling", m.fp8Scaling);
 }
 
+// Note [non-finite numbers]: JSON has no NaN or infinity, and nlohmann writes them as null,
+// which lost every non-finite loss (a required field read as missing: the step was dropped). They
+// are written as the strings "NaN", "Infinity" and "-Infinity" (protobuf's JSON mapping), and read
+// back from those, from null (what earlier writers made of NaN), and from Python's bare NaN /
+// Infinity tokens (`json.dumps`'s default, which strict JSON parsers refuse).
+void protectNonFinite(json& j)
+{
+    if (j.is_number_float()) {
+        const double v = j.get<double>();
+        if (!std::isfinite(v))
+            j = std::isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity";
+    } else if (j.is_structured()) {
+        for (auto& item : j)
+            protectNonFinite(item);
+    }
+}
+
+// Python's bare NaN, Infinity and -Infinity outside strings, quoted (see the Note above); the
+// line unchanged when it has none.
+std::string quoteBareNonFinite(std::string_view line)
+{
+    std::string out;
+    out.reserve(line.size() + 16);
+    bool inString = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+        const char c = line[i];
+        if (inString) {
+            out += c;
+            if (c == '\\' && i + 1 < line.size())
+                out += line[++i];
+            else if (c == '"')
+                inString = false;
+            continue;
+        }
+        if (c == '"') {
+            inString = true;
+            out += c;
+            continue;
+        }
+        bool replaced = false;
+        for (std::string_view token : {"-Infinity", "Infinity", "NaN"})
+            if (line.substr(i, token.size()) == token) {
+                out += '"';
+                out += token;
+                out += '"';
+                i += token.size() - 1;
+                replaced = true;
+                break;
+            }
+        if (!replaced)
+            out += c;
+    }
+    return out;
+}
+
 } // namespace
 
 std::string_view Event::typeName() const { return typeNameOf(body); }
@@ -223,12 +306,15 @@ std::string encodeEvent(const Event& event)
     j["type"] = typeNameOf(event.body);
     j["rank"] = event.rank;
     j["time"] = event.time;
+    protectNonFinite(j);
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Result<Event> decodeEvent(std::string_view line)
 {
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() && (line.find("NaN") != std::string_view::npos || line.find("Infinity") != std::string_view::npos))
+        j = json::parse(quoteBareNonFinite(line), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded())
         return makeError("not valid JSON (a truncated or garbled event line)");
     if (!j.is_object())
@@ -307,8 +393,15 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("loss", e.loss, true);
         for (const auto& [key, value] : j.items()) {
             static const std::set<std::string> kReserved = {"v", "type", "rank", "time", "step", "loss"};
-            if (!kReserved.count(key) && value.is_number())
+            if (kReserved.count(key))
+                continue;
+            if (value.is_number())
                 e.metrics[key] = value.get<double>();
+            else if (value.is_null()
+                     || (value.is_string()
+                         && std::set<std::string>{"NaN", "Infinity", "-Infinity"}.count(value.get<std::string>())))
+                r.read(key.c_str(),
+                       e.metrics[key]); // a non-finite metric (Note [non-finite numbers]); other text is not a metric
         }
         event.body = e;
     } else if (type == "memory") {

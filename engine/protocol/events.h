@@ -3,7 +3,9 @@
 // The event protocol between a rank and its launcher: one JSON object per line, each with `v`
 // (schema version), `type`, `rank` and `time`. Shared by the worker (encoder), the launcher
 // (decoder), storage and the GUI, like Tracy's single protocol header. Fields and units are those
-// of ../shared/DESIGN.md, "Event fields".
+// of ../shared/DESIGN.md, "Event fields". A non-finite number is written as the string "NaN",
+// "Infinity" or "-Infinity" and read back as that number (events.cpp, Note [non-finite numbers]):
+// nothing a rank reports is dropped for its value.
 
 #include "engine/common/result.h"
 

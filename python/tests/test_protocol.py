@@ -50,11 +50,15 @@ def test_every_environment_name_the_package_reads_is_set_or_read_by_the_cpp_side
         set(missing) & {"SHARDSCOPE_BIN", "SHARDSCOPE_NO_HISTORY"}), missing
 
 
-def test_a_line_has_the_header_fields_and_no_nan():
-    line = json.loads(protocol.encode("step", 3, {"loss": float("nan"), "lr": float("inf"), "step": 2}, at=12.5))
-    assert line == {"v": protocol.PROTOCOL_VERSION, "type": "step", "rank": 3, "time": 12.5, "loss": None, "lr": None,
-                    "step": 2}
-    assert "NaN" not in protocol.encode("eval", 0, {"loss": math.nan})
+def test_a_line_is_strict_json_and_keeps_non_finite_values():
+    # #43 point 4: a NaN loss is kept (as the string the engine's decoder reads back as NaN), never
+    # written as null or as Python's bare NaN (not JSON).
+    text = protocol.encode("step", 3, {"loss": float("nan"), "lr": float("inf"), "step": 2,
+                                       "mem": {"rss": 1, "x": -math.inf}}, at=12.5)
+    line = json.loads(text, parse_constant=lambda name: pytest.fail("bare " + name))
+    assert line == {"v": protocol.PROTOCOL_VERSION, "type": "step", "rank": 3, "time": 12.5, "loss": "NaN",
+                    "lr": "Infinity", "step": 2, "mem": {"rss": 1, "x": "-Infinity"}}
+    assert '"loss":"NaN"' in protocol.encode("eval", 0, {"loss": math.nan})
 
 
 @pytest.fixture

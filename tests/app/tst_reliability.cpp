@@ -14,6 +14,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <filesystem>
 #include <thread>
@@ -334,6 +336,53 @@ private slots:
             QVERIFY(store.ok());
             QCOMPARE(store->listRuns()->size(), std::size_t(2));
         }
+    }
+
+    // #43 point 4: a run whose loss goes NaN (lr 80) keeps every step in the history as what it
+    // is: 20 of 20 steps, the later losses NaN (not dropped, not missing), the final loss shown as
+    // nan, and the CSV export writing nan.
+    void nonFiniteStepsAreKept()
+    {
+        QTemporaryDir home;
+        const QString recipePath = home.filePath(QStringLiteral("diverge.yaml"));
+        shardscope::testing::writeFile(recipePath, "name: diverge\nseed: 5\nmodel: {type: gpt, n_layer: 2, n_embd: 32, "
+                                                   "n_head: 4, block_size: 32}\ndata: {type: text}\n"
+                                                   "optimizer: {type: adamw, lr: 80}\n"
+                                                   "training: {per_device_batch_size: 2, max_steps: 20}\n");
+        QProcess p;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", home.path());
+        p.setProcessEnvironment(env);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "diverge"});
+        QVERIFY(p.waitForFinished(120000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QVERIFY2(!out.contains(QStringLiteral("malformed")), qPrintable(out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        const auto runId = store->resolveRun("diverge");
+        QVERIFY(runId.ok());
+        for (int rank : {0, 1}) {
+            auto losses = store->series(*runId, rank, "loss");
+            QVERIFY(losses.ok());
+            QCOMPARE(losses->size(), std::size_t(20));
+            QVERIFY(std::isfinite(losses->front().value));
+            QVERIFY2(std::isnan(losses->back().value), qPrintable(QString::number(losses->back().value)));
+        }
+        QProcess show;
+        show.setProcessEnvironment(env);
+        show.start(kShardscope, {"runs", "show", "diverge"});
+        QVERIFY(show.waitForFinished(60000));
+        const QString shown = QString::fromUtf8(show.readAll());
+        QVERIFY2(shown.contains(QRegularExpression(QStringLiteral("final loss +nan"))), qPrintable(shown));
+        QVERIFY2(shown.contains(QRegularExpression(QStringLiteral("steps +20"))), qPrintable(shown));
+        QProcess csv;
+        csv.setProcessEnvironment(env);
+        csv.start(kShardscope, {"runs", "export", "diverge", "--format", "csv"});
+        QVERIFY(csv.waitForFinished(60000));
+        const QString exported = QString::fromUtf8(csv.readAll());
+        QVERIFY2(exported.contains(QRegularExpression(QStringLiteral(",20,[0-9.]+,loss,nan\\n"))),
+                 qPrintable(exported.right(300)));
     }
 
     // A signal that asks for a checkpoint (SIGTERM: a laptop closing, a preemption; SIGUSR1: a

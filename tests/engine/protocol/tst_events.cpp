@@ -5,6 +5,8 @@
 
 #include <QtTest>
 
+#include <cmath>
+#include <limits>
 #include <random>
 
 using namespace shardscope::protocol;
@@ -97,6 +99,41 @@ private slots:
         QCOMPARE(std::get<MemoryEvent>(roundTrip({1, 0, 1.0, MemoryEvent{{1, 2, 3, 4, 5, 6, 7, 8}}}).body).mem.rss, 8);
     }
 
+    // #43 point 4: a non-finite value is kept as what it is (NaN, +-infinity), never dropped: the
+    // engine writes it as a string, earlier writers wrote NaN as null, Python's json.dumps writes
+    // bare NaN / Infinity (not JSON); a string that merely contains those words is left alone.
+    void nonFiniteValuesSurvive()
+    {
+        StepEvent step;
+        step.step = 6;
+        step.loss = std::numeric_limits<double>::quiet_NaN();
+        step.gradNorm = std::numeric_limits<double>::infinity();
+        step.lr = -std::numeric_limits<double>::infinity();
+        const std::string line = encodeEvent({kProtocolVersion, 0, 1.0, step});
+        QVERIFY2(line.find("\"loss\":\"NaN\"") != std::string::npos, line.c_str());
+        const auto back = std::get<StepEvent>(roundTrip({kProtocolVersion, 0, 1.0, step}).body);
+        QCOMPARE(back.step, 6);
+        QVERIFY(std::isnan(back.loss));
+        QCOMPARE(back.gradNorm, std::numeric_limits<double>::infinity());
+        QCOMPARE(back.lr, -std::numeric_limits<double>::infinity());
+        EvalEvent eval{7, std::numeric_limits<double>::quiet_NaN(), {{"accuracy", std::numeric_limits<double>::quiet_NaN()}}};
+        const auto evalBack = std::get<EvalEvent>(roundTrip({1, 0, 1.0, eval}).body);
+        QVERIFY(std::isnan(evalBack.loss) && std::isnan(evalBack.metrics.at("accuracy")));
+
+        auto fromNull = decodeEvent(R"({"v":1,"type":"step","rank":1,"time":1,"step":3,"loss":null})");
+        QVERIFY2(fromNull.ok(), fromNull.ok() ? "" : fromNull.error().message.c_str());
+        QVERIFY(std::isnan(std::get<StepEvent>(fromNull->body).loss));
+        auto fromPython = decodeEvent(R"({"v":1,"type":"step","rank":1,"time":1,"step":3,"loss":NaN,"grad_norm":-Infinity})");
+        QVERIFY2(fromPython.ok(), fromPython.ok() ? "" : fromPython.error().message.c_str());
+        QVERIFY(std::isnan(std::get<StepEvent>(fromPython->body).loss));
+        QCOMPARE(std::get<StepEvent>(fromPython->body).gradNorm, -std::numeric_limits<double>::infinity());
+        // (Not a raw string: moc misreads an escaped quote inside one.)
+        auto words = decodeEvent("{\"v\":1,\"type\":\"log\",\"rank\":0,\"time\":NaN,\"level\":\"info\","
+                                 "\"message\":\"loss is NaN, \\\"Infinity\\\"\"}");
+        QVERIFY2(words.ok(), words.ok() ? "" : words.error().message.c_str());
+        QCOMPARE(std::get<LogEvent>(words->body).message, std::string("loss is NaN, \"Infinity\""));
+    }
+
     void badLines_data()
     {
         QTest::addColumn<QString>("line");
@@ -115,7 +152,7 @@ private slots:
             << "{\"v\":99,\"type\":\"log\",\"rank\":0,\"time\":1,\"level\":\"info\",\"message\":\"x\"}"
             << "newer than this build";
         QTest::newRow("loss is a string") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1,\"loss\":\"high\"}"
-                                          << "field 'loss' should be a number, not string";
+                                          << "field 'loss' should be a number, not the string 'high'";
         QTest::newRow("nested wrong type")
             << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1,\"loss\":1,\"mem\":{\"rss\":\"x\"}}"
             << "field 'mem.rss' should be an integer";
