@@ -80,8 +80,14 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
     }
     if (const auto* done = std::get_if<protocol::DoneEvent>(&event->body))
         m_doneStatus[event->rank] = done->status;
-    if (const auto* step = std::get_if<protocol::StepEvent>(&event->body))
+    if (const auto* step = std::get_if<protocol::StepEvent>(&event->body)) {
         m_lastSteps[event->rank] = step->step;
+        auto& clock = m_stepClocks[event->rank];
+        clock.lastStepAt = std::chrono::steady_clock::now();
+        clock.recentStepTimes.push_back(step->stepTime);
+        if (clock.recentStepTimes.size() > 20)
+            clock.recentStepTimes.pop_front();
+    }
     if (const auto* saved = std::get_if<protocol::CheckpointEvent>(&event->body); saved && saved->kind == "state")
         m_lastCheckpoint = saved->path;
     if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body))
@@ -192,6 +198,20 @@ std::optional<double> RunMonitor::cpuUse(int rank, std::chrono::duration<double>
     return (newest.second - oldest->second) / span.count();
 }
 
+std::optional<double> RunMonitor::stuckInStep(int rank, double limit) const
+{
+    const auto it = m_stepClocks.find(rank);
+    if (it == m_stepClocks.end() || it->second.recentStepTimes.empty())
+        return std::nullopt; // no step yet: setup and the first step may take any time
+    std::vector<double> times(it->second.recentStepTimes.begin(), it->second.recentStepTimes.end());
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+    const double usual = times[times.size() / 2];
+    const double inStep = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.lastStepAt).count();
+    if (inStep < std::max(limit, 3 * usual))
+        return std::nullopt;
+    return inStep;
+}
+
 std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::milliseconds timeout) const
 {
     const auto now = std::chrono::steady_clock::now();
@@ -209,6 +229,7 @@ std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::mi
     int behindRank = -1;
     int absentRank = -1;
     double absentCores = 0;
+    std::optional<double> absentBusyFor; // set when the absent rank is busy, not idle
     int longestRank = -1;
     double longest = 0;
     double shortest = 0;
@@ -219,11 +240,18 @@ std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::mi
         if (beat.event.waitingFor.empty()) {
             const std::string& phase = beat.event.phase;
             const auto cores = cpuUse(rank, std::chrono::duration<double>(limit));
-            if (phase == "eval" || phase == "checkpoint" || phase == "finish" || !cores || *cores >= kIdleCores)
+            if (phase == "eval" || phase == "checkpoint" || phase == "finish" || !cores)
                 return std::nullopt;
+            std::optional<double> busyFor;
+            if (*cores >= kIdleCores) {
+                busyFor = stuckInStep(rank, limit);
+                if (!busyFor)
+                    return std::nullopt; // computing a step of its usual length: work
+            }
             if (absentRank < 0) {
                 absentRank = rank;
                 absentCores = *cores;
+                absentBusyFor = busyFor;
             }
             continue;
         }
@@ -238,12 +266,21 @@ std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::mi
             behindRank = rank;
         }
     }
-    char text[384];
+    char text[512];
     if (absentRank >= 0) {
         if (longestRank < 0 || longest < limit)
             return std::nullopt;
         const auto& waiter = m_beats.at(longestRank).event;
         const auto& absent = m_beats.at(absentRank).event;
+        if (absentBusyFor) {
+            std::snprintf(text, sizeof text,
+                          "rank %d has waited %.1f s in %s #%lld of %s, and this rank is in no collective but busy (%.2f "
+                          "cores), %.1f s into step %lld, far past its usual step time: a loop that never reaches that "
+                          "collective (if it is work, raise --heartbeat_timeout)",
+                          longestRank, longest, waiter.waitingFor.c_str(), static_cast<long long>(waiter.waitingSeq),
+                          waiter.waitingGroup.c_str(), absentCores, *absentBusyFor, static_cast<long long>(absent.step + 1));
+            return std::pair{absentRank, std::string(text)};
+        }
         std::snprintf(text, sizeof text,
                       "rank %d has waited %.1f s in %s #%lld of %s, and this rank is in no collective and idle (%.2f "
                       "cores over the last %.1f s): it never entered that one (it is in %s after step %lld)",

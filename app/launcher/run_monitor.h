@@ -62,9 +62,10 @@ public:
     // The last step each rank reported (0 when none).
     std::int64_t lastStepOf(int rank) const;
     // From the ranks' heartbeats: a deadlock (every rank has waited in a collective for longer
-    // than `timeout`) and the rank to blame (the one on the earliest collective), with what it
-    // was doing. A rank that computes, evaluates or checkpoints is never blamed: it beats. For
-    // LaunchOptions::findStuckRank.
+    // than `timeout`) and the rank to blame (the one on the earliest collective), or a rank in no
+    // collective while another has waited past the timeout: idle, or busy far longer than its
+    // usual step (a loop that never reaches the collective). A rank that evaluates, checkpoints,
+    // or computes a step of its usual length is never blamed. For LaunchOptions::findStuckRank.
     std::optional<std::pair<int, std::string>> stuckRank(std::chrono::milliseconds timeout) const;
     std::int64_t stepsDone() const { return m_lastStep ? m_lastStep->step : 0; }
     const std::optional<protocol::StepEvent>& lastStep() const { return m_lastStep; }
@@ -108,6 +109,16 @@ private:
     std::map<int, std::string> m_doneStatus;
     std::string m_lastCheckpoint;
     std::map<int, std::int64_t> m_lastSteps;
+    // Per rank, when its last step event came and its recent step times (s): how long it has been
+    // in its current step against its usual, for a busy rank that never reaches a collective.
+    struct StepClock {
+        std::chrono::steady_clock::time_point lastStepAt;
+        std::deque<double> recentStepTimes;
+    };
+    std::map<int, StepClock> m_stepClocks;
+    // Whether `rank`, busy in no collective, has been in its step long past its usual step time
+    // (the seconds it has); none while that could still be work.
+    std::optional<double> stuckInStep(int rank, double limit) const;
     std::set<int> m_heard;
     std::optional<StragglerDetector> m_stragglers;
     std::optional<LossSpikeDetector> m_lossSpikes;

@@ -190,6 +190,8 @@ const std::vector<EngineFlag>& engineFlags()
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.outOfMemoryAtStep; }, 1)},
         {"skip-collective", "fault injection: RANK:SEQ, this rank never issues collective SEQ of the default group",
          [](EngineChoices& c, V v) { return rankAndSeq(v[0], c.faults.skipCollectiveRank, c.faults.skipCollectiveSeq); }},
+        {"spin-rank", "fault injection: RANK:STEP, this rank spins (busy, in no collective) from this step's forward on",
+         [](EngineChoices& c, V v) { return rankAndSeq(v[0], c.faults.spinRank, c.faults.spinAtStep); }},
         {"crash-in-checkpoint", "fault injection: rank 0 dies while writing the checkpoint of this step",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.crashInCheckpointAtStep; }, 1)},
     };
@@ -725,6 +727,8 @@ std::string planToJson(const RunPlan& p)
                 {"spike_at_step", p.faults.spikeAtStep},
                 {"skip_collective_rank", p.faults.skipCollectiveRank},
                 {"skip_collective_seq", p.faults.skipCollectiveSeq},
+                {"spin_rank", p.faults.spinRank},
+                {"spin_at_step", p.faults.spinAtStep},
                 {"nonfinite_output_module", p.faults.nonfiniteOutputModule},
                 {"nonfinite_output_at_step", p.faults.nonfiniteOutputAtStep},
                 {"out_of_memory_at_step", p.faults.outOfMemoryAtStep},
@@ -748,6 +752,8 @@ Result<void> faultsFromJson(const json& faults, const std::string& source, Fault
     f.read("spike_at_step", out.spikeAtStep);
     f.read("skip_collective_rank", out.skipCollectiveRank);
     f.read("skip_collective_seq", out.skipCollectiveSeq);
+    f.read("spin_rank", out.spinRank);
+    f.read("spin_at_step", out.spinAtStep);
     f.read("nonfinite_output_module", out.nonfiniteOutputModule);
     f.read("nonfinite_output_at_step", out.nonfiniteOutputAtStep);
     f.read("out_of_memory_at_step", out.outOfMemoryAtStep);

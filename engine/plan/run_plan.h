@@ -49,6 +49,10 @@ struct FaultInjection {
     // (for the hang diagnosis's tests).
     int skipCollectiveRank = -1;
     std::int64_t skipCollectiveSeq = -1;
+    // This rank spins (busy, in no collective) from this step's forward on, its heartbeat thread
+    // beating on (a loop that never reaches the next collective, for the hang check's tests).
+    int spinRank = -1;
+    std::int64_t spinAtStep = -1;
     // The output of this module (a wrappable module's name, e.g. "h.1") gets a NaN in this step's
     // forward, on every rank (for the non-finite origin's tests).
     std::string nonfiniteOutputModule;

@@ -75,6 +75,11 @@ void FaultInjector::afterForward(const c10::Device& device, std::int64_t step) c
         (void)at::empty({std::int64_t{1} << 50}, at::TensorOptions().dtype(at::kByte).device(device));
     if (m_faults.slowRank == m_rank && m_faults.slowForwardMs > 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(m_faults.slowForwardMs));
+    if (m_faults.spinRank == m_rank && step == m_faults.spinAtStep) {
+        volatile double sink = 0; // busy for good: only the launcher's stop ends it
+        while (true)
+            sink = sink + 1e-9;
+    }
 }
 
 void FaultInjector::afterBackward(Accelerator& accelerator, std::int64_t step) const

@@ -7,7 +7,8 @@
 // (ProcessGroupGlooDelayed), so that the training loop reads as training.
 //   beforeStep      --fill-disk-at-step: from this step, writes past 64 KiB fail (EFBIG)
 //   spoil           --spike-at-step: this step's batches spoilt, its loss spikes
-//   afterForward    --oom-at-step: an allocation no machine has; --slow-rank/--slow-forward-ms
+//   afterForward    --oom-at-step: an allocation no machine has; --slow-rank/--slow-forward-ms;
+//                   --spin-rank RANK:STEP: busy for good, in no collective
 //   afterBackward   --inject-nonfinite-grad: a NaN in a synchronised gradient, on every rank
 //   attach          --nonfinite-output MODULE:STEP: a NaN in that module's output in that step
 // (--crash-in-checkpoint is the checkpointer's, --skip-collective the communicator's.)

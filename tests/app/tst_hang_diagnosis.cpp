@@ -11,6 +11,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QElapsedTimer>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -107,6 +108,34 @@ private slots:
         QCOMPARE(details->rootCauseRank.value_or(-1), skipper);
         QVERIFY2(QString::fromStdString(details->error).contains(QStringLiteral("rank %1 never entered it").arg(skipper)),
                  details->error.c_str());
+    }
+
+    // #43 point 6: a rank busy outside any collective (its training thread spins, its heartbeat
+    // thread beats on) while its peer waits: found at --heartbeat_timeout 5, not after Gloo's
+    // 300 s; the busy rank is the root cause, the waiting one is not, and the hang report is there.
+    void busyRankOutsideACollectiveIsNamed()
+    {
+        QTemporaryDir home;
+        QProcess process;
+        process.setProcessEnvironment(homeEnvironment(home.path()));
+        process.setProcessChannelMode(QProcess::MergedChannels);
+        QElapsedTimer clock;
+        clock.start();
+        process.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", kRecipe, "--max_steps", "200", "--run_name",
+                                    "busy", "--heartbeat_timeout", "5", "--", "--spin-rank", "1:8"});
+        QVERIFY(process.waitForFinished(150000));
+        const QString out = QString::fromUtf8(process.readAll());
+        QCOMPARE(process.exitCode(), 124);
+        QVERIFY2(clock.elapsed() < 120000, qPrintable(out));
+        const QString report = readAll(home.filePath("runs/busy/hang_report.txt"));
+        QVERIFY2(report.contains(QStringLiteral("rank 1 never entered it")), qPrintable(report + out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto details = store->run(*store->resolveRun("busy"));
+        QVERIFY(details.ok());
+        QCOMPARE(details->summary.status, RunStatus::Failed);
+        QCOMPARE(details->rootCauseRank.value_or(-1), 1);
+        QVERIFY2(out.contains(QStringLiteral("in no collective but busy")), qPrintable(out));
     }
 
     // On request, while the run lives (a long hang timeout: the launcher waits on): the same answer.
