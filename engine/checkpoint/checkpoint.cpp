@@ -1,6 +1,7 @@
 #include "engine/checkpoint/checkpoint.h"
 
 #include "engine/checkpoint/checkpoint_paths.h"
+#include "engine/common/peer_failure.h"
 
 #include "engine/checkpoint/safetensors.h"
 #include "engine/recipe/recipe.h"
@@ -150,14 +151,20 @@ std::pair<std::string, std::int64_t> saveCheckpoint(const SaveRequest& r)
     if (!r.allRanksOk(failure.empty()) || !failure.empty()) {
         // Nothing under a final name was touched: the newest complete checkpoint is still whole.
         const auto previous = completeCheckpoints(r.checkpointsDir);
-        throw std::runtime_error(
-            "the checkpoint at step " + std::to_string(r.loop.step) + " was not saved: "
-            + (failure.empty() ? std::string("another rank could not write its part (its error names the file)") : failure) + ". "
-            + (previous.empty() ? std::string("No earlier checkpoint exists. ")
-                                : "The previous checkpoint " + previous.front().string() + " is intact. ")
-            + "Free space in " + r.checkpointsDir
-            + " (or keep fewer: training.checkpoint_keep), then "
-              "resume with --resume_from_checkpoint latest.");
+        const std::string message = "the checkpoint at step " + std::to_string(r.loop.step) + " was not saved: "
+                                    + (failure.empty()
+                                           ? std::string("another rank could not write its part (its error names the file)")
+                                           : failure)
+                                    + ". "
+                                    + (previous.empty() ? std::string("No earlier checkpoint exists. ")
+                                                        : "The previous checkpoint " + previous.front().string() + " is intact. ")
+                                    + "Free space in " + r.checkpointsDir
+                                    + " (or keep fewer: training.checkpoint_keep), then "
+                                      "resume with --resume_from_checkpoint latest.";
+        // Only a rank whose own part failed has the cause; the others' failure follows from it.
+        if (failure.empty())
+            throw PeerFailure(message);
+        throw std::runtime_error(message);
     }
 
     if (r.rank == 0) {

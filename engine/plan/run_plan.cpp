@@ -174,6 +174,8 @@ const std::vector<EngineFlag>& engineFlags()
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.injectNonfiniteGradAtStep; }, 1)},
         {"fill-disk-at-step", "fault injection: from this step, files beyond 64 KiB cannot be written",
          step([](EngineChoices& c) -> std::int64_t& { return c.faults.fillDiskAtStep; }, 1)},
+        {"fill-disk-rank", "fault injection: --fill-disk-at-step fills only this rank's disk",
+         [](EngineChoices& c, V v) { return number<int>(v[0], c.faults.fillDiskRank, 0, 1 << 20); }},
         {"slow-rank", "fault injection: this rank sleeps --slow-forward-ms after each forward pass",
          [](EngineChoices& c, V v) { return number<int>(v[0], c.faults.slowRank, 0, 1 << 20); }},
         {"slow-forward-ms", "fault injection: the sleep of --slow-rank, in milliseconds",
@@ -722,6 +724,7 @@ std::string planToJson(const RunPlan& p)
                {{"crash_in_checkpoint_at_step", p.faults.crashInCheckpointAtStep},
                 {"inject_nonfinite_grad_at_step", p.faults.injectNonfiniteGradAtStep},
                 {"fill_disk_at_step", p.faults.fillDiskAtStep},
+                {"fill_disk_rank", p.faults.fillDiskRank},
                 {"slow_rank", p.faults.slowRank},
                 {"slow_forward_ms", p.faults.slowForwardMs},
                 {"spike_at_step", p.faults.spikeAtStep},
@@ -747,6 +750,7 @@ Result<void> faultsFromJson(const json& faults, const std::string& source, Fault
     f.read("crash_in_checkpoint_at_step", out.crashInCheckpointAtStep);
     f.read("inject_nonfinite_grad_at_step", out.injectNonfiniteGradAtStep);
     f.read("fill_disk_at_step", out.fillDiskAtStep);
+    f.read("fill_disk_rank", out.fillDiskRank);
     f.read("slow_rank", out.slowRank);
     f.read("slow_forward_ms", out.slowForwardMs);
     f.read("spike_at_step", out.spikeAtStep);

@@ -39,6 +39,7 @@ struct FaultInjection {
     // From this step on, the rank cannot write files beyond 64 KiB (RLIMIT_FSIZE answers EFBIG,
     // as a full disk answers ENOSPC).
     std::int64_t fillDiskAtStep = -1;
+    int fillDiskRank = -1; // only this rank's disk fills (-1: every rank's)
     // This rank sleeps slowForwardMs after each forward pass (a straggler for the detector's tests).
     int slowRank = -1;
     int slowForwardMs = 0;

@@ -52,7 +52,7 @@ void FaultInjector::attach(models::TrainableModel& model, const std::int64_t& st
 
 void FaultInjector::beforeStep(std::int64_t step) const
 {
-    if (step != m_faults.fillDiskAtStep)
+    if (step != m_faults.fillDiskAtStep || (m_faults.fillDiskRank >= 0 && m_faults.fillDiskRank != m_rank))
         return;
     std::signal(SIGXFSZ, SIG_IGN); // a write past the limit fails instead of killing
     const rlimit limit{64 * 1024, 64 * 1024};

@@ -5,7 +5,8 @@
 // at fixed points of a step, and each does nothing unless its fault is set for this step (and
 // rank). PyTorch's c10d tests inject the same way, through a subclass at one place
 // (ProcessGroupGlooDelayed), so that the training loop reads as training.
-//   beforeStep      --fill-disk-at-step: from this step, writes past 64 KiB fail (EFBIG)
+//   beforeStep      --fill-disk-at-step: from this step, writes past 64 KiB fail (EFBIG), on every
+//                   rank or on --fill-disk-rank's
 //   spoil           --spike-at-step: this step's batches spoilt, its loss spikes
 //   afterForward    --oom-at-step: an allocation no machine has; --slow-rank/--slow-forward-ms;
 //                   --spin-rank RANK:STEP: busy for good, in no collective

@@ -1,5 +1,7 @@
 #include "engine/train/rank_errors.h"
 
+#include "engine/common/peer_failure.h"
+
 #include <c10/util/Exception.h>
 
 #include <unistd.h>
@@ -54,6 +56,10 @@ RankError describeError(const std::exception& e)
         out.message = e.what();
     // gloo::IoException carries no type we can name here (Gloo's headers are the backend's
     // business): its text says what happened.
+    if (dynamic_cast<const PeerFailure*>(&e)) {
+        out.kind = kPeerLostKind; // its message says which failure of another rank it follows from
+        return out;
+    }
     const bool network = dynamic_cast<const c10::DistNetworkError*>(&e) != nullptr;
     out.kind = network || mentionsLostPeer(out.message) ? kPeerLostKind : isOutOfMemory(e) ? kOutOfMemoryKind : "exception";
     if (out.kind == kPeerLostKind)
