@@ -934,7 +934,8 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
         ->check(finiteNumber(true))
         ->capture_default_str();
     cmd->add_option("--loss_spike_factor", args->lossSpikes.factor,
-                    "Report a step whose loss is over this many times the median of the steps before")
+                    "Report a step whose loss is over this many times the median of the steps before (and far outside "
+                    "their spread)")
         ->check(CLI::Range(1.0, 1e9))
         ->capture_default_str();
     cmd->add_option("--loss_spike_window", args->lossSpikes.window,

@@ -385,6 +385,30 @@ private slots:
                  qPrintable(exported.right(300)));
     }
 
+    // #43 point 9: a healthy run whose per-step loss is noisy (an MLP on synthetic regression,
+    // batch 8, 400 steps) raises no loss-spike warning (it raised 9).
+    void noisyHealthyRunRaisesNoLossSpike()
+    {
+        QTemporaryDir home;
+        const QString recipePath = home.filePath(QStringLiteral("noisy.yaml"));
+        shardscope::testing::writeFile(recipePath, "name: noisy\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                                                   "training: {per_device_batch_size: 8, max_steps: 400}\n");
+        QProcess p;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", home.path());
+        p.setProcessEnvironment(env);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "noisy"});
+        QVERIFY(p.waitForFinished(120000));
+        const QString out = QString::fromUtf8(p.readAll());
+        QCOMPARE(p.exitCode(), 0);
+        QVERIFY2(!out.contains(QStringLiteral("loss spike")), qPrintable(out));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        QVERIFY(store->series(*store->resolveRun("noisy"), 0, "loss_spike")->empty());
+        QCOMPARE(store->series(*store->resolveRun("noisy"), 0, "loss")->size(), std::size_t(400));
+    }
+
     // A signal that asks for a checkpoint (SIGTERM: a laptop closing, a preemption; SIGUSR1: a
     // time limit's warning) to the launcher: every rank stops after the same step with the same
     // checkpoint, the launcher exits 75 (SIGUSR1) or 143, and the run resumed from it trains the losses of an
