@@ -9,4 +9,29 @@ preset=dev
 if [ "${1:-}" = "--preset" ]; then preset=$2; shift 2; fi
 shardscope_build "$preset"
 cd "$root"
-ctest --preset "$preset" -j2 "$@"
+
+# Note [leftovers]: no test may leave a process or a mount behind (#43). What runs or is mounted
+# before the suite is not ours; what the suite started (ranks, launchers, SLURM daemons, users'
+# script launchers, temporary file systems) must be gone within 30 s of its end.
+ours='shardscope-worker|/app/shardscope( |$)|slurmctld|slurmd|munged|accelerate|torchrun|fake_rank'
+processes() { pgrep -a -f -- "$ours" | sort || true; }
+tmp_mounts() { awk '$2 ~ "^/tmp/" {print $2}' /proc/mounts | sort || true; }
+before_processes=$(processes | awk '{print $1}')
+before_mounts=$(tmp_mounts)
+status=0
+ctest --preset "$preset" -j2 "$@" || status=$?
+left_processes="" left_mounts=""
+for _ in $(seq 30); do
+  left_processes=$(processes | awk -v before="$before_processes" \
+    'BEGIN { n = split(before, pids); for (i = 1; i <= n; i++) seen[pids[i]] = 1 } !($1 in seen)')
+  left_mounts=$(comm -13 <(printf '%s\n' "$before_mounts") <(tmp_mounts) | grep . || true)
+  [ -z "$left_processes$left_mounts" ] && break
+  sleep 1
+done
+if [ -n "$left_processes$left_mounts" ]; then
+  echo "test.sh: the suite left these behind (Note [leftovers] in scripts/test.sh):" >&2
+  [ -n "$left_processes" ] && echo "$left_processes" | sed 's/^/  process /' >&2
+  [ -n "$left_mounts" ] && echo "$left_mounts" | sed 's/^/  mount /' >&2
+  exit 1
+fi
+exit $status
