@@ -235,6 +235,16 @@ Result<void> RunStore::setStatusDetail(std::int64_t runId, const std::string& de
     return updateRunText(runId, "UPDATE runs SET status_detail = ? WHERE id = ?", detail);
 }
 
+Result<void> RunStore::adoptRun(std::int64_t runId, const LauncherIdentity& launcher)
+{
+    auto update = m_db.prepare("UPDATE runs SET launcher_pid = ?, launcher_host = ?, launcher_boot_id = ?, "
+                               "launcher_start_ticks = ? WHERE id = ? AND status IN ('pending', 'running')");
+    if (!update)
+        return update.error();
+    update->bind(1, launcher.pid).bind(2, launcher.host).bind(3, launcher.bootId).bind(4, launcher.startTicks).bind(5, runId);
+    return update->run();
+}
+
 Result<void> RunStore::recordAttempt(std::int64_t runId, const RunAttempt& a)
 {
     auto upsert = m_db.prepare("INSERT OR REPLACE INTO run_attempts (run_id, attempt, job_id, nodes, started_at, ended_at, "

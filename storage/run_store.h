@@ -48,6 +48,9 @@ public:
     // A cluster run's job ("slurm:123"), and what the scheduler says of it now.
     Result<void> setJob(std::int64_t runId, const std::string& job);
     Result<void> setStatusDetail(std::int64_t runId, const std::string& detail);
+    // A live run's new owner (`shardscope runs follow` taking over a cluster job whose launcher is
+    // gone): Stop signals it, and liveness checks look at it.
+    Result<void> adoptRun(std::int64_t runId, const LauncherIdentity& launcher);
     // Records (or replaces) an attempt of a cluster job's run.
     Result<void> recordAttempt(std::int64_t runId, const RunAttempt& attempt);
     Result<void> setTags(std::int64_t runId, const std::vector<std::string>& tags);

@@ -2,6 +2,7 @@
 // The store is $SHARDSCOPE_HOME/history.sqlite (else the XDG data folder); --home overrides.
 
 #include "app/cli/commands.h"
+#include "app/cli/slurm_launch.h"
 #include "app/launcher/hang_report.h"
 #include "app/launcher/run_import.h"
 #include "engine/common/run_layout.h"
@@ -606,6 +607,11 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
     diagnose->add_option("run", args->runs, "Run id, name or directory")->required()->expected(1);
     diagnose->add_option("--timeout", args->patience, "Seconds to wait for the ranks' answers")->capture_default_str();
     diagnose->callback([args, &context] { context.exitCode = runDiagnose(*args); });
+
+    auto* follow = runs->add_subcommand("follow", "Follow a SLURM run whose launcher is gone (--detach, a closed terminal): "
+                                                  "its state, steps and end into this machine's history; Ctrl-C cancels the job");
+    follow->add_option("run", args->runs, "Run id or name")->required()->expected(1);
+    follow->callback([args, &context] { context.exitCode = followSlurmRun(args->runs.front()); });
 
     auto* import = runs->add_subcommand("import", "Add a run directory's events to the history (a script run under a plain "
                                                   "`accelerate launch`, whose shardscope reporter wrote events/rank<N>.jsonl)");

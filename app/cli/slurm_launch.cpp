@@ -368,11 +368,14 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
     std::ofstream(runDir / "slurm_job_id") << *jobId << "\n";
     std::cout << "shardscope launch: submitted job " << *jobId << " (" << launch.numMachines << " nodes; run folder "
               << runDir.string() << ")" << std::endl;
-    if (launch.detach)
-        return 0;
     JobFollower follower(slurm, *jobId, launch, runDir, request.processesPerNode, submittedAt);
     if (!launch.noHistory && home)
         follower.startRecording(*home, *shape);
+    if (launch.detach) {
+        std::cout << "shardscope launch: not following it (--detach): `shardscope runs follow " << launch.runName
+                  << "` follows it and records its steps and end" << std::endl;
+        return 0;
+    }
     // Ctrl-C, or the workbench's Stop (SIGINT), cancels the job; its end is still followed.
     struct sigaction cancel { };
     cancel.sa_handler = [](int) { g_cancelAsked.store(true); };
@@ -383,6 +386,138 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
     const std::string status = follower.recordEnd(end);
     follower.printIngestion();
     return status == "completed" ? 0 : status == "cancelled" ? 130 : 1;
+}
+
+} // namespace shardscope::cli
+
+namespace shardscope::cli {
+
+namespace {
+
+// The node count the run's batch script asked for (its "#SBATCH --nodes=N" line); 0 when unknown.
+int nodesOfScript(const fs::path& runDir)
+{
+    std::ifstream in(runDir / "job.sbatch");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("#SBATCH --nodes=", 0) == 0)
+            return std::atoi(line.c_str() + std::string_view("#SBATCH --nodes=").size());
+    return 0;
+}
+
+// What the nodes wrote so far, into the run folder's events.jsonl and the history (the steps the
+// history lacks: RunStore::recoverFromEventLog compares with the last step it has per rank).
+void catchUp(storage::RunStore& store, std::int64_t runId, const fs::path& runDir, int nodes)
+{
+    const auto attempts = cluster::readAttempts(runDir);
+    if (attempts.empty())
+        return;
+    (void)cluster::gatherAttemptEvents(runDir, nodes, attempts); // a node not started yet has no file: later
+    if (auto recorded = store.recoverFromEventLog(runId); !recorded)
+        std::cerr << "shardscope runs follow: warning: " << recorded.error().message << "\n";
+}
+
+} // namespace
+
+int followSlurmRun(const std::string& reference)
+{
+    auto home = storage::shardscopeHome();
+    if (!home) {
+        std::cerr << "shardscope runs follow: " << home.error().message << "\n";
+        return 1;
+    }
+    storage::StoreOptions options;
+    options.markInterrupted = false;
+    auto store = storage::RunStore::open(storage::historyFile(*home), options);
+    auto runId = store ? store->resolveRun(reference) : Result<std::int64_t>(store.error());
+    auto details = runId ? store->run(*runId) : Result<storage::RunDetails>(runId.error());
+    if (!details) {
+        std::cerr << "shardscope runs follow: " << details.error().message << "\n";
+        return 1;
+    }
+    const auto& summary = details->summary;
+    if (summary.job.rfind("slurm:", 0) != 0) {
+        std::cerr << "shardscope runs follow: run " << summary.name
+                  << " is not a cluster job; `runs follow` follows runs submitted with `launch --target slurm`\n";
+        return 2;
+    }
+    if (storage::isTerminal(summary.status)) {
+        std::cout << "shardscope runs follow: run " << summary.name << " has ended: " << storage::statusName(summary.status)
+                  << "\n";
+        return 0;
+    }
+    if (storage::checkLiveness(details->launcher) != storage::Liveness::Gone) {
+        std::cerr << "shardscope runs follow: run " << summary.name << " is followed by its launcher (pid "
+                  << details->launcher.pid << " on " << details->launcher.host
+                  << "), which records it; Stop it there, or follow it from here once that one has gone\n";
+        return 2;
+    }
+    const std::int64_t jobId = std::atoll(summary.job.c_str() + 6);
+    const fs::path runDir = summary.runDir;
+    const int nodes = std::max(1, nodesOfScript(runDir));
+    warnIf(store->adoptRun(*runId, storage::LauncherIdentity::current()));
+    std::cout << "shardscope runs follow: following job " << jobId << " of run " << summary.name << " (" << nodes
+              << " nodes; run folder " << runDir.string() << ")" << std::endl;
+    struct sigaction cancel { };
+    cancel.sa_handler = [](int) { g_cancelAsked.store(true); };
+    sigaction(SIGINT, &cancel, nullptr);
+    sigaction(SIGTERM, &cancel, nullptr);
+    const cluster::SlurmClient slurm;
+    std::string said = summary.statusDetail;
+    bool running = summary.status == storage::RunStatus::Running;
+    auto lastCatchUp = std::chrono::steady_clock::now() - std::chrono::hours(1);
+    cluster::JobState end;
+    while (true) {
+        if (g_cancelAsked.exchange(false)) {
+            std::cout << "shardscope runs follow: cancelling job " << jobId << " (scancel)" << std::endl;
+            if (auto cancelled = slurm.cancel(jobId); !cancelled)
+                std::cerr << "shardscope runs follow: " << cancelled.error().message << "\n";
+        }
+        auto state = slurm.state(jobId);
+        if (!state) {
+            std::cerr << "shardscope runs follow: " << state.error().message << "\n";
+            return 1;
+        }
+        if (const std::string now = detailOf(*state); now != said && !state->ended()) {
+            said = now;
+            std::cout << "shardscope runs follow: job " << jobId << " is " << now << std::endl;
+            warnIf(store->setStatusDetail(*runId, now));
+            if (state->state == "RUNNING" && !running)
+                warnIf(store->markRunning(*runId));
+            running = running || state->state == "RUNNING";
+        }
+        if (state->ended() || std::chrono::steady_clock::now() - lastCatchUp > std::chrono::seconds(2)) {
+            catchUp(*store, *runId, runDir, nodes);
+            lastCatchUp = std::chrono::steady_clock::now();
+        }
+        if (state->ended()) {
+            end = *state;
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    // The end, as the submitting launcher would have recorded it.
+    const auto attempts = cluster::readAttempts(runDir);
+    std::int64_t malformed = 0;
+    auto events = readRunEvents(runDir, malformed);
+    std::vector<std::string> nodeNames;
+    if (auto names = slurm.hostnames(attempts.empty() ? end.nodes : attempts.back().nodes))
+        nodeNames = *names;
+    const storage::RunEnd runEnd = cluster::jobEnd(end, events ? *events : std::vector<protocol::Event>{}, summary.worldSize,
+                                                   std::max(1, summary.worldSize / nodes), nodeNames);
+    for (const auto& a : attempts)
+        warnIf(store->recordAttempt(*runId, attemptRow(a)));
+    warnIf(store->setStatusDetail(*runId, ""));
+    if (!running)
+        warnIf(store->markRunning(*runId)); // a job that ran between two looks still ran
+    if (auto finished = store->finishRun(*runId, runEnd); !finished) {
+        std::cerr << "shardscope runs follow: recording the end failed: " << finished.error().message << "\n";
+        return 1;
+    }
+    std::cout << "shardscope runs follow: job " << jobId << " ended " << end.state << "; run " << summary.name
+              << " in the history: " << storage::statusName(runEnd.status) << " (" << attempts.size()
+              << (attempts.size() == 1 ? " attempt" : " attempts") << ")\n";
+    return runEnd.status == storage::RunStatus::Completed ? 0 : runEnd.status == storage::RunStatus::Cancelled ? 130 : 1;
 }
 
 } // namespace shardscope::cli

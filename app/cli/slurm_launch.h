@@ -44,4 +44,11 @@ struct PlannedShape {
 // said why). Returns the process's exit code.
 int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<PlannedShape>(int gpusPerNode)>& checkPlan);
 
+// `shardscope runs follow RUN`: a cluster run whose submitting launcher is gone (--detach, a closed
+// terminal, a workbench on another machine) followed from here until its job ends: SLURM's state
+// into the history, the nodes' steps recorded as they come (what the history already has is not
+// recorded twice), the attempts and the end. Refused while its own launcher still follows it.
+// SIGINT cancels the job, as in `launch`. Returns the process's exit code.
+int followSlurmRun(const std::string& reference);
+
 } // namespace shardscope::cli

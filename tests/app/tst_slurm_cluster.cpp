@@ -259,6 +259,13 @@ private slots:
             runsShow(runName(QStringLiteral("pending")))
                 .contains(QStringLiteral("pending (the job is pending (Resources): the nodes it asks for are busy")),
             30000);
+        // Its launcher follows it: `runs follow` from another terminal is refused, naming it.
+        QProcess follow;
+        follow.setProcessChannelMode(QProcess::MergedChannels);
+        follow.start(testing::shardscopeBinary(), {"runs", "follow", runName(QStringLiteral("pending"))});
+        QVERIFY(follow.waitForFinished(60000));
+        const QString refused = QString::fromUtf8(follow.readAll());
+        QVERIFY2(follow.exitCode() == 2 && refused.contains(QStringLiteral("is followed by its launcher")), qPrintable(refused));
         ::kill(static_cast<pid_t>(pending.processId()), SIGINT); // Stop
         const auto stopped = finished(pending, QStringLiteral("pending"), 60000);
         QVERIFY2(stopped.exitCode == 130, qPrintable(stopped.output));
@@ -371,6 +378,37 @@ private slots:
         QVERIFY2(nodes.output.contains(QStringLiteral("partition debug has 3 nodes and the run asks for 4")),
                  qPrintable(nodes.output));
         QVERIFY(!QFile::exists(nodes.runDir + "/job.sbatch"));
+    }
+
+    // --detach: the run is in the history at once, followed by no one; `runs follow` later takes it
+    // over (its launcher is gone), records every step the nodes wrote and the end; once ended it
+    // says so.
+    void detachedRunIsFollowedLater()
+    {
+        const QString recipe = QString(kRecipe).replace(QStringLiteral("max_steps: 6"), QStringLiteral("max_steps: 40"));
+        const auto detached = submit(
+            QStringLiteral("detached"),
+            {"--num_processes", "2", "--num_machines", "2", "--detach", "--", "--slow-rank", "1", "--slow-forward-ms", "50"},
+            QStringLiteral("slurm"), recipe);
+        QVERIFY2(detached.exitCode == 0 && detached.output.contains(QStringLiteral("runs follow")), qPrintable(detached.output));
+        const QString name = runName(QStringLiteral("detached"));
+        QVERIFY2(runsShow(name).contains(QRegularExpression(QStringLiteral("status +(pending|running)"))),
+                 qPrintable(runsShow(name)));
+        QTest::qWait(3000); // the job runs meanwhile: follow catches up with what the nodes wrote
+        QProcess follow;
+        follow.setProcessChannelMode(QProcess::MergedChannels);
+        follow.start(testing::shardscopeBinary(), {"runs", "follow", name});
+        QVERIFY(follow.waitForFinished(240000));
+        const QString followed = QString::fromUtf8(follow.readAll());
+        QVERIFY2(follow.exitCode() == 0 && followed.contains(QStringLiteral("ended COMPLETED")), qPrintable(followed));
+        const QString shown = runsShow(name);
+        QVERIFY2(shown.contains(QRegularExpression(QStringLiteral("status +completed"))), qPrintable(shown));
+        QVERIFY2(shown.contains(QRegularExpression(QStringLiteral("steps +40"))), qPrintable(shown));
+        QVERIFY2(shown.contains(QStringLiteral("attempt 0")) || shown.contains(QStringLiteral("ATTEMPT")), qPrintable(shown));
+        follow.start(testing::shardscopeBinary(), {"runs", "follow", name});
+        QVERIFY(follow.waitForFinished(60000));
+        const QString again = QString::fromUtf8(follow.readAll());
+        QVERIFY2(follow.exitCode() == 0 && again.contains(QStringLiteral("has ended: completed")), qPrintable(again));
     }
 
     // `shardscope clusters`: the profiles (one "[name]" line each: the workbench reads them) and
