@@ -2,6 +2,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/slurm_launch.h"
+#include "engine/common/text_format.h"
 #include "app/launcher/program.h"
 #include "engine/plan/machine_probe.h"
 #include "app/launcher/hang_report.h"
@@ -620,7 +621,7 @@ void reportFailure(const LaunchOutcome& outcome, const TrainingRun* run)
     if (!run)
         return;
     for (const auto& message : run->monitor->errorMessages())
-        std::cerr << "  reported by " << message << "\n";
+        std::cerr << "  reported by " << terminalSafe(message) << "\n"; // a rank's own words: shown, never obeyed
     // A rank that ended without an error event (a bad option, a crash) said why in its log.
     if (outcome.rootCauseRank) {
         const auto& reported = run->monitor->reportedErrors();

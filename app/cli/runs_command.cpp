@@ -3,6 +3,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/slurm_launch.h"
+#include "engine/common/text_format.h"
 #include "app/launcher/hang_report.h"
 #include "app/launcher/run_import.h"
 #include "engine/common/run_layout.h"
@@ -53,31 +54,6 @@ struct RunsArgs {
 
 // A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
 // (key/value listings).
-// Recorded text (names, errors, notes, hosts: what ranks and imported files said) as a terminal
-// shows it without obeying it: control characters other than line breaks and tabs, C0 and C1
-// (an escape sequence that sets the window title or clears the screen), are written as \xNN.
-std::string terminalSafe(std::string_view text)
-{
-    std::string out;
-    out.reserve(text.size());
-    char hex[8];
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const auto byte = static_cast<unsigned char>(text[i]);
-        const bool c1 = byte == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80
-                        && static_cast<unsigned char>(text[i + 1]) <= 0x9F; // U+0080..U+009F in UTF-8
-        if ((byte < 0x20 && byte != '\n' && byte != '\t') || byte == 0x7F) {
-            std::snprintf(hex, sizeof hex, "\\x%02x", byte);
-            out += hex;
-        } else if (c1) {
-            std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned char>(text[++i]));
-            out += hex;
-        } else {
-            out += text[i];
-        }
-    }
-    return out;
-}
-
 class Table {
 public:
     explicit Table(std::vector<std::string> header, bool alignNumbers = true) : m_alignNumbers(alignNumbers)
@@ -223,7 +199,7 @@ Result<std::vector<std::int64_t>> resolveAll(const RunStore& store, const std::v
 
 int fail(const char* command, const Error& error)
 {
-    std::cerr << "shardscope runs " << command << ": error: " << error.message << "\n";
+    std::cerr << "shardscope runs " << command << ": error: " << terminalSafe(error.message) << "\n";
     return 1;
 }
 
@@ -475,7 +451,7 @@ int runDiagnose(const RunsArgs& args)
         return fail("diagnose", makeError("no rank of " + dir->string() + " answered within "
                                           + std::to_string(static_cast<int>(args.patience))
                                           + " s: is the run still running on this machine? (--timeout waits longer)"));
-    std::cout << analyseFlightRecords(records, patience).text;
+    std::cout << terminalSafe(analyseFlightRecords(records, patience).text); // group names and phases come from the ranks
     return 0;
 }
 
@@ -539,18 +515,18 @@ int runImport(const RunsArgs& args)
     if (home.empty()) {
         auto found = shardscopeHome();
         if (!found) {
-            std::cerr << "shardscope runs import: error: " << found.error().message << "\n";
+            std::cerr << "shardscope runs import: error: " << terminalSafe(found.error().message) << "\n";
             return 1;
         }
         home = *found;
     }
     auto imported = importRunDirectory(home, args.directory, args.name);
     if (!imported) {
-        std::cerr << "shardscope runs import: error: " << imported.error().message << "\n";
+        std::cerr << "shardscope runs import: error: " << terminalSafe(imported.error().message) << "\n";
         return 1;
     }
-    std::cout << "imported run " << imported->runId << " (" << imported->name << "): " << imported->ranks << " ranks, "
-              << imported->events << " events, " << imported->status << "\n";
+    std::cout << "imported run " << imported->runId << " (" << terminalSafe(imported->name) << "): " << imported->ranks
+              << " ranks, " << imported->events << " events, " << imported->status << "\n";
     if (imported->malformed > 0)
         std::cerr << "shardscope runs import: warning: " << imported->malformed << " lines that are not events were skipped\n";
     return 0;

@@ -1,5 +1,7 @@
 #include "app/launcher/run_monitor.h"
 
+#include "engine/common/text_format.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -63,8 +65,10 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
     auto event = protocol::decodeEvent(line);
     if (!event) {
         ++m_malformed;
+        // The line is the rank's (a user's script's): shown escaped, never obeyed by the terminal.
         std::fprintf(stderr, "%sshardscope launch: rank %d sent a malformed event line (%s); skipped: %.120s\n",
-                     m_interactive ? "\n" : "", rank, event.error().message.c_str(), std::string(line).c_str());
+                     m_interactive ? "\n" : "", rank, terminalSafe(event.error().message).c_str(),
+                     terminalSafe(std::string(line.substr(0, 120))).c_str());
         return;
     }
     m_heard.insert(event->rank);

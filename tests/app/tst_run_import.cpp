@@ -8,6 +8,7 @@
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -95,6 +96,31 @@ private slots:
         QVERIFY2(copy.error().message.find("is already the folder of run " + std::to_string(imported->runId) + " (train-1)")
                      != std::string::npos,
                  copy.error().message.c_str());
+    }
+
+    // #43 point 3: what `runs import` prints of recorded text (a folder named with an escape
+    // sequence that would set the window title) is shown escaped, never sent raw to the terminal,
+    // in its report and in its errors.
+    void cliOutputIsEscaped()
+    {
+        QTemporaryDir home;
+        const std::string evil = "evil\x1b]0;pwned\x07";
+        const fs::path runDir = fs::path(home.path().toStdString()) / "runs" / evil;
+        writeRun(runDir, true);
+        for (int time = 0; time < 2; ++time) {
+            QProcess p;
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.insert("SHARDSCOPE_HOME", home.path());
+            p.setProcessEnvironment(env);
+            p.setProcessChannelMode(QProcess::MergedChannels);
+            p.start(QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope"),
+                    {"runs", "import", QString::fromStdString(runDir.string())});
+            QVERIFY(p.waitForFinished(60000));
+            const QByteArray out = p.readAll();
+            QCOMPARE(p.exitCode(), time == 0 ? 0 : 1); // the second time: the name is taken
+            QVERIFY2(!out.contains('\x1b') && !out.contains('\x07'), out.constData());
+            QVERIFY2(out.contains("evil\\x1b]0;pwned\\x07"), out.constData());
+        }
     }
 
     // #43 point 2: what an import must not trust. Each refusal names the file, and none hangs.
