@@ -87,6 +87,44 @@ storage::RunAttempt attemptRow(const cluster::JobAttempt& a)
     return row;
 }
 
+// One look at a job, for `launch` and `runs follow` alike: a Stop asked for (SIGINT) cancels it
+// (scancel); SLURM's state, and when what it says has changed, that into the history (the run
+// marked running once it runs). None, having said why, when SLURM could not be asked.
+struct JobWatch {
+    const cluster::SlurmClient& slurm;
+    std::int64_t jobId = 0;
+    const char* who = ""; // "shardscope launch", "shardscope runs follow"
+    storage::RunStore* store = nullptr; // none: followed without a history
+    std::int64_t runId = 0;
+    std::string said; // what the history shows now
+    bool running = false;
+
+    std::optional<cluster::JobState> look()
+    {
+        if (g_cancelAsked.exchange(false)) {
+            std::cout << who << ": cancelling job " << jobId << " (scancel)" << std::endl;
+            if (auto cancelled = slurm.cancel(jobId); !cancelled)
+                std::cerr << who << ": " << cancelled.error().message << "\n";
+        }
+        auto state = slurm.state(jobId);
+        if (!state) {
+            std::cerr << who << ": " << state.error().message << "\n";
+            return std::nullopt;
+        }
+        if (const std::string now = detailOf(*state); now != said && !state->ended()) {
+            said = now;
+            std::cout << who << ": job " << jobId << " is " << now << std::endl;
+            if (store) {
+                warnIf(store->setStatusDetail(runId, now));
+                if (state->state == "RUNNING" && !running)
+                    warnIf(store->markRunning(runId));
+            }
+            running = running || state->state == "RUNNING";
+        }
+        return *state;
+    }
+};
+
 // The job's run in this machine's history from its submission on: pending with SLURM's reason,
 // running (with every event the nodes write into the shared folder, as they write it), and its
 // end, with each attempt when it was requeued. Without a history (--no_history), only followed.
@@ -127,28 +165,12 @@ public:
     // Until the job ends; Ctrl-C (or the workbench's Stop, SIGINT) cancels it on the way.
     cluster::JobState follow()
     {
-        std::string said;
+        JobWatch watch{m_slurm, m_jobId, "shardscope launch", m_store ? &*m_store : nullptr, m_recorder ? m_recorder->runId() : 0,
+                       {},      false};
         while (true) {
-            if (g_cancelAsked.exchange(false)) {
-                std::cout << "shardscope launch: cancelling job " << m_jobId << " (scancel)" << std::endl;
-                if (auto cancelled = m_slurm.cancel(m_jobId); !cancelled)
-                    std::cerr << "shardscope launch: " << cancelled.error().message << "\n";
-            }
-            auto state = m_slurm.state(m_jobId);
-            if (!state) {
-                std::cerr << "shardscope launch: " << state.error().message << "\n";
+            const auto state = watch.look();
+            if (!state)
                 return {"UNKNOWN", {}, {}, {}};
-            }
-            if (const std::string now = detailOf(*state); now != said && !state->ended()) {
-                said = now;
-                std::cout << "shardscope launch: job " << m_jobId << " is " << now << std::endl;
-                if (m_store) {
-                    warnIf(m_store->setStatusDetail(m_recorder->runId(), now));
-                    if (state->state == "RUNNING" && !m_running)
-                        warnIf(m_store->markRunning(m_recorder->runId()));
-                }
-                m_running = m_running || state->state == "RUNNING";
-            }
             readEvents();
             if (state->ended()) {
                 readEvents();
@@ -238,7 +260,6 @@ private:
     cluster::EventsTail m_tail;
     std::unique_ptr<RunRecorder> m_recorder;
     std::optional<storage::RunStore> m_store;
-    bool m_running = false;
     double m_submittedAt; // seconds since the epoch, just before sbatch
     double m_firstStepAt = 0, m_firstIngested = 0, m_lastIngested = 0;
     std::vector<double> m_lags;
@@ -463,29 +484,19 @@ int followSlurmRun(const std::string& reference)
     sigaction(SIGINT, &cancel, nullptr);
     sigaction(SIGTERM, &cancel, nullptr);
     const cluster::SlurmClient slurm;
-    std::string said = summary.statusDetail;
-    bool running = summary.status == storage::RunStatus::Running;
+    JobWatch watch{slurm,
+                   jobId,
+                   "shardscope runs follow",
+                   &*store,
+                   *runId,
+                   summary.statusDetail,
+                   summary.status == storage::RunStatus::Running};
     auto lastCatchUp = std::chrono::steady_clock::now() - std::chrono::hours(1);
     cluster::JobState end;
     while (true) {
-        if (g_cancelAsked.exchange(false)) {
-            std::cout << "shardscope runs follow: cancelling job " << jobId << " (scancel)" << std::endl;
-            if (auto cancelled = slurm.cancel(jobId); !cancelled)
-                std::cerr << "shardscope runs follow: " << cancelled.error().message << "\n";
-        }
-        auto state = slurm.state(jobId);
-        if (!state) {
-            std::cerr << "shardscope runs follow: " << state.error().message << "\n";
+        const auto state = watch.look();
+        if (!state)
             return 1;
-        }
-        if (const std::string now = detailOf(*state); now != said && !state->ended()) {
-            said = now;
-            std::cout << "shardscope runs follow: job " << jobId << " is " << now << std::endl;
-            warnIf(store->setStatusDetail(*runId, now));
-            if (state->state == "RUNNING" && !running)
-                warnIf(store->markRunning(*runId));
-            running = running || state->state == "RUNNING";
-        }
         if (state->ended() || std::chrono::steady_clock::now() - lastCatchUp > std::chrono::seconds(2)) {
             catchUp(*store, *runId, runDir, nodes);
             lastCatchUp = std::chrono::steady_clock::now();
@@ -508,7 +519,7 @@ int followSlurmRun(const std::string& reference)
     for (const auto& a : attempts)
         warnIf(store->recordAttempt(*runId, attemptRow(a)));
     warnIf(store->setStatusDetail(*runId, ""));
-    if (!running)
+    if (!watch.running)
         warnIf(store->markRunning(*runId)); // a job that ran between two looks still ran
     if (auto finished = store->finishRun(*runId, runEnd); !finished) {
         std::cerr << "shardscope runs follow: recording the end failed: " << finished.error().message << "\n";

@@ -13,6 +13,7 @@
 
 #include "engine/protocol/events.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 
@@ -37,8 +38,10 @@ public:
 
 private:
     LossSpikeOptions m_options;
-    std::deque<double> m_recent; // the last `window` losses, spikes included
-    std::deque<double> m_longer; // the last kSpreadSteps losses (at least `window`): the spread
+    // The last max(window, kSpreadSteps) losses, spikes included: the last `window` of them are
+    // the steps a loss is compared with, all of them give the spread.
+    std::deque<double> m_losses;
+    std::size_t windowSize() const { return std::min(m_losses.size(), static_cast<std::size_t>(m_options.window)); }
 };
 
 } // namespace shardscope

@@ -34,41 +34,11 @@ const std::string kNegInfMarker = "\x01shardscope-json--Infinity";
 
 std::string markNonFinite(const std::string& text)
 {
-    std::string out;
-    out.reserve(text.size());
-    bool inString = false;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (inString) {
-            out += c;
-            if (c == '\\' && i + 1 < text.size())
-                out += text[++i];
-            else if (c == '"')
-                inString = false;
-            continue;
-        }
-        if (c == '"') {
-            inString = true;
-            out += c;
-            continue;
-        }
-        auto at = [&](const char* word) { return text.compare(i, std::strlen(word), word) == 0; };
+    return replaceBareNonFinite(text, [](std::string_view word) {
         // The marker is written with a JSON escape; it decodes to the \x01-prefixed string.
-        auto marker = [](const std::string& m) { return "\"\\u0001" + m.substr(1) + "\""; };
-        if (at("-Infinity")) {
-            out += marker(kNegInfMarker);
-            i += 8;
-        } else if (at("Infinity")) {
-            out += marker(kInfMarker);
-            i += 7;
-        } else if (at("NaN")) {
-            out += marker(kNanMarker);
-            i += 2;
-        } else {
-            out += c;
-        }
-    }
-    return out;
+        const std::string& m = word == "NaN" ? kNanMarker : word == "Infinity" ? kInfMarker : kNegInfMarker;
+        return "\"\\u0001" + m.substr(1) + "\"";
+    });
 }
 
 Value fromNlohmann(const nlohmann::ordered_json& j)

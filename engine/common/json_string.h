@@ -62,4 +62,43 @@ inline std::string jsonStringLiteral(std::string_view utf8)
     return out + "\"";
 }
 
+// Python's json writes NaN, Infinity and -Infinity as bare words, which strict JSON parsers
+// (nlohmann) refuse: each such word outside a string literal replaced by `replacement(word)` (a
+// std::string_view -> std::string), everything else kept as it is. The config reader swaps them
+// for marker strings, the event decoder for the strings the protocol writes.
+template <typename Replacement>
+std::string replaceBareNonFinite(std::string_view text, Replacement replacement)
+{
+    std::string out;
+    out.reserve(text.size() + 16);
+    bool inString = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (inString) {
+            out += c;
+            if (c == '\\' && i + 1 < text.size())
+                out += text[++i];
+            else if (c == '"')
+                inString = false;
+            continue;
+        }
+        if (c == '"') {
+            inString = true;
+            out += c;
+            continue;
+        }
+        bool replaced = false;
+        for (std::string_view word : {"-Infinity", "Infinity", "NaN"})
+            if (text.substr(i, word.size()) == word) {
+                out += replacement(word);
+                i += word.size() - 1;
+                replaced = true;
+                break;
+            }
+        if (!replaced)
+            out += c;
+    }
+    return out;
+}
+
 } // namespace shardscope

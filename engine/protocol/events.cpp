@@ -1,5 +1,7 @@
 #include "engine/protocol/events.h"
 
+#include "engine/common/json_string.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -257,44 +259,6 @@ void protectNonFinite(json& j)
     }
 }
 
-// Python's bare NaN, Infinity and -Infinity outside strings, quoted (see the Note above); the
-// line unchanged when it has none.
-std::string quoteBareNonFinite(std::string_view line)
-{
-    std::string out;
-    out.reserve(line.size() + 16);
-    bool inString = false;
-    for (std::size_t i = 0; i < line.size(); ++i) {
-        const char c = line[i];
-        if (inString) {
-            out += c;
-            if (c == '\\' && i + 1 < line.size())
-                out += line[++i];
-            else if (c == '"')
-                inString = false;
-            continue;
-        }
-        if (c == '"') {
-            inString = true;
-            out += c;
-            continue;
-        }
-        bool replaced = false;
-        for (std::string_view token : {"-Infinity", "Infinity", "NaN"})
-            if (line.substr(i, token.size()) == token) {
-                out += '"';
-                out += token;
-                out += '"';
-                i += token.size() - 1;
-                replaced = true;
-                break;
-            }
-        if (!replaced)
-            out += c;
-    }
-    return out;
-}
-
 } // namespace
 
 std::string_view Event::typeName() const { return typeNameOf(body); }
@@ -314,7 +278,8 @@ Result<Event> decodeEvent(std::string_view line)
 {
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() && (line.find("NaN") != std::string_view::npos || line.find("Infinity") != std::string_view::npos))
-        j = json::parse(quoteBareNonFinite(line), nullptr, /*allow_exceptions=*/false);
+        j = json::parse(replaceBareNonFinite(line, [](std::string_view word) { return "\"" + std::string(word) + "\""; }),
+                        nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded())
         return makeError("not valid JSON (a truncated or garbled event line)");
     if (!j.is_object())

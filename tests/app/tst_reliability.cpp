@@ -8,6 +8,7 @@
 
 #include "storage/run_store.h"
 #include "tests/common/files.h"
+#include "tests/common/recipe_run.h"
 #include "storage/store_paths.h"
 
 #include <QFile>
@@ -29,6 +30,7 @@
 #include <thread>
 
 using namespace shardscope::storage;
+namespace testing = shardscope::testing;
 
 namespace {
 
@@ -349,14 +351,10 @@ private slots:
                                                    "n_head: 4, block_size: 32}\ndata: {type: text}\n"
                                                    "optimizer: {type: adamw, lr: 80}\n"
                                                    "training: {per_device_batch_size: 2, max_steps: 20}\n");
-        QProcess p;
-        auto env = QProcessEnvironment::systemEnvironment();
-        env.insert("SHARDSCOPE_HOME", home.path());
-        p.setProcessEnvironment(env);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "diverge"});
-        QVERIFY(p.waitForFinished(120000));
-        const QString out = QString::fromUtf8(p.readAll());
+        const QString out = testing::runShardscope(
+                                home.path(), {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "diverge"},
+                                120000)
+                                .output;
         QVERIFY2(!out.contains(QStringLiteral("malformed")), qPrintable(out));
         auto store = RunStore::open(historyFile(home.path().toStdString()));
         QVERIFY(store.ok());
@@ -369,18 +367,10 @@ private slots:
             QVERIFY(std::isfinite(losses->front().value));
             QVERIFY2(std::isnan(losses->back().value), qPrintable(QString::number(losses->back().value)));
         }
-        QProcess show;
-        show.setProcessEnvironment(env);
-        show.start(kShardscope, {"runs", "show", "diverge"});
-        QVERIFY(show.waitForFinished(60000));
-        const QString shown = QString::fromUtf8(show.readAll());
+        const QString shown = testing::runShardscope(home.path(), {"runs", "show", "diverge"}).output;
         QVERIFY2(shown.contains(QRegularExpression(QStringLiteral("final loss +nan"))), qPrintable(shown));
         QVERIFY2(shown.contains(QRegularExpression(QStringLiteral("steps +20"))), qPrintable(shown));
-        QProcess csv;
-        csv.setProcessEnvironment(env);
-        csv.start(kShardscope, {"runs", "export", "diverge", "--format", "csv"});
-        QVERIFY(csv.waitForFinished(60000));
-        const QString exported = QString::fromUtf8(csv.readAll());
+        const QString exported = testing::runShardscope(home.path(), {"runs", "export", "diverge", "--format", "csv"}).output;
         QVERIFY2(exported.contains(QRegularExpression(QStringLiteral(",20,[0-9.]+,loss,nan\\n"))),
                  qPrintable(exported.right(300)));
     }
@@ -393,15 +383,10 @@ private slots:
         const QString recipePath = home.filePath(QStringLiteral("noisy.yaml"));
         shardscope::testing::writeFile(recipePath, "name: noisy\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
                                                    "training: {per_device_batch_size: 8, max_steps: 400}\n");
-        QProcess p;
-        auto env = QProcessEnvironment::systemEnvironment();
-        env.insert("SHARDSCOPE_HOME", home.path());
-        p.setProcessEnvironment(env);
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(kShardscope, {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "noisy"});
-        QVERIFY(p.waitForFinished(120000));
-        const QString out = QString::fromUtf8(p.readAll());
-        QCOMPARE(p.exitCode(), 0);
+        const auto launched = testing::runShardscope(
+            home.path(), {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "noisy"}, 120000);
+        const QString& out = launched.output;
+        QCOMPARE(launched.exitCode, 0);
         QVERIFY2(!out.contains(QStringLiteral("loss spike")), qPrintable(out));
         auto store = RunStore::open(historyFile(home.path().toStdString()));
         QVERIFY(store.ok());

@@ -7,8 +7,8 @@
 #include "engine/protocol/events.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
+#include "tests/common/recipe_run.h"
 
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -108,16 +108,10 @@ private slots:
         const fs::path runDir = fs::path(home.path().toStdString()) / "runs" / evil;
         writeRun(runDir, true);
         for (int time = 0; time < 2; ++time) {
-            QProcess p;
-            auto env = QProcessEnvironment::systemEnvironment();
-            env.insert("SHARDSCOPE_HOME", home.path());
-            p.setProcessEnvironment(env);
-            p.setProcessChannelMode(QProcess::MergedChannels);
-            p.start(QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope"),
-                    {"runs", "import", QString::fromStdString(runDir.string())});
-            QVERIFY(p.waitForFinished(60000));
-            const QByteArray out = p.readAll();
-            QCOMPARE(p.exitCode(), time == 0 ? 0 : 1); // the second time: the name is taken
+            const auto imported = testing::runShardscope(home.path(),
+                                                         {"runs", "import", QString::fromStdString(runDir.string())});
+            const QByteArray out = imported.output.toUtf8();
+            QCOMPARE(imported.exitCode, time == 0 ? 0 : 1); // the second time: the name is taken
             QVERIFY2(!out.contains('\x1b') && !out.contains('\x07'), out.constData());
             QVERIFY2(out.contains("evil\\x1b]0;pwned\\x07"), out.constData());
         }
