@@ -1,9 +1,13 @@
 #include "engine/plan/script_plan.h"
 
+#include "engine/recipe/recipe.h"
+
 #include <filesystem>
 #include <functional>
 
 namespace shardscope::config {
+
+std::string accelerateLoopbackEntry() { return resourcesFolder() + "/launch/accelerate_loopback.py"; }
 
 namespace {
 
@@ -100,6 +104,10 @@ void checkScriptLaunch(const ScriptInputs& in, bool onCpu, std::vector<Diagnosti
         error("--script", "no script given; name the training script with --script train.py");
     else if (!std::filesystem::is_regular_file(in.script, ec))
         error("--script", "the script " + in.script + " does not exist (or is not a file); check the path");
+    if (machines == 1 && !std::filesystem::is_regular_file(accelerateLoopbackEntry(), ec))
+        error("--script", "Shardscope's " + accelerateLoopbackEntry()
+                              + " is missing, which starts `accelerate launch` on this machine; reinstall Shardscope, or "
+                                "point SHARDSCOPE_RESOURCES at its resources folder");
 }
 
 } // namespace
@@ -147,7 +155,17 @@ PlannedScript planScriptRun(const ScriptInputs& in)
     plan.mixedPrecision = c.mixedPrecision();
     plan.onCpu = onCpu;
     plan.distributedType = c.distributedType();
-    plan.args = {"-m", "accelerate.commands.accelerate_cli", "launch", "--config_file", in.configPath};
+    plan.numMachines = static_cast<int>(c.intField("num_machines").value_or(1));
+    plan.machineRank = static_cast<int>(c.intField("machine_rank").value_or(0));
+    if (plan.numMachines == 1) {
+        // Listening on loopback only: torchrun's store (accelerate_loopback.py says how), and the
+        // ranks' own sockets (Gloo's pairs, NCCL's bootstrap), which otherwise take the address
+        // the host name resolves to, often a network one.
+        plan.args = {accelerateLoopbackEntry(), "launch", "--config_file", in.configPath};
+        plan.environment = {"GLOO_SOCKET_IFNAME=lo", "NCCL_SOCKET_IFNAME=lo"};
+    } else {
+        plan.args = {"-m", "accelerate.commands.accelerate_cli", "launch", "--config_file", in.configPath};
+    }
     if (onCpu && plan.numProcesses > 1) {
         // The one CPU path that gives N ranks: torchrun's, asked for by --multi_gpu, with
         // ACCELERATE_USE_CPU making each rank a Gloo CPU process (MULTI_CPU).
@@ -157,8 +175,6 @@ PlannedScript planScriptRun(const ScriptInputs& in)
     }
     plan.args.insert(plan.args.end(),
                      {"--num_processes", std::to_string(plan.numProcesses), "--mixed_precision", plan.mixedPrecision});
-    plan.numMachines = static_cast<int>(c.intField("num_machines").value_or(1));
-    plan.machineRank = static_cast<int>(c.intField("machine_rank").value_or(0));
     if (plan.numMachines > 1)
         plan.args.insert(plan.args.end(), {"--num_machines", std::to_string(plan.numMachines), "--machine_rank",
                                            std::to_string(c.intField("machine_rank").value_or(0)), "--main_process_ip",

@@ -33,7 +33,9 @@ struct ScriptInputs {
 
 struct ScriptPlan {
     std::string python;
-    std::vector<std::string> args; // after the interpreter: -m accelerate.commands.accelerate_cli launch ...
+    // After the interpreter: resources/launch/accelerate_loopback.py launch ... on one machine,
+    // -m accelerate.commands.accelerate_cli launch ... over several.
+    std::vector<std::string> args;
     std::vector<std::string> environment; // NAME=VALUE added to the launcher's environment
     std::string distributedType; // what the ranks really run as ("MULTI_CPU" on the CPU path)
     std::string mixedPrecision;
@@ -53,6 +55,10 @@ struct PlannedScript {
 };
 
 PlannedScript planScriptRun(const ScriptInputs& inputs);
+
+// The file a script run on one machine starts `accelerate launch` through (resources/launch/):
+// Accelerate's own CLI with torchrun's rendezvous store bound to 127.0.0.1 only.
+std::string accelerateLoopbackEntry();
 
 // `text` quoted for a POSIX shell when it needs it: the command lines Shardscope shows, and the
 // batch scripts it writes for a cluster (app/cluster); nothing of a local launch runs through a shell.

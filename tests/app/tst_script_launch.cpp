@@ -1,7 +1,7 @@
 // Users' own scripts through the real `accelerate launch` of the project's venv, on 2 CPU ranks:
 // the Accelerate example's step events from both ranks reach events.jsonl and the history; a rank
-// that raises is the root cause and the other stops; Stop (SIGTERM to the launcher) leaves no
-// process; the silent degradations of Accelerate on the CPU are refused before anything starts;
+// that raises is the root cause and the other stops; a live run listens on loopback only, and
+// Stop (SIGTERM to the launcher) leaves no process; the silent degradations of Accelerate on the CPU are refused before anything starts;
 // a missing script and a Python without accelerate are clear errors; the Trainer example's run
 // reaches the history with per-rank events; the Run page shows a script run's charts and command.
 // A run profiled with torch.profiler has its traces
@@ -20,6 +20,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSet>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -96,6 +97,41 @@ QStringList processesMentioning(const QString& marker)
             found << pid + ": " + QString::fromUtf8(text.replace('\0', ' '));
     }
     return found;
+}
+
+// The local addresses of the TCP sockets the processes `pids` listen on, as /proc/net/tcp{,6}
+// writes them ("0100007F:1F90": 127.0.0.1:8080, the address's bytes in the machine's order).
+QStringList listeningAddressesOf(const QStringList& pids)
+{
+    QSet<QString> inodes;
+    for (const QString& pid : pids)
+        for (const QFileInfo& fd : QDir("/proc/" + pid + "/fd").entryInfoList(QDir::Files | QDir::System)) {
+            const QString target = fd.symLinkTarget().section('/', -1);
+            if (target.startsWith("socket:["))
+                inodes.insert(target.mid(8).chopped(1));
+        }
+    QStringList addresses;
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        QFile file(table);
+        if (!file.open(QIODevice::ReadOnly))
+            continue;
+        file.readLine(); // the header
+        while (!file.atEnd()) {
+            const QStringList fields = QString::fromLatin1(file.readLine()).split(' ', Qt::SkipEmptyParts);
+            if (fields.size() > 9 && fields[3] == "0A" && inodes.contains(fields[9])) // 0A: LISTEN
+                addresses << fields[1];
+        }
+    }
+    return addresses;
+}
+
+// 127.0.0.0/8, ::1 or ::ffff:127.x.y.z in /proc/net/tcp{,6}'s notation (little-endian words).
+bool isLoopbackListener(const QString& address)
+{
+    const QString ip = address.section(':', 0, 0);
+    if (ip.size() == 8)
+        return ip.mid(6, 2) == "7F";
+    return ip == "00000000000000000000000001000000" || (ip.startsWith("0000000000000000FFFF0000") && ip.mid(30, 2) == "7F");
 }
 
 // Step events per rank in a run directory's events.jsonl.
@@ -184,7 +220,7 @@ private slots:
         const QByteArray text = command.readAll();
         QVERIFY2(text.contains("ACCELERATE_USE_CPU=1") && text.contains("--multi_gpu") && text.contains("--num_processes 2"),
                  text.constData());
-        QVERIFY(out.contains("command: ACCELERATE_USE_CPU=1"));
+        QVERIFY(out.contains("command: GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo ACCELERATE_USE_CPU=1"));
         QVERIFY(QFileInfo(runDir + "/logs/rank0.log").size() > 0); // the main process prints its summary
         QVERIFY(!QFileInfo::exists(runDir + "/.events")); // the named pipes are gone
 
@@ -352,7 +388,7 @@ private slots:
         QVERIFY2(rank0 == 0 || rank0 == 128 + SIGTERM, qPrintable(out));
     }
 
-    void stopEndsTheRunWithNoProcessLeft()
+    void stopEndsTheRunWithNoProcessLeftAndListensOnLoopbackOnly()
     {
         QTemporaryDir home;
         QProcess launcher;
@@ -362,7 +398,17 @@ private slots:
                                      "stop", "--", "--steps", "100000", "--step_sleep", "0.05", "--data", dataFile(home)});
         QVERIFY(launcher.waitForStarted());
         QTRY_VERIFY_WITH_TIMEOUT(stepEventsPerRank(home.filePath("runs/stop")).size() == 2, 120000);
-        QVERIFY(processesMentioning(home.path()).size() >= 3); // accelerate launch and its 2 ranks
+        const QStringList running = processesMentioning(home.path());
+        QVERIFY(running.size() >= 3); // accelerate launch and its 2 ranks
+        // A run on one machine listens on loopback only (#43 point 5): torchrun's store in
+        // accelerate launch, the ranks' Gloo pairs; nothing a network neighbour could reach.
+        QStringList pids;
+        for (const QString& process : running)
+            pids << process.section(':', 0, 0);
+        const QStringList listening = listeningAddressesOf(pids);
+        QVERIFY2(!listening.isEmpty(), qPrintable(running.join("\n"))); // the store at least
+        for (const QString& address : listening)
+            QVERIFY2(isLoopbackListener(address), qPrintable(address + " is not loopback; listening: " + listening.join(", ")));
         launcher.terminate(); // the workbench's Stop
         QVERIFY(launcher.waitForFinished(60000));
         const QString out = QString::fromUtf8(launcher.readAll());

@@ -9,6 +9,7 @@
 #include <QTest>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 using namespace shardscope::config;
@@ -66,20 +67,24 @@ private slots:
             f.inputs("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nmixed_precision: 'no'\n", 0));
         QVERIFY2(planned.ok(), errorsOf(planned).c_str());
         const auto& p = *planned.plan;
-        QCOMPARE(p.environment, std::vector<std::string>{"ACCELERATE_USE_CPU=1"});
+        // One machine: every socket of the run listens on loopback only (#43 point 5).
+        QCOMPARE(p.environment,
+                 (std::vector<std::string>{"GLOO_SOCKET_IFNAME=lo", "NCCL_SOCKET_IFNAME=lo", "ACCELERATE_USE_CPU=1"}));
         QVERIFY(has(p.args, "--multi_gpu"));
         QVERIFY(!has(p.args, "--cpu")); // --cpu would start one non-distributed process
         QCOMPARE(p.distributedType, std::string("MULTI_CPU"));
         QCOMPARE(p.numProcesses, 2);
         QVERIFY(p.onCpu);
-        const std::vector<std::string> head{"-m", "accelerate.commands.accelerate_cli", "launch", "--config_file",
-                                            "/run/config.yaml"};
+        const std::vector<std::string> head{accelerateLoopbackEntry(), "launch", "--config_file", "/run/config.yaml"};
+        QVERIFY(std::filesystem::is_regular_file(head.front()));
         QVERIFY(std::equal(head.begin(), head.end(), p.args.begin()));
         // torchrun's per-rank prefixes and files, then the script and its arguments, last.
         QVERIFY(has(p.args, "--tee") && has(p.args, "/run/logs/torchrun"));
         QCOMPARE(p.args[p.args.size() - 3], f.script);
         QCOMPARE(p.args.back(), std::string("it's"));
-        QVERIFY2(p.commandLine().rfind("ACCELERATE_USE_CPU=1 /venv/bin/python -m accelerate.commands.accelerate_cli launch", 0)
+        QVERIFY2(p.commandLine().rfind("GLOO_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME=lo ACCELERATE_USE_CPU=1 /venv/bin/python "
+                                           + accelerateLoopbackEntry() + " launch",
+                                       0)
                      == 0,
                  p.commandLine().c_str());
         QVERIFY2(p.commandLine().find("--lr 'it'\\''s'") != std::string::npos, p.commandLine().c_str());
@@ -92,7 +97,7 @@ private slots:
                                               "fsdp_config:\n  fsdp_version: 2\n",
                                               2));
         QVERIFY2(planned.ok(), errorsOf(planned).c_str());
-        QVERIFY(planned.plan->environment.empty());
+        QCOMPARE(planned.plan->environment, (std::vector<std::string>{"GLOO_SOCKET_IFNAME=lo", "NCCL_SOCKET_IFNAME=lo"}));
         QVERIFY(!has(planned.plan->args, "--multi_gpu"));
         QCOMPARE(planned.plan->distributedType, std::string("FSDP"));
         QCOMPARE(planned.plan->mixedPrecision, std::string("bf16"));
@@ -130,6 +135,21 @@ private slots:
                  line.c_str()); // all machines' ranks, as Accelerate takes it
         QCOMPARE(planned.plan->numMachines, 2);
         QCOMPARE(planned.plan->machineRank, 1);
+        // Over several machines the store and the ranks need the network: Accelerate's own entry.
+        QCOMPARE(planned.plan->args[0], std::string("-m"));
+        QCOMPARE(planned.plan->environment, std::vector<std::string>{"ACCELERATE_USE_CPU=1"});
+    }
+
+    // Without its entry file a one-machine run could only listen on every interface: refused.
+    void missingLoopbackEntryIsAnError()
+    {
+        Fixture f;
+        QTemporaryDir emptyResources;
+        qputenv("SHARDSCOPE_RESOURCES", emptyResources.path().toUtf8());
+        auto planned = planScriptRun(f.inputs("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n", 0));
+        qunsetenv("SHARDSCOPE_RESOURCES");
+        QVERIFY(!planned.ok());
+        QVERIFY2(errorsOf(planned).find("accelerate_loopback.py is missing") != std::string::npos, errorsOf(planned).c_str());
     }
 
     void refusals_data()
