@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstdio>
+
 namespace shardscope::cli {
 
 namespace {
@@ -17,7 +20,36 @@ void addAllCommands(CLI::App& app, CommandContext& context)
     addClustersCommand(app, context);
 }
 
+std::string boundText(double value)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, value == std::floor(value) && std::fabs(value) < 1e15 ? "%.0f" : "%g", value);
+    return text;
+}
+
 } // namespace
+
+CLI::Validator numberIn(const NumberRule& rule)
+{
+    const std::string kind = rule.whole ? "a whole number" : "a number";
+    const std::string range = (rule.lowIncluded ? "from " + boundText(rule.low) : "above " + boundText(rule.low)) + " to "
+                              + boundText(rule.high) + rule.unit;
+    return CLI::Validator(
+        [=](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double value = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end != '\0' || !std::isfinite(value))
+                return "'" + text + "' is not " + kind + "; give one " + range;
+            if (rule.whole && value != std::floor(value))
+                return "'" + text + "' is not a whole number; give one " + range;
+            if (value < rule.low || (!rule.lowIncluded && value == rule.low) || value > rule.high)
+                return "'" + text + "' is out of range; give " + kind + " " + range;
+            if (rule.whole)
+                text = boundText(value); // "1e3" as CLI11's integer conversion reads it: 1000
+            return {};
+        },
+        kind + " " + range);
+}
 
 bool isSubcommand(const char* word)
 {

@@ -7,7 +7,8 @@
 
 namespace CLI {
 class App;
-}
+class Validator;
+} // namespace CLI
 
 namespace shardscope::cli {
 
@@ -16,6 +17,21 @@ struct CommandContext {
     int exitCode = 0;
     std::string programPath;
 };
+
+// What a numeric option takes: a finite number (whole, for counts) between two bounds, the lower
+// one included or not. Checked on the option's text before CLI11 converts it, which let NaN
+// through, printed DBL_MAX (309 digits) as a bound, saturated 99999999999999999999999 to INT64_MAX,
+// and said "Could not convert" of 2.5 and "not in range" of "abc".
+struct NumberRule {
+    double low = 0;
+    bool lowIncluded = true;
+    double high = 0;
+    bool whole = false;
+    const char* unit = ""; // after the range: " (seconds; ...)"
+};
+// "'2.5' is not a whole number; give one from 1 to 1024". Add it with ->transform: it writes
+// a whole number as CLI11 reads one ("1e3": 1000).
+CLI::Validator numberIn(const NumberRule& rule);
 
 bool isSubcommand(const char* word);
 int runCommandLine(int argc, char** argv);

@@ -49,7 +49,9 @@ void addDataCommand(CLI::App& app, CommandContext& context)
     prepare->add_option("--output", options->output, "The token file to write (with OUTPUT.json and OUTPUT.idx beside it)")
         ->required();
     prepare->add_option("--field", options->field, "JSON Lines: the field with the text")->capture_default_str();
-    prepare->add_option("--threads", options->threads, "Tokenizing threads (0: every core)")->capture_default_str();
+    prepare->add_option("--threads", options->threads, "Tokenizing threads (0: every core)")
+        ->transform(numberIn({0, true, 1024, true}))
+        ->capture_default_str();
     prepare->add_flag("--force", options->overwrite, "Replace OUTPUT if it exists");
     prepare->callback([options, &context] { context.exitCode = runPrepare(*options); });
 }

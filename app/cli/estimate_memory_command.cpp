@@ -183,13 +183,14 @@ void addEstimateMemoryCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--config_file,--config-file", a->configFile, "Accelerate config (sharding, offload, precision, ranks)");
     cmd->add_option("--recipe", a->recipe, "Recipe YAML (model shape and batch size)");
     cmd->add_option("--params", a->params, "Parameter count, e.g. 7B, 1.3e9, 125M");
-    cmd->add_option("--layers", a->layers, "Transformer layers");
-    cmd->add_option("--hidden", a->hidden, "Hidden size");
-    cmd->add_option("--heads", a->heads, "Attention heads");
-    cmd->add_option("--seq", a->seq, "Sequence length (tokens)");
-    cmd->add_option("--batch", a->batch, "Micro-batch per rank (samples)");
-    cmd->add_option("--vocab", a->vocab, "Vocabulary size (fp32 logits)");
-    cmd->add_option("--num_processes,--num-processes", a->numProcesses, "Ranks (default: the config's, else 8)");
+    cmd->add_option("--layers", a->layers, "Transformer layers")->transform(numberIn({1, true, 1e9, true}));
+    cmd->add_option("--hidden", a->hidden, "Hidden size")->transform(numberIn({1, true, 1e9, true}));
+    cmd->add_option("--heads", a->heads, "Attention heads")->transform(numberIn({1, true, 1e9, true}));
+    cmd->add_option("--seq", a->seq, "Sequence length (tokens)")->transform(numberIn({1, true, 1e9, true}));
+    cmd->add_option("--batch", a->batch, "Micro-batch per rank (samples)")->transform(numberIn({1, true, 1e9, true}));
+    cmd->add_option("--vocab", a->vocab, "Vocabulary size (fp32 logits)")->transform(numberIn({1, true, 1e9, true}));
+    cmd->add_option("--num_processes,--num-processes", a->numProcesses, "Ranks (default: the config's, else 8)")
+        ->transform(numberIn({1, true, 65536, true}));
     cmd->add_option("--precision", a->precision, "no, fp16, bf16, bf16-pure or fp8 (default: the config's)");
     cmd->add_flag("--all_stages,--all-stages", a->allStages, "Also list every ZeRO stage and offload");
     cmd->add_flag("--markdown", a->markdown, "Print a Markdown table");

@@ -31,6 +31,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -862,20 +863,9 @@ int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
     return 0;
 }
 
-// A number an option takes: finite and positive (or, with zeroAllowed, not negative). CLI11's
-// PositiveNumber let NaN through and printed DBL_MAX, 309 digits, as the range's bound.
-CLI::Validator finiteNumber(bool zeroAllowed)
-{
-    return CLI::Validator(
-        [zeroAllowed](std::string& text) -> std::string {
-            char* end = nullptr;
-            const double value = std::strtod(text.c_str(), &end);
-            if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 || (!zeroAllowed && value == 0))
-                return "'" + text + "' is not " + (zeroAllowed ? "a number of 0 or more" : "a number above 0");
-            return {};
-        },
-        zeroAllowed ? "NUMBER >= 0" : "NUMBER > 0");
-}
+// Seconds of a timeout: the launcher counts them in milliseconds, and a month is past any wait.
+constexpr double kLongestTimeout = 30 * 24 * 3600.0;
+constexpr const char* kTimeoutUnit = " (seconds; 2592000 is 30 days)";
 
 } // namespace
 
@@ -885,17 +875,17 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     auto* cmd = app.add_subcommand("launch", "Start N local ranks of the engine and supervise them "
                                              "(arguments after -- go to every rank)");
     auto* numProcesses = cmd->add_option("--num_processes", args->numProcesses, "Number of ranks in all (over every machine)")
-                             ->check(CLI::Range(1, 1024))
+                             ->transform(numberIn({1, true, 1024, true}))
                              ->capture_default_str();
     auto* numMachines = cmd->add_option("--num_machines", args->numMachines, "Machines in the job (one launcher on each)")
-                            ->check(CLI::Range(1, 1024))
+                            ->transform(numberIn({1, true, 1024, true}))
                             ->capture_default_str();
     auto* machineRank = cmd->add_option("--machine_rank", args->machineRank, "This machine's index, 0 .. num_machines-1")
-                            ->check(CLI::Range(0, 1023))
+                            ->transform(numberIn({0, true, 1023, true}))
                             ->capture_default_str();
     auto* ip = cmd->add_option("--main_process_ip", args->mainProcessIp, "Rendezvous address")->capture_default_str();
     auto* port = cmd->add_option("--main_process_port", args->mainProcessPort, "Rendezvous port (0 or unset: a free port)")
-                     ->check(CLI::Range(0, 65535));
+                     ->transform(numberIn({0, true, 65535, true}));
     cmd->add_option("--worker", args->worker, "Worker executable (default: shardscope-worker next to shardscope)");
     cmd->add_option("--recipe", args->recipe, "Recipe YAML: train it (creates a run directory)");
     cmd->add_option("--script", args->script,
@@ -908,7 +898,8 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
                     "Accelerate config file (default: Accelerate's default_config.yaml when it exists); flags win over it");
     cmd->add_option("--run_name", args->runName, "Run id (default: <recipe name>-<date>-<time>)");
     cmd->add_option("--runs_dir", args->runsDir, "Where run directories go (default: $SHARDSCOPE_HOME/runs)");
-    cmd->add_option("--max_steps", args->maxSteps, "Override the recipe's training.max_steps")->check(finiteNumber(false));
+    cmd->add_option("--max_steps", args->maxSteps, "Override the recipe's training.max_steps")
+        ->transform(numberIn({0, false, 1e12, true}));
     cmd->add_option("--mixed_precision", args->mixedPrecision, "no, fp16, bf16, bf16-pure or fp8 (wins over the config file)");
     cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
                     "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
@@ -919,29 +910,29 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--tag", args->tags, "Tag the run in the history (repeatable): the sweep it belongs to, say");
     cmd->add_option("--rendezvous_timeout", args->rendezvousTimeout,
                     "Seconds a machine other than 0 waits for machine 0's launcher to answer before giving up")
-        ->check(finiteNumber(false))
+        ->transform(numberIn({0, false, kLongestTimeout, false, kTimeoutUnit}))
         ->capture_default_str();
     cmd->add_option("--heartbeat_timeout", args->heartbeatTimeout,
                     "Seconds without any event from a rank before it is taken as hung (0: never)")
-        ->check(finiteNumber(true))
+        ->transform(numberIn({0, true, kLongestTimeout, false, kTimeoutUnit}))
         ->capture_default_str();
     cmd->add_option("--straggler_threshold", args->stragglers.threshold,
                     "Flag a rank whose compute time (forward and backward without waits) is this much above the "
                     "other ranks' (0.2: 20 % slower)")
-        ->check(finiteNumber(false))
+        ->transform(numberIn({0, false, 1e6, false}))
         ->capture_default_str();
     cmd->add_option("--straggler_window", args->stragglers.window,
                     "Steps whose median compute times are compared for --straggler_threshold (0: no straggler check)")
-        ->check(finiteNumber(true))
+        ->transform(numberIn({0, true, 1e6, true}))
         ->capture_default_str();
     cmd->add_option("--loss_spike_factor", args->lossSpikes.factor,
                     "Report a step whose loss is over this many times the median of the steps before (and far outside "
                     "their spread)")
-        ->check(CLI::Range(1.0, 1e9))
+        ->transform(numberIn({1, true, 1e9, false}))
         ->capture_default_str();
     cmd->add_option("--loss_spike_window", args->lossSpikes.window,
                     "Steps before a step whose median --loss_spike_factor compares with (0: no loss-spike check)")
-        ->check(finiteNumber(true))
+        ->transform(numberIn({0, true, 1e6, true}))
         ->capture_default_str();
     cmd->add_flag("--no_history", args->noHistory, "Do not record the run in the run history");
     cmd->add_option("--target", args->target,

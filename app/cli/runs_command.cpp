@@ -553,7 +553,7 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
         ->check(CLI::IsMember({"created", "name", "status", "duration", "steps", "loss"}))
         ->capture_default_str();
     list->add_flag("--asc", args->ascending, "Ascending order (default: descending)");
-    list->add_option("--limit", args->limit, "At most this many runs");
+    list->add_option("--limit", args->limit, "At most this many runs")->transform(numberIn({1, true, 1e9, true}));
     list->callback([args, &context] { context.exitCode = runList(*args); });
 
     auto* show = runs->add_subcommand("show", "Show runs: status, ranks, summary, checkpoints, traces");
@@ -581,7 +581,9 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
     auto* diagnose = runs->add_subcommand("diagnose", "Ask a running run's ranks where they are: the collective they wait "
                                                       "in, who never entered it, each rank's last collective");
     diagnose->add_option("run", args->runs, "Run id, name or directory")->required()->expected(1);
-    diagnose->add_option("--timeout", args->patience, "Seconds to wait for the ranks' answers")->capture_default_str();
+    diagnose->add_option("--timeout", args->patience, "Seconds to wait for the ranks' answers")
+        ->transform(numberIn({0, false, 3600, false, " (seconds)"}))
+        ->capture_default_str();
     diagnose->callback([args, &context] { context.exitCode = runDiagnose(*args); });
 
     auto* follow = runs->add_subcommand("follow", "Follow a SLURM run whose launcher is gone (--detach, a closed terminal): "

@@ -88,10 +88,24 @@ std::string RankExit::describe() const
     return out.str();
 }
 
+std::string LaunchOutcome::rankLauncherDeath() const
+{
+    if (!rankLauncherKilled)
+        return {};
+    std::ostringstream out;
+    out << "accelerate launch (pid " << rankLauncherKilled->pid << ") was killed by " << signalName(rankLauncherKilled->signal)
+        << " after " << static_cast<int>(rankLauncherKilled->seconds * 1000) / 1000.0
+        << " s, from outside the run (no rank had failed, or torchrun would have ended it with a report); its ranks "
+           "were stopped";
+    return out.str();
+}
+
 std::string LaunchOutcome::failureSummary() const
 {
     std::ostringstream out;
-    if (rootCauseRank && rootCauseStandsIn) {
+    if (rankLauncherKilled && !rootCauseRank && !cancelled) {
+        out << "error: " << rankLauncherDeath() << ":\n";
+    } else if (rootCauseRank && rootCauseStandsIn) {
         out << "error: accelerate launch failed, and no report of torchrun's names the rank that did (see " << kLauncherLogName
             << "); rank " << *rootCauseRank << " stands for it:\n";
     } else if (rootCauseRank) {
@@ -204,7 +218,7 @@ private:
     std::size_t index(int localRank) const { return static_cast<std::size_t>(localRank); }
     bool rankRunning(int localRank) const;
     void recordExit(RankExit& exit, int status);
-    void onRankLauncherExit();
+    void onRankLauncherExit(pid_t pid, int status);
     void applyTorchrunReport();
     void stopOrphans(int sig);
     void stopAll(int sig);
@@ -555,12 +569,26 @@ void Supervisor::recordExit(RankExit& exit, int status)
 
 // The rank launcher's exit is every rank's: which rank failed first is decided from their error
 // events (LaunchOutcome::blameFirstOwnError), rank 0 standing in until then.
-void Supervisor::onRankLauncherExit()
+void Supervisor::onRankLauncherExit(pid_t pid, int status)
 {
     for (std::size_t i = 0; i < m_pipeKeepers.size(); ++i)
         close(m_pipeKeepers[i]);
     m_pipeKeepers.clear();
-    if (!m_stopping && !m_outcome.ranks.empty() && m_outcome.ranks.front().failed()) {
+    if (!m_stopping && WIFSIGNALED(status)) {
+        // torchrun ends with its report when a rank fails; killed, it names no rank and none is
+        // to blame. Its ranks, orphaned, are the launcher's to stop (below).
+        RankExit killed;
+        killed.pid = pid;
+        recordExit(killed, status);
+        m_outcome.rankLauncherKilled = killed;
+        for (auto& exit : m_outcome.ranks) {
+            exit.pid = 0; // the ranks' own pids are torchrun's to know
+            exit.exitCode = 0;
+            exit.signal = SIGKILL;
+            exit.stoppedByLauncher = true;
+        }
+        beginStopping();
+    } else if (!m_stopping && !m_outcome.ranks.empty() && m_outcome.ranks.front().failed()) {
         m_outcome.rootCauseRank = m_outcome.ranks.front().rank;
         m_outcome.rootCauseStandsIn = true;
         beginStopping();
@@ -581,7 +609,7 @@ void Supervisor::reapExited()
             if (c.rank < 0) {
                 for (auto& exit : m_outcome.ranks)
                     recordExit(exit, status);
-                onRankLauncherExit();
+                onRankLauncherExit(pid, status);
                 continue;
             }
             RankExit& exit = m_outcome.ranks[index(c.rank)];
@@ -833,6 +861,8 @@ LaunchOutcome Supervisor::outcome()
                 m_outcome.exitCode = r.hung ? kHungExitCode : r.status();
         if (m_outcome.exitCode == 0)
             m_outcome.exitCode = 1; // a root cause is a failure, whatever its rank's exit said
+    } else if (m_outcome.rankLauncherKilled && !m_outcome.cancelled) {
+        m_outcome.exitCode = m_outcome.rankLauncherKilled->status();
     } else if (m_outcome.cancelled) {
         m_outcome.exitCode = 130; // a stop with a checkpoint: settled by the launch, which knows what the ranks saved
     }

@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <sstream>
+#include <type_traits>
 
 namespace shardscope::config {
 
@@ -56,20 +58,26 @@ std::string oneOf(const std::string& value, const std::vector<const char*>& allo
     return "'" + value + "' is not one of " + names;
 }
 
+// A flag's number between two bounds; the message says what was wrong and what is taken ("'2.5'
+// is not a whole number", not "not a number"; a count past int64 is out of range, not "not a number").
 template <typename T>
 std::string number(const std::string& text, T& out, T minimum, T maximum)
 {
+    std::ostringstream range;
+    range << "from " << minimum << " to " << maximum;
+    const char* kind = std::is_integral_v<T> ? "a whole number" : "a number";
+    char* end = nullptr;
+    const double approximate = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(approximate))
+        return "'" + text + "' is not " + kind + "; give one " + range.str();
+    if (std::is_integral_v<T> && approximate != std::floor(approximate))
+        return "'" + text + "' is not a whole number; give one " + range.str();
+    if (approximate < static_cast<double>(minimum) || approximate > static_cast<double>(maximum))
+        return "'" + text + "' is out of range; give " + kind + " " + range.str();
     std::istringstream in(text);
     T value{};
-    in >> value;
-    if (!in || !in.eof())
-        return "'" + text + "' is not a number";
-    if (value < minimum || value > maximum) {
-        std::ostringstream range;
-        range << "'" << text << "' is outside " << minimum << " .. " << maximum;
-        return range.str();
-    }
-    out = value;
+    in >> value; // exact for a whole number past 2^53; "1e3" stops at the e and is taken as the double
+    out = in && in.eof() && value >= minimum && value <= maximum ? value : static_cast<T>(approximate);
     return {};
 }
 

@@ -28,22 +28,41 @@ private slots:
         QTest::addColumn<QString>("says");
         QTest::newRow("NaN threshold") << "--straggler_threshold"
                                        << "nan"
-                                       << "'nan' is not a number above 0";
+                                       << "'nan' is not a number; give one above 0 to 1000000";
         QTest::newRow("negative threshold") << "--straggler_threshold"
                                             << "-1"
-                                            << "'-1' is not a number above 0";
+                                            << "'-1' is out of range; give a number above 0 to 1000000";
         QTest::newRow("infinite timeout") << "--heartbeat_timeout"
                                           << "inf"
-                                          << "'inf' is not a number of 0 or more";
+                                          << "'inf' is not a number; give one from 0 to 2592000 (seconds; 2592000 is 30 days)";
+        QTest::newRow("huge timeout") << "--heartbeat_timeout"
+                                      << "1e308"
+                                      << "'1e308' is out of range; give a number from 0 to 2592000";
+        QTest::newRow("huge rendezvous") << "--rendezvous_timeout"
+                                         << "1e300"
+                                         << "'1e300' is out of range; give a number above 0 to 2592000";
         QTest::newRow("negative steps") << "--max_steps"
                                         << "-2"
-                                        << "'-2' is not a number above 0";
+                                        << "'-2' is out of range; give a whole number above 0 to 1000000000000";
+        // CLI11 saturated it to INT64_MAX and the run trained "forever".
+        QTest::newRow("steps past int64") << "--max_steps"
+                                          << "99999999999999999999999"
+                                          << "is out of range; give a whole number above 0 to 1000000000000";
+        QTest::newRow("fractional steps") << "--max_steps"
+                                          << "2.5"
+                                          << "'2.5' is not a whole number; give one above 0 to 1000000000000";
+        QTest::newRow("words for ranks") << "--num_processes"
+                                         << "abc"
+                                         << "'abc' is not a whole number; give one from 1 to 1024";
+        QTest::newRow("port") << "--main_process_port"
+                              << "70000"
+                              << "'70000' is out of range; give a whole number from 0 to 65535";
         QTest::newRow("negative window") << "--straggler_window"
                                          << "-1"
-                                         << "'-1' is not a number of 0 or more";
+                                         << "'-1' is out of range; give a whole number from 0 to 1000000";
         QTest::newRow("NaN rendezvous") << "--rendezvous_timeout"
                                         << "nan"
-                                        << "'nan' is not a number above 0";
+                                        << "'nan' is not a number; give one above 0 to 2592000";
     }
     void numbersAreFiniteAndSaidPlainly()
     {
@@ -58,6 +77,45 @@ private slots:
         QVERIFY2(ran.output.contains(says), qPrintable(ran.output));
         QVERIFY2(ran.output.size() < 400, qPrintable(ran.output)); // no 309-digit bound
         QVERIFY(!QDir(home.filePath(QStringLiteral("runs"))).exists()); // nothing started
+    }
+
+    // The other commands' numbers: each was taken as it came (a negative --limit listed every
+    // run, --layers -1 made an estimate) or refused as "Could not convert".
+    void otherCommandsNumbersAreChecked_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("runs list --limit") << QStringList{"runs", "list", "--limit", "-3"}
+                                           << "--limit: '-3' is out of range; give a whole number from 1 to 1000000000";
+        QTest::newRow("runs list --limit abc") << QStringList{"runs", "list", "--limit", "abc"} << "'abc' is not a whole number";
+        QTest::newRow("diagnose --timeout") << QStringList{"runs", "diagnose", "1", "--timeout", "nan"}
+                                            << "--timeout: 'nan' is not a number; give one above 0 to 3600 (seconds)";
+        QTest::newRow("estimate --layers") << QStringList{"estimate-memory", "--params", "7B", "--layers", "-1"}
+                                           << "--layers: '-1' is out of range; give a whole number from 1 to 1000000000";
+        QTest::newRow("estimate --seq") << QStringList{"estimate-memory", "--params", "7B", "--seq", "1e20"}
+                                        << "--seq: '1e20' is out of range";
+        QTest::newRow("data --threads") << QStringList{"data", "prepare",  "--tokenizer", "t",         "--input",
+                                                       "i",    "--output", "o",           "--threads", "-4"}
+                                        << "--threads: '-4' is out of range; give a whole number from 0 to 1024";
+    }
+    void otherCommandsNumbersAreChecked()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, says);
+        QTemporaryDir home;
+        const auto ran = runCli(home, args);
+        QCOMPARE(ran.exitCode, 2);
+        QVERIFY2(ran.output.contains(says), qPrintable(ran.output));
+    }
+
+    // A whole number CLI11 would not convert ("Could not convert: 1e3") is taken as written.
+    void wholeNumbersInExponentFormAreTaken()
+    {
+        QTemporaryDir home;
+        const auto ran = runCli(home, {"estimate-memory", "--params", "7B", "--layers", "32", "--hidden", "4096", "--heads", "32",
+                                       "--seq", "2e3", "--batch", "1", "--vocab", "32000"});
+        QVERIFY2(ran.exitCode == 0, qPrintable(ran.output));
+        QVERIFY2(ran.output.contains("Memory per rank"), qPrintable(ran.output));
     }
 
     void existingFilesAreNotOverwritten()

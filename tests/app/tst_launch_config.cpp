@@ -176,6 +176,21 @@ private slots:
                  text.c_str());
         QVERIFY2(text.find("'HALF_SHARD' is not one of FULL_SHARD") != std::string::npos, text.c_str());
         QVERIFY2(text.find("--max_steps: needs a value") != std::string::npos, text.c_str());
+        // Numbers say what was wrong (#43 point 10: "'2.5' is not a number", of a count past int64 too).
+        const auto numbers = [&](const std::vector<std::string>& flags) {
+            return problemsOf(planOf("distributed_type: MULTI_CPU\nnum_processes: 2\n", flags));
+        };
+        const std::string fractional = numbers({"--max_steps", "2.5"});
+        QVERIFY2(fractional.find("'2.5' is not a whole number; give one from 1 to 1099511627776") != std::string::npos,
+                 fractional.c_str());
+        const std::string huge = numbers({"--max_steps", "99999999999999999999999"});
+        QVERIFY2(huge.find("'99999999999999999999999' is out of range; give a whole number from 1 to") != std::string::npos,
+                 huge.c_str());
+        const std::string words = numbers({"--zero_stage", "abc"});
+        QVERIFY2(words.find("'abc' is not a whole number; give one from 0 to 3") != std::string::npos, words.c_str());
+        auto exponent = planOf("distributed_type: MULTI_CPU\nnum_processes: 2\n", {"--max_steps", "1e3"});
+        VERIFY_PLAN(exponent);
+        QCOMPARE(exponent.plan->recipe.maxSteps, std::int64_t{1000});
     }
 
     // Every problem at once, not the first: the config's, the engine's and the recipe's.

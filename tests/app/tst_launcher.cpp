@@ -239,6 +239,40 @@ private slots:
     // A script run's rank launcher (torchrun, under accelerate launch) exits 1 whichever rank
     // failed and however; its report, printed by torch 2.14 when rank 1 aborted and torchrun then
     // stopped rank 0, is what names them.
+    // accelerate launch killed from outside (#43 point 10): it was named "rank 1 (pid of accelerate
+    // launch) killed by SIGKILL" with rank 0 standing in as the root cause.
+    void killedRankLauncherIsNamedNotARank()
+    {
+        QTemporaryDir dir;
+        LaunchOptions options;
+        options.workerPath = "/bin/sh";
+        options.workerArgs = {"-c", "kill -KILL $$"};
+        options.numProcesses = 2;
+        options.launcherStartsRanks = true;
+        options.eventPipeDirectory = dir.filePath(".events").toStdString();
+        options.logDirectory = dir.path().toStdString();
+        auto outcome = runLaunch(options);
+        QVERIFY(outcome.ok());
+        QCOMPARE(outcome->exitCode, 128 + SIGKILL);
+        QVERIFY(!outcome->rootCauseRank);
+        QVERIFY(!outcome->cancelled);
+        QVERIFY(outcome->rankLauncherKilled);
+        QCOMPARE(outcome->rankLauncherKilled->signal, SIGKILL);
+        const std::string summary = outcome->failureSummary();
+        QVERIFY2(summary.rfind("error: accelerate launch (pid " + std::to_string(outcome->rankLauncherKilled->pid)
+                                   + ") was killed by SIGKILL",
+                               0)
+                     == 0,
+                 summary.c_str());
+        QVERIFY2(summary.find("no rank had failed") != std::string::npos, summary.c_str());
+        for (const auto& r : outcome->ranks) {
+            QVERIFY(r.stoppedByLauncher);
+            QCOMPARE(r.pid, pid_t(0)); // not accelerate launch's pid under a rank's name
+        }
+        QVERIFY2(summary.find("rank 1 stopped by the launcher with SIGKILL") != std::string::npos, summary.c_str());
+        QVERIFY2(summary.find("stands for it") == std::string::npos, summary.c_str());
+    }
+
     void torchrunsReportNamesTheFailedRank()
     {
         QTemporaryDir dir;

@@ -422,6 +422,45 @@ private slots:
         QCOMPARE(runs->front().status, RunStatus::Cancelled);
     }
 
+    // accelerate launch killed from outside (#43 point 10): the run failed with its signal, named
+    // as what it is ("rank 1 (pid of accelerate launch) killed by SIGKILL" before), no rank blamed.
+    void killedAccelerateLaunchIsNamedNotARank()
+    {
+        QTemporaryDir home;
+        QProcess launcher;
+        launcher.setProcessEnvironment(environment(home));
+        launcher.setProcessChannelMode(QProcess::MergedChannels);
+        launcher.start(kShardscope, {"launch", "--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name",
+                                     "killed", "--", "--steps", "100000", "--step_sleep", "0.05", "--data", dataFile(home)});
+        QVERIFY(launcher.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(stepEventsPerRank(home.filePath("runs/killed")).size() == 2, 120000);
+        pid_t accelerate = 0;
+        for (const QString& process : processesMentioning(home.path()))
+            if (process.contains("accelerate_loopback.py"))
+                accelerate = process.section(':', 0, 0).toInt();
+        QVERIFY(accelerate > 0);
+        QCOMPARE(kill(accelerate, SIGKILL), 0);
+        QVERIFY(launcher.waitForFinished(60000));
+        const QString out = QString::fromUtf8(launcher.readAll());
+        QVERIFY2(launcher.exitCode() == 128 + SIGKILL, qPrintable(out));
+        QVERIFY2(out.contains(QString("error: accelerate launch (pid %1) was killed by SIGKILL").arg(accelerate)),
+                 qPrintable(out));
+        QVERIFY2(!out.contains(QString("(pid %1)").arg(accelerate) + " killed"), qPrintable(out));
+        const QStringList left = processesMentioning(home.path());
+        QVERIFY2(left.isEmpty(), qPrintable(left.join("\n")));
+        RunDetails details;
+        readOnlyRun(home, RunStatus::Failed, details);
+        if (QTest::currentTestFailed())
+            return;
+        QVERIFY(!details.rootCauseRank);
+        QVERIFY2(QString::fromStdString(details.error).contains("accelerate launch"), details.error.c_str());
+        QProcess show;
+        show.setProcessEnvironment(environment(home));
+        show.start(kShardscope, {"runs", "show", "killed"});
+        QVERIFY(show.waitForFinished(30000));
+        QVERIFY2(show.exitCode() == 0, show.readAllStandardError().constData());
+    }
+
     void silentDegradationsAreRefused_data()
     {
         QTest::addColumn<QByteArray>("distributedType");
