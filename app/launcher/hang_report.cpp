@@ -98,10 +98,10 @@ std::string rankLine(int rank, const FlightRecord& r, double now)
     std::ostringstream line;
     line << "rank " << rank << ": last completed ";
     if (lastDone)
-        line << describe(*lastDone) << " (issued after step " << lastDone->step << ", in " << lastDone->phase << ")";
+        line << describe(*lastDone) << " (issued in " << rankPosition(lastDone->step, lastDone->phase) << ")";
     else
         line << "none in its record";
-    line << "; now after step " << r.step << ", in " << r.phase;
+    line << "; now in " << rankPosition(r.step, r.phase);
     if (waitingIn) {
         char waited[32];
         std::snprintf(waited, sizeof waited, "%.1f s", std::max(0.0, now - waitingIn->issuedAt));
@@ -113,6 +113,15 @@ std::string rankLine(int rank, const FlightRecord& r, double now)
 }
 
 } // namespace
+
+std::string rankPosition(std::int64_t stepsDone, const std::string& phase)
+{
+    if (phase == "data" || phase == "forward" || phase == "backward" || phase == "optimizer")
+        return "step " + std::to_string(stepsDone + 1) + "'s " + phase;
+    if (phase == "setup" || phase.empty())
+        return phase.empty() ? std::string("an unknown phase") : phase;
+    return phase + (stepsDone == 0 ? " before step 1" : " after step " + std::to_string(stepsDone));
+}
 
 HangReport analyseFlightRecords(const Records& records, std::chrono::milliseconds patience)
 {
@@ -147,7 +156,7 @@ HangReport analyseFlightRecords(const Records& records, std::chrono::millisecond
         char waited[32];
         std::snprintf(waited, sizeof waited, "%.1f s", std::max(0.0, now - c.issuedAt));
         text << rankList(report.waitingRanks) << (report.waitingRanks.size() == 1 ? " waits" : " wait") << " in " << describe(c)
-             << " (" << sizeOf(c) << "), issued after step " << c.step << " in " << c.phase << ", for up to " << waited << "\n";
+             << " (" << sizeOf(c) << "), issued in " << rankPosition(c.step, c.phase) << ", for up to " << waited << "\n";
         for (int rank : report.missingRanks)
             text << "rank " << rank << " never entered it: the last collective it issued in " << c.group << " is #"
                  << issuedIn(*records[static_cast<std::size_t>(rank)], c.group) << "\n";

@@ -34,6 +34,11 @@ struct HangReport {
     std::string text; // the whole report, one finding per line
 };
 
+// Where a rank is, from the steps it has done and its phase: inside a step (data, forward,
+// backward, optimizer) the step it runs, "step 20's forward", not the one before it (the report
+// said "after step 19" of a rank stuck in step 20); between steps "checkpoint after step 19".
+std::string rankPosition(std::int64_t stepsDone, const std::string& phase);
+
 // `records[r]`: rank r's flight record, none when it did not answer.
 HangReport analyseFlightRecords(const std::vector<std::optional<protocol::FlightRecord>>& records,
                                 std::chrono::milliseconds patience);

@@ -1,5 +1,7 @@
 #include "app/launcher/run_monitor.h"
 
+#include "app/launcher/hang_report.h"
+
 #include "engine/common/text_format.h"
 
 #include <fcntl.h>
@@ -287,9 +289,9 @@ std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::mi
         }
         std::snprintf(text, sizeof text,
                       "rank %d has waited %.1f s in %s #%lld of %s, and this rank is in no collective and idle (%.2f "
-                      "cores over the last %.1f s): it never entered that one (it is in %s after step %lld)",
+                      "cores over the last %.1f s): it never entered that one (it is in %s)",
                       longestRank, longest, waiter.waitingFor.c_str(), static_cast<long long>(waiter.waitingSeq),
-                      waiter.waitingGroup.c_str(), absentCores, limit, absent.phase.c_str(), static_cast<long long>(absent.step));
+                      waiter.waitingGroup.c_str(), absentCores, limit, rankPosition(absent.step, absent.phase).c_str());
         return std::pair{absentRank, std::string(text)};
     }
     if (shortest < limit)
@@ -297,9 +299,9 @@ std::optional<std::pair<int, std::string>> RunMonitor::stuckRank(std::chrono::mi
     // The rank on the earliest collective is behind the others (they wait in later ones).
     std::snprintf(text, sizeof text,
                   "every rank has waited %.1f s or more in a collective; this rank waits in %s #%lld of %s, "
-                  "the earliest (it was in %s after step %lld)",
+                  "the earliest (it was in %s)",
                   shortest, behind->event.waitingFor.c_str(), static_cast<long long>(behind->event.waitingSeq),
-                  behind->event.waitingGroup.c_str(), behind->event.phase.c_str(), static_cast<long long>(behind->event.step));
+                  behind->event.waitingGroup.c_str(), rankPosition(behind->event.step, behind->event.phase).c_str());
     return std::pair{behindRank, std::string(text)};
 }
 

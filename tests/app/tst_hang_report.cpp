@@ -69,13 +69,24 @@ private slots:
         QVERIFY(report.silentRanks.empty());
         QVERIFY2(has(report.text, "rank 1 never entered it: the last collective it issued in default_pg is #40"),
                  report.text.c_str());
-        QVERIFY2(has(report.text, "in all_reduce #41 of default_pg (4.00 KiB float32), issued after step 3 in backward"),
+        // Steps as the ranks run them: 3 done and in a backward or forward is step 4 (#43 point 10:
+        // "after step 3" read as one step behind).
+        QVERIFY2(has(report.text, "in all_reduce #41 of default_pg (4.00 KiB float32), issued in step 4's backward"),
                  report.text.c_str());
-        QVERIFY2(has(report.text, "rank 1: last completed all_reduce #40 of default_pg (issued after step 3, in backward); "
-                                  "now after step 3, in forward, in no collective"),
+        QVERIFY2(has(report.text, "rank 1: last completed all_reduce #40 of default_pg (issued in step 4's backward); "
+                                  "now in step 4's forward, in no collective"),
                  report.text.c_str());
         QVERIFY2(has(report.text, "rank 0: last completed all_reduce #40"), report.text.c_str());
         QVERIFY2(has(report.text, "waiting in all_reduce #41 of default_pg for 59.0 s"), report.text.c_str());
+    }
+
+    void positionIsTheStepBeingRun()
+    {
+        QCOMPARE(rankPosition(19, "forward"), std::string("step 20's forward"));
+        QCOMPARE(rankPosition(0, "data"), std::string("step 1's data"));
+        QCOMPARE(rankPosition(19, "checkpoint"), std::string("checkpoint after step 19"));
+        QCOMPARE(rankPosition(0, "eval"), std::string("eval before step 1"));
+        QCOMPARE(rankPosition(0, "setup"), std::string("setup"));
     }
 
     // Every rank entered it and it still waits: nobody is missing; the earliest pending is named.
