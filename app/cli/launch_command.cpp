@@ -528,10 +528,26 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
         outcome.addReason("warning: " + trouble);
     }
     const auto completed = monitor.completedRanks();
+    const auto& errors = monitor.reportedErrors();
+    if (scriptRun)
+        // torchrun starts a script's ranks: one that exited 0 is known to have ended only by its
+        // reporter's `done`, sent from its exit handler.
+        for (auto& r : outcome.ranks)
+            if (const auto done = monitor.doneAt(r.rank); done && !r.failed())
+                r.exitedAt = *done;
+    // A script rank's reporter says "completed" on any exit with code 0, sys.exit(0) mid-training
+    // too: one whose peers lost it after it said so had left them (#43 point 1).
+    const auto lostAfterItsEnd = [&](int rank) {
+        const auto done = monitor.doneAt(rank);
+        return done && std::any_of(errors.begin(), errors.end(), [&](const ReportedError& e) {
+                   return e.rank != rank && e.kind == protocol::kPeerLostKind && e.time > *done;
+               });
+    };
     // A rank that exits 0 without having reported the end of its steps left early (a script
     // without the reporter says nothing either way: its exit status is all there is).
-    outcome.blameFirstOwnError(monitor.reportedErrors(), [&](int rank) {
-        return !completed.count(rank) && (!scriptRun || monitor.heardFrom(rank)) && !monitor.isEnding(rank);
+    outcome.blameFirstOwnError(errors, [&](int rank) {
+        return (!completed.count(rank) && (!scriptRun || monitor.heardFrom(rank)) && !monitor.isEnding(rank))
+               || (scriptRun && lostAfterItsEnd(rank));
     });
     if (outcome.cancelled && !outcome.rootCauseRank && !outcome.ranks.empty()
         && std::all_of(outcome.ranks.begin(), outcome.ranks.end(),
@@ -547,7 +563,8 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
         return;
     if (outcome.exitCode != 0) {
         // Still a failure (the process did not end well), but what it trained is whole.
-        if (outcome.rootCauseRank && !outcome.rootCauseStandsIn && monitor.completedRanks().count(*outcome.rootCauseRank))
+        if (outcome.rootCauseRank && !outcome.rootCauseStandsIn && completed.count(*outcome.rootCauseRank)
+            && !(scriptRun && lostAfterItsEnd(*outcome.rootCauseRank)))
             outcome.addReason("rank " + std::to_string(*outcome.rootCauseRank)
                               + " had reported that it finished its training before it ended: it failed on its way out");
         return;

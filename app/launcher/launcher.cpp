@@ -164,7 +164,7 @@ void LaunchOutcome::blameFirstOwnError(const std::vector<ReportedError>& errors,
             exitCode = r.status() != 0 ? r.status() : 1;
             if (!r.failed())
                 addReason("rank " + std::to_string(r.rank)
-                          + " exited with code 0 before it reported the end of its steps, and the others lost it");
+                          + " exited with code 0 before the end of the run and the others lost it: it left early");
         }
 }
 

@@ -84,8 +84,10 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
             history.pop_front();
         return;
     }
-    if (const auto* done = std::get_if<protocol::DoneEvent>(&event->body))
+    if (const auto* done = std::get_if<protocol::DoneEvent>(&event->body)) {
         m_doneStatus[event->rank] = done->status;
+        m_doneTime[event->rank] = event->time;
+    }
     if (const auto* step = std::get_if<protocol::StepEvent>(&event->body)) {
         m_lastSteps[event->rank] = step->step;
         auto& clock = m_stepClocks[event->rank];
@@ -161,6 +163,12 @@ void RunMonitor::reportStraggler(const protocol::Event& flag)
                  m_interactive ? "\n" : "", flag.rank, s.computeTime, s.othersTime > 0 ? s.computeTime / s.othersTime : 0.0,
                  s.othersTime, s.window, static_cast<long long>(s.step));
     reportFinding(flag);
+}
+
+std::optional<double> RunMonitor::doneAt(int rank) const
+{
+    const auto found = m_doneTime.find(rank);
+    return found == m_doneTime.end() ? std::nullopt : std::optional<double>(found->second);
 }
 
 bool RunMonitor::isEnding(int rank) const

@@ -51,6 +51,9 @@ public:
     const std::vector<ReportedError>& reportedErrors() const { return m_reported; }
     // Whether rank reported its `done` or an `error` event (it is on its way out).
     bool isEnding(int rank) const;
+    // When rank reported its `done` event (the event's time, seconds since the epoch): a script
+    // rank's process ends right after it, unseen by the launcher (torchrun starts it).
+    std::optional<double> doneAt(int rank) const;
     // The ranks that reported a `done` event with status "completed".
     std::set<int> completedRanks() const { return ranksDone("completed"); }
     // The ranks that reported a `done` event with this status ("checkpointed", ...).
@@ -107,6 +110,7 @@ private:
     // The CPU cores `rank` used over the last `window` (none: not beating for that long yet).
     std::optional<double> cpuUse(int rank, std::chrono::duration<double> window) const;
     std::map<int, std::string> m_doneStatus;
+    std::map<int, double> m_doneTime;
     std::string m_lastCheckpoint;
     std::map<int, std::int64_t> m_lastSteps;
     // Per rank, when its last step event came and its recent step times (s): how long it has been

@@ -219,7 +219,8 @@ private slots:
         quit.blameFirstOwnError({{0, 100.05, "peer"}}, [](int rank) { return rank == 1; });
         QCOMPARE(quit.rootCauseRank.value_or(-1), 1);
         QCOMPARE(quit.exitCode, 1);
-        QVERIFY2(quit.reason.find("rank 1 exited with code 0 before it reported the end of its steps") != std::string::npos,
+        QVERIFY2(quit.reason.find("rank 1 exited with code 0 before the end of the run and the others lost it: it left early")
+                     != std::string::npos,
                  quit.reason.c_str());
         LaunchOutcome finished = quit; // the same exit after reporting its end: not to blame
         finished.rootCauseRank = 0;

@@ -38,6 +38,7 @@ namespace {
 const QString kShardscope = QStringLiteral(SHARDSCOPE_BINARY_DIR "/app/shardscope");
 const QString kVenvPython = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/.venv/bin/python");
 const QString kAccelerateExample = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/accelerate_train.py");
+const QString kMisbehavingScript = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/tests/tools/misbehaving_train.py");
 const QString kTrainerExample = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/examples/trainer_train.py");
 
 using shardscope::testing::writeFile;
@@ -353,6 +354,28 @@ private slots:
 
     // A rank that dies without a Python exception (a native crash, here after its training) reports
     // no error: only torchrun saw how it ended, and its report names the rank, signal and pid.
+    // #43 point 1: a rank that calls sys.exit(0) mid-training (its reporter says "completed" from
+    // its exit handler) is the root cause, not the peer that then lost it ("rank 0 failed first").
+    void rankThatQuitsWithCodeZeroIsTheRootCause()
+    {
+        QTemporaryDir home;
+        QString out;
+        const int code = launch(home,
+                                {"--config_file", cpuConfig(home), "--script", kMisbehavingScript, "--run_name", "quit", "--",
+                                 "--steps", "30", "--quit", "1:5", "--step_sleep", "0.05", "--data-folder", home.path()},
+                                &out);
+        QVERIFY2(code == 1, qPrintable(out));
+        QVERIFY2(out.contains("rank 1 failed first (root cause)"), qPrintable(out));
+        QVERIFY2(out.contains("rank 1 exited with code 0 before the end of the run and the others lost it: it left early"),
+                 qPrintable(out));
+        RunDetails details;
+        readOnlyRun(home, RunStatus::Failed, details);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(details.rootCauseRank.value_or(-1), 1);
+        QTRY_VERIFY_WITH_TIMEOUT(processesMentioning(home.path()).isEmpty(), 10000);
+    }
+
     void crashedRankIsNamedFromTorchrunsReport()
     {
         QTemporaryDir home;
