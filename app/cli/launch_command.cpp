@@ -294,15 +294,22 @@ void watchForHangs(TrainingRun& run, LaunchOptions& options)
 {
     // Three beats for every rank to answer, and a second for the files.
     const auto patience = 3 * heartbeatInterval(options.hangTimeout) + std::chrono::seconds(1);
-    options.onHang = [&run, ranks = options.numProcesses, patience] {
+    options.onHang = [&run, ranks = options.numProcesses, patience](const std::vector<pid_t>& rankPids) {
         const RunLayout layout = run.runDir.layout();
-        run.hangReport = analyseFlightRecords(gatherFlightRecords(layout.flightDir(), ranks, patience), patience).text;
+        const auto records = gatherFlightRecords(layout.flightDir(), ranks, patience);
+        // Where every rank is, before anything is stopped: a script's Python stacks came with its
+        // records; an engine rank's native ones are read by gdb (a few seconds a rank, in parallel).
+        const std::string analysis = analyseFlightRecords(records, patience).text;
+        const std::string stacks = scriptStacks(layout.flightDir(), records) + nativeStacks(rankPids, std::chrono::seconds(40));
+        run.hangReport = analysis + stacks;
         std::ofstream(layout.hangReportFile()) << run.hangReport;
         std::cerr << "shardscope launch: a rank hangs; its flight records say (kept in " << layout.hangReportFile().string()
                   << "):\n";
-        std::istringstream lines(run.hangReport);
+        std::istringstream lines(analysis);
         for (std::string line; std::getline(lines, line);)
-            std::cerr << "  " << line << "\n";
+            std::cerr << "  " << terminalSafe(line) << "\n"; // group names and phases come from the ranks
+        if (!stacks.empty())
+            std::cerr << "  every rank's stack, as it was then, is in that file (and on the run's page)\n";
     };
 }
 
@@ -512,6 +519,8 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
     newRun.worldSize = plan.numProcesses;
     newRun.tags = args.tags;
     watchRun(args, home ? std::optional<std::filesystem::path>(*home) : std::nullopt, newRun, 0, *run, options);
+    if (plan.numMachines == 1)
+        watchForHangs(*run, options); // the reporter answers for the ranks (python/shardscope/collectives.py)
     std::cout << "shardscope launch: script run " << run->runDir.id << " (" << plan.numProcesses << " ranks, "
               << plan.distributedType << ", accelerate " << environment->accelerateVersion << ") in " << run->runDir.path
               << "\n  command: " << plan.commandLine() << std::endl;
@@ -530,11 +539,15 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
     const auto completed = monitor.completedRanks();
     const auto& errors = monitor.reportedErrors();
     if (scriptRun)
-        // torchrun starts a script's ranks: one that exited 0 is known to have ended only by its
-        // reporter's `done`, sent from its exit handler.
-        for (auto& r : outcome.ranks)
+        // torchrun starts a script's ranks: their pids are their own hellos' (not accelerate
+        // launch's), and one that exited 0 is known to have ended only by its reporter's `done`,
+        // sent from its exit handler.
+        for (auto& r : outcome.ranks) {
+            if (const auto pid = monitor.pidOf(r.rank))
+                r.pid = static_cast<pid_t>(*pid);
             if (const auto done = monitor.doneAt(r.rank); done && !r.failed())
                 r.exitedAt = *done;
+        }
     // A script rank's reporter says "completed" on any exit with code 0, sys.exit(0) mid-training
     // too: one whose peers lost it after it said so had left them (#43 point 1).
     const auto lostAfterItsEnd = [&](int rank) {

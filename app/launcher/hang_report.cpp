@@ -1,12 +1,19 @@
 #include "app/launcher/hang_report.h"
 
+#include "app/launcher/program.h"
+
 #include "engine/common/byte_format.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 namespace shardscope {
 
@@ -85,6 +92,38 @@ std::optional<Candidate> chooseWaitedCollective(const Records& records)
     return best;
 }
 
+// What a collective is beyond its number: ranks that disagree on it took different code paths.
+std::tuple<std::string, std::int64_t, std::string> signatureOf(const CollectiveRecord& c) { return {c.kind, c.bytes, c.dtype}; }
+
+// The chosen collective as most ranks issued it (the one that went its own way is then the other),
+// and whether that majority is strict (two ranks that disagree have none).
+std::pair<const CollectiveRecord*, bool> majorityIssue(const Records& records, const CollectiveRecord& first)
+{
+    std::map<std::tuple<std::string, std::int64_t, std::string>, std::pair<int, const CollectiveRecord*>> counts;
+    for (const auto& record : records)
+        if (const CollectiveRecord* theirs = record ? find(*record, first.group, first.seq) : nullptr) {
+            auto& [count, example] = counts[signatureOf(*theirs)];
+            ++count;
+            if (!example || theirs == &first)
+                example = theirs;
+        }
+    const CollectiveRecord* best = &first;
+    int bestCount = counts[signatureOf(first)].first;
+    int runnerUp = 0;
+    for (const auto& [signature, entry] : counts) {
+        if (signature == signatureOf(*best))
+            continue;
+        if (entry.first > bestCount) {
+            runnerUp = bestCount;
+            best = entry.second;
+            bestCount = entry.first;
+        } else {
+            runnerUp = std::max(runnerUp, entry.first);
+        }
+    }
+    return {best, bestCount > runnerUp};
+}
+
 std::string rankLine(int rank, const FlightRecord& r, double now)
 {
     const CollectiveRecord* lastDone = nullptr;
@@ -118,6 +157,8 @@ std::string rankPosition(std::int64_t stepsDone, const std::string& phase)
 {
     if (phase == "data" || phase == "forward" || phase == "backward" || phase == "optimizer")
         return "step " + std::to_string(stepsDone + 1) + "'s " + phase;
+    if (phase == "train") // a script rank's: somewhere in its training loop
+        return "step " + std::to_string(stepsDone + 1);
     if (phase == "setup" || phase.empty())
         return phase.empty() ? std::string("an unknown phase") : phase;
     return phase + (stepsDone == 0 ? " before step 1" : " after step " + std::to_string(stepsDone));
@@ -145,7 +186,8 @@ HangReport analyseFlightRecords(const Records& records, std::chrono::millisecond
              << " (stopped, or wedged beyond its heartbeat thread): look there first\n";
     }
     if (auto chosen = chooseWaitedCollective(records)) {
-        const CollectiveRecord& c = *chosen->first;
+        const auto [majority, strict] = majorityIssue(records, *chosen->first);
+        const CollectiveRecord& c = *majority;
         report.group = c.group;
         report.seq = c.seq;
         report.kind = c.kind;
@@ -162,10 +204,12 @@ HangReport analyseFlightRecords(const Records& records, std::chrono::millisecond
                  << issuedIn(*records[static_cast<std::size_t>(rank)], c.group) << "\n";
         for (std::size_t rank = 0; rank < records.size(); ++rank) {
             const CollectiveRecord* theirs = records[rank] ? find(*records[rank], c.group, c.seq) : nullptr;
-            if (theirs && (theirs->kind != c.kind || theirs->bytes != c.bytes || theirs->dtype != c.dtype)) {
+            if (theirs && signatureOf(*theirs) != signatureOf(c)) {
                 report.mismatchedRanks.push_back(static_cast<int>(rank));
                 text << "rank " << rank << " issued " << describe(*theirs) << " (" << sizeOf(*theirs)
-                     << ") under the same number: the ranks took different paths\n";
+                     << ") under the same number as " << (strict ? "the others' " : "another rank's ") << c.kind << " ("
+                     << sizeOf(c) << ")" << (strict ? "" : ", and no majority says which is astray")
+                     << ": the ranks took different paths\n";
             }
         }
     } else if (answered > 0) {
@@ -213,6 +257,84 @@ Records gatherFlightRecords(const std::filesystem::path& flightDir, int ranks, s
             return records;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+}
+
+std::string scriptStacks(const std::filesystem::path& flightDir, const Records& records)
+{
+    std::ostringstream out;
+    for (std::size_t rank = 0; rank < records.size(); ++rank) {
+        if (!records[rank])
+            continue;
+        std::ifstream in(flightDir / ("rank" + std::to_string(rank) + ".stacks.txt"));
+        std::string header;
+        std::int64_t request = 0;
+        if (!(in >> header >> request) || header != "request" || request != records[rank]->request)
+            continue; // an engine rank, or an answer to another request
+        in.ignore(1);
+        out << "stacks of rank " << rank << " (Python, innermost call last):\n";
+        for (std::string line; std::getline(in, line);)
+            out << "  " << line << "\n";
+    }
+    return out.str();
+}
+
+namespace {
+
+// gdb on PATH, else empty.
+std::string findGdb()
+{
+    const char* path = std::getenv("PATH");
+    std::istringstream dirs(path ? path : "/usr/bin:/bin");
+    for (std::string dir; std::getline(dirs, dir, ':');)
+        if (!dir.empty() && access((dir + "/gdb").c_str(), X_OK) == 0)
+            return dir + "/gdb";
+    return {};
+}
+
+// gdb's backtrace lines ("Thread 3 (...)", "#0 ..."), without its warnings and banners.
+std::string backtraceLines(const std::string& output)
+{
+    std::istringstream in(output);
+    std::ostringstream kept;
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("Thread ", 0) == 0 || line.rfind("#", 0) == 0)
+            kept << "  " << line << "\n";
+    return kept.str();
+}
+
+} // namespace
+
+std::string nativeStacks(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout)
+{
+    if (pids.empty())
+        return {};
+    const std::string gdb = findGdb();
+    if (gdb.empty())
+        return "native stacks: gdb is not on PATH; install it (apt install gdb) to see where each rank's threads are\n";
+    std::vector<std::future<Result<ProgramResult>>> running;
+    for (pid_t pid : pids)
+        running.push_back(std::async(std::launch::async, [&gdb, pid, timeout] {
+            return runProgram(gdb,
+                              {"-batch", "-nx", "-p", std::to_string(pid), "-iex", "set debuginfod enabled off", "-ex",
+                               "set print frame-arguments none", "-ex", "set print entry-values no", "-ex",
+                               "thread apply all bt"},
+                              timeout);
+        }));
+    std::ostringstream out;
+    for (std::size_t rank = 0; rank < running.size(); ++rank) {
+        const auto ran = running[rank].get();
+        out << "stacks of rank " << rank << " (native, pid " << pids[rank] << ", innermost call first):\n";
+        const std::string lines = ran ? backtraceLines(ran->output) : std::string();
+        if (!lines.empty())
+            out << lines;
+        else
+            out << "  gdb could not read them ("
+                << (!ran            ? ran.error().message
+                    : ran->timedOut ? "no answer in time"
+                                    : "it may not attach: ptrace refused?")
+                << ")\n";
+    }
+    return out.str();
 }
 
 } // namespace shardscope

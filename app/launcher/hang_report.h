@@ -8,6 +8,8 @@
 
 #include "engine/protocol/flight_record.h"
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -47,5 +49,16 @@ HangReport analyseFlightRecords(const std::vector<std::optional<protocol::Flight
 // `patience` for every answer; a rank that does not answer in time has none.
 std::vector<std::optional<protocol::FlightRecord>> gatherFlightRecords(const std::filesystem::path& flightDir, int ranks,
                                                                        std::chrono::milliseconds patience);
+
+// The Python stacks script ranks wrote beside their flight records (flight/rank<N>.stacks.txt,
+// python/shardscope/collectives.py) in answer to the same request, as a report section ("stacks of
+// rank 1 (Python):" and every thread's stack, innermost call last); empty when none answered.
+std::string scriptStacks(const std::filesystem::path& flightDir,
+                         const std::vector<std::optional<protocol::FlightRecord>>& records);
+
+// Every thread's native stack of each of `pids` (rank r is pids[r]), from gdb attached for a
+// moment (the processes go on), all at once within `timeout`; a section like scriptStacks'.
+// Without gdb, or where it may not attach, a line says so.
+std::string nativeStacks(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout);
 
 } // namespace shardscope

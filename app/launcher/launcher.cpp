@@ -650,8 +650,14 @@ void Supervisor::checkHeartbeats()
 
 void Supervisor::stopForHang()
 {
-    if (m_options.onHang)
-        m_options.onHang();
+    if (m_options.onHang) {
+        std::vector<pid_t> rankPids;
+        if (!m_options.launcherStartsRanks)
+            for (const auto& c : m_children)
+                if (c.running)
+                    rankPids.push_back(c.pid);
+        m_options.onHang(rankPids);
+    }
     beginStopping();
 }
 

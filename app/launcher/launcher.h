@@ -64,8 +64,9 @@ struct LaunchOptions {
     std::function<bool(int rank)> rankIsEnding;
     // With hangTimeout: called once when a rank is taken as hung, before any rank is stopped, so
     // that what the ranks can still say is gathered (their flight records; it may block for a few
-    // seconds).
-    std::function<void()> onHang;
+    // seconds). `rankPids`: this machine's rank processes in rank order (none for a script run,
+    // whose ranks torchrun starts), for their native stacks.
+    std::function<void(const std::vector<pid_t>& rankPids)> onHang;
 
     // A script run: the worker is itself a launcher that starts this machine's ranks (the real
     // `accelerate launch`, which runs torchrun), so it is started once, without torchrun's

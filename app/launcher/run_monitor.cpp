@@ -84,6 +84,8 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
             history.pop_front();
         return;
     }
+    if (const auto* hello = std::get_if<protocol::HelloEvent>(&event->body))
+        m_pids[event->rank] = hello->pid;
     if (const auto* done = std::get_if<protocol::DoneEvent>(&event->body)) {
         m_doneStatus[event->rank] = done->status;
         m_doneTime[event->rank] = event->time;
@@ -163,6 +165,12 @@ void RunMonitor::reportStraggler(const protocol::Event& flag)
                  m_interactive ? "\n" : "", flag.rank, s.computeTime, s.othersTime > 0 ? s.computeTime / s.othersTime : 0.0,
                  s.othersTime, s.window, static_cast<long long>(s.step));
     reportFinding(flag);
+}
+
+std::optional<std::int64_t> RunMonitor::pidOf(int rank) const
+{
+    const auto found = m_pids.find(rank);
+    return found == m_pids.end() ? std::nullopt : std::optional<std::int64_t>(found->second);
 }
 
 std::optional<double> RunMonitor::doneAt(int rank) const

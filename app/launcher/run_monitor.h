@@ -51,6 +51,8 @@ public:
     const std::vector<ReportedError>& reportedErrors() const { return m_reported; }
     // Whether rank reported its `done` or an `error` event (it is on its way out).
     bool isEnding(int rank) const;
+    // The process id rank said hello with (a script rank's own, which its launcher, torchrun, knows).
+    std::optional<std::int64_t> pidOf(int rank) const;
     // When rank reported its `done` event (the event's time, seconds since the epoch): a script
     // rank's process ends right after it, unseen by the launcher (torchrun starts it).
     std::optional<double> doneAt(int rank) const;
@@ -111,6 +113,7 @@ private:
     std::optional<double> cpuUse(int rank, std::chrono::duration<double> window) const;
     std::map<int, std::string> m_doneStatus;
     std::map<int, double> m_doneTime;
+    std::map<int, std::int64_t> m_pids;
     std::string m_lastCheckpoint;
     std::map<int, std::int64_t> m_lastSteps;
     // Per rank, when its last step event came and its recent step times (s): how long it has been

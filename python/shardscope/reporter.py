@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from . import protocol
+from . import collectives, protocol
 
 _current = None
 _current_lock = threading.Lock()
@@ -218,6 +218,10 @@ class Reporter:
         self._failed = False
         self._done = False
         self._pending = None  # (all-reduce in flight or None, step event body) of the last step
+        self._clock = collectives.StepClock()  # the steps done when a collective was issued
+        # Under shardscope launch: the launcher's requests for this rank's collectives and stacks.
+        run_dir = os.environ.get("SHARDSCOPE_RUN_DIR")
+        self._answerer = collectives.FlightAnswerer(run_dir, self.rank) if run_dir else None
         self._sink = _open_sink(self.rank)
         self.run_dir = None  # set when the run is recorded without a launcher
         if self._sink is None and "SHARDSCOPE_EVENT_PIPES" not in os.environ:
@@ -281,7 +285,14 @@ class Reporter:
 
     def _beat(self, period):
         while not self._done:
-            self._send("heartbeat", {"step": self.steps, "phase": self.phase})
+            # Before the beat, as engine ranks do: the launcher waits for the answer.
+            if self._answerer is not None:
+                self._answerer.answer(self.steps, self.phase, self._clock)
+            body = {"step": self.steps, "phase": self.phase, "cpu_seconds": time.process_time()}
+            waiting = collectives.oldest_pending()
+            if waiting is not None:
+                body["waiting"] = waiting
+            self._send("heartbeat", body)
             time.sleep(period)
 
     def _memory(self):
@@ -364,6 +375,7 @@ class Reporter:
         skipped = bool(getattr(self.accelerator, "optimizer_step_was_skipped", False)) if self.accelerator else False
         self.skipped_steps += int(skipped)
         self.steps += 1
+        self._clock.step_ended()
         self.phase = "train"
         body = self._step_body(step=self.steps, epoch=epoch, loss=local, local_loss=local,
                                lr=self._learning_rate() if lr is None else float(lr),
@@ -390,6 +402,7 @@ class Reporter:
                     epoch=0, tokens_per_s=0.0):
         """A step whose numbers come from elsewhere (the Trainer's logs): no collective."""
         self.steps = int(step)
+        self._clock.step_ended()
         self.phase = "train"
         self._step_event(step=int(step), epoch=int(epoch), loss=float(loss),
                          local_loss=float(loss if local_loss is None else local_loss), lr=float(lr or 0.0),

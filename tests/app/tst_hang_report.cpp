@@ -113,6 +113,34 @@ private slots:
                  report.text.c_str());
     }
 
+    // Four ranks, one of them issues all_gather where three issue all_reduce (issued first, so the
+    // report used to take its all_gather as the reference and call the three astray): the
+    // majority decides.
+    void mismatchNamesTheRankAgainstTheMajority()
+    {
+        std::vector<std::optional<FlightRecord>> records;
+        for (int rank = 0; rank < 4; ++rank) {
+            auto r = record(rank, 41, 41);
+            if (rank == 1) {
+                r.collectives.back().kind = "all_gather";
+                r.collectives.back().issuedAt = 100; // the earliest issue of #41
+            }
+            records.push_back(r);
+        }
+        const HangReport report = analyseFlightRecords(records, kPatience);
+        QCOMPARE(report.mismatchedRanks, std::vector<int>{1});
+        QCOMPARE(report.kind, std::string("all_reduce"));
+        QVERIFY2(has(report.text, "rank 1 issued all_gather #41 of default_pg (4.00 KiB float32) under the same number as the "
+                                  "others' all_reduce (4.00 KiB float32): the ranks took different paths"),
+                 report.text.c_str());
+        // Two ranks that disagree: no majority, and the report says so.
+        auto other = record(1, 41, 41);
+        other.collectives.back().kind = "all_gather";
+        const HangReport two = analyseFlightRecords({record(0, 41, 41), other}, kPatience);
+        QCOMPARE(two.mismatchedRanks.size(), std::size_t(1));
+        QVERIFY2(has(two.text, "no majority says which is astray"), two.text.c_str());
+    }
+
     void silentRankIsSaid()
     {
         std::vector<std::optional<FlightRecord>> records{record(0, 41, 41), std::nullopt};
