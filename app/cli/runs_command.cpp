@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -432,6 +433,17 @@ Result<std::filesystem::path> runDirectoryOf(const RunsArgs& args, const std::st
     return std::filesystem::path(details->summary.runDir);
 }
 
+// The ranks of a script run (num_processes in the script.yaml the launcher wrote), else 0.
+int scriptRanks(const std::filesystem::path& scriptFile)
+{
+    std::ifstream in(scriptFile);
+    const std::string key = "  num_processes: ";
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(key, 0) == 0)
+            return std::atoi(line.c_str() + key.size());
+    return 0;
+}
+
 // Asks a live run's ranks for their flight records (they answer from their heartbeat thread,
 // whatever their training thread does) and says where they wait.
 int runDiagnose(const RunsArgs& args)
@@ -440,18 +452,25 @@ int runDiagnose(const RunsArgs& args)
     if (!dir)
         return fail("diagnose", dir.error());
     const RunLayout layout(*dir);
-    auto plan = config::loadPlan(layout.planFile().string());
-    if (!plan)
-        return fail("diagnose", makeError(plan.error().message
-                                          + " (a run of Shardscope's engine has one; a script run's "
-                                            "ranks keep no flight record)"));
+    // An engine run's ranks on this machine are its plan's; a script run's, its script.yaml's
+    // num_processes (its reporter answers for them: python/shardscope/collectives.py).
+    int ranks = 0;
+    if (auto plan = config::loadPlan(layout.planFile().string()))
+        ranks = plan->localProcesses();
+    else
+        ranks = scriptRanks(layout.scriptFile());
+    if (ranks <= 0)
+        return fail("diagnose", makeError(dir->string()
+                                          + " has neither an engine run's plan.json nor a script run's "
+                                            "script.yaml: is it a run directory of shardscope launch?"));
     const auto patience = std::chrono::milliseconds(static_cast<std::int64_t>(args.patience * 1000));
-    const auto records = gatherFlightRecords(layout.flightDir(), plan->localProcesses(), patience);
+    const auto records = gatherFlightRecords(layout.flightDir(), ranks, patience);
     if (std::none_of(records.begin(), records.end(), [](const auto& r) { return r.has_value(); }))
         return fail("diagnose", makeError("no rank of " + dir->string() + " answered within "
                                           + std::to_string(static_cast<int>(args.patience))
                                           + " s: is the run still running on this machine? (--timeout waits longer)"));
-    std::cout << terminalSafe(analyseFlightRecords(records, patience).text); // group names and phases come from the ranks
+    // Group names, phases and stacks come from the ranks: shown, never obeyed.
+    std::cout << terminalSafe(analyseFlightRecords(records, patience).text + scriptStacks(layout.flightDir(), records));
     return 0;
 }
 

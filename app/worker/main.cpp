@@ -18,6 +18,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -138,6 +141,9 @@ int train(const std::string& planPath)
 
 int main(int argc, char** argv)
 {
+    // On a hang the launcher has gdb read this rank's stacks; where Yama restricts ptrace to
+    // descendants (ptrace_scope 1), that needs the launcher, gdb's parent, named as a tracer.
+    prctl(PR_SET_PTRACER, static_cast<unsigned long>(getppid()), 0, 0, 0);
     CLI::App app{"shardscope-worker: one rank of a Shardscope run (started by `shardscope launch`)"};
     app.require_subcommand(1);
 

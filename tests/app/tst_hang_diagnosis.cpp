@@ -98,6 +98,15 @@ private slots:
                          "every waiting rank issued the same collective");
         }
         QVERIFY(kindInRecord(runDir + QStringLiteral("/flight/rank%1.json").arg(skipper), kSkipped).isEmpty());
+        // #44: every rank's native stack, read before anything was stopped (gdb), with its frames.
+        for (int rank = 0; rank < ranks; ++rank) {
+            const QString header = QStringLiteral("stacks of rank %1 (native, pid ").arg(rank);
+            const qsizetype at = report.indexOf(header);
+            QVERIFY2(at >= 0, qPrintable(report));
+            const qsizetype next = report.indexOf("stacks of rank", at + header.size());
+            const QString section = report.mid(at, next < 0 ? -1 : next - at);
+            QVERIFY2(section.contains("\n  #0 ") && section.contains("Thread "), qPrintable(section));
+        }
         QVERIFY2(out.contains("a rank hangs; its flight records say"), qPrintable(out)); // on the terminal too
         // Stored with the run: its error carries the report (the Run page shows it), its root cause is the skipper.
         auto store = RunStore::open(historyFile(home.path().toStdString()));
