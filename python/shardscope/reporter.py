@@ -222,6 +222,10 @@ class Reporter:
         # Under shardscope launch: the launcher's requests for this rank's collectives and stacks.
         run_dir = os.environ.get("SHARDSCOPE_RUN_DIR")
         self._answerer = collectives.FlightAnswerer(run_dir, self.rank) if run_dir else None
+        # SHARDSCOPE_COLLECTIVE_STATE=0: heartbeats without the pending collective (for the A/B of
+        # scripts/bench-script-recording.sh; a hang in a collective then goes unseen).
+        self._collective_state = os.environ.get("SHARDSCOPE_COLLECTIVE_STATE", "1") != "0"
+        self._pending_watch = collectives.PendingWatch()
         self._sink = _open_sink(self.rank)
         self.run_dir = None  # set when the run is recorded without a launcher
         if self._sink is None and "SHARDSCOPE_EVENT_PIPES" not in os.environ:
@@ -289,7 +293,7 @@ class Reporter:
             if self._answerer is not None:
                 self._answerer.answer(self.steps, self.phase, self._clock)
             body = {"step": self.steps, "phase": self.phase, "cpu_seconds": time.process_time()}
-            waiting = collectives.oldest_pending()
+            waiting = self._pending_watch.oldest() if self._collective_state else None
             if waiting is not None:
                 body["waiting"] = waiting
             self._send("heartbeat", body)
