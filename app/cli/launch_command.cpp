@@ -67,6 +67,7 @@ struct LaunchArgs {
     bool noHistory = false;
     std::vector<std::string> tags; // the history's tags of the run (a sweep's name, ...)
     double heartbeatTimeout = 600; // seconds
+    int maxNonfiniteSteps = 3; // a diverged run stops after this many non-finite losses in a row (0: never)
     StragglerOptions stragglers; // --straggler_threshold, --straggler_window
     LossSpikeOptions lossSpikes; // --loss_spike_factor, --loss_spike_window
     double rendezvousTimeout = 300; // seconds a machine other than 0 waits for machine 0
@@ -285,6 +286,7 @@ void watchRun(const LaunchArgs& args, const std::optional<std::filesystem::path>
     options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
     options.findStuckRank = [monitor](std::chrono::milliseconds timeout) { return monitor->stuckRank(timeout); };
     options.rankIsEnding = [monitor](int rank) { return monitor->isEnding(rank); };
+    options.findAbortReason = [monitor, steps = args.maxNonfiniteSteps] { return monitor->divergence(steps); };
 }
 
 // On a hang, before any rank is stopped: the ranks' flight records, read into a report that goes
@@ -941,6 +943,11 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--rendezvous_timeout", args->rendezvousTimeout,
                     "Seconds a machine other than 0 waits for machine 0's launcher to answer before giving up")
         ->transform(numberIn({0, false, kLongestTimeout, false, kTimeoutUnit}))
+        ->capture_default_str();
+    cmd->add_option("--max_nonfinite_steps", args->maxNonfiniteSteps,
+                    "Stop a run whose loss has been NaN or infinite for this many steps in a row, as failed (fp16's "
+                    "skipped steps do not count; 0: never)")
+        ->transform(numberIn({0, true, 1e6, true}))
         ->capture_default_str();
     cmd->add_option("--heartbeat_timeout", args->heartbeatTimeout,
                     "Seconds without any event from a rank before it is taken as hung (0: never)")

@@ -103,7 +103,9 @@ std::string LaunchOutcome::rankLauncherDeath() const
 std::string LaunchOutcome::failureSummary() const
 {
     std::ostringstream out;
-    if (rankLauncherKilled && !rootCauseRank && !cancelled) {
+    if (!abortReason.empty() && !rootCauseRank && !cancelled) {
+        out << "error: " << abortReason << "; its ranks were stopped:\n";
+    } else if (rankLauncherKilled && !rootCauseRank && !cancelled) {
         out << "error: " << rankLauncherDeath() << ":\n";
     } else if (rootCauseRank && rootCauseStandsIn) {
         out << "error: accelerate launch failed, and no report of torchrun's names the rank that did (see " << kLauncherLogName
@@ -547,6 +549,11 @@ void Supervisor::supervise()
             checkHeartbeats();
         if (!m_stopping && m_options.hangTimeout.count() > 0 && m_options.findStuckRank)
             checkStuckRank();
+        if (!m_stopping && m_options.findAbortReason)
+            if (auto reason = m_options.findAbortReason()) {
+                m_outcome.abortReason = *reason;
+                beginStopping();
+            }
         if (m_stopping && m_running > 0 && Clock::now() >= m_killDeadline) {
             stopAll(SIGKILL);
             m_killDeadline = Clock::now() + std::chrono::hours(1);
@@ -867,6 +874,8 @@ LaunchOutcome Supervisor::outcome()
                 m_outcome.exitCode = r.hung ? kHungExitCode : r.status();
         if (m_outcome.exitCode == 0)
             m_outcome.exitCode = 1; // a root cause is a failure, whatever its rank's exit said
+    } else if (!m_outcome.abortReason.empty() && !m_outcome.cancelled) {
+        m_outcome.exitCode = 1;
     } else if (m_outcome.rankLauncherKilled && !m_outcome.cancelled) {
         m_outcome.exitCode = m_outcome.rankLauncherKilled->status();
     } else if (m_outcome.cancelled) {

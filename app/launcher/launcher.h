@@ -67,6 +67,9 @@ struct LaunchOptions {
     // seconds). `rankPids`: this machine's rank processes in rank order (none for a script run,
     // whose ranks torchrun starts), for their native stacks.
     std::function<void(const std::vector<pid_t>& rankPids)> onHang;
+    // Asked while the run goes on: a reason to end it that no rank can see alone (a diverged
+    // loss); the ranks are then stopped and the run fails with the reason (LaunchOutcome::abortReason).
+    std::function<std::optional<std::string>()> findAbortReason;
 
     // A script run: the worker is itself a launcher that starts this machine's ranks (the real
     // `accelerate launch`, which runs torchrun), so it is started once, without torchrun's
@@ -132,6 +135,9 @@ struct LaunchOutcome {
     // from outside the run, not after a rank of it failed (it would have exited with torchrun's
     // report): no rank is the root cause, and its ranks were stopped by the launcher.
     std::optional<RankExit> rankLauncherKilled;
+    // Why the launcher ended a run whose ranks were well (LaunchOptions::findAbortReason): failed,
+    // with no rank the root cause.
+    std::string abortReason;
     bool cancelled = false; // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP/SIGUSR1)
     // SIGTERM or SIGUSR1 asked the ranks to save a checkpoint before they stop (an engine run's):
     // the signal, else 0.

@@ -114,9 +114,23 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
         }
     }
     if (event->rank == 0) {
-        if (const auto* step = std::get_if<protocol::StepEvent>(&event->body))
+        if (const auto* step = std::get_if<protocol::StepEvent>(&event->body)) {
             m_lastStep = *step;
+            if (!std::isfinite(step->loss) && !step->skipped) {
+                if (m_nonfiniteSteps++ == 0) {
+                    m_nonfiniteFrom = step->step;
+                    m_nonfiniteLoss = step->loss;
+                }
+            } else if (!step->skipped) {
+                m_nonfiniteSteps = 0;
+                m_nonfiniteNote.clear();
+            }
+        }
     }
+    // The first word of it since the last finite step: where the values began.
+    if (const auto* log = std::get_if<protocol::LogEvent>(&event->body);
+        log && m_nonfiniteNote.empty() && log->message.find("non-finite") != std::string::npos)
+        m_nonfiniteNote = log->message;
     if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body))
         m_errors.push_back("rank " + std::to_string(event->rank) + ": " + error->kind + ": " + error->message);
     if (onEvent)
@@ -165,6 +179,21 @@ void RunMonitor::reportStraggler(const protocol::Event& flag)
                  m_interactive ? "\n" : "", flag.rank, s.computeTime, s.othersTime > 0 ? s.computeTime / s.othersTime : 0.0,
                  s.othersTime, s.window, static_cast<long long>(s.step));
     reportFinding(flag);
+}
+
+std::optional<std::string> RunMonitor::divergence(int steps) const
+{
+    if (steps <= 0 || m_nonfiniteSteps < steps)
+        return std::nullopt;
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "the run diverged: its loss is %s from step %lld on (%d step%s in a row; --max_nonfinite_steps %d)",
+                  std::isnan(m_nonfiniteLoss) ? "NaN" : "infinite", static_cast<long long>(m_nonfiniteFrom), m_nonfiniteSteps,
+                  m_nonfiniteSteps == 1 ? "" : "s", steps);
+    std::string reason = text;
+    if (!m_nonfiniteNote.empty())
+        reason += "; a rank said: " + m_nonfiniteNote;
+    return reason + ". Lower the learning rate or clip the gradients (max_grad_norm)";
 }
 
 std::optional<std::int64_t> RunMonitor::pidOf(int rank) const

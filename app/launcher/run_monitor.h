@@ -51,6 +51,11 @@ public:
     const std::vector<ReportedError>& reportedErrors() const { return m_reported; }
     // Whether rank reported its `done` or an `error` event (it is on its way out).
     bool isEnding(int rank) const;
+    // A run whose loss has been non-finite for `steps` steps in a row (rank 0's events; fp16's
+    // skipped steps do not count, the scaler handles them): why it should stop, naming the first
+    // such step and, when a rank said so, where the non-finite values began. None otherwise, or
+    // with `steps` 0.
+    std::optional<std::string> divergence(int steps) const;
     // The process id rank said hello with (a script rank's own, which its launcher, torchrun, knows).
     std::optional<std::int64_t> pidOf(int rank) const;
     // When rank reported its `done` event (the event's time, seconds since the epoch): a script
@@ -114,6 +119,12 @@ private:
     std::map<int, std::string> m_doneStatus;
     std::map<int, double> m_doneTime;
     std::map<int, std::int64_t> m_pids;
+    // Rank 0's non-finite losses in a row (the first of them, and how many), and the last thing a
+    // rank said of non-finite values (the engine's probe names the module where they began).
+    std::int64_t m_nonfiniteFrom = 0;
+    int m_nonfiniteSteps = 0;
+    double m_nonfiniteLoss = 0;
+    std::string m_nonfiniteNote;
     std::string m_lastCheckpoint;
     std::map<int, std::int64_t> m_lastSteps;
     // Per rank, when its last step event came and its recent step times (s): how long it has been

@@ -64,6 +64,8 @@ storage::RunEnd RunRecorder::endOf(const LaunchOutcome& outcome, const std::stri
         if (!rootCauseLog.empty())
             end.error += "last log lines:\n" + rootCauseLog;
     }
+    if (!outcome.abortReason.empty())
+        end.error += outcome.abortReason + "\n";
     if (outcome.rankLauncherKilled)
         end.error += outcome.rankLauncherDeath() + "\n";
     if (!outcome.reason.empty())

@@ -351,9 +351,11 @@ private slots:
                                                    "n_head: 4, block_size: 32}\ndata: {type: text}\n"
                                                    "optimizer: {type: adamw, lr: 80}\n"
                                                    "training: {per_device_batch_size: 2, max_steps: 20}\n");
-        const QString out = testing::runShardscope(
-                                home.path(), {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "diverge"},
-                                120000)
+        const QString out = testing::runShardscope(home.path(),
+                                                   {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name",
+                                                    "diverge", "--max_nonfinite_steps",
+                                                    "0"}, // trained to the end: every step is kept
+                                                   120000)
                                 .output;
         QVERIFY2(!out.contains(QStringLiteral("malformed")), qPrintable(out));
         auto store = RunStore::open(historyFile(home.path().toStdString()));
@@ -373,6 +375,33 @@ private slots:
         const QString exported = testing::runShardscope(home.path(), {"runs", "export", "diverge", "--format", "csv"}).output;
         QVERIFY2(exported.contains(QRegularExpression(QStringLiteral(",20,[0-9.]+,loss,nan\\n"))),
                  qPrintable(exported.right(300)));
+    }
+
+    // #45 point 4: a diverged run (lr 80: NaN within a few steps) is never a green "completed": by
+    // default it stops after 3 non-finite losses in a row, failed, saying from which step and,
+    // from the engine's probe, the module where the values began.
+    void divergedRunStopsAsFailed()
+    {
+        QTemporaryDir home;
+        const QString recipePath = home.filePath(QStringLiteral("diverge.yaml"));
+        shardscope::testing::writeFile(recipePath, "name: diverge\nseed: 5\nmodel: {type: gpt, n_layer: 2, n_embd: 32, "
+                                                   "n_head: 4, block_size: 32}\ndata: {type: text}\n"
+                                                   "optimizer: {type: adamw, lr: 80}\n"
+                                                   "training: {per_device_batch_size: 2, max_steps: 200}\n");
+        const auto ran = testing::runShardscope(
+            home.path(), {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "diverge"}, 120000);
+        QVERIFY2(ran.exitCode == 1, qPrintable(ran.output));
+        static const QRegularExpression said(
+            QStringLiteral("the run diverged: its loss is NaN from step (\\d+) on \\(3 steps in a row"));
+        QVERIFY2(said.match(ran.output).hasMatch(), qPrintable(ran.output));
+        QVERIFY2(ran.output.contains(QStringLiteral("the first non-finite output on this rank was h.")), qPrintable(ran.output));
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto details = store->run(*store->resolveRun("diverge"));
+        QVERIFY(details.ok());
+        QCOMPARE(details->summary.status, RunStatus::Failed);
+        QVERIFY2(QString::fromStdString(details->error).contains("diverged"), details->error.c_str());
+        QVERIFY(details->summary.lastStep.value_or(200) < 200);
     }
 
     // #43 point 9: a healthy run whose per-step loss is noisy (an MLP on synthetic regression,

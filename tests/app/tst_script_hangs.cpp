@@ -111,7 +111,8 @@ private slots:
         QFETCH(int, ranks);
         QFETCH(int, skipper);
         QTemporaryDir home;
-        const auto run = launchScript(home, ranks, {"--steps", "40", "--step_sleep", "0.05", "--skip", QStringLiteral("%1:5").arg(skipper)},
+        const auto run = launchScript(home, ranks,
+                                      {"--steps", "40", "--step_sleep", "0.05", "--skip", QStringLiteral("%1:5").arg(skipper)},
                                       QStringLiteral("rank %1 skips the all_reduce").arg(skipper));
         QVERIFY2(run.exitCode == 124, qPrintable(run.output)); // hung, as timeout(1) says
         QVERIFY2(run.hangToEndMs >= 0 && run.hangToEndMs <= (kHeartbeatTimeout + 10) * 1000,
@@ -121,16 +122,18 @@ private slots:
         const auto match = waits.match(run.report);
         QVERIFY2(match.hasMatch(), qPrintable(run.report + run.output));
         const int seq = match.captured(1).toInt();
-        QVERIFY2(run.report.contains(QStringLiteral("rank %1 never entered it: the last collective it issued in default_pg is #%2")
-                                         .arg(skipper)
-                                         .arg(seq - 1)),
-                 qPrintable(run.report));
+        QVERIFY2(
+            run.report.contains(QStringLiteral("rank %1 never entered it: the last collective it issued in default_pg is #%2")
+                                    .arg(skipper)
+                                    .arg(seq - 1)),
+            qPrintable(run.report));
         QVERIFY2(run.report.contains(QStringLiteral("%1 of %1 ranks answered").arg(ranks)), qPrintable(run.report));
         // The skipper idles where the script sleeps; the others wait in the all_reduce.
         QVERIFY2(run.report.contains(QStringLiteral("stacks of rank %1 (Python").arg(skipper)), qPrintable(run.report));
-        QVERIFY2(run.report.contains(QStringLiteral("misbehaving_train.py\", line %1, in averaged_loss")
-                                         .arg(scriptLineOf("idle: waiting for data"))),
-                 qPrintable(run.report));
+        QVERIFY2(
+            run.report.contains(
+                QStringLiteral("misbehaving_train.py\", line %1, in averaged_loss").arg(scriptLineOf("idle: waiting for data"))),
+            qPrintable(run.report));
         QVERIFY2(run.output.contains(QStringLiteral("rank %1 failed first (root cause)").arg(skipper)), qPrintable(run.output));
         expectRun(home, RunStatus::Failed, skipper);
     }
@@ -144,8 +147,8 @@ private slots:
         QVERIFY2(run.output.contains("in no collective but busy"), qPrintable(run.output));
         const qsizetype stacks = run.report.indexOf("stacks of rank 1 (Python");
         QVERIFY2(stacks >= 0, qPrintable(run.report));
-        const QString loopFrame = QStringLiteral("misbehaving_train.py\", line %1, in busy_loop")
-                                      .arg(scriptLineOf("the rank --loop names spins here"));
+        const QString loopFrame =
+            QStringLiteral("misbehaving_train.py\", line %1, in busy_loop").arg(scriptLineOf("the rank --loop names spins here"));
         QVERIFY2(run.report.indexOf(loopFrame, stacks) > stacks, qPrintable(run.report));
         expectRun(home, RunStatus::Failed, 1);
     }
@@ -176,10 +179,11 @@ private slots:
         QProcess launcher;
         launcher.setProcessEnvironment(env);
         launcher.setProcessChannelMode(QProcess::MergedChannels);
-        launcher.start(kShardscope, {"launch", "--config_file", config, "--script", kScript, "--run_name", "run",
-                                     "--heartbeat_timeout", "600", "--", "--steps", "40", "--skip", "1:5", "--data-folder",
-                                     home.path()});
-        QTRY_VERIFY_WITH_TIMEOUT(shardscope::testing::readFile(home.filePath("runs/run/logs/rank1.log")).contains("skips"), 120000);
+        launcher.start(kShardscope,
+                       {"launch", "--config_file", config, "--script", kScript, "--run_name", "run", "--heartbeat_timeout", "600",
+                        "--", "--steps", "40", "--skip", "1:5", "--data-folder", home.path()});
+        QTRY_VERIFY_WITH_TIMEOUT(shardscope::testing::readFile(home.filePath("runs/run/logs/rank1.log")).contains("skips"),
+                                 120000);
         QProcess diagnose;
         diagnose.setProcessEnvironment(env);
         diagnose.setProcessChannelMode(QProcess::MergedChannels);
@@ -190,9 +194,28 @@ private slots:
         QVERIFY(launcher.waitForFinished(60000));
         QVERIFY2(diagnose.exitCode() == 0, qPrintable(out));
         QVERIFY2(out.contains("2 of 2 ranks answered") && out.contains("rank 1 never entered it"), qPrintable(out));
-        QVERIFY2(out.contains(QStringLiteral("misbehaving_train.py\", line %1, in averaged_loss")
-                                  .arg(scriptLineOf("idle: waiting for data"))),
-                 qPrintable(out));
+        QVERIFY2(
+            out.contains(
+                QStringLiteral("misbehaving_train.py\", line %1, in averaged_loss").arg(scriptLineOf("idle: waiting for data"))),
+            qPrintable(out));
+    }
+
+    // #45 point 4, script side: a run whose loss goes NaN is stopped and failed (it was a green
+    // "completed"), saying from which step.
+    void divergedScriptRunStopsAsFailed()
+    {
+        QTemporaryDir home;
+        const auto run = launchScript(home, 2, {"--steps", "40", "--nan_from", "6"});
+        QVERIFY2(run.exitCode == 1, qPrintable(run.output));
+        QVERIFY2(run.output.contains("the run diverged: its loss is NaN from step 6 on (3 steps in a row"),
+                 qPrintable(run.output));
+        expectRun(home, RunStatus::Failed, std::nullopt);
+        auto store = RunStore::open(historyFile(home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto details = store->run(*store->resolveRun("run"));
+        QVERIFY(details.ok());
+        QVERIFY2(QString::fromStdString(details->error).contains("diverged"), details->error.c_str());
+        QVERIFY(details->summary.lastStep.value_or(40) < 40); // stopped, not trained to the end
     }
 
     void healthyRunIsNotFlagged()

@@ -6,6 +6,7 @@ in users' own scripts (tst_script_hangs, tst_script_launch). Run through `accele
     --skip RANK:STEP      that rank skips the step's all_reduce and then waits for data that never comes
     --loop RANK:STEP      that rank spins in a Python loop before the step's all_reduce (busy_loop below)
     --mismatch RANK:STEP  that rank calls all_gather where the others call all_reduce
+    --nan_from STEP       every rank's loss is NaN from that step on (a diverged run)
 
 Each step: a forward and backward of a small regression model under DDP (its gradient all_reduce),
 the optimizer step, and one explicit all_reduce of the loss (the collective the faults act on).
@@ -67,6 +68,7 @@ def main():
     parser.add_argument("--skip", type=rank_and_step)
     parser.add_argument("--loop", type=rank_and_step)
     parser.add_argument("--mismatch", type=rank_and_step)
+    parser.add_argument("--nan_from", type=int, default=0)
     parser.add_argument("--data-folder", default="", help="unused: the test's folder, so its ranks are found by it")
     args = parser.parse_args()
 
@@ -85,6 +87,8 @@ def main():
         inputs = torch.randn(16, args.width, generator=generator)
         targets = inputs.sum(dim=1, keepdim=True)
         loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        if args.nan_from and step >= args.nan_from:
+            loss = loss * float("nan")
         accelerator.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
