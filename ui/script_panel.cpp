@@ -34,7 +34,7 @@ ScriptPanel::ScriptPanel(QWidget* parent) : QWidget(parent)
     m_scriptArgs->setPlaceholderText(tr("its arguments, as on a command line"));
     m_python = new QLineEdit(this);
     m_python->setObjectName(QStringLiteral("scriptPython"));
-    m_python->setPlaceholderText(tr("Python (default: the active venv, else python3)"));
+    m_python->setPlaceholderText(tr("Python (default: the active environment, else python3, else Shardscope's own)"));
     m_command = new QLineEdit(this);
     m_command->setObjectName(QStringLiteral("scriptCommand"));
     m_command->setReadOnly(true); // selectable and copyable

@@ -2,10 +2,12 @@
 
 #include "app/launcher/launcher.h"
 #include "app/launcher/program.h"
+#include "engine/recipe/recipe.h"
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <sstream>
 
@@ -63,7 +65,8 @@ Result<std::string> resolvePython(const std::string& given)
         const std::string path = given.find('/') == std::string::npos ? findOnPath(given) : given;
         if (path.empty() || !isExecutable(path))
             return makeError("--python " + given + " is not an executable" + (path.empty() ? " on PATH" : "")
-                             + "; give the path of the environment's interpreter, e.g. --python ~/venvs/train/bin/python");
+                             + "; give the path of the environment's interpreter (--python, or the Python field beside the "
+                               "script), e.g. ~/venvs/train/bin/python");
         return path;
     }
     if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv) {
@@ -71,11 +74,31 @@ Result<std::string> resolvePython(const std::string& given)
         if (isExecutable(python))
             return python;
     }
+    // No environment active (the workbench started from a desktop or ./scripts/run.sh): python3,
+    // unless it lacks accelerate and Shardscope's own environment (where setup.sh installed it,
+    // beside the resources) has it.
     const std::string python3 = findOnPath("python3");
+    const std::string own = ownEnvironmentPython();
+    const auto hasAccelerate = [](const std::string& python) {
+        const auto ran = runProgram(python, {"-c", "import accelerate"}, std::chrono::seconds(60));
+        return ran && !ran->timedOut && ran->status == 0;
+    };
+    if (!python3.empty() && (own.empty() || hasAccelerate(python3)))
+        return python3;
+    if (!own.empty() && hasAccelerate(own))
+        return own;
     if (python3.empty())
         return makeError("no Python to run the script: no virtual environment is active and python3 is not on PATH; "
-                         "give one with --python PATH");
+                         "choose the environment's Python (--python PATH, or the Python field beside the script)");
     return python3;
+}
+
+std::string ownEnvironmentPython()
+{
+    // Lexically: the venv's python is a link to the system's, and run by that path it would not
+    // be the venv's.
+    const auto python = (std::filesystem::path(config::resourcesFolder()) / ".." / ".venv" / "bin" / "python").lexically_normal();
+    return isExecutable(python.string()) ? python.string() : std::string();
 }
 
 Result<PythonEnvironment> probePythonEnvironment(const std::string& python)
@@ -93,7 +116,8 @@ Result<PythonEnvironment> probePythonEnvironment(const std::string& python)
     if (ran->status != 0 || at == std::string::npos)
         return makeError("the Python " + python + " cannot run `accelerate launch`: " + lastLine(ran->output)
                          + "; install them into that environment (" + python
-                         + " -m pip install accelerate torch) or choose another Python with --python");
+                         + " -m pip install accelerate torch) or choose another Python (--python PATH, or the Python "
+                           "field beside the script)");
     std::istringstream fields(ran->output.substr(at + 17));
     PythonEnvironment env;
     env.python = python;

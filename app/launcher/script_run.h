@@ -13,8 +13,12 @@
 namespace shardscope {
 
 // The interpreter of a script run: `given` (a path, or a name looked up on PATH), else the active
-// virtual environment's ($VIRTUAL_ENV/bin/python), else python3 on PATH.
+// virtual environment's ($VIRTUAL_ENV/bin/python), else python3 on PATH when it has accelerate,
+// else Shardscope's own environment (ownEnvironmentPython) when that has it, else python3.
 Result<std::string> resolvePython(const std::string& given);
+// The Python of the environment scripts/setup.sh made beside Shardscope's resources (.venv), or
+// empty when there is none.
+std::string ownEnvironmentPython();
 
 struct PythonEnvironment {
     std::string python;

@@ -30,6 +30,8 @@ std::vector<protocol::Event> StragglerDetector::addStep(int rank, const protocol
     std::int64_t last = step.step;
     for (const auto& [r, times] : m_times)
         last = std::min(last, times.computeByStep.rbegin()->first);
+    if (last <= m_lastJudged)
+        return flags; // each window once (every rank's event of a step would judge it again)
     std::map<int, double> medians;
     for (auto& [r, times] : m_times) {
         auto end = times.computeByStep.upper_bound(last);
@@ -42,6 +44,7 @@ std::vector<protocol::Event> StragglerDetector::addStep(int rank, const protocol
         medians[r] = median(std::move(window));
         times.computeByStep.erase(times.computeByStep.begin(), begin); // older steps are no longer needed
     }
+    m_lastJudged = last;
     for (auto& [r, times] : m_times) {
         std::vector<double> others;
         for (const auto& [q, m] : medians)
@@ -50,11 +53,15 @@ std::vector<protocol::Event> StragglerDetector::addStep(int rank, const protocol
         const double othersTime = median(std::move(others));
         const bool slow = othersTime > 0 && medians[r] > (1.0 + m_options.threshold) * othersTime
                           && medians[r] - othersTime >= m_options.minGap;
-        if (slow && !times.flagged)
+        times.slowJudgements = slow ? times.slowJudgements + 1 : 0;
+        if (times.slowJudgements >= m_options.window && !times.flagged) {
             flags.push_back(
                 protocol::Event{protocol::kProtocolVersion, r, time,
                                 protocol::StragglerEvent{last, medians[r], othersTime, m_options.window, m_options.threshold}});
-        times.flagged = slow;
+            times.flagged = true;
+        }
+        if (!slow)
+            times.flagged = false;
     }
     return flags;
 }

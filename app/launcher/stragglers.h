@@ -5,8 +5,11 @@
 // (StepEvent::computeTime: the step without data loading, collective waits and the optimizer).
 // A rank is flagged when the median of its last `window` compute times exceeds (1 + threshold)
 // times the median of the other ranks' medians over the same steps (the others, not all ranks:
-// with two ranks the median of all would sit halfway to the slow one). A rank is flagged once;
-// after it falls back under the threshold it can be flagged again.
+// with two ranks the median of all would sit halfway to the slow one), and has been so at each of
+// the last `window` steps judged: a rank slower for less than that (another process took its core
+// for a while, which on shared cores happens to every rank in turn) is not persistently slower;
+// judged at every step, a healthy 2-rank run flagged both ranks. A rank is flagged once; after it
+// falls back under the threshold it can be flagged again.
 
 #include "engine/protocol/events.h"
 
@@ -41,11 +44,13 @@ public:
 private:
     struct RankTimes {
         std::map<std::int64_t, double> computeByStep; // the last steps' compute-only times
+        int slowJudgements = 0; // judged slow at this many steps in a row
         bool flagged = false;
     };
     int m_ranks;
     StragglerOptions m_options;
     std::map<int, RankTimes> m_times;
+    std::int64_t m_lastJudged = 0; // the last step whose window was judged
 };
 
 } // namespace shardscope

@@ -532,6 +532,30 @@ private slots:
         QVERIFY(!QFileInfo::exists(home.filePath("runs")));
     }
 
+    // #45 point 3: the workbench started without an active environment (./scripts/run.sh, a
+    // desktop) and a python3 without accelerate: Shardscope's own environment runs the script
+    // (it failed, speaking of --python).
+    void noActiveEnvironmentFallsBackToShardscopesOwn()
+    {
+        QTemporaryDir home;
+        const QString bin = home.filePath("bin");
+        QVERIFY(QDir().mkpath(bin));
+        writeFile(bin + "/python3", "#!/bin/sh\nexec /usr/bin/python3 -I -S \"$@\"\n"); // no site-packages: no accelerate
+        QFile::setPermissions(bin + "/python3", QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+        auto env = environment(home);
+        env.remove("VIRTUAL_ENV");
+        env.insert("PATH", bin + ":" + env.value("PATH"));
+        QProcess process;
+        process.setProcessEnvironment(env);
+        process.setProcessChannelMode(QProcess::MergedChannels);
+        process.start(kShardscope, {"launch", "--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name",
+                                    "own", "--", "--steps", "3", "--data", dataFile(home)});
+        QVERIFY(process.waitForFinished(240000));
+        const QString out = QString::fromUtf8(process.readAll());
+        QVERIFY2(process.exitCode() == 0, qPrintable(out));
+        QVERIFY2(out.contains(QDir::cleanPath(kVenvPython) + " "), qPrintable(out)); // the command's interpreter
+    }
+
     void trainerExampleReportsEveryRank()
     {
         QTemporaryDir home;

@@ -58,13 +58,14 @@ class Runner {
 public:
     explicit Runner(QString root) : m_root(std::move(root)) { }
 
-    Run launch(const QString& name, const char* recipe, const QString& precision, const QStringList& extra = {})
+    Run launch(const QString& name, const char* recipe, const QString& precision, const QStringList& extra = {},
+               const QStringList& launchArgs = {})
     {
         QStringList workerArgs;
         if (!precision.isEmpty())
             workerArgs << "--mixed_precision" << precision;
         workerArgs << extra;
-        auto launched = shardscope::testing::launchRecipe(m_root, name, QString::fromUtf8(recipe), 2, {}, workerArgs);
+        auto launched = shardscope::testing::launchRecipe(m_root, name, QString::fromUtf8(recipe), 2, launchArgs, workerArgs);
         Run run;
         run.exitCode = launched.exitCode;
         run.output = launched.output;
@@ -193,8 +194,8 @@ private slots:
     }
 
     // A NaN in the gradients: fp16 skips that step and halves the scale on every rank; fp32 with
-    // training.stop_on_nonfinite stops with an error naming it; without, the run goes on and the
-    // event stream flags the step.
+    // training.stop_on_nonfinite stops with an error naming it; without, the event stream flags the
+    // step and the launcher stops the run once its loss stays NaN.
     void nonfiniteGradients()
     {
         QStringList fault{"--inject-nonfinite-grad", "3"};
@@ -216,9 +217,15 @@ private slots:
         QVERIFY2(stopped.output.contains("every module's output and output gradient was finite on this rank"),
                  qPrintable(stopped.output));
         QCOMPARE(stopped.steps.at(0).size(), 2);
+        // Without it the step is flagged in the events; the weights it made NaN give NaN losses
+        // after it, and the launcher stops the run as diverged after 3 of them (#45 point 4)...
         const Run flagged = m_runner->launch("nan-flag", kStallRecipe, "no", fault);
-        QCOMPARE(flagged.exitCode, 0);
+        QCOMPARE(flagged.exitCode, 1);
         QVERIFY(flagged.logs.join(QLatin1Char('\n')).contains("non-finite gradient norm is nan at step 3; every module"));
+        QVERIFY2(flagged.output.contains("the run diverged: its loss is NaN from step 4 on"), qPrintable(flagged.output));
+        // ... unless asked to train on (--max_nonfinite_steps 0).
+        const Run onward = m_runner->launch("nan-onward", kStallRecipe, "no", fault, {"--max_nonfinite_steps", "0"});
+        QCOMPARE(onward.exitCode, 0);
     }
 
     // #22 fault injection: a NaN in one block's output at step 3 (on both ranks): the run stops
