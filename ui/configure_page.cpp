@@ -55,6 +55,10 @@ void ConfigurePage::buildBottom(QWidget* parent)
     m_message = new QLabel(bottom);
     m_message->setObjectName(QStringLiteral("configureMessage"));
     m_message->setWordWrap(true);
+    // A message may hold a long path (a word that cannot wrap): it must not widen the window past
+    // the screen and push Launch off it (#45 point 1); it wraps, or is cut, in the room there is.
+    m_message->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_message->setMinimumWidth(200);
     m_launch = new QPushButton(tr("Launch"), bottom);
     m_launch->setObjectName(QStringLiteral("launchButton"));
     m_launch->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));

@@ -7,8 +7,11 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QFontMetrics>
 #include <QLabel>
 #include <QPushButton>
+
+#include <algorithm>
 
 namespace shardscope::ui {
 
@@ -31,13 +34,22 @@ QString saveAsStart(const QString& path)
     return isBundledExample(path) ? QDir::home().filePath(QFileInfo(path).fileName()) : path;
 }
 
-QString title(const QString& path, bool modified)
+// "<b>Recipe:</b> /path/…/demo-gpt.yaml <i>(bundled example)</i> *", the path elided in its middle
+// to fit `width` px of `label`: a whole path set the window's minimum width (1542 px with the
+// bundled demo, past a laptop's 1366).
+QString fittedTitle(const QLabel* label, const QString& heading, const QString& path, bool modified, int width)
 {
     const QString mark = modified ? QStringLiteral(" *") : QString();
-    if (path.isEmpty())
-        return FileBar::tr("(new)") + mark;
-    const QString shown = elidedName(path, 80).toHtmlEscaped() + mark;
-    return isBundledExample(path) ? FileBar::tr("%1 <i>(bundled example: Save as… keeps your changes)</i>").arg(shown) : shown;
+    const QString note = isBundledExample(path) ? FileBar::tr(" (bundled example)") : QString();
+    QFont boldFont = label->font();
+    boldFont.setBold(true);
+    const QFontMetrics plain(label->font());
+    const int room = std::max(60, width - QFontMetrics(boldFont).horizontalAdvance(heading + QLatin1Char(' '))
+                                      - plain.horizontalAdvance(note + mark) - 8);
+    const QString shown = path.isEmpty() ? FileBar::tr("(new)") : plain.elidedText(path, Qt::ElideMiddle, room);
+    return QStringLiteral("<b>%1</b> %2%3%4")
+        .arg(heading.toHtmlEscaped(), shown.toHtmlEscaped(), note.isEmpty() ? QString() : "<i>" + note.toHtmlEscaped() + "</i>",
+             mark);
 }
 
 } // namespace
@@ -61,6 +73,12 @@ FileBar::FileBar(QWidget* parent) : QWidget(parent)
     };
     m_configLabel = new QLabel(this);
     m_configLabel->setObjectName(QStringLiteral("configPath"));
+    // The labels take the room there is and elide their paths to it (refreshTitles): they never
+    // widen the window.
+    for (QLabel* label : {m_configLabel, m_recipeLabel = new QLabel(this)}) {
+        label->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+        label->setMinimumWidth(120);
+    }
     layout->addWidget(m_configLabel, 1);
     button(tr("Open…"), QStringLiteral("openConfig"), [this] {
         const QString path = QFileDialog::getOpenFileName(this, tr("Open Accelerate config"), QFileInfo(m_configPath).path(),
@@ -82,7 +100,6 @@ FileBar::FileBar(QWidget* parent) : QWidget(parent)
     })->setShortcut(QKeySequence::Save);
     button(tr("Save as…"), QStringLiteral("saveConfigAs"), saveAs);
     layout->addSpacing(24);
-    m_recipeLabel = new QLabel(this);
     m_recipeLabel->setObjectName(QStringLiteral("recipePath"));
     layout->addWidget(m_recipeLabel, 1);
     button(tr("Open…"), QStringLiteral("openRecipe"), [this] {
@@ -113,10 +130,26 @@ void FileBar::setFiles(const QString& configPath, bool configModified, const QSt
 {
     m_configPath = configPath;
     m_recipePath = recipePath;
-    m_configLabel->setText(tr("<b>Config:</b> %1").arg(title(configPath, configModified)));
-    m_configLabel->setToolTip(configPath);
-    m_recipeLabel->setText(tr("<b>Recipe:</b> %1").arg(title(recipePath, recipeModified)));
-    m_recipeLabel->setToolTip(recipePath);
+    m_configModified = configModified;
+    m_recipeModified = recipeModified;
+    const auto tip = [](const QString& path) {
+        return isBundledExample(path) ? tr("%1\nA bundled example: Save as… keeps your changes").arg(path) : path;
+    };
+    m_configLabel->setToolTip(tip(configPath));
+    m_recipeLabel->setToolTip(tip(recipePath));
+    refreshTitles();
+}
+
+void FileBar::refreshTitles()
+{
+    m_configLabel->setText(fittedTitle(m_configLabel, tr("Config:"), m_configPath, m_configModified, m_configLabel->width()));
+    m_recipeLabel->setText(fittedTitle(m_recipeLabel, tr("Recipe:"), m_recipePath, m_recipeModified, m_recipeLabel->width()));
+}
+
+void FileBar::resizeEvent(QResizeEvent* event)
+{
+    QWidget::resizeEvent(event);
+    refreshTitles(); // the labels have their new widths now
 }
 
 } // namespace shardscope::ui

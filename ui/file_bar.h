@@ -29,11 +29,18 @@ signals:
     void openRecipe(const QString& path);
     void saveRecipe(const QString& path);
 
+protected:
+    void resizeEvent(QResizeEvent* event) override;
+
 private:
+    void refreshTitles();
+
     QLabel* m_configLabel = nullptr;
     QLabel* m_recipeLabel = nullptr;
     QString m_configPath;
     QString m_recipePath;
+    bool m_configModified = false;
+    bool m_recipeModified = false;
 };
 
 } // namespace shardscope::ui

@@ -3,6 +3,7 @@
 
 #include "test_store.h"
 #include "ui/compare_page.h"
+#include "ui/configure_page.h"
 #include "ui/main_window.h"
 #include "ui/format.h"
 #include "ui/metric_chart.h"
@@ -15,6 +16,7 @@
 #include <QSignalSpy>
 #include <QStackedWidget>
 #include <QTemporaryDir>
+#include <QPushButton>
 #include <QtTest>
 
 using shardscope::testing::SeedRun;
@@ -110,6 +112,39 @@ private slots:
             QVERIFY2(
                 window.width() <= 1366 && window.height() <= 700,
                 qPrintable(QStringLiteral("%1: %2x%3").arg(MainWindow::modeName(mode)).arg(window.width()).arg(window.height())));
+        }
+    }
+
+    // #45 point 1: the window's minimum width followed the Configure header's recipe path (1542 px
+    // with the bundled demo, 1617 once edited): with every bundled recipe, at a 200-character path,
+    // edited or not, the window still fits 1366 px, and Launch is inside it.
+    void configureFitsA1366ScreenWithAnyRecipe()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        MainWindow window(nullptr, db);
+        window.resize(1366, 700);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.showMode(MainWindow::Mode::Configure);
+        const QString deep = dir.filePath(QString(200 - dir.path().size() - 20, QLatin1Char('d')));
+        QVERIFY(QDir().mkpath(deep));
+        const QString recipes = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes");
+        for (const QString& name : QDir(recipes).entryList({"*.yaml"})) {
+            const QString copy = deep + "/" + name;
+            QFile::remove(copy);
+            QVERIFY(QFile::copy(recipes + "/" + name, copy));
+            for (const QString& path : {recipes + "/" + name, copy}) {
+                QVERIFY(window.configurePage()->openRecipeFile(path));
+                QTest::qWait(100);
+                const QSize needed = window.minimumSizeHint().expandedTo(window.minimumSize());
+                QVERIFY2(needed.width() <= 1366, qPrintable(QStringLiteral("%1: %2 px").arg(path).arg(needed.width())));
+                QVERIFY2(window.width() <= 1366, qPrintable(QStringLiteral("%1: %2 px").arg(path).arg(window.width())));
+                auto* launch = window.findChild<QPushButton*>(QStringLiteral("launchButton"));
+                QVERIFY(launch);
+                const QRect inWindow(launch->mapTo(&window, QPoint(0, 0)), launch->size());
+                QVERIFY2(window.rect().contains(inWindow), qPrintable(path));
+            }
         }
     }
 
