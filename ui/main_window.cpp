@@ -1,5 +1,7 @@
 #include "ui/main_window.h"
 
+#include "ui/format.h"
+
 #include "ui/history_service.h"
 
 #include "storage/run_store.h"
@@ -19,9 +21,13 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QSettings>
+#include <QScreen>
+#include <QGuiApplication>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 namespace shardscope::ui {
 
@@ -61,7 +67,6 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     : QMainWindow(parent), m_databaseFile(databaseFile.empty() ? defaultDatabase() : std::move(databaseFile))
 {
     setWindowTitle(tr("Shardscope"));
-    resize(1280, 800);
 
     auto* central = new QWidget(this);
     auto* layout = new QHBoxLayout(central);
@@ -171,14 +176,44 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     connect(m_runPage, &RunPage::pollFailed, this, [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     statusBar()->showMessage(tr("History: %1").arg(QString::fromStdString(m_databaseFile.string())));
 
-    QSettings settings;
-    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    restoreWindowGeometry();
     m_modeBar->setCurrentRow(0);
+}
+
+QString MainWindow::settingsFile() const { return qs((m_databaseFile.parent_path() / "workbench.ini").string()); }
+
+QRect MainWindow::fittedGeometry(const QRect& wanted, const QRect& available)
+{
+    QRect fitted(wanted.topLeft(), wanted.size().boundedTo(available.size()));
+    // Inside the screen: a geometry saved on a larger one, or partly off it, moves back in.
+    fitted.moveLeft(std::clamp(fitted.left(), available.left(), available.right() - fitted.width() + 1));
+    fitted.moveTop(std::clamp(fitted.top(), available.top(), available.bottom() - fitted.height() + 1));
+    return fitted;
+}
+
+void MainWindow::restoreWindowGeometry()
+{
+    // Beside the history with the workbench's other settings (a big screen's geometry kept in
+    // ~/.config came back on a laptop), and always inside the screen it opens on: a first start
+    // opens at 1280x800 or 90 % of a smaller screen, centred.
+    QSettings settings(settingsFile(), QSettings::IniFormat);
+    const bool restored = restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    const QScreen* screen = QGuiApplication::primaryScreen();
+    if (!screen)
+        return;
+    const QRect available = screen->availableGeometry();
+    if (!restored) {
+        const QSize first = QSize(1280, 800).boundedTo(available.size() * 0.9);
+        setGeometry(QRect(available.center() - QPoint(first.width() / 2, first.height() / 2), first));
+        return;
+    }
+    if (!isMaximized() && !isFullScreen())
+        setGeometry(fittedGeometry(geometry(), available));
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
-    QSettings settings;
+    QSettings settings(settingsFile(), QSettings::IniFormat);
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     QMainWindow::closeEvent(event);
 }

@@ -42,6 +42,10 @@ public:
     ConfigurePage* configurePage() const { return m_configurePage; }
     TracePage* tracePage() const { return m_tracePage; }
     const std::filesystem::path& databaseFile() const { return m_databaseFile; }
+    // The workbench's settings (window geometry, last files), beside the history.
+    QString settingsFile() const;
+    // `wanted` shrunk to `available` and moved inside it (a geometry saved on another screen).
+    static QRect fittedGeometry(const QRect& wanted, const QRect& available);
 
 public slots:
     void openRun(std::int64_t runId);
@@ -56,6 +60,8 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    void restoreWindowGeometry();
+
     std::filesystem::path m_databaseFile;
     QListWidget* m_modeBar = nullptr;
     QStackedWidget* m_pages = nullptr;

@@ -13,6 +13,9 @@
 
 #include <QLabel>
 #include <QListWidget>
+#include <QSettings>
+#include <QScreen>
+#include <QGuiApplication>
 #include <QSignalSpy>
 #include <QStackedWidget>
 #include <QTemporaryDir>
@@ -146,6 +149,34 @@ private slots:
                 QVERIFY2(window.rect().contains(inWindow), qPrintable(path));
             }
         }
+    }
+
+    // #45 point 1: a first start opens inside the available screen (it opened at 1280x800 on any
+    // screen); the geometry is kept beside the history (workbench.ini), and one saved on a larger
+    // screen comes back inside this one.
+    void windowOpensInsideTheScreenAndKeepsItsGeometryBesideTheHistory()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const QRect available = QGuiApplication::primaryScreen()->availableGeometry();
+        {
+            MainWindow window(nullptr, db);
+            QVERIFY2(available.contains(window.geometry()), qPrintable(QStringLiteral("%1,%2 %3x%4 in %5x%6")
+                                                                           .arg(window.x())
+                                                                           .arg(window.y())
+                                                                           .arg(window.width())
+                                                                           .arg(window.height())
+                                                                           .arg(available.width())
+                                                                           .arg(available.height())));
+            window.close();
+        }
+        QSettings kept(dir.filePath("workbench.ini"), QSettings::IniFormat);
+        QVERIFY(!kept.value("window/geometry").toByteArray().isEmpty());
+        // A 2560x1440 screen's geometry, as saved there: back inside this screen.
+        const QRect big(100, 50, 2400, 1350);
+        QCOMPARE(MainWindow::fittedGeometry(big, QRect(0, 0, 1366, 728)), QRect(0, 0, 1366, 728));
+        QCOMPARE(MainWindow::fittedGeometry(QRect(1200, 600, 800, 500), QRect(0, 0, 1366, 728)), QRect(566, 228, 800, 500));
+        QCOMPARE(MainWindow::fittedGeometry(QRect(10, 20, 800, 500), QRect(0, 0, 1366, 728)), QRect(10, 20, 800, 500));
     }
 
     // The Run page gives its charts the room, the log the rest (a 1366x768 screenshot once showed
