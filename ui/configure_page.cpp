@@ -300,8 +300,27 @@ bool ConfigurePage::refuseBundled(const QString& path)
     return true;
 }
 
-bool ConfigurePage::saveConfigTo(const QString& path)
+// A name typed without an extension gets ".yaml" (the Open dialogs list *.yaml and *.yml; a file
+// saved as "mine" was then hidden from them). The dialog asked about the name typed, not this one:
+// an existing file of that name is not replaced.
+std::optional<QString> ConfigurePage::withYamlSuffix(const QString& path)
 {
+    if (!QFileInfo(path).suffix().isEmpty())
+        return path;
+    const QString named = path + QStringLiteral(".yaml");
+    if (QFileInfo::exists(named)) {
+        showMessage(tr("%1 exists: choose it in Save as… to replace it, or give another name").arg(named), true);
+        return std::nullopt;
+    }
+    return named;
+}
+
+bool ConfigurePage::saveConfigTo(const QString& given)
+{
+    const auto named = withYamlSuffix(given);
+    if (!named)
+        return false;
+    const QString& path = *named;
     if (refuseBundled(path))
         return false;
     if (auto r = config::saveAccelerateConfig(currentConfig(), path.toStdString()); !r) {
@@ -333,8 +352,12 @@ bool ConfigurePage::openRecipeFile(const QString& path)
     return true;
 }
 
-bool ConfigurePage::saveRecipeTo(const QString& path)
+bool ConfigurePage::saveRecipeTo(const QString& given)
 {
+    const auto named = withYamlSuffix(given);
+    if (!named)
+        return false;
+    const QString& path = *named;
     if (refuseBundled(path))
         return false;
     if (auto written = config::writeTextFile(path.toStdString(), m_recipeEditor->text().toStdString()); !written) {

@@ -74,6 +74,7 @@ public slots:
     // Opens the config and recipe last opened or saved (remembered beside the run history).
     void restoreLastFiles();
     QString settingsFile() const; // the workbench's settings, beside the run history
+    std::optional<QString> withYamlSuffix(const QString& path);
     bool saveConfigTo(const QString& path);
     bool openRecipeFile(const QString& path);
     bool saveRecipeTo(const QString& path);

@@ -644,6 +644,16 @@ private slots:
         QVERIFY(page.saveRecipeTo(saved)); // Save as: the user's own file from now on
         QCOMPARE(page.recipePath(), saved);
         QVERIFY(!title->text().contains(QStringLiteral("bundled example")));
+        // #45 point 10: a name typed without an extension is saved as .yaml (the Open dialog, which
+        // lists *.yaml and *.yml, hid "mine"); an existing mine.yaml is not replaced unasked.
+        QVERIFY(page.saveRecipeTo(dir.filePath(QStringLiteral("copy"))));
+        QCOMPARE(page.recipePath(), dir.filePath(QStringLiteral("copy.yaml")));
+        QVERIFY(QFileInfo::exists(dir.filePath(QStringLiteral("copy.yaml"))));
+        QVERIFY(!QFileInfo::exists(dir.filePath(QStringLiteral("copy"))));
+        editor->setPlainText(exampleBytes + QStringLiteral("# another change\n"));
+        QVERIFY(!page.saveRecipeTo(dir.filePath(QStringLiteral("mine")))); // the user's mine.yaml is there
+        QVERIFY2(message->text().contains(QStringLiteral("mine.yaml exists")), qPrintable(message->text()));
+        QCOMPARE(readText(recipePath).toUtf8(), mine);
     }
 
     // A config the launcher refuses on this machine (FSDP, use_cpu: false, no GPU) is an error on
