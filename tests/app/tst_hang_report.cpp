@@ -155,7 +155,25 @@ private slots:
         std::vector<std::optional<FlightRecord>> records{record(0, 9, 10), record(1, 9, 10)};
         const HangReport report = analyseFlightRecords(records, kPatience);
         QCOMPARE(report.seq, std::int64_t(0));
-        QVERIFY2(has(report.text, "no collective is pending"), report.text.c_str());
+        QVERIFY2(has(report.text, "no rank hangs: no collective is pending"), report.text.c_str());
+    }
+
+    // #45 point 10: Diagnose on a healthy run printed a dump without saying there was no hang. A
+    // collective every rank is in, briefly, is what a live run shows at any moment.
+    void healthyRunInFlightSaysNoHang()
+    {
+        std::vector<std::optional<FlightRecord>> records;
+        for (int rank = 0; rank < 2; ++rank) {
+            auto r = record(rank, 10, 10);
+            r.collectives.back().issuedAt = r.time - 0.3;
+            records.push_back(r);
+        }
+        const HangReport report = analyseFlightRecords(records, kPatience);
+        QVERIFY2(has(report.text, "no rank hangs: every rank is in that collective and it has waited only 0.3 s"),
+                 report.text.c_str());
+        // A long wait of every rank is a deadlock, never "no hang".
+        const HangReport stuck = analyseFlightRecords({record(0, 12, 12), record(1, 12, 11)}, kPatience);
+        QVERIFY2(!has(stuck.text, "no rank hangs"), stuck.text.c_str());
     }
 
     // The request and answer files: a record answers only the request it was asked; an older
