@@ -8,6 +8,7 @@
 #include "storage/metric_keys.h"
 #include "storage/run_store.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <type_traits>
@@ -17,13 +18,46 @@ namespace shardscope::ui {
 namespace fs = std::filesystem;
 using storage::RunStatus;
 
+namespace {
+
+// A script run's total steps, from its arguments (script.yaml's script.args) where they name them
+// the way the common scripts do; none otherwise (a script's own default is unknown here).
+std::optional<std::int64_t> scriptMaxSteps(const std::vector<std::pair<std::string, std::string>>& fields)
+{
+    std::vector<std::string> args;
+    for (const auto& [key, value] : fields)
+        if (key.rfind("script.args", 0) == 0)
+            args.push_back(value);
+    static const char* const kFlags[] = {"--steps", "--max_steps", "--max_train_steps", "--num_train_steps", "--total_steps"};
+    std::optional<std::int64_t> steps;
+    for (std::size_t i = 0; i < args.size(); ++i)
+        for (const char* flag : kFlags) {
+            std::string value;
+            if (args[i] == flag && i + 1 < args.size())
+                value = args[i + 1];
+            else if (args[i].rfind(std::string(flag) + "=", 0) == 0)
+                value = args[i].substr(std::string(flag).size() + 1);
+            std::int64_t n = 0;
+            if (!value.empty() && std::from_chars(value.data(), value.data() + value.size(), n).ec == std::errc{} && n > 0)
+                steps = n; // the last one given wins, as argparse takes it
+        }
+    return steps;
+}
+
+} // namespace
+
 std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText)
 {
     // The recipe's own reader first (it reads flow style, `training: {max_steps: 6}`, too); a
     // recipe it refuses (written by another version) is read line by line.
     if (auto recipe = config::parseRecipe(recipeText, "the run's recipe"))
         return recipe->maxSteps;
-    for (const auto& [key, value] : storage::flattenYaml(recipeText)) {
+    const auto fields = storage::flattenYaml(recipeText);
+    // A script run keeps its script.yaml here: its steps are its arguments', not a recipe's default
+    // ("step 40/100" for a script that asked for 40).
+    if (std::any_of(fields.begin(), fields.end(), [](const auto& f) { return f.first.rfind("script.", 0) == 0; }))
+        return scriptMaxSteps(fields);
+    for (const auto& [key, value] : fields) {
         if (key != "training.max_steps")
             continue;
         std::int64_t steps = 0;

@@ -59,6 +59,13 @@ private slots:
         QCOMPARE(ui::recipeMaxSteps("name: a\ntraining: {per_device_batch_size: 2, max_steps: 6}\n"),
                  std::optional<std::int64_t>(6));
         QCOMPARE(ui::recipeMaxSteps("name: a\n"), std::optional<std::int64_t>(config::Recipe{}.maxSteps));
+        // #45 point 10: a script run's steps are its arguments' ("step 40/100" for one that asked for 40).
+        const std::string script = "script:\n  path: \"/w/train.py\"\n  args:\n    - \"--steps\"\n    - \"40\"\n"
+                                   "  python: \"/v/bin/python\"\n  num_processes: 2\n";
+        QCOMPARE(ui::recipeMaxSteps(script), std::optional<std::int64_t>(40));
+        QCOMPARE(ui::recipeMaxSteps("script:\n  path: \"/w/t.py\"\n  args:\n    - \"--max_train_steps=12\"\n"),
+                 std::optional<std::int64_t>(12));
+        QCOMPARE(ui::recipeMaxSteps("script:\n  path: \"/w/t.py\"\n  args: []\n"), std::nullopt);
     }
 
     void storeRunFillsEveryChart()
