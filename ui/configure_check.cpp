@@ -83,6 +83,9 @@ ConfigureCheck checkConfigure(const ConfigureInputs& in)
         if (!in.recipeError.isEmpty()) {
             check.problems.push_back({config::Severity::Error, DiagnosticModel::kRecipeKeyPath, in.recipeError.toStdString()});
             check.texts << tr("recipe: error: %1").arg(in.recipeError);
+        } else if (!in.dataProblem.isEmpty()) {
+            check.problems.push_back({config::Severity::Error, DiagnosticModel::kRecipeKeyPath, in.dataProblem.toStdString()});
+            check.texts << tr("recipe: error: %1").arg(in.dataProblem);
         }
     }
     // The one-click fix of the first problem that has one (a GPU distribution on a CPU machine).

@@ -32,6 +32,10 @@ struct ConfigureInputs {
     bool script = false;
     std::vector<config::Diagnostic> scriptProblems;
     QStringList scriptTexts;
+    // What the recipe's data files say (config::checkRecipeInputs, read off the GUI thread by the
+    // page): a missing text file, one too short for the model's blocks; empty: nothing wrong, or
+    // not read yet.
+    QString dataProblem;
 };
 
 struct ConfigureCheck {

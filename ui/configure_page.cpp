@@ -27,6 +27,7 @@
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QPointer>
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QSplitter>
@@ -34,6 +35,8 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+
+#include <thread>
 
 namespace shardscope::ui {
 
@@ -343,6 +346,7 @@ bool ConfigurePage::openRecipeFile(const QString& path)
         return false;
     }
     m_recipePath = path;
+    m_dataCheckKey.clear(); // opened: its data read again, as it is now
     m_recipeEditor->setPath(path);
     setRecipeText(qs(*text));
     m_recipeModified = false;
@@ -402,6 +406,41 @@ void ConfigurePage::previewData()
         static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1))));
 }
 
+// The recipe's data files are read as the launcher reads them before any rank starts (a missing
+// text file passed the page as "Problems: none" and failed at launch), on a thread of their own:
+// a corpus may be large, and the GUI never waits on the disk. Read again when what they depend on
+// changes; an answer for a recipe edited since is dropped.
+void ConfigurePage::checkRecipeDataInBackground(const std::optional<config::Recipe>& recipe)
+{
+    const std::string key = recipe ? config::recipeToYaml(*recipe) : std::string();
+    if (key == m_dataCheckKey)
+        return;
+    m_dataCheckKey = key;
+    m_dataProblem.clear();
+    if (!recipe)
+        return;
+    const std::uint64_t generation = ++m_dataCheckGeneration;
+    config::Recipe resolved = *recipe;
+    // Relative paths are the recipe file's, as the launcher reads them (config::loadRecipe).
+    if (!m_recipePath.isEmpty())
+        config::resolveRecipePaths(resolved, QFileInfo(m_recipePath).absolutePath().toStdString());
+    std::thread([page = QPointer<ConfigurePage>(this), recipe = std::move(resolved), generation] {
+        const auto checked = config::checkRecipeInputs(recipe);
+        const QString problem = checked ? QString() : qs(checked.error().message);
+        // Delivered on the GUI thread, and only while the page lives (the context object).
+        QMetaObject::invokeMethod(
+            page.data(),
+            [page, generation, problem] {
+                if (!page || generation != page->m_dataCheckGeneration)
+                    return;
+                page->m_dataProblem = problem;
+                page->refresh();
+                emit page->dataChecked();
+            },
+            Qt::QueuedConnection);
+    }).detach();
+}
+
 void ConfigurePage::refresh()
 {
     const auto& cfg = currentConfig();
@@ -421,9 +460,12 @@ void ConfigurePage::refresh()
                            m_recipeEditor->error(),
                            scriptMode(),
                            {},
+                           {},
                            {}};
     if (inputs.script)
         inputs.scriptProblems = m_scriptPanel->check(cfg, m_configPath, m_machine, inputs.scriptTexts);
+    checkRecipeDataInBackground(inputs.recipe);
+    inputs.dataProblem = m_dataProblem;
     m_check = checkConfigure(inputs);
     m_fixButton->setVisible(m_check.fix.has_value());
     if (m_check.fix)

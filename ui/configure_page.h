@@ -18,6 +18,7 @@
 
 #include <QWidget>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 
@@ -75,6 +76,7 @@ public slots:
     void restoreLastFiles();
     QString settingsFile() const; // the workbench's settings, beside the run history
     std::optional<QString> withYamlSuffix(const QString& path);
+    void checkRecipeDataInBackground(const std::optional<config::Recipe>& recipe);
     bool saveConfigTo(const QString& path);
     bool openRecipeFile(const QString& path);
     bool saveRecipeTo(const QString& path);
@@ -133,6 +135,8 @@ signals:
     void dataPreviewed(bool ok);
     void targetsLoaded();
     void batchScriptShown();
+    // The recipe's data files were read (off the GUI thread) and the problems refreshed.
+    void dataChecked();
 
 protected:
     void showEvent(QShowEvent* event) override; // the first time: the cluster targets listed
@@ -159,6 +163,11 @@ private:
     QString m_recipePath;
     bool m_configModified = false;
     QString m_openError; // the last Open that failed, until a config is opened, saved or edited
+    // The recipe's data as last read (checkRecipeDataInBackground): what it was read for, what it
+    // said, and which reading is the latest.
+    std::string m_dataCheckKey;
+    QString m_dataProblem;
+    std::uint64_t m_dataCheckGeneration = 0;
     bool m_recipeModified = false;
     ConfigureCheck m_check; // of what is on screen
 

@@ -22,6 +22,7 @@
 #include <QLineEdit>
 #include <QListView>
 #include <QListWidget>
+#include <QAbstractItemView>
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
@@ -125,6 +126,17 @@ void retype(QWidget* editor, const QString& text)
 }
 
 } // namespace
+
+// The problems the page lists, one a line.
+QString problemTexts(const ConfigurePage& page)
+{
+    QStringList lines;
+    for (const auto* view : page.findChildren<QAbstractItemView*>())
+        if (view->model())
+            for (int row = 0; row < view->model()->rowCount(); ++row)
+                lines << view->model()->index(row, 0).data().toString();
+    return lines.join('\n');
+}
 
 class TestConfigurePage : public QObject {
     Q_OBJECT
@@ -654,6 +666,49 @@ private slots:
         QVERIFY(!page.saveRecipeTo(dir.filePath(QStringLiteral("mine")))); // the user's mine.yaml is there
         QVERIFY2(message->text().contains(QStringLiteral("mine.yaml exists")), qPrintable(message->text()));
         QCOMPARE(readText(recipePath).toUtf8(), mine);
+    }
+
+    // #45 point 9: a recipe whose data file is missing, or too short for the model's blocks, is a
+    // problem on the page (it passed as "Problems: none" and failed at launch), read off the GUI
+    // thread; fixed, the problem goes.
+    void missingOrShortDataIsAProblemBeforeLaunch()
+    {
+        ConfigurePage page(db());
+        page.setMachine(config::MachineInfo{0, false, false, {}});
+        QTemporaryDir dir;
+        const QString recipe = dir.filePath(QStringLiteral("r.yaml"));
+        QFile file(recipe);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("name: r\nmodel: {type: gpt, n_layer: 1, n_embd: 32, n_head: 2, block_size: 64}\n"
+                   "data: {type: text, path: corpus.txt}\ntraining: {max_steps: 5}\n");
+        file.close();
+        QSignalSpy checked(&page, &ConfigurePage::dataChecked);
+        QVERIFY(page.openRecipeFile(recipe));
+        QTRY_VERIFY2(
+            problemTexts(page).contains(QStringLiteral("cannot read the text file '%1'").arg(dir.filePath("corpus.txt"))),
+            qPrintable(problemTexts(page)));
+        QVERIFY(!page.canLaunch());
+        // Too short: 20 bytes for blocks of 64.
+        QFile corpus(dir.filePath(QStringLiteral("corpus.txt")));
+        QVERIFY(corpus.open(QIODevice::WriteOnly));
+        corpus.write("twenty bytes of text");
+        corpus.close();
+        checked.clear();
+        QVERIFY(page.openRecipeFile(recipe)); // read again
+        QTRY_VERIFY(checked.count() > 0);
+        QVERIFY2(problemTexts(page).contains(QStringLiteral("has 20 bytes; it needs at least 129")),
+                 qPrintable(problemTexts(page)));
+        QVERIFY(!page.canLaunch());
+        QVERIFY(corpus.open(QIODevice::WriteOnly));
+        corpus.write(QByteArray("A corpus long enough for two blocks. ").repeated(20));
+        corpus.close();
+        checked.clear();
+        // An edit of what the data depends on reads it again.
+        auto* editor = page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"));
+        QVERIFY(editor);
+        editor->setPlainText(editor->toPlainText().replace(QStringLiteral("max_steps: 5"), QStringLiteral("max_steps: 6")));
+        QTRY_VERIFY(checked.count() > 0);
+        QTRY_VERIFY2(page.canLaunch(), qPrintable(problemTexts(page)));
     }
 
     // A config the launcher refuses on this machine (FSDP, use_cpu: false, no GPU) is an error on
