@@ -29,14 +29,13 @@
 #include <QPushButton>
 #include <QPointer>
 #include <QSettings>
+#include <QThreadPool>
 #include <QSignalBlocker>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
-
-#include <thread>
 
 namespace shardscope::ui {
 
@@ -424,7 +423,7 @@ void ConfigurePage::checkRecipeDataInBackground(const std::optional<config::Reci
     // Relative paths are the recipe file's, as the launcher reads them (config::loadRecipe).
     if (!m_recipePath.isEmpty())
         config::resolveRecipePaths(resolved, QFileInfo(m_recipePath).absolutePath().toStdString());
-    std::thread([page = QPointer<ConfigurePage>(this), recipe = std::move(resolved), generation] {
+    QThreadPool::globalInstance()->start([page = QPointer<ConfigurePage>(this), recipe = std::move(resolved), generation] {
         const auto checked = config::checkRecipeInputs(recipe);
         const QString problem = checked ? QString() : qs(checked.error().message);
         // Delivered on the GUI thread, and only while the page lives (the context object).
@@ -438,7 +437,7 @@ void ConfigurePage::checkRecipeDataInBackground(const std::optional<config::Reci
                 emit page->dataChecked();
             },
             Qt::QueuedConnection);
-    }).detach();
+    });
 }
 
 void ConfigurePage::refresh()

@@ -368,6 +368,12 @@ void RecipeEditor::setText(const QString& yaml) { m_editor->setPlainText(yaml); 
 
 void RecipeEditor::setPath(const QString& path)
 {
+    if (path != m_path) {
+        // Another recipe: the preview was the previous one's data (#45 point 9); one still being
+        // read is dropped.
+        ++m_previewGeneration;
+        m_dataPreview->clear();
+    }
     m_path = path;
     parse();
 }

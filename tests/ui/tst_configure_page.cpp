@@ -488,6 +488,14 @@ private slots:
         QVERIFY(done.wait(60000));
         QCOMPARE(done.takeFirst().at(0).toBool(), false);
         QVERIFY2(page.dataPreviewText().contains(QStringLiteral("broken.jsonl:2: not JSON")), qPrintable(page.dataPreviewText()));
+        // #45 point 9: another recipe opened: the preview is not the previous recipe's data.
+        const QString other = m_tmp.path() + "/other.yaml";
+        QFile otherFile(other);
+        QVERIFY(otherFile.open(QIODevice::WriteOnly));
+        otherFile.write("name: other\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n");
+        otherFile.close();
+        QVERIFY(page.openRecipeFile(other));
+        QVERIFY2(page.dataPreviewText().isEmpty(), qPrintable(page.dataPreviewText()));
     }
 
     void memoryEstimateFollowsSharding()
