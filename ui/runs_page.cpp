@@ -471,11 +471,31 @@ void RunsPage::editNotes()
         });
 }
 
+QString RunsPage::deleteRefusal(const std::vector<std::int64_t>& ids) const
+{
+    QStringList live;
+    for (const auto id : ids)
+        if (const auto* run = m_model->runAt(m_model->rowOfRun(id)); run && !storage::isTerminal(run->status))
+            live << QString::fromStdString(run->name);
+    if (live.isEmpty())
+        return {};
+    return (live.size() == 1 ? tr("%1 is still running: stop it first (Stop on its Run page), then delete it.")
+                             : tr("%1 are still running: stop them first (Stop on their Run pages), then delete them."))
+               .arg(live.join(QStringLiteral(", ")))
+           + tr(" A run whose launcher was killed shows as interrupted once the workbench is opened again, and can be "
+                "deleted then.");
+}
+
 void RunsPage::removeSelected()
 {
     const auto ids = selectedRunIds();
     if (ids.empty())
         return;
+    // Refused before asking (it asked, then refused in the store's words).
+    if (const QString refusal = deleteRefusal(ids); !refusal.isEmpty()) {
+        QMessageBox::information(this, tr("Delete runs"), refusal);
+        return;
+    }
     if (QMessageBox::question(
             this, tr("Delete runs"),
             tr("Delete %n run(s) with their run directories? This cannot be undone.", nullptr, static_cast<int>(ids.size())))

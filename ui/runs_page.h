@@ -56,6 +56,9 @@ public:
     bool setRunTags(std::int64_t runId, const QStringList& tags);
     bool setRunNotes(std::int64_t runId, const QString& notes);
     bool deleteRun(std::int64_t runId);
+    // Why these runs cannot be deleted now, in the workbench's words (one is still running); empty
+    // when they can.
+    QString deleteRefusal(const std::vector<std::int64_t>& ids) const;
     bool exportRun(std::int64_t runId, const QString& file); // .csv or .json by suffix
     QString lastError() const { return m_lastError; }
 

@@ -248,6 +248,7 @@ private slots:
 
         QVERIFY(page.deleteRun(a));
         QTRY_COMPARE(page.model()->rowCount(), 2);
+        QVERIFY(page.deleteRefusal({b}).isEmpty());
 
         // The Open button opens the current run.
         QSignalSpy opened(&page, &ui::RunsPage::runOpened);
@@ -256,6 +257,22 @@ private slots:
         QTest::mouseClick(page.findChild<QPushButton*>(QStringLiteral("openRun")), Qt::LeftButton);
         QCOMPARE(opened.count(), 1);
         QCOMPARE(opened.first().first().toLongLong(), b);
+    }
+
+    // #45 point 10: deleting a running run asked, then refused in the store's jargon; now it is
+    // refused before asking, saying what to do.
+    void runningRunIsRefusedInPlainWords()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const auto live = seedRun(db, {.name = "live", .status = storage::RunStatus::Running});
+        const auto done = seedRun(db, {.name = "done"});
+        ui::RunsPage page(db);
+        QTRY_COMPARE(page.model()->rowCount(), 2);
+        const QString refusal = page.deleteRefusal({live, done});
+        QVERIFY2(refusal.startsWith(QStringLiteral("live is still running: stop it first (Stop on its Run page)")),
+                 qPrintable(refusal));
+        QVERIFY(page.deleteRefusal({done}).isEmpty());
     }
 };
 
