@@ -509,6 +509,14 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
     // Where a profiled script writes its torch.profiler traces so that they are picked up after
     // the run (attachScriptTraces).
     options.extraEnvironment.push_back("SHARDSCOPE_TRACE_DIR=" + run->runDir.layout().tracesDir().string());
+    // Where PyTorch's own Flight Recorder writes its dumps (NCCL's on a collective timeout, with
+    // TORCH_NCCL_DUMP_ON_TIMEOUT, which torch turns on by default): into the run folder, one file a
+    // rank (torch appends the rank), unless the user chose a place.
+    if (const char* chosen = std::getenv("TORCH_FR_DUMP_TEMP_FILE"); !chosen || !*chosen) {
+        std::filesystem::create_directories(run->runDir.layout().flightDir(), ec);
+        options.extraEnvironment.push_back("TORCH_FR_DUMP_TEMP_FILE="
+                                           + (run->runDir.layout().flightDir() / "torch_fr_rank").string());
+    }
     // torchrun forwards SIGTERM to its ranks and waits for them; a Python rank tears down slowly.
     options.stopGrace = std::chrono::seconds(15);
     storage::NewRun newRun;

@@ -428,6 +428,16 @@ private slots:
         QStringList pids;
         for (const QString& process : running)
             pids << process.section(':', 0, 0);
+        // #44: PyTorch's own Flight Recorder dumps (a timeout's) go into the run folder.
+        bool dumpsIntoTheRun = false;
+        for (const QString& pid : pids) {
+            QFile environ("/proc/" + pid + "/environ");
+            if (environ.open(QIODevice::ReadOnly)
+                && environ.readAll().split('\0').contains(
+                    ("TORCH_FR_DUMP_TEMP_FILE=" + home.filePath("runs/stop/flight/torch_fr_rank")).toUtf8()))
+                dumpsIntoTheRun = true;
+        }
+        QVERIFY(dumpsIntoTheRun);
         const QStringList listening = listeningAddressesOf(pids);
         QVERIFY2(!listening.isEmpty(), qPrintable(running.join("\n"))); // the store at least
         for (const QString& address : listening)
