@@ -324,11 +324,19 @@ std::string nativeStacks(const std::vector<pid_t>& pids, std::chrono::millisecon
     std::vector<std::future<Result<ProgramResult>>> running;
     for (pid_t pid : pids)
         running.push_back(std::async(std::launch::async, [&gdb, pid, timeout] {
-            return runProgram(gdb,
-                              {"-batch", "-nx", "-p", std::to_string(pid), "-iex", "set debuginfod enabled off", "-ex",
-                               "set print frame-arguments none", "-ex", "set print entry-values no", "-ex",
-                               "thread apply all bt"},
-                              timeout);
+            std::vector<std::string> args{"-batch", "-nx",
+                                          "-p",     std::to_string(pid),
+                                          "-iex",   "set debuginfod enabled off",
+                                          "-ex",    "set print frame-arguments none",
+                                          "-ex",    "set print entry-values no",
+                                          "-ex",    "thread apply all bt"};
+            // At the lowest priority: reading libtorch's symbols takes gdb seconds of a core, which
+            // other work on the machine (other runs, other ranks) must not lose.
+            if (access("/usr/bin/nice", X_OK) == 0) {
+                args.insert(args.begin(), {"-n", "19", gdb});
+                return runProgram("/usr/bin/nice", args, timeout);
+            }
+            return runProgram(gdb, args, timeout);
         }));
     std::ostringstream out;
     for (std::size_t rank = 0; rank < running.size(); ++rank) {
