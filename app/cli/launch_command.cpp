@@ -302,7 +302,7 @@ void watchForHangs(TrainingRun& run, LaunchOptions& options)
         // Where every rank is, before anything is stopped: a script's Python stacks came with its
         // records; an engine rank's native ones are read by gdb (a few seconds a rank, in parallel).
         const std::string analysis = analyseFlightRecords(records, patience).text;
-        const std::string stacks = scriptStacks(layout.flightDir(), records) + nativeStacks(rankPids, std::chrono::seconds(40));
+        const std::string stacks = scriptStacks(layout.flightDir(), records) + nativeStacks(rankPids, std::chrono::seconds(60));
         run.hangReport = analysis + stacks;
         std::ofstream(layout.hangReportFile()) << run.hangReport;
         std::cerr << "shardscope launch: a rank hangs; its flight records say (kept in " << layout.hangReportFile().string()

@@ -333,7 +333,7 @@ std::string nativeStacks(const std::vector<pid_t>& pids, std::chrono::millisecon
             // At the lowest priority: reading libtorch's symbols takes gdb seconds of a core, which
             // other work on the machine (other runs, other ranks) must not lose.
             if (access("/usr/bin/nice", X_OK) == 0) {
-                args.insert(args.begin(), {"-n", "19", gdb});
+                args.insert(args.begin(), {"-n", "10", gdb});
                 return runProgram("/usr/bin/nice", args, timeout);
             }
             return runProgram(gdb, args, timeout);
