@@ -1,5 +1,7 @@
 #include "app/cli/commands.h"
 
+#include "engine/common/number_text.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -31,24 +33,18 @@ std::string boundText(double value)
 
 CLI::Validator numberIn(const NumberRule& rule)
 {
-    const std::string kind = rule.whole ? "a whole number" : "a number";
     const std::string range = (rule.lowIncluded ? "from " + boundText(rule.low) : "above " + boundText(rule.low)) + " to "
                               + boundText(rule.high) + rule.unit;
+    const NumberBounds bounds{rule.low, rule.lowIncluded, rule.high, rule.whole};
     return CLI::Validator(
         [=](std::string& text) -> std::string {
-            char* end = nullptr;
-            const double value = std::strtod(text.c_str(), &end);
-            if (text.empty() || *end != '\0' || !std::isfinite(value))
-                return "'" + text + "' is not " + kind + "; give one " + range;
-            if (rule.whole && value != std::floor(value))
-                return "'" + text + "' is not a whole number; give one " + range;
-            if (value < rule.low || (!rule.lowIncluded && value == rule.low) || value > rule.high)
-                return "'" + text + "' is out of range; give " + kind + " " + range;
-            if (rule.whole)
+            double value = 0;
+            std::string problem = numberTextProblem(text, bounds, range, &value);
+            if (problem.empty() && rule.whole)
                 text = boundText(value); // "1e3" as CLI11's integer conversion reads it: 1000
-            return {};
+            return problem;
         },
-        kind + " " + range);
+        std::string(rule.whole ? "a whole number " : "a number ") + range);
 }
 
 bool isSubcommand(const char* word)

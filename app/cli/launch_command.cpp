@@ -561,7 +561,7 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
     // A script rank's reporter says "completed" on any exit with code 0, sys.exit(0) mid-training
     // too: one whose peers lost it after it said so had left them (#43 point 1).
     const auto lostAfterItsEnd = [&](int rank) {
-        const auto done = monitor.doneAt(rank);
+        const auto done = scriptRun ? monitor.doneAt(rank) : std::nullopt;
         return done && std::any_of(errors.begin(), errors.end(), [&](const ReportedError& e) {
                    return e.rank != rank && e.kind == protocol::kPeerLostKind && e.time > *done;
                });
@@ -570,7 +570,7 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
     // without the reporter says nothing either way: its exit status is all there is).
     outcome.blameFirstOwnError(errors, [&](int rank) {
         return (!completed.count(rank) && (!scriptRun || monitor.heardFrom(rank)) && !monitor.isEnding(rank))
-               || (scriptRun && lostAfterItsEnd(rank));
+               || lostAfterItsEnd(rank);
     });
     if (outcome.cancelled && !outcome.rootCauseRank && !outcome.ranks.empty()
         && std::all_of(outcome.ranks.begin(), outcome.ranks.end(),
@@ -587,7 +587,7 @@ void judgeOutcome(LaunchOutcome& outcome, RunMonitor& monitor, std::int64_t tota
     if (outcome.exitCode != 0) {
         // Still a failure (the process did not end well), but what it trained is whole.
         if (outcome.rootCauseRank && !outcome.rootCauseStandsIn && completed.count(*outcome.rootCauseRank)
-            && !(scriptRun && lostAfterItsEnd(*outcome.rootCauseRank)))
+            && !lostAfterItsEnd(*outcome.rootCauseRank))
             outcome.addReason("rank " + std::to_string(*outcome.rootCauseRank)
                               + " had reported that it finished its training before it ended: it failed on its way out");
         return;

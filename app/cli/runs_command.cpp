@@ -2,6 +2,7 @@
 // The store is $SHARDSCOPE_HOME/history.sqlite (else the XDG data folder); --home overrides.
 
 #include "app/cli/commands.h"
+#include "storage/config_diff.h"
 #include "app/cli/slurm_launch.h"
 #include "engine/common/text_format.h"
 #include "app/launcher/hang_report.h"
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 
@@ -433,14 +435,14 @@ Result<std::filesystem::path> runDirectoryOf(const RunsArgs& args, const std::st
     return std::filesystem::path(details->summary.runDir);
 }
 
-// The ranks of a script run (num_processes in the script.yaml the launcher wrote), else 0.
+// The ranks of a script run (script.num_processes in the script.yaml the launcher wrote), else 0.
 int scriptRanks(const std::filesystem::path& scriptFile)
 {
     std::ifstream in(scriptFile);
-    const std::string key = "  num_processes: ";
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind(key, 0) == 0)
-            return std::atoi(line.c_str() + key.size());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const auto& [key, value] : storage::flattenYaml(text))
+        if (key == "script.num_processes")
+            return std::atoi(value.c_str());
     return 0;
 }
 

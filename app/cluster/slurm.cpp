@@ -45,17 +45,6 @@ std::vector<std::string> split(const std::string& text, char separator)
     return out;
 }
 
-std::optional<std::string> findOnPath(const std::string& program)
-{
-    const char* path = std::getenv("PATH");
-    for (const auto& dir : split(path ? path : "/usr/bin:/bin", ':')) {
-        const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
-        if (access(candidate.c_str(), X_OK) == 0)
-            return candidate;
-    }
-    return std::nullopt;
-}
-
 bool endedState(const std::string& state)
 {
     static const std::set<std::string> kEnded = {"COMPLETED", "FAILED",    "CANCELLED", "TIMEOUT",      "PREEMPTED",

@@ -290,17 +290,6 @@ std::string scriptStacks(const std::filesystem::path& flightDir, const Records& 
 
 namespace {
 
-// gdb on PATH, else empty.
-std::string findGdb()
-{
-    const char* path = std::getenv("PATH");
-    std::istringstream dirs(path ? path : "/usr/bin:/bin");
-    for (std::string dir; std::getline(dirs, dir, ':');)
-        if (!dir.empty() && access((dir + "/gdb").c_str(), X_OK) == 0)
-            return dir + "/gdb";
-    return {};
-}
-
 // gdb's backtrace lines ("Thread 3 (...)", "#0 ..."), without its warnings and banners.
 std::string backtraceLines(const std::string& output)
 {
@@ -318,7 +307,7 @@ std::string nativeStacks(const std::vector<pid_t>& pids, std::chrono::millisecon
 {
     if (pids.empty())
         return {};
-    const std::string gdb = findGdb();
+    const std::string gdb = findOnPath("gdb").value_or("");
     if (gdb.empty())
         return "native stacks: gdb is not on PATH; install it (apt install gdb) to see where each rank's threads are\n";
     std::vector<std::future<Result<ProgramResult>>> running;

@@ -88,25 +88,11 @@ std::string RankExit::describe() const
     return out.str();
 }
 
-std::string LaunchOutcome::rankLauncherDeath() const
-{
-    if (!rankLauncherKilled)
-        return {};
-    std::ostringstream out;
-    out << "accelerate launch (pid " << rankLauncherKilled->pid << ") was killed by " << signalName(rankLauncherKilled->signal)
-        << " after " << static_cast<int>(rankLauncherKilled->seconds * 1000) / 1000.0
-        << " s, from outside the run (no rank had failed, or torchrun would have ended it with a report); its ranks "
-           "were stopped";
-    return out.str();
-}
-
 std::string LaunchOutcome::failureSummary() const
 {
     std::ostringstream out;
     if (!abortReason.empty() && !rootCauseRank && !cancelled) {
         out << "error: " << abortReason << "; its ranks were stopped:\n";
-    } else if (rankLauncherKilled && !rootCauseRank && !cancelled) {
-        out << "error: " << rankLauncherDeath() << ":\n";
     } else if (rootCauseRank && rootCauseStandsIn) {
         out << "error: accelerate launch failed, and no report of torchrun's names the rank that did (see " << kLauncherLogName
             << "); rank " << *rootCauseRank << " stands for it:\n";
@@ -588,6 +574,11 @@ void Supervisor::onRankLauncherExit(pid_t pid, int status)
         killed.pid = pid;
         recordExit(killed, status);
         m_outcome.rankLauncherKilled = killed;
+        std::ostringstream reason;
+        reason << "accelerate launch (pid " << pid << ") was killed by " << signalName(killed.signal) << " after "
+               << static_cast<int>(killed.seconds * 1000) / 1000.0
+               << " s, from outside the run (no rank had failed, or torchrun would have ended it with a report)";
+        m_outcome.abortReason = reason.str();
         for (auto& exit : m_outcome.ranks) {
             exit.pid = 0; // the ranks' own pids are torchrun's to know
             exit.exitCode = 0;
@@ -875,9 +866,7 @@ LaunchOutcome Supervisor::outcome()
         if (m_outcome.exitCode == 0)
             m_outcome.exitCode = 1; // a root cause is a failure, whatever its rank's exit said
     } else if (!m_outcome.abortReason.empty() && !m_outcome.cancelled) {
-        m_outcome.exitCode = 1;
-    } else if (m_outcome.rankLauncherKilled && !m_outcome.cancelled) {
-        m_outcome.exitCode = m_outcome.rankLauncherKilled->status();
+        m_outcome.exitCode = m_outcome.rankLauncherKilled ? m_outcome.rankLauncherKilled->status() : 1;
     } else if (m_outcome.cancelled) {
         m_outcome.exitCode = 130; // a stop with a checkpoint: settled by the launch, which knows what the ranks saved
     }

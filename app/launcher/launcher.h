@@ -133,10 +133,11 @@ struct LaunchOutcome {
     bool rootCauseStandsIn = false;
     // A script run's rank launcher (accelerate launch, torchrun's agent) itself killed by a signal
     // from outside the run, not after a rank of it failed (it would have exited with torchrun's
-    // report): no rank is the root cause, and its ranks were stopped by the launcher.
+    // report): no rank is the root cause, its ranks were stopped by the launcher, abortReason says
+    // so and the launcher exits with its status.
     std::optional<RankExit> rankLauncherKilled;
-    // Why the launcher ended a run whose ranks were well (LaunchOptions::findAbortReason): failed,
-    // with no rank the root cause.
+    // Why the run failed with no rank the root cause: the launcher ended it while its ranks were
+    // well (LaunchOptions::findAbortReason), or its rank launcher was killed.
     std::string abortReason;
     bool cancelled = false; // the launcher was asked to stop (SIGINT/SIGTERM/SIGHUP/SIGUSR1)
     // SIGTERM or SIGUSR1 asked the ranks to save a checkpoint before they stop (an engine run's):
@@ -149,8 +150,6 @@ struct LaunchOutcome {
 
     std::string reason; // a sentence on what went wrong beyond the exits (e.g. steps not finished)
     void addReason(const std::string& sentence) { reason += (reason.empty() ? "" : "; ") + sentence; }
-    // "accelerate launch (pid N) was killed by SIGKILL after S s ...", when rankLauncherKilled.
-    std::string rankLauncherDeath() const;
     // A torchrun-style summary, root cause first; empty when every rank succeeded.
     std::string failureSummary() const;
     // After a failure: the root cause is the rank whose own error came first, by the time of its

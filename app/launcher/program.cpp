@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 
 namespace shardscope {
 
@@ -59,6 +60,21 @@ Result<ProgramResult> runProgram(const std::string& path, const std::vector<std:
     while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) { }
     result.status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
     return result;
+}
+
+std::optional<std::string> findOnPath(const std::string& program)
+{
+    const char* path = std::getenv("PATH");
+    std::string folders = path ? path : "/usr/bin:/bin";
+    std::size_t start = 0;
+    while (start <= folders.size()) {
+        const std::size_t end = std::min(folders.find(':', start), folders.size());
+        const std::string folder = folders.substr(start, end - start);
+        if (!folder.empty() && access((folder + "/" + program).c_str(), X_OK) == 0)
+            return folder + "/" + program;
+        start = end + 1;
+    }
+    return std::nullopt;
 }
 
 std::filesystem::path thisExecutable(const std::string& argv0)

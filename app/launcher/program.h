@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct ProgramResult {
 };
 Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args,
                                  std::chrono::milliseconds timeout);
+
+// `program` in a folder of PATH (an executable file there; empty entries are skipped, an unset PATH
+// is /usr/bin:/bin), as the first of them; none when no folder has it.
+std::optional<std::string> findOnPath(const std::string& program);
 
 // This process's executable (/proc/self/exe), or `argv0` made absolute where that cannot be read.
 std::filesystem::path thisExecutable(const std::string& argv0);

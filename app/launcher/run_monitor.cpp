@@ -87,8 +87,7 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
     if (const auto* hello = std::get_if<protocol::HelloEvent>(&event->body))
         m_pids[event->rank] = hello->pid;
     if (const auto* done = std::get_if<protocol::DoneEvent>(&event->body)) {
-        m_doneStatus[event->rank] = done->status;
-        m_doneTime[event->rank] = event->time;
+        m_done[event->rank] = {done->status, event->time};
     }
     if (const auto* step = std::get_if<protocol::StepEvent>(&event->body)) {
         m_lastSteps[event->rank] = step->step;
@@ -204,21 +203,21 @@ std::optional<std::int64_t> RunMonitor::pidOf(int rank) const
 
 std::optional<double> RunMonitor::doneAt(int rank) const
 {
-    const auto found = m_doneTime.find(rank);
-    return found == m_doneTime.end() ? std::nullopt : std::optional<double>(found->second);
+    const auto found = m_done.find(rank);
+    return found == m_done.end() ? std::nullopt : std::optional<double>(found->second.time);
 }
 
 bool RunMonitor::isEnding(int rank) const
 {
-    return m_doneStatus.count(rank) > 0
+    return m_done.count(rank) > 0
            || std::any_of(m_reported.begin(), m_reported.end(), [&](const ReportedError& e) { return e.rank == rank; });
 }
 
 std::set<int> RunMonitor::ranksDone(const std::string& wanted) const
 {
     std::set<int> out;
-    for (const auto& [rank, status] : m_doneStatus)
-        if (status == wanted)
+    for (const auto& [rank, done] : m_done)
+        if (done.status == wanted)
             out.insert(rank);
     return out;
 }

@@ -116,8 +116,11 @@ private:
     std::map<int, std::deque<std::pair<std::chrono::steady_clock::time_point, double>>> m_cpuHistory;
     // The CPU cores `rank` used over the last `window` (none: not beating for that long yet).
     std::optional<double> cpuUse(int rank, std::chrono::duration<double> window) const;
-    std::map<int, std::string> m_doneStatus;
-    std::map<int, double> m_doneTime;
+    struct Done {
+        std::string status;
+        double time = 0; // the event's, seconds since the epoch
+    };
+    std::map<int, Done> m_done; // per rank, its `done` event
     std::map<int, std::int64_t> m_pids;
     // Rank 0's non-finite losses in a row (the first of them, and how many), and the last thing a
     // rank said of non-finite values (the engine's probe names the module where they began).

@@ -66,8 +66,6 @@ storage::RunEnd RunRecorder::endOf(const LaunchOutcome& outcome, const std::stri
     }
     if (!outcome.abortReason.empty())
         end.error += outcome.abortReason + "\n";
-    if (outcome.rankLauncherKilled)
-        end.error += outcome.rankLauncherDeath() + "\n";
     if (!outcome.reason.empty())
         end.error += outcome.reason + "\n";
     return end;

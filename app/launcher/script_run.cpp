@@ -17,16 +17,6 @@ namespace {
 
 bool isExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
 
-std::string findOnPath(const std::string& name)
-{
-    const char* path = std::getenv("PATH");
-    std::istringstream folders(path ? path : "");
-    for (std::string folder; std::getline(folders, folder, ':');)
-        if (!folder.empty() && isExecutable(folder + "/" + name))
-            return folder + "/" + name;
-    return {};
-}
-
 // A YAML double-quoted scalar (every string of script.yaml: paths and arguments may hold anything).
 std::string yamlQuoted(const std::string& text)
 {
@@ -62,7 +52,7 @@ std::string lastLine(const std::string& text)
 Result<std::string> resolvePython(const std::string& given)
 {
     if (!given.empty()) {
-        const std::string path = given.find('/') == std::string::npos ? findOnPath(given) : given;
+        const std::string path = given.find('/') == std::string::npos ? findOnPath(given).value_or("") : given;
         if (path.empty() || !isExecutable(path))
             return makeError("--python " + given + " is not an executable" + (path.empty() ? " on PATH" : "")
                              + "; give the path of the environment's interpreter (--python, or the Python field beside the "
@@ -77,7 +67,7 @@ Result<std::string> resolvePython(const std::string& given)
     // No environment active (the workbench started from a desktop or ./scripts/run.sh): python3,
     // unless it lacks accelerate and Shardscope's own environment (where setup.sh installed it,
     // beside the resources) has it.
-    const std::string python3 = findOnPath("python3");
+    const std::string python3 = findOnPath("python3").value_or("");
     const std::string own = ownEnvironmentPython();
     const auto hasAccelerate = [](const std::string& python) {
         const auto ran = runProgram(python, {"-c", "import accelerate"}, std::chrono::seconds(60));

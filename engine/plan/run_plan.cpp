@@ -1,6 +1,7 @@
 #include "engine/plan/run_plan.h"
 
 #include "engine/common/edit_distance.h"
+#include "engine/common/number_text.h"
 
 #include "engine/common/dist_env.h"
 #include "engine/accelerate/deepspeed_json.h"
@@ -60,20 +61,19 @@ std::string oneOf(const std::string& value, const std::vector<const char*>& allo
 
 // A flag's number between two bounds; the message says what was wrong and what is taken ("'2.5'
 // is not a whole number", not "not a number"; a count past int64 is out of range, not "not a number").
+// A flag's number between two bounds (engine/common/number_text.h says what is wrong: "'2.5' is not a
+// whole number", a count past int64 out of range).
 template <typename T>
 std::string number(const std::string& text, T& out, T minimum, T maximum)
 {
     std::ostringstream range;
     range << "from " << minimum << " to " << maximum;
-    const char* kind = std::is_integral_v<T> ? "a whole number" : "a number";
-    char* end = nullptr;
-    const double approximate = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !std::isfinite(approximate))
-        return "'" + text + "' is not " + kind + "; give one " + range.str();
-    if (std::is_integral_v<T> && approximate != std::floor(approximate))
-        return "'" + text + "' is not a whole number; give one " + range.str();
-    if (approximate < static_cast<double>(minimum) || approximate > static_cast<double>(maximum))
-        return "'" + text + "' is out of range; give " + kind + " " + range.str();
+    double approximate = 0;
+    if (auto problem = numberTextProblem(
+            text, {static_cast<double>(minimum), true, static_cast<double>(maximum), std::is_integral_v<T>}, range.str(),
+            &approximate);
+        !problem.empty())
+        return problem;
     std::istringstream in(text);
     T value{};
     in >> value; // exact for a whole number past 2^53; "1e3" stops at the e and is taken as the double

@@ -187,6 +187,14 @@ QString checkpointedRun(Launch& l)
     return l.runDir("first") + "/checkpoints/step_10";
 }
 
+// A GPT at lr 80: its loss is NaN within a few steps.
+QByteArray divergingRecipe(int maxSteps)
+{
+    return "name: diverge\nseed: 5\nmodel: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}\n"
+           "data: {type: text}\noptimizer: {type: adamw, lr: 80}\ntraining: {per_device_batch_size: 2, max_steps: "
+           + QByteArray::number(maxSteps) + "}\n";
+}
+
 } // namespace
 
 class TestReliability : public QObject {
@@ -347,10 +355,7 @@ private slots:
     {
         QTemporaryDir home;
         const QString recipePath = home.filePath(QStringLiteral("diverge.yaml"));
-        shardscope::testing::writeFile(recipePath, "name: diverge\nseed: 5\nmodel: {type: gpt, n_layer: 2, n_embd: 32, "
-                                                   "n_head: 4, block_size: 32}\ndata: {type: text}\n"
-                                                   "optimizer: {type: adamw, lr: 80}\n"
-                                                   "training: {per_device_batch_size: 2, max_steps: 20}\n");
+        shardscope::testing::writeFile(recipePath, divergingRecipe(20));
         const QString out = testing::runShardscope(home.path(),
                                                    {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name",
                                                     "diverge", "--max_nonfinite_steps",
@@ -384,10 +389,7 @@ private slots:
     {
         QTemporaryDir home;
         const QString recipePath = home.filePath(QStringLiteral("diverge.yaml"));
-        shardscope::testing::writeFile(recipePath, "name: diverge\nseed: 5\nmodel: {type: gpt, n_layer: 2, n_embd: 32, "
-                                                   "n_head: 4, block_size: 32}\ndata: {type: text}\n"
-                                                   "optimizer: {type: adamw, lr: 80}\n"
-                                                   "training: {per_device_batch_size: 2, max_steps: 200}\n");
+        shardscope::testing::writeFile(recipePath, divergingRecipe(200));
         const auto ran = testing::runShardscope(
             home.path(), {"launch", "--num_processes", "2", "--recipe", recipePath, "--run_name", "diverge"}, 120000);
         QVERIFY2(ran.exitCode == 1, qPrintable(ran.output));

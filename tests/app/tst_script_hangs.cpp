@@ -33,22 +33,34 @@ struct ScriptRun {
     qint64 hangToEndMs = -1; // from the fault's line in the rank's log to the launcher's exit
 };
 
-// `misbehaving_train.py ARGS` on `ranks` CPU ranks under `shardscope launch`, in `home`. `faultLine`
-// is what the misbehaving rank prints when its fault begins (empty: no fault to time).
-ScriptRun launchScript(const QTemporaryDir& home, int ranks, const QStringList& args, const QString& faultLine = {})
+// A MULTI_CPU config of `ranks` ranks in `home`, as `shardscope config` writes it for a CPU machine.
+QString cpuConfig(const QTemporaryDir& home, int ranks)
 {
     const QString config = home.filePath("config.yaml");
     shardscope::testing::writeFile(config, "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\n"
                                            "mixed_precision: 'no'\nnum_machines: 1\nnum_processes: "
                                                + QByteArray::number(ranks) + "\nuse_cpu: true\n");
+    return config;
+}
+
+// `process` set up to run shardscope with `home`'s history and the project's venv.
+void useHome(QProcess& process, const QTemporaryDir& home)
+{
     auto env = QProcessEnvironment::systemEnvironment();
     env.insert("SHARDSCOPE_HOME", home.path());
     env.insert("VIRTUAL_ENV", QFileInfo(kVenvPython).dir().absoluteFilePath(".."));
-    QProcess process;
     process.setProcessEnvironment(env);
     process.setProcessChannelMode(QProcess::MergedChannels);
-    process.start(kShardscope, QStringList{"launch", "--config_file", config, "--script", kScript, "--run_name", "run",
-                                           "--heartbeat_timeout", QString::number(kHeartbeatTimeout), "--"}
+}
+
+// `misbehaving_train.py ARGS` on `ranks` CPU ranks under `shardscope launch`, in `home`. `faultLine`
+// is what the misbehaving rank prints when its fault begins (empty: no fault to time).
+ScriptRun launchScript(const QTemporaryDir& home, int ranks, const QStringList& args, const QString& faultLine = {})
+{
+    QProcess process;
+    useHome(process, home);
+    process.start(kShardscope, QStringList{"launch", "--config_file", cpuConfig(home, ranks), "--script", kScript, "--run_name",
+                                           "run", "--heartbeat_timeout", QString::number(kHeartbeatTimeout), "--"}
                                    + args + QStringList{"--data-folder", home.path()});
     ScriptRun run;
     QElapsedTimer sinceFault;
@@ -170,23 +182,15 @@ private slots:
     void diagnoseAsksALiveScriptRun()
     {
         QTemporaryDir home;
-        const QString config = home.filePath("config.yaml");
-        shardscope::testing::writeFile(config, "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\n"
-                                               "mixed_precision: 'no'\nnum_machines: 1\nnum_processes: 2\nuse_cpu: true\n");
-        auto env = QProcessEnvironment::systemEnvironment();
-        env.insert("SHARDSCOPE_HOME", home.path());
-        env.insert("VIRTUAL_ENV", QFileInfo(kVenvPython).dir().absoluteFilePath(".."));
         QProcess launcher;
-        launcher.setProcessEnvironment(env);
-        launcher.setProcessChannelMode(QProcess::MergedChannels);
+        useHome(launcher, home);
         launcher.start(kShardscope,
-                       {"launch", "--config_file", config, "--script", kScript, "--run_name", "run", "--heartbeat_timeout", "600",
-                        "--", "--steps", "40", "--skip", "1:5", "--data-folder", home.path()});
+                       {"launch", "--config_file", cpuConfig(home, 2), "--script", kScript, "--run_name", "run",
+                        "--heartbeat_timeout", "600", "--", "--steps", "40", "--skip", "1:5", "--data-folder", home.path()});
         QTRY_VERIFY_WITH_TIMEOUT(shardscope::testing::readFile(home.filePath("runs/run/logs/rank1.log")).contains("skips"),
                                  120000);
         QProcess diagnose;
-        diagnose.setProcessEnvironment(env);
-        diagnose.setProcessChannelMode(QProcess::MergedChannels);
+        useHome(diagnose, home);
         diagnose.start(kShardscope, {"runs", "diagnose", "run", "--timeout", "20"});
         QVERIFY(diagnose.waitForFinished(60000));
         const QString out = QString::fromUtf8(diagnose.readAll());

@@ -135,6 +135,16 @@ bool isLoopbackListener(const QString& address)
     return ip == "00000000000000000000000001000000" || (ip.startsWith("0000000000000000FFFF0000") && ip.mid(30, 2) == "7F");
 }
 
+// The Accelerate example on 2 ranks in `home`, named `name`, stepping until it is stopped.
+void startEndlessRun(QProcess& launcher, const QTemporaryDir& home, const QString& name)
+{
+    launcher.setProcessEnvironment(environment(home));
+    launcher.setProcessChannelMode(QProcess::MergedChannels);
+    launcher.start(kShardscope, {"launch", "--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name", name,
+                                 "--", "--steps", "100000", "--step_sleep", "0.05", "--data", dataFile(home)});
+    QVERIFY(launcher.waitForStarted());
+}
+
 // Step events per rank in a run directory's events.jsonl.
 std::map<int, int> stepEventsPerRank(const QString& runDir)
 {
@@ -415,11 +425,7 @@ private slots:
     {
         QTemporaryDir home;
         QProcess launcher;
-        launcher.setProcessEnvironment(environment(home));
-        launcher.setProcessChannelMode(QProcess::MergedChannels);
-        launcher.start(kShardscope, {"launch", "--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name",
-                                     "stop", "--", "--steps", "100000", "--step_sleep", "0.05", "--data", dataFile(home)});
-        QVERIFY(launcher.waitForStarted());
+        startEndlessRun(launcher, home, "stop");
         QTRY_VERIFY_WITH_TIMEOUT(stepEventsPerRank(home.filePath("runs/stop")).size() == 2, 120000);
         const QStringList running = processesMentioning(home.path());
         QVERIFY(running.size() >= 3); // accelerate launch and its 2 ranks
@@ -461,11 +467,7 @@ private slots:
     {
         QTemporaryDir home;
         QProcess launcher;
-        launcher.setProcessEnvironment(environment(home));
-        launcher.setProcessChannelMode(QProcess::MergedChannels);
-        launcher.start(kShardscope, {"launch", "--config_file", cpuConfig(home), "--script", kAccelerateExample, "--run_name",
-                                     "killed", "--", "--steps", "100000", "--step_sleep", "0.05", "--data", dataFile(home)});
-        QVERIFY(launcher.waitForStarted());
+        startEndlessRun(launcher, home, "killed");
         QTRY_VERIFY_WITH_TIMEOUT(stepEventsPerRank(home.filePath("runs/killed")).size() == 2, 120000);
         pid_t accelerate = 0;
         for (const QString& process : processesMentioning(home.path()))

@@ -13,6 +13,7 @@
 #include "ui/configure_page.h"
 #include "ui/diagnostic_model.h"
 #include "ui/main_window.h"
+#include "tests/common/files.h"
 
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
@@ -36,6 +37,7 @@
 #include <sstream>
 
 using namespace shardscope;
+using shardscope::testing::writeFile;
 using ui::ConfigForm;
 using ui::ConfigurePage;
 using ui::ConfigWizard;
@@ -490,10 +492,7 @@ private slots:
         QVERIFY2(page.dataPreviewText().contains(QStringLiteral("broken.jsonl:2: not JSON")), qPrintable(page.dataPreviewText()));
         // #45 point 9: another recipe opened: the preview is not the previous recipe's data.
         const QString other = m_tmp.path() + "/other.yaml";
-        QFile otherFile(other);
-        QVERIFY(otherFile.open(QIODevice::WriteOnly));
-        otherFile.write("name: other\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n");
-        otherFile.close();
+        writeFile(other, "name: other\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n");
         QVERIFY(page.openRecipeFile(other));
         QVERIFY2(page.dataPreviewText().isEmpty(), qPrintable(page.dataPreviewText()));
     }
@@ -685,11 +684,8 @@ private slots:
         page.setMachine(config::MachineInfo{0, false, false, {}});
         QTemporaryDir dir;
         const QString recipe = dir.filePath(QStringLiteral("r.yaml"));
-        QFile file(recipe);
-        QVERIFY(file.open(QIODevice::WriteOnly));
-        file.write("name: r\nmodel: {type: gpt, n_layer: 1, n_embd: 32, n_head: 2, block_size: 64}\n"
-                   "data: {type: text, path: corpus.txt}\ntraining: {max_steps: 5}\n");
-        file.close();
+        writeFile(recipe, "name: r\nmodel: {type: gpt, n_layer: 1, n_embd: 32, n_head: 2, block_size: 64}\n"
+                          "data: {type: text, path: corpus.txt}\ntraining: {max_steps: 5}\n");
         QSignalSpy checked(&page, &ConfigurePage::dataChecked);
         QVERIFY(page.openRecipeFile(recipe));
         QTRY_VERIFY2(
@@ -697,19 +693,15 @@ private slots:
             qPrintable(problemTexts(page)));
         QVERIFY(!page.canLaunch());
         // Too short: 20 bytes for blocks of 64.
-        QFile corpus(dir.filePath(QStringLiteral("corpus.txt")));
-        QVERIFY(corpus.open(QIODevice::WriteOnly));
-        corpus.write("twenty bytes of text");
-        corpus.close();
+        const QString corpus = dir.filePath(QStringLiteral("corpus.txt"));
+        writeFile(corpus, "twenty bytes of text");
         checked.clear();
         QVERIFY(page.openRecipeFile(recipe)); // read again
         QTRY_VERIFY(checked.count() > 0);
         QVERIFY2(problemTexts(page).contains(QStringLiteral("has 20 bytes; it needs at least 129")),
                  qPrintable(problemTexts(page)));
         QVERIFY(!page.canLaunch());
-        QVERIFY(corpus.open(QIODevice::WriteOnly));
-        corpus.write(QByteArray("A corpus long enough for two blocks. ").repeated(20));
-        corpus.close();
+        writeFile(corpus, QByteArray("A corpus long enough for two blocks. ").repeated(20));
         checked.clear();
         // An edit of what the data depends on reads it again.
         auto* editor = page.findChild<QPlainTextEdit*>(QStringLiteral("recipeEditor"));
