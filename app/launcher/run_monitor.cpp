@@ -184,11 +184,14 @@ std::optional<std::string> RunMonitor::divergence(int steps) const
 {
     if (steps <= 0 || m_nonfiniteSteps < steps)
         return std::nullopt;
-    char text[160];
-    std::snprintf(text, sizeof text,
-                  "the run diverged: its loss is %s from step %lld on (%d step%s in a row; --max_nonfinite_steps %d)",
-                  std::isnan(m_nonfiniteLoss) ? "NaN" : "infinite", static_cast<long long>(m_nonfiniteFrom), m_nonfiniteSteps,
-                  m_nonfiniteSteps == 1 ? "" : "s", steps);
+    // Said as of the step the limit was reached: a fast run has taken more steps by the time it
+    // is stopped, and the reason must read the same whenever it is asked.
+    char text[200];
+    std::snprintf(
+        text, sizeof text,
+        "the run diverged: its loss is %s from step %lld on (%d step%s in a row by step %lld; --max_nonfinite_steps %d)",
+        std::isnan(m_nonfiniteLoss) ? "NaN" : "infinite", static_cast<long long>(m_nonfiniteFrom), steps, steps == 1 ? "" : "s",
+        static_cast<long long>(m_nonfiniteFrom + steps - 1), steps);
     std::string reason = text;
     if (!m_nonfiniteNote.empty())
         reason += "; a rank said: " + m_nonfiniteNote;

@@ -211,7 +211,7 @@ private slots:
         QTemporaryDir home;
         const auto run = launchScript(home, 2, {"--steps", "40", "--nan_from", "6"});
         QVERIFY2(run.exitCode == 1, qPrintable(run.output));
-        QVERIFY2(run.output.contains("the run diverged: its loss is NaN from step 6 on (3 steps in a row"),
+        QVERIFY2(run.output.contains("the run diverged: its loss is NaN from step 6 on (3 steps in a row by step 8;"),
                  qPrintable(run.output));
         expectRun(home, RunStatus::Failed, std::nullopt);
         auto store = RunStore::open(historyFile(home.path().toStdString()));
