@@ -455,13 +455,28 @@ Result<std::vector<MetricRow>> RunStore::metricsSince(std::int64_t runId, std::i
 
 Result<std::vector<EvalRecord>> RunStore::evals(std::int64_t runId) const
 {
-    auto stmt = m_db.prepare("SELECT rank, step, time, name, value FROM evals WHERE run_id = ? ORDER BY name, rank, step");
+    auto stmt = m_db.prepare("SELECT rank, step, time, name, value, id FROM evals WHERE run_id = ? ORDER BY name, rank, step");
     if (!stmt)
         return stmt.error();
     stmt->bind(1, runId);
     std::vector<EvalRecord> records;
     auto rc = forEachRow(*stmt, [&](const Statement& s) {
-        records.push_back({int(s.int64(0)), s.int64(1), s.real(2), s.text(3), s.real(4)});
+        records.push_back({int(s.int64(0)), s.int64(1), s.real(2), s.text(3), s.real(4), s.int64(5)});
+    });
+    if (!rc)
+        return rc.error();
+    return records;
+}
+
+Result<std::vector<EvalRecord>> RunStore::evalsSince(std::int64_t runId, std::int64_t afterId) const
+{
+    auto stmt = m_db.prepare("SELECT rank, step, time, name, value, id FROM evals WHERE run_id = ? AND id > ? ORDER BY id");
+    if (!stmt)
+        return stmt.error();
+    stmt->bind(1, runId).bind(2, afterId);
+    std::vector<EvalRecord> records;
+    auto rc = forEachRow(*stmt, [&](const Statement& s) {
+        records.push_back({int(s.int64(0)), s.int64(1), s.real(2), s.text(3), s.real(4), s.int64(5)});
     });
     if (!rc)
         return rc.error();

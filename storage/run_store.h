@@ -84,6 +84,9 @@ public:
     // last id it saw and asks again.
     Result<std::vector<MetricRow>> metricsSince(std::int64_t runId, std::int64_t afterId, int limit = 100000) const;
     Result<std::vector<EvalRecord>> evals(std::int64_t runId) const;
+    // Evals of one run recorded after row id afterId, in insertion order (as metricsSince): a live
+    // view's new evals, whatever their step, rank and name sort before.
+    Result<std::vector<EvalRecord>> evalsSince(std::int64_t runId, std::int64_t afterId) const;
     Result<RunStats> runStats(std::int64_t runId) const;
     Result<RunComparison> compareRuns(const std::vector<std::int64_t>& runIds) const;
 

@@ -109,6 +109,7 @@ struct EvalRecord {
     double time = 0;
     std::string name; // "loss" or a named metric
     double value = 0;
+    std::int64_t id = 0; // the row's id in the history (0 for one not read from it)
 };
 
 struct TraceRecord {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace shardscope::ui {
 
@@ -305,18 +306,40 @@ std::optional<QPointF> MetricChart::pointNear(int index, double x) const
     return QPointF(best->key, best->value);
 }
 
+double MetricChart::hoverTolerance(int index, double x) const
+{
+    // Half the gap to the series' neighbouring points: the next step's point is nearer the next step.
+    const auto data = series(index)->data();
+    auto at = data->findBegin(x, false);
+    double gap = std::numeric_limits<double>::infinity();
+    if (at != data->constEnd() && at != data->constBegin())
+        gap = std::min(gap, x - (at - 1)->key);
+    if (at != data->constEnd() && at + 1 != data->constEnd())
+        gap = std::min(gap, (at + 1)->key - x);
+    return gap / 2;
+}
+
 QString MetricChart::hoverText(double x) const
 {
-    std::optional<double> shownX;
+    // The point nearest the mouse, of any series, gives the x shown; the other series show their
+    // value at that x only where they have one (an eval every 50 steps is not the value at step 31).
+    int nearestSeries = -1;
+    double shownX = 0;
+    for (int i = 0; i < seriesCount(); ++i)
+        if (const auto p = pointNear(i, x); p && (nearestSeries < 0 || std::abs(p->x() - x) < std::abs(shownX - x))) {
+            nearestSeries = i;
+            shownX = p->x();
+        }
+    if (nearestSeries < 0)
+        return {};
+    const double tolerance = hoverTolerance(nearestSeries, shownX);
     QStringList lines;
     const bool bytes = m_valueFormat == ValueFormat::Bytes;
     auto value = [bytes](double v) { return bytes ? formatBytes(v) : QString::number(v, 'g', 6); };
     for (int i = 0; i < seriesCount(); ++i) {
-        const auto p = pointNear(i, x);
-        if (!p)
+        const auto p = pointNear(i, shownX);
+        if (!p || (i != nearestSeries && !(std::abs(p->x() - shownX) < tolerance)))
             continue;
-        if (!shownX)
-            shownX = p->x();
         QString line = QStringLiteral("%1: %2").arg(seriesName(i), value(p->y()));
         if (const QCPGraph* smooth = m_series[static_cast<std::size_t>(i)].smooth) {
             auto it = smooth->data()->findBegin(p->x(), false);
@@ -325,10 +348,8 @@ QString MetricChart::hoverText(double x) const
         }
         lines << line;
     }
-    if (!shownX)
-        return {};
     lines.prepend(QStringLiteral("%1 %2").arg(xAxis->label().isEmpty() ? QStringLiteral("x") : xAxis->label(),
-                                              QString::number(*shownX, 'g', 10)));
+                                              QString::number(shownX, 'g', 10)));
     return lines.join(QLatin1Char('\n'));
 }
 

@@ -79,8 +79,9 @@ public:
 
     // The point of a series nearest to x (by x), as stored: {x, y}; none when the series is empty.
     std::optional<QPointF> pointNear(int series, double x) const;
-    // The hover label's text for x: the x of the nearest point, then "name: value" for each
-    // series, "(smoothed s)" added with smoothing on. What the chart shows under the mouse.
+    // The hover label's text for x: the x of the nearest point of any series, then "name: value"
+    // for each series with a point at that x, "(smoothed s)" added with smoothing on. What the
+    // chart shows under the mouse.
     QString hoverText(double x) const;
     // The label shown now (empty: the mouse is not over the chart).
     QString shownHoverText() const;
@@ -112,6 +113,8 @@ protected:
     void contextMenuEvent(QContextMenuEvent* event) override;
 
 private:
+    // How far from x (a point of the series) another series' point may lie and still be shown at x.
+    double hoverTolerance(int series, double x) const;
     struct Series {
         QCPGraph* graph = nullptr; // raw values
         QCPGraph* smooth = nullptr; // with smoothing on, line series only

@@ -117,13 +117,14 @@ Result<RunUpdate> StoreRunSource::poll()
         m_cursor = update.rows.back().id;
     update.more = static_cast<int>(update.rows.size()) >= m_rowsPerPoll;
 
-    auto evals = store.evals(m_runId);
+    // By row id, as the metrics: the evals sort by rank and step, and a new one of rank 0 lands
+    // before rank 1's older ones (the last evals of a live run were lost that way).
+    auto evals = store.evalsSince(m_runId, m_evalCursor);
     if (!evals)
         return evals.error();
-    if (evals->size() > m_evalsSeen) {
-        update.evals.assign(evals->begin() + static_cast<std::ptrdiff_t>(m_evalsSeen), evals->end());
-        m_evalsSeen = evals->size();
-    }
+    if (!evals->empty())
+        m_evalCursor = evals->back().id;
+    update.evals = std::move(*evals);
     return update;
 }
 

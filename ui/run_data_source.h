@@ -61,7 +61,7 @@ private:
     std::int64_t m_runId;
     int m_rowsPerPoll;
     std::int64_t m_cursor = 0;
-    std::size_t m_evalsSeen = 0;
+    std::int64_t m_evalCursor = 0; // the last eval row read
     std::shared_ptr<void> m_store; // the RunStore, opened on first poll (on the polling thread)
 };
 

@@ -92,6 +92,34 @@ private slots:
         QVERIFY(chart.shownHoverText().isEmpty());
     }
 
+    // #45 point 6: a sparse series (an eval every 50 steps) shows its value only at its own steps;
+    // hover at step 31 or 80 showed the step-50 eval as if it were theirs.
+    void hoverShowsASparseSeriesOnlyAtItsSteps()
+    {
+        MetricChart chart(QStringLiteral("loss"));
+        chart.setXLabel(QStringLiteral("step"));
+        const int train = chart.addSeries(QStringLiteral("train"), Qt::blue);
+        const int eval = chart.addSeries(QStringLiteral("eval"), Qt::red, MetricChart::Style::Markers);
+        QVector<double> steps, losses;
+        for (int step = 1; step <= 100; ++step) {
+            steps << step;
+            losses << 1.0 / step;
+        }
+        chart.appendPoints(train, steps, losses);
+        chart.appendPoints(eval, {50, 100}, {0.03, 0.015});
+        for (double at : {31.0, 80.0, 49.0, 51.0}) {
+            const QString text = chart.hoverText(at);
+            QVERIFY2(text.startsWith(QStringLiteral("step %1\n").arg(at)) && !text.contains(QStringLiteral("eval")),
+                     qPrintable(text));
+        }
+        QVERIFY2(chart.hoverText(50.2).contains(QStringLiteral("eval: 0.03")), qPrintable(chart.hoverText(50.2)));
+        QVERIFY2(chart.hoverText(100).contains(QStringLiteral("eval: 0.015")), qPrintable(chart.hoverText(100)));
+        // A chart of evals alone: the nearest eval, whatever the distance.
+        MetricChart evalsOnly(QStringLiteral("eval"));
+        evalsOnly.appendPoints(evalsOnly.addSeries(QStringLiteral("eval"), Qt::red), {50, 100}, {0.03, 0.015});
+        QVERIFY2(evalsOnly.hoverText(80).contains(QStringLiteral("eval: 0.015")), qPrintable(evalsOnly.hoverText(80)));
+    }
+
     void logScaleLeavesOutWhatItCannotShow()
     {
         MetricChart chart(QStringLiteral("grad norm"));

@@ -123,6 +123,46 @@ private slots:
         QCOMPARE(finished.first().first().value<storage::RunStatus>(), storage::RunStatus::Completed);
     }
 
+    // #45 point 6: every eval of a live run reaches the chart, the last one too. Both ranks report
+    // each eval; the page read new evals as a tail of a list sorted by rank and step, so rank 0's
+    // later evals (sorted before rank 1's older ones) were never drawn.
+    void liveEvalsAllReachTheChart()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto id = seedRun(db, {.name = "evals", .steps = 60, .status = storage::RunStatus::Running});
+        auto writer = storage::RunWriter::open(db, id);
+        QVERIFY(writer);
+        for (int rank : {0, 1})
+            (*writer)->addEval({rank, 50, 1.7e9 + 50, "loss", 2.5});
+        QVERIFY((*writer)->flush());
+        RunPage page;
+        page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling());
+        auto* loss = page.chart(QStringLiteral("loss"));
+        const auto evalSeries = [&] {
+            for (int i = 0; i < loss->seriesCount(); ++i)
+                if (loss->seriesName(i) == QStringLiteral("eval"))
+                    return i;
+            return -1;
+        };
+        QTRY_VERIFY(evalSeries() >= 0);
+        QTRY_COMPARE(loss->pointCount(evalSeries()), 1);
+        for (int step : {100, 150})
+            for (int rank : {0, 1})
+                (*writer)->addEval({rank, step, 1.7e9 + step, "loss", 3.0 - step / 100.0});
+        for (int step = 61; step <= 150; ++step)
+            (*writer)->addMetrics(0, step, 1.7e9 + step, {{storage::keys::kLoss, 0.5}});
+        QVERIFY((*writer)->finish({}));
+        QSignalSpy finished(&page, &RunPage::runFinished);
+        QTRY_COMPARE(finished.count(), 1);
+        const int eval = evalSeries();
+        QCOMPARE(loss->pointCount(eval), 3);
+        QCOMPARE(loss->series(eval)->data()->at(1)->key, 100.0);
+        QCOMPARE(loss->series(eval)->data()->at(2)->key, 150.0);
+        QCOMPARE(loss->series(eval)->data()->at(2)->value, 1.5);
+    }
+
     void xAxisByStepOrTime()
     {
         QTemporaryDir dir;
