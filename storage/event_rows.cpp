@@ -61,13 +61,24 @@ std::vector<EvalRecord> evalRecords(int rank, double time, const protocol::EvalE
     return records;
 }
 
+RankInfo rankInfo(int rank, const protocol::HelloEvent& hello)
+{
+    RankInfo info{rank, hello.pid, hello.host, hello.device, hello.torch, hello.localRank, hello.machineRank};
+    if (hello.peakFlops > 0)
+        info.peakFlops = hello.peakFlops;
+    info.peakDtype = hello.peakDtype;
+    info.peakSource = hello.peakSource;
+    info.precisionEmulated = hello.precisionEmulated;
+    return info;
+}
+
 void writeEventRows(RunWriter& writer, const protocol::Event& event)
 {
     const int rank = event.rank;
     if (const auto* step = std::get_if<protocol::StepEvent>(&event.body)) {
         writer.addMetrics(rank, step->step, event.time, stepMetrics(*step));
     } else if (const auto* hello = std::get_if<protocol::HelloEvent>(&event.body)) {
-        writer.addRank({rank, hello->pid, hello->host, hello->device, hello->torch, hello->localRank, hello->machineRank});
+        writer.addRank(rankInfo(rank, *hello));
     } else if (const auto* eval = std::get_if<protocol::EvalEvent>(&event.body)) {
         for (auto& record : evalRecords(rank, event.time, *eval))
             writer.addEval(record);

@@ -20,5 +20,7 @@ void writeEventRows(RunWriter& writer, const protocol::Event& event);
 // event: what writeEventRows writes, for readers of events.jsonl that do not write a store.
 std::vector<MetricValue> stepMetrics(const protocol::StepEvent& step);
 std::vector<EvalRecord> evalRecords(int rank, double time, const protocol::EvalEvent& eval);
+// The run_ranks row of a `hello` event.
+RankInfo rankInfo(int rank, const protocol::HelloEvent& hello);
 
 } // namespace shardscope::storage

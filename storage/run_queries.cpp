@@ -186,7 +186,8 @@ Result<RunDetails> RunStore::run(std::int64_t runId) const
     details.error = stmt->text(c + 5);
     details.launcher = {stmt->int64(c + 6), stmt->text(c + 7), stmt->text(c + 8), stmt->int64(c + 9)};
 
-    auto ranks = m_db.prepare("SELECT rank, pid, host, device, torch_version, local_rank, machine_rank, exit_code "
+    auto ranks = m_db.prepare("SELECT rank, pid, host, device, torch_version, local_rank, machine_rank, exit_code, "
+                              "peak_flops, peak_dtype, peak_source, precision_emulated "
                               "FROM run_ranks WHERE run_id = ? ORDER BY rank");
     if (!ranks)
         return ranks.error();
@@ -195,6 +196,11 @@ Result<RunDetails> RunStore::run(std::int64_t runId) const
         RunDetails::Rank rank;
         rank.info = {int(s.int64(0)), s.int64(1), s.text(2), s.text(3), s.text(4), int(s.int64(5)), int(s.int64(6))};
         rank.exitCode = optionalInt(s, 7);
+        if (!s.isNull(8))
+            rank.info.peakFlops = s.real(8);
+        rank.info.peakDtype = s.text(9);
+        rank.info.peakSource = s.text(10);
+        rank.info.precisionEmulated = s.int64(11) != 0;
         details.ranks.push_back(std::move(rank));
     });
     if (!rc)
@@ -567,6 +573,11 @@ Result<RunStats> RunStore::runStats(std::int64_t runId) const
     if (!mfu)
         return mfu.error();
     stats.meanMfu = meanOf(*mfu);
+    for (const auto& rank : details->ranks) {
+        stats.precisionEmulated = stats.precisionEmulated || rank.info.precisionEmulated;
+        if (stats.mfuPeak.empty())
+            stats.mfuPeak = rank.info.peakSource;
+    }
     auto skipped = lowestRankAggregate(keys::kSkipped);
     if (!skipped)
         return skipped.error();

@@ -214,14 +214,10 @@ Result<void> RunStore::finishRun(std::int64_t runId, const RunEnd& end)
 
 Result<void> RunStore::recordRank(std::int64_t runId, const RankInfo& rank)
 {
-    auto upsert = m_db.prepare("INSERT INTO run_ranks (run_id, rank, pid, host, device, torch_version, local_rank, machine_rank) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, "
-                               "host = excluded.host, device = excluded.device, torch_version = excluded.torch_version, "
-                               "local_rank = excluded.local_rank, machine_rank = excluded.machine_rank");
+    auto upsert = m_db.prepare(kUpsertRank);
     if (!upsert)
         return upsert.error();
-    upsert->bind(1, runId).bind(2, rank.rank).bind(3, rank.pid).bind(4, rank.host).bind(5, rank.device);
-    upsert->bind(6, rank.torchVersion).bind(7, rank.localRank).bind(8, rank.machineRank);
+    bindRank(*upsert, runId, rank);
     return upsert->run();
 }
 

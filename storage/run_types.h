@@ -59,6 +59,10 @@ struct RankInfo {
     std::string torchVersion;
     int localRank = 0;
     int machineRank = 0;
+    std::optional<double> peakFlops{}; // what its MFU is against (engine ranks), FLOP/s
+    std::string peakDtype{};
+    std::string peakSource{};
+    bool precisionEmulated = false;
 };
 
 struct RunEnd {
@@ -207,6 +211,8 @@ struct RunStats {
     std::optional<double> bestLoss; // lowest loss
     std::optional<double> meanTokensPerS; // mean of tokens_per_s over the steps
     std::optional<double> meanMfu; // mean of rank 0's mfu over the steps (where the device's peak is known)
+    std::string mfuPeak; // what that MFU is against: the lowest rank's peak source (engine/train/mfu.h)
+    bool precisionEmulated = false; // the run's precision has no unit of its own on a rank's device
     std::vector<std::pair<int, double>> peakMemory; // (rank, bytes): peak_allocated, else rss
     std::int64_t skippedSteps = 0; // steps with skipped = 1 (fp16 overflow)
     std::optional<double> wallSeconds;

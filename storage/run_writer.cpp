@@ -163,10 +163,7 @@ Result<void> RunWriter::State::prepareStatements()
          "THEN excluded.max_value ELSE max_value END"},
         {&insertKey, "INSERT OR IGNORE INTO metric_keys (name) VALUES (?)"},
         {&selectKey, "SELECT id FROM metric_keys WHERE name = ?"},
-        {&upsertRank, "INSERT INTO run_ranks (run_id, rank, pid, host, device, torch_version, local_rank, machine_rank) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, rank) DO UPDATE SET pid = excluded.pid, "
-                      "host = excluded.host, device = excluded.device, torch_version = excluded.torch_version, "
-                      "local_rank = excluded.local_rank, machine_rank = excluded.machine_rank"},
+        {&upsertRank, kUpsertRank},
         {&insertEval, "INSERT INTO evals (run_id, rank, step, time, name, value) VALUES (?, ?, ?, ?, ?, ?)"},
         {&insertTrace, "INSERT INTO traces (run_id, rank, time, path, source, compute, comm, memory, idle, overlap) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
@@ -212,8 +209,7 @@ Result<void> RunWriter::State::commit(const Buffer& batch, const std::vector<std
     }
 
     for (const auto& r : batch.ranks) {
-        upsertRank.bind(1, runId).bind(2, r.rank).bind(3, r.pid).bind(4, r.host).bind(5, r.device);
-        upsertRank.bind(6, r.torchVersion).bind(7, r.localRank).bind(8, r.machineRank);
+        bindRank(upsertRank, runId, r);
         if (auto rc = upsertRank.run(); !rc)
             return rc;
     }

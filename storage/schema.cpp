@@ -153,6 +153,13 @@ CREATE TABLE run_attempts (
 ) WITHOUT ROWID;
 )sql";
 
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE run_ranks ADD COLUMN peak_flops REAL;
+ALTER TABLE run_ranks ADD COLUMN peak_dtype TEXT NOT NULL DEFAULT '';
+ALTER TABLE run_ranks ADD COLUMN peak_source TEXT NOT NULL DEFAULT '';
+ALTER TABLE run_ranks ADD COLUMN precision_emulated INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 // v2 backfills the blocks of the series v1 stored, with the accumulator the writer uses.
 Result<void> backfillBlocks(Database& db)
 {
@@ -206,6 +213,8 @@ Result<void> applyStep(Database& db, int version)
         return db.exec(kSchemaV3);
     case 4:
         return db.exec(kSchemaV4);
+    case 5:
+        return db.exec(kSchemaV5);
     default:
         return makeError("internal error: no migration to schema version " + std::to_string(version));
     }
@@ -261,6 +270,17 @@ Result<void> configureConnection(Database& db, bool readOnly)
     // (tested with SIGKILL); only a power cut can lose the last commits, never corrupt the file.
     return db.exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY; "
                    "PRAGMA cache_size=-32768;");
+}
+
+void bindRank(Statement& upsert, std::int64_t runId, const RankInfo& r)
+{
+    upsert.bind(1, runId).bind(2, r.rank).bind(3, r.pid).bind(4, r.host).bind(5, r.device);
+    upsert.bind(6, r.torchVersion).bind(7, r.localRank).bind(8, r.machineRank);
+    if (r.peakFlops)
+        upsert.bind(9, *r.peakFlops);
+    else
+        upsert.bindNull(9);
+    upsert.bind(10, r.peakDtype).bind(11, r.peakSource).bind(12, std::int64_t(r.precisionEmulated ? 1 : 0));
 }
 
 Result<void> migrate(Database& db, int targetVersion)

@@ -32,6 +32,8 @@ QVariant RunStatsModel::data(const QModelIndex& index, int role) const
         return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::ToolTipRole && index.column() == Run)
         return qs(s.name);
+    if (role == Qt::ToolTipRole && index.column() == Mfu && !s.mfuPeak.empty())
+        return tr("MFU against %1").arg(qs(s.mfuPeak));
     if (role != Qt::DisplayRole)
         return {};
     auto opt = [](const std::optional<double>& v) { return v ? QVariant(formatNumber(*v)) : QVariant(); };
@@ -49,7 +51,11 @@ QVariant RunStatsModel::data(const QModelIndex& index, int role) const
     case TokensPerS:
         return s.meanTokensPerS ? QVariant(QString::number(*s.meanTokensPerS, 'f', 0)) : QVariant();
     case Mfu:
-        return s.meanMfu ? QVariant(QStringLiteral("%1 %").arg(100.0 * *s.meanMfu, 0, 'f', 1)) : QVariant();
+        if (!s.meanMfu)
+            return {};
+        // An emulated precision is said where its MFU is read: its peak is float32's (mfu.h).
+        return s.precisionEmulated ? tr("%1 % (precision emulated here)").arg(100.0 * *s.meanMfu, 0, 'f', 1)
+                                   : QStringLiteral("%1 %").arg(100.0 * *s.meanMfu, 0, 'f', 1);
     case PeakMemory: {
         QStringList parts;
         for (const auto& [rank, bytes] : s.peakMemory)

@@ -108,6 +108,11 @@ Result<RunUpdate> StoreRunSource::poll()
     update.info.launcher = details->launcher;
     update.info.job = s.job;
     update.info.statusDetail = s.statusDetail;
+    for (const auto& rank : details->ranks) {
+        update.info.precisionEmulated = update.info.precisionEmulated || rank.info.precisionEmulated;
+        if (update.info.mfuPeak.empty())
+            update.info.mfuPeak = rank.info.peakSource;
+    }
 
     auto rows = store.metricsSince(m_runId, m_cursor, m_rowsPerPoll);
     if (!rows)
@@ -174,6 +179,9 @@ Result<RunUpdate> EventFileRunSource::poll()
                     if (!m_info.startedAt || time < *m_info.startedAt)
                         m_info.startedAt = time;
                     m_info.worldSize = std::max(m_info.worldSize, body.worldSize);
+                    m_info.precisionEmulated = m_info.precisionEmulated || body.precisionEmulated;
+                    if (m_info.mfuPeak.empty())
+                        m_info.mfuPeak = body.peakSource;
                 } else if constexpr (std::is_same_v<T, protocol::StepEvent>) {
                     if (m_info.status == RunStatus::Pending)
                         m_info.status = RunStatus::Running;

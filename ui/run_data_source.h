@@ -33,6 +33,8 @@ struct RunInfo {
     storage::LauncherIdentity launcher; // pid 0 when unknown
     std::string job; // a cluster run's job ("slurm:123"); empty: a run of this machine
     std::string statusDetail; // what the scheduler says of it now ("pending (Resources): ...")
+    std::string mfuPeak; // what its MFU is against (the lowest rank's peak source); empty: unknown
+    bool precisionEmulated = false; // its precision has no unit of its own on a rank's device
 };
 
 struct RunUpdate {

@@ -355,6 +355,8 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     run->plan.resumeFrom = resumeFrom;
     if (!args.checkpointsDir.empty())
         run->plan.checkpointsDir = std::filesystem::absolute(args.checkpointsDir).lexically_normal().string();
+    if (home)
+        run->plan.machinePeaksFile = storage::machinePeaksFile(*home).string();
     if (auto reserved = storage::reserveOutcomeFile(run->runDir.path); !reserved)
         std::cerr << "shardscope launch: warning: " << reserved.error().message << "\n";
     if (auto written = writeRunFiles(args, *recipe, *run); !written) {

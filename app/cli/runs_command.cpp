@@ -297,6 +297,8 @@ int runShow(const RunsArgs& args)
         info.add({"best loss", stats->bestLoss ? formatNumber(*stats->bestLoss) : "-"});
         info.add({"tokens/s", stats->meanTokensPerS ? formatNumber(*stats->meanTokensPerS, "%.0f") : "-"});
         info.add({"MFU", stats->meanMfu ? formatNumber(100.0 * *stats->meanMfu, "%.1f") + " %" : "-"});
+        if (!stats->mfuPeak.empty())
+            info.add({"MFU against", stats->mfuPeak});
         info.add({"skipped steps", std::to_string(stats->skippedSteps)});
         info.add({"metric rows", std::to_string(details->metricRows)});
         info.add({"metrics", details->metricKeys.empty() ? "-" : join(details->metricKeys, ", ")});
@@ -375,7 +377,9 @@ int runCompare(const RunsArgs& args)
     row("final loss", [](const RunStats& r) { return r.finalLoss ? formatNumber(*r.finalLoss) : "-"; });
     row("best loss", [](const RunStats& r) { return r.bestLoss ? formatNumber(*r.bestLoss) : "-"; });
     row("tokens/s", [](const RunStats& r) { return r.meanTokensPerS ? formatNumber(*r.meanTokensPerS, "%.0f") : "-"; });
-    row("MFU", [](const RunStats& r) { return r.meanMfu ? formatNumber(100.0 * *r.meanMfu, "%.1f") + " %" : "-"; });
+    row("MFU", [](const RunStats& r) {
+        return r.meanMfu ? formatNumber(100.0 * *r.meanMfu, "%.1f") + " %" + (r.precisionEmulated ? " (emulated)" : "") : "-";
+    });
     row("skipped steps", [](const RunStats& r) { return std::to_string(r.skippedSteps); });
     row("wall time", [](const RunStats& r) { return r.wallSeconds ? formatDuration(*r.wallSeconds) : "-"; });
     int maxRank = -1;

@@ -725,6 +725,7 @@ std::string planToJson(const RunPlan& p)
               {"state_dict_type", stateDictTypeName(p.stateDictType)},
               {"resume_from", p.resumeFrom},
               {"checkpoints_dir", p.checkpointsDir},
+              {"machine_peaks_file", p.machinePeaksFile},
               {"profile_start_step", p.profileStartStep},
               {"profile_steps", p.profileSteps},
               {"threads", p.threads},
@@ -806,6 +807,7 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
     fields.read("state_dict_type", stateDict);
     fields.read("resume_from", p.resumeFrom);
     fields.read("checkpoints_dir", p.checkpointsDir);
+    fields.read("machine_peaks_file", p.machinePeaksFile);
     fields.read("profile_start_step", p.profileStartStep);
     fields.read("profile_steps", p.profileSteps);
     fields.read("threads", p.threads);

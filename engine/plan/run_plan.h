@@ -96,6 +96,9 @@ struct RunPlan {
     // Where checkpoints are saved; empty: <runDir>/checkpoints. A run over several machines keeps
     // them in one folder every machine sees (each machine's run directory is its own).
     std::string checkpointsDir;
+    // The machine peaks file (engine/train/mfu.h) MFU is measured against: the launcher gives the
+    // one beside the history; empty: a CPU is measured for the run alone.
+    std::string machinePeaksFile;
     // Profiling window (from --profile or the recipe's profile section); -1: none.
     std::int64_t profileStartStep = -1;
     std::int64_t profileSteps = 0;

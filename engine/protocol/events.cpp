@@ -48,7 +48,11 @@ json bodyJson(const EventBody& body)
                         {"torch", e.torch},
                         {"world_size", e.worldSize},
                         {"local_rank", e.localRank},
-                        {"machine_rank", e.machineRank}};
+                        {"machine_rank", e.machineRank},
+                        {"peak_flops", e.peakFlops},
+                        {"peak_dtype", e.peakDtype},
+                        {"peak_source", e.peakSource},
+                        {"precision_emulated", e.precisionEmulated}};
             } else if constexpr (std::is_same_v<T, StepEvent>) {
                 json j = {{"step", e.step},
                           {"epoch", e.epoch},
@@ -308,6 +312,10 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("world_size", e.worldSize, true);
         r.read("local_rank", e.localRank);
         r.read("machine_rank", e.machineRank);
+        r.read("peak_flops", e.peakFlops);
+        r.read("peak_dtype", e.peakDtype);
+        r.read("peak_source", e.peakSource);
+        r.read("precision_emulated", e.precisionEmulated);
         event.body = e;
     } else if (type == "step") {
         StepEvent e;

@@ -29,6 +29,13 @@ struct HelloEvent {
     int worldSize = 1;
     int localRank = 0;
     int machineRank = 0;
+    // What this rank's MFU is against (engine ranks; a script's reporter sends none): the peak
+    // matmul FLOP/s it can reach (0: unknown), the dtype of that peak, where the figure comes from,
+    // and whether the run's precision is emulated on this hardware (its peak is then float32's).
+    double peakFlops = 0;
+    std::string peakDtype{};
+    std::string peakSource{};
+    bool precisionEmulated = false;
 };
 
 struct MemoryStats { // bytes

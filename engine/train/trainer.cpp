@@ -83,8 +83,24 @@ Trainer::Trainer(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
 {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    m_events.emit(protocol::HelloEvent{static_cast<std::int64_t>(getpid()), host, m_acc.device().str(), TORCH_VERSION,
-                                       m_acc.numProcesses(), env.localRank, env.groupRank});
+    // The peak first: the hello says what this rank's MFU is against (kept per machine; measured
+    // here, every core, the first time a machine runs).
+    m_devicePeak = devicePeak(m_acc.device(), m_plan.precision, m_plan.machinePeaksFile);
+    protocol::HelloEvent hello;
+    hello.pid = static_cast<std::int64_t>(getpid());
+    hello.host = host;
+    hello.device = m_acc.device().str();
+    hello.torch = TORCH_VERSION;
+    hello.worldSize = m_acc.numProcesses();
+    hello.localRank = env.localRank;
+    hello.machineRank = env.groupRank;
+    if (m_devicePeak) {
+        hello.peakFlops = m_devicePeak->flops;
+        hello.peakDtype = m_devicePeak->dtype;
+        hello.peakSource = m_devicePeak->how;
+        hello.precisionEmulated = m_devicePeak->emulated;
+    }
+    m_events.emit(hello);
     prepareModel();
     prepareData();
     prepareUtilisation();
@@ -215,7 +231,6 @@ void Trainer::prepareUtilisation()
         return;
     }
     m_flopsPerToken = *perToken;
-    m_devicePeak = devicePeak(m_acc.device(), m_plan.precision);
     if (!m_acc.isMainProcess())
         return;
     char text[512];

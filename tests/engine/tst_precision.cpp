@@ -19,6 +19,7 @@
 #include "engine/recipe/recipe.h"
 
 #include <array>
+#include <cmath>
 
 #include <map>
 
@@ -52,6 +53,8 @@ struct Run {
     std::map<int, QVector<Step>> steps; // per rank
     QStringList logs; // log event messages
     std::map<int, std::array<qint64, 3>> memory; // per rank, last step: params, grads, optimizer bytes
+    QVector<double> mfus; // every step's of every rank
+    QJsonObject hello; // rank 0's
 };
 
 class Runner {
@@ -72,6 +75,10 @@ public:
         for (const auto& e : launched.events) {
             if (e["type"] == "log")
                 run.logs << e["message"].toString();
+            if (e["type"] == "hello" && e["rank"].toInt() == 0)
+                run.hello = e;
+            if (e["type"] == "step" && e.contains("mfu"))
+                run.mfus << e["mfu"].toDouble();
             if (e["type"] != "step")
                 continue;
             const auto mem = e["mem"].toObject();
@@ -288,6 +295,27 @@ private slots:
         QCOMPARE(double(mem[0]), estimate.parameters);
         QCOMPARE(double(mem[1]), estimate.gradients);
         QCOMPARE(double(mem[2]), estimate.optimizer);
+
+        // #45 point 5: MFU against the machine's kept peak for the mode's dtype, or float32's where
+        // the dtype is slower than float32 here (emulated: said in the hello), never above 100 %.
+        QVERIFY(!run.mfus.isEmpty());
+        for (double mfu : run.mfus)
+            QVERIFY2(mfu > 0 && mfu <= 1, qPrintable(QStringLiteral("%1: MFU %2").arg(mode).arg(mfu)));
+        QFile peaksFile(qEnvironmentVariable("SHARDSCOPE_HOME") + "/machine-peaks.json");
+        QVERIFY2(peaksFile.open(QIODevice::ReadOnly), qPrintable(peaksFile.fileName()));
+        const QJsonObject machines = QJsonDocument::fromJson(peaksFile.readAll()).object();
+        QCOMPARE(machines.size(), 1); // one machine ran every test
+        const QJsonObject peaks = machines.begin().value().toObject();
+        const QString dtype = mode == "no" ? "float32" : mode == "fp16" ? "float16" : "bfloat16";
+        const bool emulated = peaks[dtype].toDouble() < peaks["float32"].toDouble();
+        QCOMPARE(run.hello["precision_emulated"].toBool(), emulated);
+        QCOMPARE(run.hello["peak_dtype"].toString(), emulated ? QStringLiteral("float32") : dtype);
+        // The rank's share of the machine's peak: its threads over the cores.
+        const double threads = run.hello["peak_flops"].toDouble() / peaks[emulated ? "float32" : dtype].toDouble()
+                               * peaks["cores"].toDouble();
+        QVERIFY2(std::abs(threads - std::round(threads)) < 1e-6 && threads >= 1 - 1e-6
+                     && threads <= peaks["cores"].toDouble() + 1e-6,
+                 qPrintable(QString::number(threads)));
     }
 
 private:

@@ -30,6 +30,7 @@ struct SeedRun {
     std::optional<int> failingRank{};
     std::string runDir{};
     bool mfu = false; // steps report mfu (0.30 + 0.01 x rank) and flops
+    bool precisionEmulated = false; // the ranks' hellos say the precision is emulated (against float32's peak)
     bool phaseMemory = false; // steps report memory after forward / backward / optimizer (100 / 150 / 120 MB + step)
     int stragglerRank = -1; // >= 0: compute_time 0.1 s (this rank 0.2 s) and the launcher's flag at step 5
     int lossSpikeAtStep = -1; // >= 1: the launcher's loss-spike report at that step (epoch 0, batch step - 1)
@@ -54,8 +55,16 @@ inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed
         qFatal("createRun: %s", id.error().message.c_str());
     if (!store->markRunning(*id))
         qFatal("markRunning");
-    for (int r = 0; r < seed.worldSize; ++r)
-        (void)store->recordRank(*id, storage::RankInfo{r, 1000 + r, "host", "cpu", "2.5", r, 0});
+    for (int r = 0; r < seed.worldSize; ++r) {
+        storage::RankInfo rank{r, 1000 + r, "host", "cpu", "2.5", r, 0};
+        if (seed.mfu) {
+            rank.peakFlops = 50e9;
+            rank.peakDtype = seed.precisionEmulated ? "float32" : "bfloat16";
+            rank.peakSource = "test peak of " + rank.peakDtype;
+            rank.precisionEmulated = seed.precisionEmulated;
+        }
+        (void)store->recordRank(*id, rank);
+    }
     auto writer = storage::RunWriter::open(db, *id);
     if (!writer)
         qFatal("writer: %s", writer.error().message.c_str());

@@ -71,6 +71,8 @@ private slots:
         QVERIFY(stats->index(0, ui::RunStatsModel::Mfu).data().isNull());
         QCOMPARE(stats->index(1, ui::RunStatsModel::Mfu).data().toString(), QStringLiteral("30.0 %"));
         QCOMPARE(stats->headerData(ui::RunStatsModel::Mfu, Qt::Horizontal).toString(), QStringLiteral("MFU"));
+        QCOMPARE(stats->index(1, ui::RunStatsModel::Mfu).data(Qt::ToolTipRole).toString(),
+                 QStringLiteral("MFU against test peak of bfloat16"));
         QVERIFY(stats->index(0, ui::RunStatsModel::PeakMemory).data().toString().contains(QStringLiteral("r1")));
 
         auto* chart = page.chart();
@@ -91,6 +93,25 @@ private slots:
         QTRY_COMPARE(updated.count(), 2);
         QCOMPARE(stats->rowCount(), 1);
         QCOMPARE(chart->seriesCount(), 1);
+    }
+
+    // #45 point 5: a precision emulated on the hardware it ran on (fp16 on this CPU) is said where
+    // its MFU is read.
+    void emulatedPrecisionIsSaidBesideItsMfu()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const auto native = seedRun(db, {.name = "bf16", .mixedPrecision = "bf16", .mfu = true});
+        const auto emulated = seedRun(db, {.name = "fp16", .mixedPrecision = "fp16", .mfu = true, .precisionEmulated = true});
+        ui::ComparePage page(db);
+        QSignalSpy updated(&page, &ui::ComparePage::comparisonUpdated);
+        page.setRuns({native, emulated});
+        QTRY_COMPARE(updated.count(), 1);
+        auto* stats = page.statsModel();
+        QCOMPARE(stats->index(0, ui::RunStatsModel::Mfu).data().toString(), QStringLiteral("30.0 %"));
+        QCOMPARE(stats->index(1, ui::RunStatsModel::Mfu).data().toString(), QStringLiteral("30.0 % (precision emulated here)"));
+        QCOMPARE(stats->index(1, ui::RunStatsModel::Mfu).data(Qt::ToolTipRole).toString(),
+                 QStringLiteral("MFU against test peak of float32"));
     }
 
     void configRowsMatchTheStoreDiff()

@@ -305,9 +305,21 @@ private slots:
         QCOMPARE(mfu->pointNear(0, 3)->y(), 30.0);
         QCOMPARE(mfu->pointNear(1, 3)->y(), 31.0);
         QCOMPARE(mfu->seriesColor(1), ui::rankColor(1));
+        auto* status = page.findChild<QLabel*>(QStringLiteral("runStatus"));
+        QVERIFY(!status->text().contains(QStringLiteral("emulated")));
+        QCOMPARE(status->toolTip(), QStringLiteral("MFU against test peak of bfloat16"));
         page.openStoreRun(db, without);
         QTRY_VERIFY(!page.polling() && page.chart(QStringLiteral("loss"))->pointCount(0) == 6);
         QVERIFY(mfu->isHidden());
+        QVERIFY(status->toolTip().isEmpty());
+        // #45 point 5: an emulated precision is said in the header.
+        const auto emulated = seedRun(
+            db, {.name = "fp16", .mixedPrecision = "fp16", .steps = 6, .mfu = true, .precisionEmulated = true});
+        page.openStoreRun(db, emulated);
+        QTRY_VERIFY(!page.polling() && mfu->pointCount(1) == 6);
+        QVERIFY2(status->text().contains(QStringLiteral("precision fp16 (emulated on this hardware: slower than float32)")),
+                 qPrintable(status->text()));
+        QCOMPARE(status->toolTip(), QStringLiteral("MFU against test peak of float32"));
     }
 
     // #22: compute-only time per rank, the launcher's straggler flag marked on the slow rank's
