@@ -18,6 +18,13 @@ processes() { pgrep -a -f -- "$ours" | sort || true; }
 tmp_mounts() { awk '$2 ~ "^/tmp/" {print $2}' /proc/mounts | sort || true; }
 before_processes=$(processes | awk '{print $1}')
 before_mounts=$(tmp_mounts)
+# MFU's CPU peaks are measured once per machine (engine/train/mfu.h): measured here, before the
+# tests load the machine, into the tests' SHARDSCOPE_HOME, never by a rank beside another test.
+worker=$(find "build/$preset" -maxdepth 2 -name shardscope-worker -type f | head -n 1)
+if [ -n "$worker" ]; then
+  mkdir -p "build/$preset/test-home"
+  "$worker" machine-peaks --file "build/$preset/test-home/machine-peaks.json"
+fi
 status=0
 ctest --preset "$preset" -j2 "$@" || status=$?
 left_processes="" left_mounts=""

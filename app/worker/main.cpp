@@ -4,6 +4,7 @@
 // 4 a run-ending error inside the rank (rendezvous, backend, torch), 5 a peer rank went away
 // (its connection closed: the cause is that rank's own error).
 
+#include "engine/train/mfu.h"
 #include "engine/common/dist_env.h"
 #include "engine/common/host_allocator.h"
 #include "engine/common/run_layout.h"
@@ -137,6 +138,20 @@ int train(const std::string& planPath)
     return kOk;
 }
 
+int printMachinePeaks(const std::string& file)
+{
+    auto peaks = shardscope::train::cpuMachinePeaks(file);
+    if (!peaks) {
+        std::cerr << "shardscope-worker: error: " << peaks.error().message << "\n";
+        return kUsage;
+    }
+    std::cout << peaks->machine << (peaks->measuredNow ? ": measured now" : ": measured " + peaks->measuredAt) << ", kept in "
+              << file << "\n";
+    for (const auto& [dtype, flops] : peaks->flops)
+        std::cout << "  " << dtype << ": " << flops / 1e12 << " TFLOP/s on " << peaks->cores << " cores\n";
+    return kOk;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -172,6 +187,12 @@ int main(int argc, char** argv)
     logitsCmd->add_option("--input", logitsInput, "Text file; its first block_size bytes are the input")->required();
     logitsCmd->add_option("--out", logitsOut, "Output safetensors file")->required();
 
+    std::string peaksFile;
+    auto* peaksCmd = app.add_subcommand("machine-peaks",
+                                        "Print this machine's CPU matmul peaks (what MFU is against), measuring them on every "
+                                        "core first where FILE has none; run it on an idle machine");
+    peaksCmd->add_option("--file", peaksFile, "The machine peaks file ($SHARDSCOPE_HOME/machine-peaks.json)")->required();
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -183,6 +204,8 @@ int main(int argc, char** argv)
             return checkCollectives(check);
         if (trainCmd->parsed())
             return train(planPath);
+        if (peaksCmd->parsed())
+            return printMachinePeaks(peaksFile);
         if (logitsCmd->parsed()) {
             auto recipe = shardscope::config::loadRecipe(logitsRecipe);
             if (!recipe) {

@@ -32,8 +32,7 @@ private slots:
         const auto fp16 = shardscope::train::cpuRankPeak(machine, "float16", 4);
         QCOMPARE(fp16.flops, 100e9); // float32's: fp16 runs 10x slower here
         QVERIFY(fp16.emulated && fp16.dtype == "float32");
-        QVERIFY2(fp16.how.find("float16 is emulated on this CPU (float16 matmuls at 0.1 x float32's rate)")
-                     != std::string::npos,
+        QVERIFY2(fp16.how.find("float16 is emulated on this CPU (float16 matmuls at 0.1 x float32's rate)") != std::string::npos,
                  fp16.how.c_str());
         const auto fp8 = shardscope::train::cpuRankPeak(machine, "float8", 8); // more threads than cores: the whole machine
         QCOMPARE(fp8.flops, 300e9);
