@@ -22,6 +22,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <ostream>
 
 namespace shardscope::storage {
@@ -250,6 +251,91 @@ Result<void> RunStore::recordAttempt(std::int64_t runId, const RunAttempt& a)
     upsert->bind(1, runId).bind(2, a.attempt).bind(3, a.jobId).bind(4, a.nodes).bind(5, a.startedAt).bind(6, a.endedAt);
     upsert->bind(7, a.exitCode).bind(8, a.resumedStep).bind(9, a.resumedFrom);
     return upsert->run();
+}
+
+namespace {
+
+// The block summaries of one run from block `from` on, again from the rows left (after rows were
+// deleted: Note [Metric blocks]).
+Result<void> rebuildBlocksFrom(Database& db, std::int64_t runId, std::int64_t from)
+{
+    auto clear = db.prepare("DELETE FROM metric_blocks WHERE run_id = ? AND block >= ?");
+    auto read = db.prepare("SELECT key_id, rank, step, value FROM metrics WHERE run_id = ? AND step >= ? "
+                           "ORDER BY key_id, rank, step");
+    auto write = db.prepare("INSERT INTO metric_blocks (run_id, key_id, rank, block, count, sum_value, min_value, min_step, "
+                            "max_value, max_step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    for (auto* stmt : {&clear, &read, &write})
+        if (!*stmt)
+            return stmt->error();
+    clear->bind(1, runId).bind(2, from);
+    if (auto rc = clear->run(); !rc)
+        return rc;
+    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, BlockAccumulator> blocks;
+    read->bind(1, runId).bind(2, from * kBlockSteps);
+    if (auto rc = forEachRow(
+            *read,
+            [&](const Statement& r) {
+                blocks[{r.int64(0), r.int64(1), blockOf(r.int64(2))}].add(r.int64(2), r.isNull(3) ? NAN : r.real(3));
+            });
+        !rc)
+        return rc;
+    for (const auto& [key, acc] : blocks) {
+        write->bind(1, runId).bind(2, std::get<0>(key)).bind(3, std::get<1>(key)).bind(4, std::get<2>(key));
+        write->bind(5, acc.count).bind(6, acc.sum).bind(7, acc.minValue).bind(8, acc.minStep);
+        write->bind(9, acc.maxValue).bind(10, acc.maxStep);
+        if (auto rc = write->run(); !rc)
+            return rc;
+    }
+    return {};
+}
+
+} // namespace
+
+Result<void> RunStore::continueRun(std::int64_t runId, const RunAttempt& attempt, const LauncherIdentity& launcher)
+{
+    auto status = statusOf(runId);
+    if (!status)
+        return status.error();
+    if (!isTerminal(*status))
+        return makeError(runLabel(runId) + " is " + std::string(statusName(*status))
+                         + ": only a run that has ended can go on from a checkpoint");
+    auto tx = Transaction::begin(m_db);
+    if (!tx)
+        return tx.error();
+    // The first launch as attempt 0, from the run's own times, when no attempt is recorded yet.
+    auto first = m_db.prepare("INSERT OR IGNORE INTO run_attempts (run_id, attempt, started_at, ended_at, exit_code) "
+                              "SELECT id, 0, started_at, ended_at, exit_code FROM runs WHERE id = ?");
+    if (!first)
+        return first.error();
+    first->bind(1, runId);
+    if (auto rc = first->run(); !rc)
+        return rc;
+    for (const char* sql :
+         {"DELETE FROM metrics WHERE run_id = ? AND step > ?", "DELETE FROM evals WHERE run_id = ? AND step > ?",
+          "DELETE FROM checkpoints WHERE run_id = ? AND step > ?"}) {
+        auto redone = m_db.prepare(sql);
+        if (!redone)
+            return redone.error();
+        redone->bind(1, runId).bind(2, attempt.resumedStep);
+        if (auto rc = redone->run(); !rc)
+            return rc;
+    }
+    if (auto rc = rebuildBlocksFrom(m_db, runId, blockOf(attempt.resumedStep + 1)); !rc)
+        return rc;
+    auto reopen = m_db.prepare(
+        "UPDATE runs SET status = 'running', ended_at = NULL, exit_code = NULL, root_cause_rank = NULL, error = '', "
+        "last_step = (SELECT MAX(step) FROM metrics WHERE run_id = ?1), "
+        "last_loss = (SELECT m.value FROM metrics m JOIN metric_keys k ON k.id = m.key_id WHERE m.run_id = ?1 "
+        "AND k.name = 'loss' ORDER BY m.step DESC, m.rank LIMIT 1), "
+        "launcher_pid = ?2, launcher_host = ?3, launcher_boot_id = ?4, launcher_start_ticks = ?5 WHERE id = ?1");
+    if (!reopen)
+        return reopen.error();
+    reopen->bind(1, runId).bind(2, launcher.pid).bind(3, launcher.host).bind(4, launcher.bootId).bind(5, launcher.startTicks);
+    if (auto rc = reopen->run(); !rc)
+        return rc;
+    if (auto rc = recordAttempt(runId, attempt); !rc)
+        return rc;
+    return tx->commit();
 }
 
 Result<void> RunStore::setTags(std::int64_t runId, const std::vector<std::string>& tags)

@@ -53,6 +53,11 @@ public:
     Result<void> adoptRun(std::int64_t runId, const LauncherIdentity& launcher);
     // Records (or replaces) an attempt of a cluster job's run.
     Result<void> recordAttempt(std::int64_t runId, const RunAttempt& attempt);
+    // A run that ended (failed, cancelled, interrupted) goes on from a checkpoint as its next
+    // attempt: running again under `launcher`, its steps after attempt.resumedStep left out of the
+    // history (the attempt redoes them; the earlier attempt's events.jsonl keeps them), its end
+    // cleared, the attempt recorded (attempt 0, the first launch, too when it was not yet).
+    Result<void> continueRun(std::int64_t runId, const RunAttempt& attempt, const LauncherIdentity& launcher);
     Result<void> setTags(std::int64_t runId, const std::vector<std::string>& tags);
     Result<void> setNotes(std::int64_t runId, const std::string& notes);
     // The name shown in the history (blanks around it trimmed; empty is an error). The run

@@ -22,13 +22,17 @@
 #include "engine/plan/script_plan.h"
 #include "engine/accelerate/validation.h"
 #include "engine/plan/precision_mode.h"
+#include "engine/accelerate/yaml_io.h"
 #include "storage/run_outcome.h"
+#include "storage/run_store.h"
 #include "storage/store_paths.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -44,6 +48,8 @@
 namespace shardscope::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct LaunchArgs {
     int numProcesses = 1; // in all, over every machine (Accelerate's meaning)
@@ -76,6 +82,13 @@ struct LaunchArgs {
     bool dryRun = false; // --target slurm: print the batch script, submit nothing
     bool detach = false; // --target slurm: return once the job is submitted
     std::optional<config::MachineInfo> machine; // the machine planned for; none: this one (probed)
+    std::string continueRun; // --continue_run: the history's run this launch goes on with, as its next attempt
+    struct Continuation {
+        std::int64_t runId = 0;
+        storage::RunAttempt attempt;
+        std::string originalPlan; // the run's plan.json: the attempt's plan must train the same way
+    };
+    std::optional<Continuation> continuation; // filled from continueRun by continuationOf
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
     bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false, givenPort = false;
 };
@@ -260,9 +273,11 @@ Result<void> writeRunFiles(const LaunchArgs& args, const config::Recipe& recipe,
 
 // The run history: every run, every metric. A store that cannot be used costs the history, never
 // the run.
-void startHistory(const std::filesystem::path& home, const storage::NewRun& newRun, TrainingRun& run)
+void startHistory(const std::filesystem::path& home, const storage::NewRun& newRun, TrainingRun& run,
+                  const std::optional<LaunchArgs::Continuation>& continuation)
 {
-    auto started = RunRecorder::start(home, newRun);
+    auto started = continuation ? RunRecorder::resume(home, continuation->runId, continuation->attempt)
+                                : RunRecorder::start(home, newRun);
     if (!started) {
         std::cerr << "shardscope launch: warning: the run is not recorded in the history: " << started.error().message << "\n";
         return;
@@ -281,7 +296,7 @@ void watchRun(const LaunchArgs& args, const std::optional<std::filesystem::path>
     RunMonitor* monitor = run.monitor.get();
     options.onEventLine = [monitor](int rank, std::string_view line) { monitor->onEventLine(rank, line); };
     if (!args.noHistory && home)
-        startHistory(*home, newRun, run);
+        startHistory(*home, newRun, run, args.continuation);
     options.onTick = [monitor] { monitor->tick(); };
     options.hangTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.heartbeatTimeout * 1000));
     options.findStuckRank = [monitor](std::chrono::milliseconds timeout) { return monitor->stuckRank(timeout); };
@@ -315,6 +330,87 @@ void watchForHangs(TrainingRun& run, LaunchOptions& options)
     };
 }
 
+// An attempt trains as the run did: the settings of its plan that decide the numbers equal the
+// run's plan.json (the recipe, precision, sharding and shape; not the folders, ports or faults).
+Result<void> sameTraining(const std::string& originalPlanText, const config::RunPlan& plan)
+{
+    const auto original = nlohmann::json::parse(originalPlanText, nullptr, false);
+    const auto now = nlohmann::json::parse(config::planToJson(plan), nullptr, false);
+    if (original.is_discarded() || !original.is_object())
+        return makeError("the run's plan.json cannot be read; it cannot go on");
+    for (const char* key : {"recipe", "mixed_precision", "num_processes", "num_machines", "distributed_type", "backend",
+                            "sharding", "state_layout", "fp8", "threads"})
+        if (original.value(key, nlohmann::json()) != now.value(key, nlohmann::json()))
+            return makeError(std::string("the run cannot go on with these settings: its ") + key
+                             + " differs from the run's (plan.json in its folder); resume it with the run's own recipe, "
+                               "config and process count (the defaults of --continue_run)");
+    return {};
+}
+
+// --continue_run RUN: the run's recipe, config and process count (unless given), its newest
+// complete checkpoint, its checkpoints folder, and a run directory of its own under the run's
+// attempts/ for this attempt. Refused for a run that is live, has no checkpoint, or is a script's.
+Result<LaunchArgs> continuationOf(const LaunchArgs& args)
+{
+    auto home = storage::shardscopeHome();
+    if (!home)
+        return home.error();
+    storage::StoreOptions storeOptions;
+    storeOptions.markInterrupted = false;
+    auto store = storage::RunStore::open(storage::historyFile(*home), storeOptions);
+    auto runId = store ? store->resolveRun(args.continueRun) : Result<std::int64_t>(store.error());
+    auto details = runId ? store->run(*runId) : Result<storage::RunDetails>(runId.error());
+    if (!details)
+        return details.error();
+    const auto& summary = details->summary;
+    if (!storage::isTerminal(summary.status))
+        return makeError("run " + summary.name + " is " + std::string(storage::statusName(summary.status))
+                         + "; only a run that has ended goes on from its checkpoint");
+    if (summary.status == storage::RunStatus::Completed)
+        return makeError("run " + summary.name + " completed: it has nothing left to train");
+    const fs::path runDir = summary.runDir;
+    const RunLayout layout(runDir);
+    auto originalPlan = config::readTextFile(layout.planFile().string());
+    if (!originalPlan || !summary.job.empty())
+        return makeError("run " + summary.name + " is not an engine run of this machine (no plan.json in " + runDir.string()
+                         + "); only those go on with --continue_run (a cluster job requeues itself)");
+    auto plan = config::planFromJson(*originalPlan, layout.planFile().string());
+    if (!plan)
+        return plan.error();
+    const fs::path checkpoints = plan->checkpointsDir.empty() ? layout.checkpointsDir() : fs::path(plan->checkpointsDir);
+    auto checkpoint = checkpoint::resolveCheckpoint(checkpoints.string(), runDir.string(), plan->recipe.name);
+    if (!checkpoint)
+        return makeError("run " + summary.name + " has no complete checkpoint in " + checkpoints.string()
+                         + " to go on from (training.checkpoint_every saves them)");
+    LaunchArgs effective = args;
+    if (effective.recipe.empty())
+        effective.recipe = layout.recipeFile().string();
+    if (effective.configFile.empty() && fs::exists(layout.configFile()))
+        effective.configFile = layout.configFile().string();
+    if (!effective.givenNumProcesses) {
+        effective.numProcesses = plan->numProcesses;
+        effective.givenNumProcesses = true;
+    }
+    effective.resumeFrom = *checkpoint;
+    effective.checkpointsDir = checkpoints.string();
+    int attempt = 1;
+    for (const auto& a : details->attempts)
+        attempt = std::max(attempt, a.attempt + 1);
+    effective.runsDir = (runDir / "attempts").string();
+    effective.runName = std::to_string(attempt);
+    LaunchArgs::Continuation continuation;
+    continuation.runId = *runId;
+    continuation.originalPlan = *originalPlan;
+    continuation.attempt.attempt = attempt;
+    continuation.attempt.nodes = storage::LauncherIdentity::current().host;
+    continuation.attempt.startedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    continuation.attempt.resumedFrom = *checkpoint;
+    const std::string folder = fs::path(*checkpoint).filename().string();
+    continuation.attempt.resumedStep = folder.rfind("step_", 0) == 0 ? std::atoll(folder.c_str() + 5) : 0;
+    effective.continuation = continuation;
+    return effective;
+}
+
 // With a recipe: the plan checked before anything is created, then the run directory and its
 // files, per-rank logs, the event stream and a progress line; `options` get the plan's shape.
 // Null with `exitCode` set when the launch is refused.
@@ -330,6 +426,11 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     if (!plan)
         return nullptr;
     exitCode = 2;
+    if (args.continuation)
+        if (auto same = sameTraining(args.continuation->originalPlan, *plan); !same) {
+            printError(same.error().message);
+            return nullptr;
+        }
     auto home = storage::shardscopeHome();
     if (!home && args.runsDir.empty()) {
         printError(home.error().message);
@@ -806,8 +907,26 @@ int launchOnSlurm(const LaunchArgs& args, const std::string& programPath)
     });
 }
 
-int runLaunchCommand(const LaunchArgs& args, const std::string& programPath)
+int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath)
 {
+    LaunchArgs args = givenArgs;
+    if (!args.continueRun.empty()) {
+        if (args.target != "local" || !args.script.empty() || !args.resumeFrom.empty() || !args.runName.empty()
+            || !args.runsDir.empty() || args.noHistory) {
+            printError("--continue_run goes on with a run of this machine's history, in its folder, from its newest "
+                       "checkpoint: it takes no --target, --script, --resume_from_checkpoint, --run_name, --runs_dir or "
+                       "--no_history");
+            return 2;
+        }
+        auto continued = continuationOf(args);
+        if (!continued) {
+            printError(continued.error().message);
+            return 2;
+        }
+        args = std::move(*continued);
+        std::cout << "shardscope launch: run " << args.continueRun << " goes on from " << args.resumeFrom << " as attempt "
+                  << args.continuation->attempt.attempt << std::endl;
+    }
     if (args.target != "local")
         return launchOnSlurm(args, programPath);
     if (args.dryRun || args.detach) {
@@ -945,6 +1064,9 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
     cmd->add_option("--mixed_precision", args->mixedPrecision, "no, fp16, bf16, bf16-pure or fp8 (wins over the config file)");
     cmd->add_option("--resume_from_checkpoint", args->resumeFrom,
                     "Continue from a checkpoint: a step_<N> folder, a run's folder, or latest (newest of this recipe)");
+    cmd->add_option("--continue_run", args->continueRun,
+                    "Go on with a run of the history that failed or was stopped, from its newest checkpoint, as its next "
+                    "attempt (the same run in the history; its recipe, config and process count unless given)");
     cmd->add_option("--checkpoints_dir", args->checkpointsDir,
                     "Save checkpoints here instead of the run's checkpoints/ (a run over several machines: a folder "
                     "every machine sees)");

@@ -35,6 +35,26 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::start(const std::filesystem::p
     return recorder;
 }
 
+Result<std::unique_ptr<RunRecorder>> RunRecorder::resume(const std::filesystem::path& home, std::int64_t runId,
+                                                         const storage::RunAttempt& attempt)
+{
+    const auto file = storage::historyFile(home);
+    auto store = storage::RunStore::open(file);
+    if (!store)
+        return store.error();
+    if (auto continued = store->continueRun(runId, attempt, storage::LauncherIdentity::current()); !continued)
+        return continued.error();
+    auto writer = storage::RunWriter::open(file, runId);
+    if (!writer)
+        return writer.error();
+    std::unique_ptr<RunRecorder> recorder(new RunRecorder());
+    recorder->m_runId = runId;
+    recorder->m_writer = std::move(*writer);
+    recorder->m_attempt = attempt;
+    recorder->m_history = file;
+    return recorder;
+}
+
 RunRecorder::~RunRecorder() = default;
 
 void RunRecorder::record(const protocol::Event& event)
@@ -81,6 +101,14 @@ Result<void> RunRecorder::finish(const storage::RunEnd& end, std::chrono::millis
         finished = m_writer->flush();
         if (finished && !m_writer->finishedRun())
             finished = makeError("the end of the run is not recorded yet");
+    }
+    if (finished && m_attempt) {
+        m_attempt->endedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        m_attempt->exitCode = end.exitCode;
+        auto store = storage::RunStore::open(m_history);
+        if (!store)
+            return store.error();
+        return store->recordAttempt(m_runId, *m_attempt);
     }
     return finished;
 }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ public:
     enum class Starts { Now, Later };
     static Result<std::unique_ptr<RunRecorder>> start(const std::filesystem::path& home, const storage::NewRun& run,
                                                       Starts starts = Starts::Now);
+    // Goes on recording run `runId` of <home>/history.sqlite as its next attempt (RunStore::continueRun).
+    static Result<std::unique_ptr<RunRecorder>> resume(const std::filesystem::path& home, std::int64_t runId,
+                                                       const storage::RunAttempt& attempt);
     ~RunRecorder();
 
     void record(const protocol::Event& event);
@@ -45,6 +49,8 @@ private:
     std::int64_t m_runId = 0;
     std::unique_ptr<storage::RunWriter> m_writer;
     std::vector<std::pair<int, std::string>> m_errors; // (rank, "kind: message") from error events
+    std::optional<storage::RunAttempt> m_attempt; // a continued run's attempt: its end recorded with the run's
+    std::filesystem::path m_history;
 };
 
 // The last `lines` lines of a text file (a rank's log), for failure reports; blank lines at its end

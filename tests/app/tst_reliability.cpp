@@ -491,6 +491,128 @@ private slots:
         QCOMPARE(losses, uninterrupted); // bit for bit: the doubles as the events carry them
     }
 
+    // #45 point 2: a run stopped with a checkpoint goes on as the same run of the history (its next
+    // attempt), from its newest checkpoint, with its own recipe and process count: one run, two
+    // attempts, the curve continuing where it left off (each step once), equal to an uninterrupted run's.
+    void continuedRunIsTheSameRunsNextAttempt()
+    {
+        const QByteArray recipe = "name: sig\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                                  "training: {per_device_batch_size: 8, max_steps: 24}\n";
+        Launch l;
+        l.start("cut", recipe, {"--", "--slow-rank", "1", "--slow-forward-ms", "60"});
+        QVERIFY(l.pidAfterSteps("cut", 0, 4) > 0);
+        kill(static_cast<pid_t>(l.process.processId()), SIGTERM);
+        QVERIFY(l.process.waitForFinished(120000));
+        QCOMPARE(l.details("cut").summary.status, RunStatus::Cancelled);
+        qint64 stoppedAt = 0;
+        for (const auto& e : l.events("cut"))
+            if (e["type"] == "done" && e["rank"].toInt() == 0)
+                stoppedAt = e["steps"].toInteger();
+        QVERIFY(stoppedAt >= 4 && stoppedAt < 24);
+
+        auto goOn = [&] {
+            QProcess go;
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.insert("SHARDSCOPE_HOME", l.home.path());
+            go.setProcessEnvironment(env);
+            go.setProcessChannelMode(QProcess::MergedChannels);
+            go.start(kShardscope, {"launch", "--continue_run", "cut"});
+            go.waitForFinished(120000);
+            return std::make_pair(go.exitCode(), QString::fromUtf8(go.readAll()));
+        };
+        const auto [code, out] = goOn();
+        QVERIFY2(code == 0, qPrintable(out));
+        QVERIFY2(out.contains(QStringLiteral("/checkpoints/step_%1 as attempt 1").arg(stoppedAt)), qPrintable(out));
+        const RunDetails run = l.details("cut");
+        QCOMPARE(run.summary.status, RunStatus::Completed);
+        QCOMPARE(run.summary.lastStep.value_or(0), 24);
+        QCOMPARE(run.attempts.size(), std::size_t(2));
+        QCOMPARE(run.attempts[0].resumedStep, 0);
+        QCOMPARE(run.attempts[1].attempt, 1);
+        QCOMPARE(run.attempts[1].resumedStep, stoppedAt);
+        QVERIFY(QString::fromStdString(run.attempts[1].resumedFrom).endsWith(QStringLiteral("step_%1").arg(stoppedAt)));
+        QCOMPARE(run.attempts[1].exitCode.value_or(-1), 0);
+        QVERIFY(QFile::exists(l.runDir("cut") + "/attempts/1/events.jsonl")); // the attempt's own folder
+        auto store = RunStore::open(historyFile(l.home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto listed = store->listRuns();
+        QVERIFY(listed.ok());
+        QCOMPARE(listed->size(), std::size_t(1)); // not a second run
+        auto rows = store->metricsSince(run.summary.id, 0);
+        QVERIFY(rows.ok());
+        QMap<qint64, double> losses;
+        for (const auto& row : *rows)
+            if (row.key == "loss" && row.rank == 0) {
+                QVERIFY2(!losses.contains(row.step), qPrintable(QStringLiteral("step %1 twice").arg(row.step)));
+                losses[row.step] = row.value;
+            }
+        Launch whole;
+        whole.start("whole", recipe, {});
+        QVERIFY(whole.process.waitForFinished(120000));
+        QCOMPARE(whole.process.exitCode(), 0);
+        QMap<qint64, double> uninterrupted;
+        for (const auto& e : whole.events("whole"))
+            if (e["type"] == "step" && e["rank"].toInt() == 0)
+                uninterrupted[e["step"].toInteger()] = e["loss"].toDouble();
+        QCOMPARE(losses, uninterrupted);
+
+        // A completed run has nothing left to train: refused, the history as it was.
+        const auto [again, refused] = goOn();
+        QCOMPARE(again, 2);
+        QVERIFY2(refused.contains("run cut completed: it has nothing left to train"), qPrintable(refused));
+        QCOMPARE(l.details("cut").attempts.size(), std::size_t(2));
+    }
+
+    // #45 point 2, a failed run: the steps after its last checkpoint are redone by the next attempt
+    // and kept once in the history (the attempt's), the curve equal to an uninterrupted run's.
+    void continuedRunRedoesTheStepsAfterItsCheckpoint()
+    {
+        const QByteArray recipe = "name: oom\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                                  "training: {per_device_batch_size: 8, max_steps: 12, checkpoint_every: 5}\n";
+        Launch l;
+        l.start("failed", recipe, {"--", "--oom-at-step", "8"});
+        QVERIFY(l.process.waitForFinished(120000));
+        QVERIFY(l.process.exitCode() != 0);
+        QCOMPARE(l.details("failed").summary.status, RunStatus::Failed);
+        QCOMPARE(l.details("failed").summary.lastStep.value_or(0), 7);
+        QProcess go;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", l.home.path());
+        go.setProcessEnvironment(env);
+        go.setProcessChannelMode(QProcess::MergedChannels);
+        go.start(kShardscope, {"launch", "--continue_run", "failed"});
+        QVERIFY(go.waitForFinished(120000));
+        QVERIFY2(go.exitCode() == 0, go.readAll().constData());
+        const RunDetails run = l.details("failed");
+        QCOMPARE(run.summary.status, RunStatus::Completed);
+        QVERIFY(run.error.empty()); // the first attempt's error belongs to it, not to the run that completed
+        QCOMPARE(run.attempts.size(), std::size_t(2));
+        QCOMPARE(run.attempts[0].exitCode.value_or(0), l.process.exitCode());
+        QCOMPARE(run.attempts[1].resumedStep, 5);
+        auto store = RunStore::open(historyFile(l.home.path().toStdString()));
+        QVERIFY(store.ok());
+        auto rows = store->metricsSince(run.summary.id, 0);
+        QVERIFY(rows.ok());
+        QMap<qint64, double> losses;
+        for (const auto& row : *rows)
+            if (row.key == "loss" && row.rank == 0) {
+                QVERIFY2(!losses.contains(row.step), qPrintable(QStringLiteral("step %1 twice").arg(row.step)));
+                losses[row.step] = row.value;
+            }
+        // The block summaries (Note [Metric blocks]), which count the rows, were rebuilt without the redone steps.
+        QCOMPARE(l.details("failed").metricRows, static_cast<std::int64_t>(rows->size()));
+        Launch whole;
+        whole.start("whole", recipe, {});
+        QVERIFY(whole.process.waitForFinished(120000));
+        QCOMPARE(whole.process.exitCode(), 0);
+        QMap<qint64, double> uninterrupted;
+        for (const auto& e : whole.events("whole"))
+            if (e["type"] == "step" && e["rank"].toInt() == 0)
+                uninterrupted[e["step"].toInteger()] = e["loss"].toDouble();
+        QCOMPARE(uninterrupted.size(), 12);
+        QCOMPARE(losses, uninterrupted);
+    }
+
     // Point 7: an edited state file is named, without nlohmann's raw exception text.
     void editedStateFileIsNamed()
     {
