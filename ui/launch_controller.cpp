@@ -4,11 +4,13 @@
 #include "storage/store_paths.h"
 #include "ui/history_service.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QTimer>
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 
@@ -32,17 +34,24 @@ QString LaunchController::scratchFile(const QString& fileName) const
 
 QString LaunchController::start(LaunchRequest request)
 {
-    request.outputFile = launcherOutputFile(QString::fromStdString(m_databaseFile.parent_path().string()), request.runName);
+    const bool continuation = !request.continueRun.isEmpty();
+    const QString name = continuation ? request.continueRun : request.runName;
+    request.outputFile = launcherOutputFile(QString::fromStdString(m_databaseFile.parent_path().string()),
+                                            continuation ? QStringLiteral("continue-") + name : name);
     const auto result = launchDetached(request);
     if (!result.started)
         return result.error;
-    m_pendingRun = request.runName;
+    m_pendingRun = name;
+    m_waitForLive = continuation;
+    m_launchedAt = QDateTime::currentMSecsSinceEpoch() / 1000.0 - 1;
     m_pendingPid = result.pid;
     m_pendingOutput = request.outputFile;
     m_pollsLeft = 120; // 60 s for the launcher to record the run
     m_pollTimer->start();
-    emit message(tr("Launched %1 (pid %2)").arg(request.runName).arg(result.pid), false);
-    emit runLaunched(request.runName);
+    emit message(continuation ? tr("Resuming run %1 from its newest checkpoint (pid %2)").arg(name).arg(result.pid)
+                              : tr("Launched %1 (pid %2)").arg(name).arg(result.pid),
+                 false);
+    emit runLaunched(name);
     return {};
 }
 
@@ -72,14 +81,25 @@ void LaunchController::poll()
     };
     m_history->submit<std::shared_ptr<Seen>>(
         this,
-        [file = m_databaseFile, name = m_pendingRun.toStdString(), pid = m_pendingPid, output = m_pendingOutput] {
+        [file = m_databaseFile, name = m_pendingRun.toStdString(), pid = m_pendingPid, output = m_pendingOutput,
+         live = m_waitForLive, launchedAt = m_launchedAt] {
             auto seen = std::make_shared<Seen>();
             storage::StoreOptions options;
             options.markInterrupted = false;
             if (auto store = storage::RunStore::open(file, options)) {
                 if (auto id = store->resolveRun(name)) {
-                    seen->runId = *id;
-                    return seen;
+                    auto details = live ? store->run(*id) : Result<storage::RunDetails>(storage::RunDetails{});
+                    // Live again, or already through an attempt started by this launch (a short one).
+                    const bool attemptStarted = details
+                                                && std::any_of(details->attempts.begin(), details->attempts.end(),
+                                                               [&](const storage::RunAttempt& a) {
+                                                                   return a.attempt > 0 && a.startedAt
+                                                                          && *a.startedAt >= launchedAt;
+                                                               });
+                    if (!live || (details && (!storage::isTerminal(details->summary.status) || attemptStarted))) {
+                        seen->runId = *id;
+                        return seen;
+                    }
                 }
             }
             if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
@@ -96,11 +116,11 @@ void LaunchController::poll()
                 stopWaiting();
                 emit runOpened(seen->runId);
             } else if (seen->launcherGone) {
-                emit message(tr("The launch of %1 stopped before the run started: %2")
-                                 .arg(m_pendingRun, seen->said.isEmpty()
-                                                        ? tr("the launcher said nothing (%1)").arg(m_pendingOutput)
-                                                        : seen->said),
-                             true);
+                emit message(
+                    (m_waitForLive ? tr("Run %1 could not go on: %2") : tr("The launch of %1 stopped before the run started: %2"))
+                        .arg(m_pendingRun,
+                             seen->said.isEmpty() ? tr("the launcher said nothing (%1)").arg(m_pendingOutput) : seen->said),
+                    true);
                 stopWaiting();
             }
         });

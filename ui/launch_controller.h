@@ -29,6 +29,8 @@ public:
     // A file for a run's copy of an unsaved config or recipe, under $SHARDSCOPE_HOME/configure.
     QString scratchFile(const QString& fileName) const;
     // Starts the launcher (request.outputFile is set here); empty on success, else why not.
+    // runOpened comes once the run is in the history; for a continuation (request.continueRun),
+    // once the run is live again (its next attempt started).
     QString start(LaunchRequest request);
 
 signals:
@@ -47,6 +49,8 @@ private:
     qint64 m_pendingPid = 0; // its launcher
     QString m_pendingOutput; // the launcher's output file
     int m_pollsLeft = 0;
+    bool m_waitForLive = false; // a continuation: the run exists already, and counts once it runs again
+    double m_launchedAt = 0; // seconds since the epoch (a second early)
     bool m_polling = false; // a look for the launched run is on its way
 };
 

@@ -17,6 +17,7 @@ namespace shardscope::ui {
 class ComparePage;
 class ConfigurePage;
 class HistoryService;
+class LaunchController;
 class RunPage;
 class RunsPage;
 class TracePage;
@@ -67,6 +68,7 @@ private:
     QStackedWidget* m_pages = nullptr;
     QLabel* m_pageHelp = nullptr;
     HistoryService* m_history = nullptr; // the workbench's way to the history, off the GUI thread
+    LaunchController* m_resumes = nullptr; // Resume's launches (--continue_run)
     RunsPage* m_runsPage = nullptr;
     RunPage* m_runPage = nullptr;
     ComparePage* m_comparePage = nullptr;

@@ -61,6 +61,8 @@ QString sweepTag(const QString& sweepName) { return QStringLiteral("sweep:") + s
 
 QStringList launchArguments(const LaunchRequest& request)
 {
+    if (!request.continueRun.isEmpty())
+        return {QStringLiteral("launch"), QStringLiteral("--continue_run"), request.continueRun};
     QStringList args{QStringLiteral("launch"), QStringLiteral("--num_processes"), QString::number(request.numProcesses)};
     if (request.scriptFile.isEmpty()) {
         args << QStringLiteral("--recipe") << QFileInfo(request.recipeFile).absoluteFilePath();

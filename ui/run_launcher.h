@@ -34,6 +34,9 @@ struct LaunchRequest {
     // Where the launcher's own output (stdout and stderr) goes, so that a launch refused before
     // any rank started can show its message; empty: discarded.
     QString outputFile;
+    // Set: `shardscope launch --continue_run RUN` (the history's run by id or name goes on from its
+    // newest checkpoint as its next attempt); the fields above but outputFile are unused then.
+    QString continueRun;
 };
 
 struct LaunchResult {

@@ -95,6 +95,11 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     m_diagnoseButton->setToolTip(tr("Ask the ranks where they are: the collective they wait in, the rank that never "
                                     "entered it, each rank's last collective (shardscope runs diagnose)"));
     m_diagnoseButton->setEnabled(false);
+    m_resumeButton = new QPushButton(tr("Resume"), this);
+    m_resumeButton->setObjectName(QStringLiteral("resumeButton"));
+    m_resumeButton->setToolTip(tr("Go on with this failed or stopped run from its newest checkpoint, as the same run "
+                                  "(its next attempt): shardscope launch --continue_run"));
+    m_resumeButton->setEnabled(false);
     // The title on a line of its own: a long run name never pushes Stop off-screen.
     layout->addWidget(m_title);
     header->addWidget(m_status);
@@ -106,6 +111,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     header->addWidget(m_xAxisBox);
     header->addWidget(m_chartsButton);
     header->addWidget(m_followButton);
+    header->addWidget(m_resumeButton);
     header->addWidget(m_diagnoseButton);
     header->addWidget(m_stopButton);
     layout->addLayout(header);
@@ -178,6 +184,10 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     connect(m_smoothingSlider, &QSlider::valueChanged, this, [this](int value) { setSmoothing(value / 100.0); });
     connect(m_stopButton, &QPushButton::clicked, this, &RunPage::stopRun);
     connect(m_diagnoseButton, &QPushButton::clicked, this, &RunPage::diagnoseRun);
+    connect(m_resumeButton, &QPushButton::clicked, this, [this] {
+        m_resumeButton->setEnabled(false); // once: the launcher takes it from here
+        emit resumeRequested(m_info.runId);
+    });
     connect(m_log, &RankLogView::reloadRequested, this, &RunPage::pollNow);
 }
 
@@ -410,6 +420,9 @@ void RunPage::updateHeader()
     const bool live = !storage::isTerminal(m_info.status);
     m_stopButton->setEnabled(live && m_info.launcher.pid > 0);
     m_diagnoseButton->setEnabled(live && !m_info.runDir.empty() && !m_diagnoseProcess);
+    // A run of this machine's history that ended short: the launcher checks it has a checkpoint.
+    const bool endedShort = storage::isTerminal(m_info.status) && m_info.status != storage::RunStatus::Completed;
+    m_resumeButton->setEnabled(endedShort && m_info.runId > 0 && m_info.job.empty());
     if (m_info.status == storage::RunStatus::Failed || !m_info.error.empty()) {
         QString text = m_info.rootCauseRank ? tr("Failed on rank %1: ").arg(*m_info.rootCauseRank) : tr("Failed: ");
         text += m_info.error.empty() ? tr("(no message)") : qs(m_info.error);

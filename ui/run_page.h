@@ -89,6 +89,8 @@ signals:
     void runUpdated();
     void runFinished(shardscope::storage::RunStatus status);
     void pollFailed(const QString& message);
+    // Resume: the open run, failed or stopped with a checkpoint, goes on as its next attempt.
+    void resumeRequested(std::int64_t runId);
 
 private:
     void updateHeader();
@@ -122,6 +124,7 @@ private:
     QLabel* m_smoothingLabel = nullptr;
     QPushButton* m_stopButton = nullptr;
     QPushButton* m_diagnoseButton = nullptr;
+    QPushButton* m_resumeButton = nullptr;
     QLabel* m_diagnosis = nullptr; // what `shardscope runs diagnose` answered
     QProcess* m_diagnoseProcess = nullptr; // running it; null when none runs
     QPushButton* m_chartsButton = nullptr; // its menu shows and hides charts

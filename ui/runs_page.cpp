@@ -96,6 +96,10 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
             emit runOpened(id);
     });
     addButton(tr("Compare"), QStringLiteral("compareRuns"), [this] { emit compareRequested(selectedRunIds()); });
+    addButton(tr("Resume"), QStringLiteral("resumeRun"), [this] {
+        if (const auto id = currentRunId(); id > 0)
+            emit resumeRequested(id);
+    })->setToolTip(tr("Go on with a failed or stopped run from its newest checkpoint, as the same run (its next attempt)"));
     buttons->addSpacing(16);
     addButton(tr("Rename…"), QStringLiteral("renameRun"), [this] { rename(); });
     addButton(tr("Colour…"), QStringLiteral("colorRun"), [this] { chooseColor(); });

@@ -71,6 +71,8 @@ public slots:
 
 signals:
     void runOpened(std::int64_t runId);
+    // Resume: the selected run goes on from its newest checkpoint as its next attempt.
+    void resumeRequested(std::int64_t runId);
     void compareRequested(const std::vector<std::int64_t>& runIds);
     void runsLoaded();
     void errorOccurred(const QString& message);

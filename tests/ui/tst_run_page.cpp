@@ -8,6 +8,7 @@
 #include "engine/recipe/recipe.h"
 #include "test_store.h"
 #include "ui/format.h"
+#include "ui/main_window.h"
 #include "ui/metric_chart.h"
 #include "ui/run_data_source.h"
 #include "ui/run_launcher.h"
@@ -15,8 +16,10 @@
 
 #include <QAction>
 #include <QComboBox>
+#include <QProcess>
 #include <QPushButton>
 #include <QSlider>
+#include <QStatusBar>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QLabel>
@@ -562,6 +565,60 @@ private slots:
         QTest::qWait(100);
         QCOMPARE(page.scriptCommand(), QString());
         QVERIFY(shown->isHidden());
+    }
+
+    // #45 point 2: Resume on the Run page of a failed run goes on with it from its newest
+    // checkpoint as the same run (its next attempt), through the real launcher; the page shows
+    // the run again, its curve continuing where it left off, each step once.
+    void resumeGoesOnWithTheSameRun()
+    {
+        if (qEnvironmentVariableIsEmpty("SHARDSCOPE_LAUNCHER"))
+            QSKIP("set SHARDSCOPE_LAUNCHER to a `shardscope` built with the engine to run a real launch");
+        QTemporaryDir home;
+        qputenv("SHARDSCOPE_HOME", home.path().toUtf8());
+        const QString recipe = home.filePath(QStringLiteral("oom.yaml"));
+        std::ofstream(recipe.toStdString()) << "name: oom\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n"
+                                               "training: {per_device_batch_size: 8, max_steps: 12, checkpoint_every: 5}\n";
+        QProcess first;
+        first.setProcessChannelMode(QProcess::MergedChannels);
+        first.start(ui::launcherProgram(),
+                    {"launch", "--num_processes", "2", "--recipe", recipe, "--run_name", "failed", "--", "--oom-at-step", "8"});
+        QVERIFY(first.waitForFinished(120000));
+        QVERIFY2(first.exitCode() != 0, first.readAll().constData());
+        const auto db = dbIn(home);
+        auto store = storage::RunStore::open(db);
+        QVERIFY(store.ok());
+        const auto id = store->resolveRun("failed");
+        QVERIFY(id.ok());
+
+        ui::MainWindow window(nullptr, db);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.openRun(*id);
+        auto* page = window.findChild<RunPage*>();
+        auto* resume = page->findChild<QPushButton*>(QStringLiteral("resumeButton"));
+        QTRY_VERIFY(!page->polling() && resume->isEnabled()); // failed, with a checkpoint at step 5
+        QTRY_COMPARE(page->chart(QStringLiteral("loss"))->pointCount(0), 7);
+        QTest::mouseClick(resume, Qt::LeftButton);
+        const auto said = [&] {
+            QFile log(home.filePath(QStringLiteral("launches/continue-%1.log").arg(*id)));
+            return window.statusBar()->currentMessage() + "\n"
+                   + (log.open(QIODevice::ReadOnly) ? QString::fromUtf8(log.readAll()) : QStringLiteral("(no launcher output)"));
+        };
+        QTRY_VERIFY2_WITH_TIMEOUT(([&] {
+                                      auto run = store->run(*id);
+                                      return run && run->summary.status == storage::RunStatus::Completed
+                                             && run->attempts.size() == 2;
+                                  }()),
+                                  qPrintable(said()), 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(page->chart(QStringLiteral("loss"))->pointCount(0) == 12, 10000);
+        const auto data = page->chart(QStringLiteral("loss"))->series(0)->data();
+        for (int i = 0; i < 12; ++i)
+            QCOMPARE(data->at(i)->key, double(i + 1)); // steps 6 and 7, redone, once
+        QTRY_VERIFY(!resume->isEnabled()); // completed: nothing left to resume
+        auto listed = store->listRuns();
+        QVERIFY(listed.ok());
+        QCOMPARE(listed->size(), std::size_t(1)); // the same run, not a new one
     }
 
     void launchingTheDemoShowsLivePoints()

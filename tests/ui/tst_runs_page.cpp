@@ -257,6 +257,12 @@ private slots:
         QTest::mouseClick(page.findChild<QPushButton*>(QStringLiteral("openRun")), Qt::LeftButton);
         QCOMPARE(opened.count(), 1);
         QCOMPARE(opened.first().first().toLongLong(), b);
+        // #45 point 2: Resume asks for the current run to go on (the main window launches it;
+        // tst_run_page::resumeGoesOnWithTheSameRun drives that for real).
+        QSignalSpy resumed(&page, &ui::RunsPage::resumeRequested);
+        QTest::mouseClick(page.findChild<QPushButton*>(QStringLiteral("resumeRun")), Qt::LeftButton);
+        QCOMPARE(resumed.count(), 1);
+        QCOMPARE(resumed.first().first().toLongLong(), b);
     }
 
     // #45 point 10: deleting a running run asked, then refused in the store's jargon; now it is
