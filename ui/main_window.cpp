@@ -163,20 +163,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
         emit modeChanged(static_cast<Mode>(row));
     });
     connect(m_runsPage, &RunsPage::runOpened, this, &MainWindow::openRun);
-    // Resume, from Runs or the Run page: the launcher goes on with the run (--continue_run); its
-    // page opens once the next attempt runs, and what went wrong otherwise goes to the status bar.
-    m_resumes = new LaunchController(m_databaseFile, m_history, this);
-    connect(m_resumes, &LaunchController::runOpened, this, &MainWindow::openRun);
-    connect(m_resumes, &LaunchController::message, this,
-            [this](const QString& text, bool error) { statusBar()->showMessage(text, error ? 30000 : 10000); });
-    auto resume = [this](std::int64_t runId) {
-        LaunchRequest request;
-        request.continueRun = QString::number(runId);
-        if (const QString refused = m_resumes->start(request); !refused.isEmpty())
-            statusBar()->showMessage(refused, 30000);
-    };
-    connect(m_runsPage, &RunsPage::resumeRequested, this, resume);
-    connect(m_runPage, &RunPage::resumeRequested, this, resume);
+    connectResume();
     connect(m_comparePage, &ComparePage::runOpened, this, &MainWindow::openRun);
     connect(m_comparePage, &ComparePage::sweepQueueChanged, m_runsPage, &RunsPage::setQueuedRuns);
     connect(m_configurePage, &ConfigurePage::runOpened, this, &MainWindow::openRun);
@@ -193,6 +180,24 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
 
     restoreWindowGeometry();
     m_modeBar->setCurrentRow(0);
+}
+
+void MainWindow::connectResume()
+{
+    // Resume, from Runs or the Run page: the launcher goes on with the run (--continue_run); its
+    // page opens once the next attempt runs, and what went wrong otherwise goes to the status bar.
+    m_resumes = new LaunchController(m_databaseFile, m_history, this);
+    connect(m_resumes, &LaunchController::runOpened, this, &MainWindow::openRun);
+    connect(m_resumes, &LaunchController::message, this,
+            [this](const QString& text, bool error) { statusBar()->showMessage(text, error ? 30000 : 10000); });
+    auto resume = [this](std::int64_t runId) {
+        LaunchRequest request;
+        request.continueRun = QString::number(runId);
+        if (const QString refused = m_resumes->start(request); !refused.isEmpty())
+            statusBar()->showMessage(refused, 30000);
+    };
+    connect(m_runsPage, &RunsPage::resumeRequested, this, resume);
+    connect(m_runPage, &RunPage::resumeRequested, this, resume);
 }
 
 QString MainWindow::settingsFile() const { return qs((m_databaseFile.parent_path() / "workbench.ini").string()); }

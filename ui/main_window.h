@@ -62,6 +62,7 @@ protected:
 
 private:
     void restoreWindowGeometry();
+    void connectResume();
 
     std::filesystem::path m_databaseFile;
     QListWidget* m_modeBar = nullptr;
