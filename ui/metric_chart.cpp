@@ -160,9 +160,17 @@ void MetricChart::appendPoints(int index, const QVector<double>& x, const QVecto
     // A zoomed view whose right edge shows the newest point slides on with new points.
     const bool viewAtEnd = !m_following && m_hasData && xAxis->range().upper >= m_xMax;
     const double oldMax = m_xMax;
-    s.graph->addData(x, y, /*alreadySorted=*/true);
+    // A non-finite value is a gap in its curve (NaN breaks a QCPGraph's line; an infinity would
+    // draw to the edge and stretch nothing) and a mark along the top of the chart at its x.
+    QVector<double> values = y;
+    for (qsizetype i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i])) {
+            markNonFinite(x[i]);
+            values[i] = std::numeric_limits<double>::quiet_NaN();
+        }
+    s.graph->addData(x, values, /*alreadySorted=*/true);
     if (s.smooth)
-        appendSmoothed(s, x, y);
+        appendSmoothed(s, x, values);
     for (qsizetype i = 0; i < x.size(); ++i)
         includeInRanges(x[i], y[i]);
     if (viewAtEnd && m_xMax > oldMax) {
@@ -174,6 +182,23 @@ void MetricChart::appendPoints(int index, const QVector<double>& x, const QVecto
     updateRanges();
     requestReplot();
 }
+
+void MetricChart::markNonFinite(double x)
+{
+    if (!m_nonFiniteMarks) {
+        // On the hidden right axis, fixed at 0..1: the marks stay at the top whatever the values' scale.
+        yAxis2->setRange(0, 1);
+        m_nonFiniteMarks = addGraph(xAxis, yAxis2);
+        m_nonFiniteMarks->setName(tr("non-finite (NaN or infinite)"));
+        m_nonFiniteMarks->setLineStyle(QCPGraph::lsNone);
+        const QColor red(200, 30, 30);
+        m_nonFiniteMarks->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssTriangleInverted, red, red, 7));
+        m_nonFiniteMarks->removeFromLegend();
+    }
+    m_nonFiniteMarks->addData(x, 0.96);
+}
+
+int MetricChart::nonFiniteCount() const { return m_nonFiniteMarks ? m_nonFiniteMarks->dataCount() : 0; }
 
 void MetricChart::appendPoint(int index, double x, double y) { appendPoints(index, QVector<double>{x}, QVector<double>{y}); }
 
@@ -464,6 +489,8 @@ void MetricChart::clearData()
         s.constant = true;
         s.ema = TensorBoardEma{m_smoothing};
     }
+    if (m_nonFiniteMarks)
+        m_nonFiniteMarks->data()->clear();
     m_hasData = false;
     requestReplot();
 }
@@ -471,6 +498,7 @@ void MetricChart::clearData()
 void MetricChart::removeSeries()
 {
     clearGraphs();
+    m_nonFiniteMarks = nullptr; // deleted with the graphs
     m_series.clear();
     m_hasData = false;
     legend->setVisible(false);

@@ -57,6 +57,8 @@ public:
     void setSeriesColor(int index, const QColor& color); // e.g. the user chose the run's colour
     QString seriesName(int index) const { return series(index)->name(); }
     int pointCount(int index) const;
+    // The marks of non-finite values (NaN, ±inf) along the top of the chart: one per value.
+    int nonFiniteCount() const;
     int totalPointCount() const;
     // x must not decrease within a series (steps and times do not).
     void appendPoints(int series, const QVector<double>& x, const QVector<double>& y);
@@ -115,6 +117,8 @@ protected:
 private:
     // How far from x (a point of the series) another series' point may lie and still be shown at x.
     double hoverTolerance(int series, double x) const;
+    void markNonFinite(double x);
+    QCPGraph* m_nonFiniteMarks = nullptr; // made with the first non-finite value
     struct Series {
         QCPGraph* graph = nullptr; // raw values
         QCPGraph* smooth = nullptr; // with smoothing on, line series only

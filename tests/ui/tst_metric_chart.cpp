@@ -120,6 +120,24 @@ private slots:
         QVERIFY2(evalsOnly.hoverText(80).contains(QStringLiteral("eval: 0.015")), qPrintable(evalsOnly.hoverText(80)));
     }
 
+    // #45 point 11: non-finite values (a diverged run's NaN loss) are gaps in their curve and marks
+    // along the top, never a line to the edge or a stretched axis; cleared with the data.
+    void nonFiniteValuesAreGapsAndMarks()
+    {
+        MetricChart chart(QStringLiteral("loss"));
+        const int s = chart.addSeries(QStringLiteral("train"), Qt::blue);
+        chart.appendPoints(s, {1, 2, 3, 4, 5}, {2.0, NAN, INFINITY, -INFINITY, 1.5});
+        QCOMPARE(chart.nonFiniteCount(), 3);
+        QCOMPARE(chart.pointCount(s), 5);
+        QVERIFY(std::isnan(chart.series(s)->data()->at(2)->value)); // a gap, not an infinity
+        QVERIFY(chart.yAxis->range().upper < 10 && chart.yAxis->range().lower > -10);
+        QCOMPARE(chart.series(s)->data()->at(4)->value, 1.5);
+        chart.clearData();
+        QCOMPARE(chart.nonFiniteCount(), 0);
+        chart.appendPoints(s, {1, 2}, {1.0, 2.0});
+        QCOMPARE(chart.nonFiniteCount(), 0);
+    }
+
     void logScaleLeavesOutWhatItCannotShow()
     {
         MetricChart chart(QStringLiteral("grad norm"));
