@@ -507,6 +507,32 @@ double Trainer::evaluate()
     return m_acc.meanOverRanks(count > 0 ? sum / static_cast<double>(count) : 0.0);
 }
 
+void Trainer::exportTokenizer(const std::string& dir)
+{
+    // The tokenizer the run trained with goes beside the model, as save_pretrained of a model and
+    // its tokenizer leaves them: AutoTokenizer.from_pretrained(export) then works.
+    const std::string from = config::tokenizerFolder(m_recipe);
+    if (from.empty() || !std::filesystem::is_directory(dir))
+        return;
+    int copied = 0;
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                             "tokenizer.model", "added_tokens.json"}) {
+        std::error_code ec;
+        const auto source = std::filesystem::path(from) / file;
+        if (!std::filesystem::is_regular_file(source, ec))
+            continue;
+        std::filesystem::copy_file(source, std::filesystem::path(dir) / file, std::filesystem::copy_options::overwrite_existing,
+                                   ec);
+        if (ec)
+            m_events.emit(protocol::LogEvent{"warning", "the export has no " + std::string(file) + ": " + ec.message()});
+        else
+            ++copied;
+    }
+    if (copied > 0)
+        m_events.emit(protocol::LogEvent{"info", "the export has the tokenizer of " + from + " (" + std::to_string(copied)
+                                                     + " files): AutoTokenizer.from_pretrained reads it"});
+}
+
 void Trainer::finish()
 {
     if (!m_plan.runDir.empty() && m_recipe.exportModel.enabled) {
@@ -533,6 +559,7 @@ void Trainer::finish()
                 const auto bytes = checkpoint::exportModel(dir, full, m_recipe.model, exportOptions);
                 m_events.emit(protocol::CheckpointEvent{m_recipe.maxSteps, dir, "model", bytes});
             }
+            exportTokenizer(dir);
         }
     }
     if (!m_plan.faults.dumpParamsPath.empty()) {

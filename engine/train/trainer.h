@@ -87,6 +87,7 @@ private:
     bool betweenSteps(std::int64_t stepsDone);
     double evaluate();
     void finish();
+    void exportTokenizer(const std::string& dir); // the run's tokenizer files beside the exported model
 
     const config::RunPlan& m_plan;
     const config::Recipe& m_recipe;

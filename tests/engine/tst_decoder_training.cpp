@@ -180,6 +180,30 @@ private slots:
         QVERIFY2(report["max_logit_difference"].toDouble(1.0) <= 1e-5, qPrintable(QJsonDocument(report).toJson()));
     }
 
+    // #45 point 10: the export of a run on tokenized text carries its tokenizer, so
+    // AutoTokenizer.from_pretrained(export) works (it failed: no tokenizer files) and gives the ids
+    // of the tokenizer the run trained with. The bundled Llama demo, 10 steps.
+    void exportCarriesTheTokenizer()
+    {
+        QProcess launch;
+        launch.setProcessChannelMode(QProcess::MergedChannels);
+        launch.start(testing::shardscopeBinary(),
+                     {"launch", "--num_processes", "2", "--recipe", SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-llama.yaml",
+                      "--max_steps", "10", "--runs_dir", m_dir.path() + "/runs", "--run_name", "tokenizer-export"});
+        QVERIFY(launch.waitForFinished(300000));
+        QVERIFY2(launch.exitCode() == 0, launch.readAll().constData());
+        const QString exportDir = m_dir.path() + "/runs/tokenizer-export/export";
+        QVERIFY(QFile::exists(exportDir + "/tokenizer.json") && QFile::exists(exportDir + "/tokenizer_config.json"));
+        QString why;
+        const auto report = QJsonDocument::fromJson(runTool({kTools + "hf_decoder_reference.py", "--check-tokenizer", exportDir,
+                                                             "--source", SHARDSCOPE_SOURCE_DIR "/resources/tokenizers/demo"},
+                                                            why))
+                                .object();
+        QVERIFY2(why.isEmpty(), qPrintable(why));
+        QVERIFY2(report["same_ids"].toBool(), qPrintable(QJsonDocument(report).toJson()));
+        QCOMPARE(report["decoded"].toString(), QStringLiteral("The quick brown fox jumps over the lazy dog."));
+    }
+
     // Checkpoints resume exactly, under FSDP as under the demo GPT (bitwise equal losses).
     void resumeIsExact()
     {

@@ -11,6 +11,7 @@ by its state-dict key. Prints a JSON list of the cases.
     python hf_decoder_reference.py --out DIR [--max-shard-size 20KB] [--case NAME]
     python hf_decoder_reference.py --check-export DIR --reference OUT/<case>/reference.safetensors
     python hf_decoder_reference.py --check-adapter DIR --base OUT/<case> --engine-logits logits.safetensors
+    python hf_decoder_reference.py --check-tokenizer EXPORT --source TOKENIZER_DIR
 """
 import argparse
 import json
@@ -105,6 +106,17 @@ def check_adapter(adapter, base, engine_logits):
             "keys_missing": sorted(peft_keys - ours), "keys_extra": sorted(ours - peft_keys)}
 
 
+def check_tokenizer(folder, source):
+    """Loads the tokenizer of an engine export with AutoTokenizer.from_pretrained (as a user of the
+    export would) and compares its ids with those of the tokenizer the run trained with."""
+    from transformers import AutoTokenizer
+    exported, original = AutoTokenizer.from_pretrained(folder), AutoTokenizer.from_pretrained(source)
+    texts = ["The quick brown fox jumps over the lazy dog.", "Café, naïve — 3:45 pm; we'll see.", ""]
+    return {"class": type(exported).__name__,
+            "same_ids": all(exported(t)["input_ids"] == original(t)["input_ids"] for t in texts),
+            "decoded": exported.decode(exported(texts[0])["input_ids"], skip_special_tokens=True)}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
@@ -117,7 +129,13 @@ def main():
                         "and compare its logits with --engine-logits")
     parser.add_argument("--base", help="the base model folder (with --check-adapter)")
     parser.add_argument("--engine-logits", help="safetensors with input_ids and logits (with --check-adapter)")
+    parser.add_argument("--check-tokenizer", metavar="DIR", help="instead: load DIR's tokenizer with AutoTokenizer and "
+                        "compare its ids with --source's")
+    parser.add_argument("--source", help="the tokenizer folder the run trained with (with --check-tokenizer)")
     args = parser.parse_args()
+    if args.check_tokenizer:
+        print(json.dumps(check_tokenizer(args.check_tokenizer, args.source)))
+        return
     if args.check_adapter:
         print(json.dumps(check_adapter(args.check_adapter, args.base, args.engine_logits)))
         return
