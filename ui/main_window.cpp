@@ -99,6 +99,9 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     for (int i = 0; i < kModeCount; ++i) {
         const auto mode = static_cast<Mode>(i);
         m_modeBar->addItem(modeName(mode));
+        m_modeBar->item(i)->setToolTip(
+            tr("%1 (%2)").arg(modeName(mode), QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)).toString(
+                                                   QKeySequence::NativeText)));
         QWidget* page = nullptr;
         switch (mode) {
         case Mode::Runs:
@@ -125,7 +128,17 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
         connect(action, &QAction::triggered, this, [this, mode] { showMode(mode); });
         addAction(action);
     }
-    layout->addWidget(m_modeBar);
+    // The mode bar, and under it the window's shortcuts (they existed, and nothing showed them).
+    auto* modeColumn = new QVBoxLayout;
+    modeColumn->setContentsMargins(0, 0, 0, 0);
+    modeColumn->addWidget(m_modeBar, 1);
+    m_shortcutsHelp = new QLabel(central);
+    m_shortcutsHelp->setObjectName(QStringLiteral("shortcutsHelp"));
+    m_shortcutsHelp->setStyleSheet(QStringLiteral("QLabel#shortcutsHelp { color: #80868b; font-size: 9pt; }"));
+    m_shortcutsHelp->setFixedWidth(m_modeBar->width());
+    m_shortcutsHelp->setWordWrap(true);
+    modeColumn->addWidget(m_shortcutsHelp);
+    layout->addLayout(modeColumn);
     // Above the page: what it is for, in a line (new users asked for it).
     auto* pageColumn = new QVBoxLayout;
     pageColumn->setContentsMargins(8, 4, 0, 0);
@@ -154,6 +167,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     refresh->setShortcut(QKeySequence::Refresh);
     connect(refresh, &QAction::triggered, m_runsPage, &RunsPage::refresh);
     addAction(refresh);
+    showShortcuts();
 
     connect(m_modeBar, &QListWidget::currentRowChanged, this, [this](int row) {
         if (row < 0)
@@ -180,6 +194,17 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
 
     restoreWindowGeometry();
     m_modeBar->setCurrentRow(0);
+}
+
+void MainWindow::showShortcuts()
+{
+    // From the window's actions themselves, so the list cannot drift from what the keys do.
+    QStringList lines{tr("Shortcuts:")};
+    for (const QAction* action : actions())
+        if (!action->shortcut().isEmpty())
+            lines << QStringLiteral("%1  %2").arg(action->shortcut().toString(QKeySequence::NativeText),
+                                                  action->text().remove(QLatin1Char('&')).remove(QStringLiteral("…")));
+    m_shortcutsHelp->setText(lines.join(QLatin1Char('\n')));
 }
 
 void MainWindow::connectResume()

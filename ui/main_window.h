@@ -63,6 +63,7 @@ protected:
 private:
     void restoreWindowGeometry();
     void connectResume();
+    void showShortcuts();
 
     std::filesystem::path m_databaseFile;
     QListWidget* m_modeBar = nullptr;
@@ -70,6 +71,7 @@ private:
     QLabel* m_pageHelp = nullptr;
     HistoryService* m_history = nullptr; // the workbench's way to the history, off the GUI thread
     LaunchController* m_resumes = nullptr; // Resume's launches (--continue_run)
+    QLabel* m_shortcutsHelp = nullptr; // under the mode bar
     RunsPage* m_runsPage = nullptr;
     RunPage* m_runPage = nullptr;
     ComparePage* m_comparePage = nullptr;

@@ -55,6 +55,15 @@ private slots:
         auto* pages = window.findChild<QStackedWidget*>(QStringLiteral("pages"));
         QCOMPARE(pages->currentWidget()->objectName(), QStringLiteral("page_Trace"));
         QCOMPARE(spy.count(), 2);
+        // #45 point 10: the shortcuts are shown (they existed, and nothing said so): under the
+        // mode bar, every one of the window's, and on each mode's tooltip.
+        const QString shown = window.findChild<QLabel*>(QStringLiteral("shortcutsHelp"))->text();
+        for (const QString& key : {QStringLiteral("Ctrl+2  Runs"), QStringLiteral("Ctrl+5  Trace"),
+                                   QStringLiteral("Ctrl+O  Open run directory"), QStringLiteral("Ctrl+T  Open trace")})
+            QVERIFY2(shown.contains(key), qPrintable(shown));
+        QVERIFY(window.findChild<QLabel*>(QStringLiteral("shortcutsHelp"))->isVisible());
+        auto* bar = window.findChild<QListWidget*>(QStringLiteral("modeBar"));
+        QCOMPARE(bar->item(2)->toolTip(), QStringLiteral("Run (Ctrl+3)"));
     }
 
     // What new users asked for: a line on each page saying what it is for.
