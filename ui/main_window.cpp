@@ -20,6 +20,8 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QPushButton>
+#include <QMessageBox>
 #include <QListWidget>
 #include <QSettings>
 #include <QScreen>
@@ -99,9 +101,8 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     for (int i = 0; i < kModeCount; ++i) {
         const auto mode = static_cast<Mode>(i);
         m_modeBar->addItem(modeName(mode));
-        m_modeBar->item(i)->setToolTip(
-            tr("%1 (%2)").arg(modeName(mode), QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)).toString(
-                                                   QKeySequence::NativeText)));
+        m_modeBar->item(i)->setToolTip(tr("%1 (%2)").arg(
+            modeName(mode), QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)).toString(QKeySequence::NativeText)));
         QWidget* page = nullptr;
         switch (mode) {
         case Mode::Runs:
@@ -258,6 +259,24 @@ void MainWindow::restoreWindowGeometry()
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
+    // A run goes on without the window (its launcher records it): say so before closing, and
+    // how to stop it instead (closing said nothing, and users thought the run had stopped).
+    if (const QString live = m_runPage->liveRunName(); !live.isEmpty()) {
+        QMessageBox ask(QMessageBox::Question, tr("Close Shardscope?"),
+                        tr("Run %1 is still running. It goes on without the workbench, and its launcher keeps "
+                           "recording it: open Shardscope again to watch it. To end it, press Stop on its page "
+                           "first.")
+                            .arg(live),
+                        QMessageBox::Cancel, this);
+        ask.setObjectName(QStringLiteral("closeWhileRunning"));
+        QPushButton* close = ask.addButton(tr("Close, the run goes on"), QMessageBox::AcceptRole);
+        ask.setDefaultButton(QMessageBox::Cancel);
+        ask.exec();
+        if (ask.clickedButton() != close) {
+            event->ignore();
+            return;
+        }
+    }
     QSettings settings(settingsFile(), QSettings::IniFormat);
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     QMainWindow::closeEvent(event);

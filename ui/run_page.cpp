@@ -377,6 +377,8 @@ void RunPage::setSmoothing(double weight)
     m_group->setSmoothing(weight);
 }
 
+QString RunPage::liveRunName() const { return m_source && !storage::isTerminal(m_info.status) ? qs(m_info.name) : QString(); }
+
 void RunPage::updateHeader()
 {
     layoutCharts();

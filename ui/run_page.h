@@ -52,6 +52,8 @@ public:
 
     bool hasRun() const { return m_source != nullptr; }
     bool polling() const { return m_polling; } // a poll is on its way
+    // The open run, when it is live (pending or running): its name; empty otherwise.
+    QString liveRunName() const;
     const RunInfo& info() const { return m_info; }
     XAxis xAxisMode() const { return m_series.xAxis(); }
     void setXAxisMode(XAxis mode);

@@ -12,6 +12,9 @@
 #include "ui/runs_page.h"
 
 #include <QLabel>
+#include <QApplication>
+#include <QTimer>
+#include <QMessageBox>
 #include <QListWidget>
 #include <QSettings>
 #include <QScreen>
@@ -64,6 +67,47 @@ private slots:
         QVERIFY(window.findChild<QLabel*>(QStringLiteral("shortcutsHelp"))->isVisible());
         auto* bar = window.findChild<QListWidget*>(QStringLiteral("modeBar"));
         QCOMPARE(bar->item(2)->toolTip(), QStringLiteral("Run (Ctrl+3)"));
+    }
+
+    // #45 point 10: closing the window during a run said nothing (the run goes on): it asks, says
+    // the run goes on and how to stop it; Cancel keeps the window. No question without a live run.
+    void closingDuringARunSaysTheRunGoesOn()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const auto live = shardscope::testing::seedRun(
+            db, {.name = "still-going", .steps = 3, .status = shardscope::storage::RunStatus::Running});
+        MainWindow window(nullptr, db);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        window.openRun(live);
+        auto* page = window.findChild<shardscope::ui::RunPage*>();
+        QTRY_COMPARE(page->liveRunName(), QStringLiteral("still-going"));
+        QString asked;
+        auto answer = [&](bool closeIt) {
+            QTimer::singleShot(0, [&asked, closeIt] {
+                auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+                QVERIFY(box);
+                asked = box->text();
+                for (auto* button : box->buttons())
+                    if ((box->buttonRole(button) == QMessageBox::AcceptRole) == closeIt)
+                        button->click();
+            });
+        };
+        answer(false);
+        QVERIFY(!window.close()); // Cancel: still open
+        QVERIFY2(asked.contains(QStringLiteral("Run still-going is still running. It goes on without the workbench"))
+                     && asked.contains(QStringLiteral("press Stop")),
+                 qPrintable(asked));
+        QVERIFY(window.isVisible());
+        answer(true);
+        QVERIFY(window.close());
+        QVERIFY(!window.isVisible());
+
+        MainWindow quiet(nullptr, db); // no live run open: closes without a question
+        quiet.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&quiet));
+        QVERIFY(quiet.close());
     }
 
     // What new users asked for: a line on each page saying what it is for.
