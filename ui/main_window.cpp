@@ -153,22 +153,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     layout->addLayout(pageColumn, 1);
     setCentralWidget(central);
 
-    auto* openDir = new QAction(tr("Open run directory…"), this);
-    openDir->setShortcut(QKeySequence::Open);
-    connect(openDir, &QAction::triggered, this, &MainWindow::openRunDirectory);
-    addAction(openDir);
-    auto* openTrace = new QAction(tr("Open trace…"), this);
-    openTrace->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_T));
-    connect(openTrace, &QAction::triggered, this, [this] {
-        showMode(Mode::Trace);
-        m_tracePage->openTraceFileDialog();
-    });
-    addAction(openTrace);
-    auto* refresh = new QAction(tr("Refresh"), this);
-    refresh->setShortcut(QKeySequence::Refresh);
-    connect(refresh, &QAction::triggered, m_runsPage, &RunsPage::refresh);
-    addAction(refresh);
-    showShortcuts();
+    addWindowActions();
 
     connect(m_modeBar, &QListWidget::currentRowChanged, this, [this](int row) {
         if (row < 0)
@@ -195,6 +180,26 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
 
     restoreWindowGeometry();
     m_modeBar->setCurrentRow(0);
+}
+
+void MainWindow::addWindowActions()
+{
+    auto* openDir = new QAction(tr("Open run directory…"), this);
+    openDir->setShortcut(QKeySequence::Open);
+    connect(openDir, &QAction::triggered, this, &MainWindow::openRunDirectory);
+    addAction(openDir);
+    auto* openTrace = new QAction(tr("Open trace…"), this);
+    openTrace->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_T));
+    connect(openTrace, &QAction::triggered, this, [this] {
+        showMode(Mode::Trace);
+        m_tracePage->openTraceFileDialog();
+    });
+    addAction(openTrace);
+    auto* refresh = new QAction(tr("Refresh"), this);
+    refresh->setShortcut(QKeySequence::Refresh);
+    connect(refresh, &QAction::triggered, m_runsPage, &RunsPage::refresh);
+    addAction(refresh);
+    showShortcuts();
 }
 
 void MainWindow::showShortcuts()

@@ -63,6 +63,7 @@ protected:
 private:
     void restoreWindowGeometry();
     void connectResume();
+    void addWindowActions(); // Open run directory, Open trace, Refresh
     void showShortcuts();
 
     std::filesystem::path m_databaseFile;
