@@ -200,7 +200,15 @@ void RunPage::layoutCharts()
 
 void RunPage::updateAlerts()
 {
-    const QStringList lines = m_series.alerts();
+    QStringList lines = m_series.alerts();
+    // A script run with no step yet: its charts stay empty unless the script reports (a plain
+    // script showed a page of empty charts with no word why).
+    if (m_commandRead && !m_command->text().isEmpty() && m_series.lastStep() < 0 && m_info.status != storage::RunStatus::Pending)
+        lines << tr("No steps reported by this script%1. A script reports its steps through Shardscope's reporter: "
+                    "after `import shardscope`, `reporter = shardscope.Reporter(accelerator)` once and "
+                    "`reporter.step(loss, batch)` each step (docs/SCRIPTS.md). Without it the charts stay empty; "
+                    "its ranks' logs are below.")
+                     .arg(storage::isTerminal(m_info.status) ? QString() : tr(" yet"));
     m_alerts->setText(lines.join(QLatin1Char('\n')));
     m_alerts->setVisible(!lines.isEmpty());
 }
@@ -326,8 +334,7 @@ void RunPage::applyPoll(Poll& poll)
     m_series.append(update.evals);
     if (appended.panelsChanged)
         layoutCharts();
-    if (appended.alertsChanged)
-        updateAlerts();
+    updateAlerts(); // the straggler and spike flags, and a script that reports nothing
     m_log->setRanks(m_info.worldSize, m_info.rootCauseRank);
     if (poll.logGeneration == m_log->generation() && poll.logOffset == m_log->offset()) {
         if (poll.logShrunk)

@@ -555,6 +555,13 @@ private slots:
         QTRY_COMPARE(page.scriptCommand(), QString::fromStdString(command));
         auto* shown = page.findChild<QLineEdit*>(QStringLiteral("runCommand"));
         QVERIFY(shown && !shown->isHidden() && shown->isReadOnly());
+        // #45 point 10: a script that reports nothing (no reporter) says why its charts are empty.
+        auto* alerts = page.findChild<QLabel*>(QStringLiteral("runAlerts"));
+        std::ofstream(runDir / "events.jsonl")
+            << protocol::encodeEvent({protocol::kProtocolVersion, 0, 1.0, protocol::DoneEvent{"completed", 0, 1.0}}) << "\n";
+        QTRY_VERIFY2(alerts->isVisibleTo(&page) && alerts->text().contains(QStringLiteral("No steps reported by this script.")),
+                     qPrintable(alerts->text()));
+        QVERIFY(alerts->text().contains(QStringLiteral("reporter.step(loss, batch)")));
 
         // An engine run has no command.sh: nothing shown, and nothing left of the last run.
         const auto engineDir = std::filesystem::path(dir.path().toStdString()) / "engine";
@@ -565,6 +572,7 @@ private slots:
         QTest::qWait(100);
         QCOMPARE(page.scriptCommand(), QString());
         QVERIFY(shown->isHidden());
+        QVERIFY(alerts->isHidden()); // an engine run: no such hint
     }
 
     // #45 point 2: Resume on the Run page of a failed run goes on with it from its newest
