@@ -227,8 +227,9 @@ void ConfigurePage::startDemo()
     if (!openRecipeFile(qs(config::resourcesFolder()) + QStringLiteral("/recipes/demo-gpt.yaml")))
         return;
     m_startPanel->hide();
-    showMessage(tr("The demo is ready: Launch trains a small GPT on two CPU ranks (about a minute), and the Run page "
-                   "opens as it starts. The recipe is a bundled example: Save as… to keep changes."),
+    showMessage(tr("The demo is ready: Launch trains a small GPT on two CPU ranks (%1), and the Run page "
+                   "opens as it starts. The recipe is a bundled example: Save as… to keep changes.")
+                    .arg(demoLength()),
                 false);
 }
 

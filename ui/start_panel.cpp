@@ -3,6 +3,7 @@
 #include "engine/recipe/recipe.h"
 #include "ui/format.h"
 
+#include <QCoreApplication>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -10,15 +11,24 @@
 
 namespace shardscope::ui {
 
+QString demoLength()
+{
+    // resources/recipes/demo-gpt.yaml's max_steps (tst_configure_page holds them equal); 82 s on
+    // the 2-core CPU of docs/BENCHMARKS.md, longer on a busy laptop ("about a minute" was short).
+    return QCoreApplication::translate("StartPanel", "300 steps: one to three minutes on a laptop's CPU");
+}
+
 StartPanel::StartPanel(QWidget* parent) : QFrame(parent)
 {
     setFrameShape(QFrame::StyledPanel);
     setObjectName(QStringLiteral("startPanel"));
     setStyleSheet(QStringLiteral("QFrame#startPanel { background: #eef5fd; }"));
     auto* row = new QHBoxLayout(this);
-    auto* text = new QLabel(tr("<b>New here?</b> Start from the demo (a small GPT on two CPU ranks, about a minute), "
-                               "an example recipe, or your own Accelerate script."),
+    auto* text = new QLabel(tr("<b>New here?</b> Start from the demo (a small GPT on two CPU ranks, %1), "
+                               "an example recipe, or your own Accelerate script.")
+                                .arg(demoLength()),
                             this);
+    text->setObjectName(QStringLiteral("startText"));
     text->setWordWrap(true);
     row->addWidget(text, 1);
     auto button = [this, row](const QString& label, const QString& name, auto slot) {

@@ -7,6 +7,9 @@
 
 namespace shardscope::ui {
 
+// How long the bundled demo trains, for the words that offer it.
+QString demoLength();
+
 class StartPanel : public QFrame {
     Q_OBJECT
 public:

@@ -11,6 +11,7 @@
 #include "engine/plan/machine_probe.h"
 #include "ui/config_wizard.h"
 #include "ui/configure_page.h"
+#include "ui/run_data_source.h"
 #include "ui/diagnostic_model.h"
 #include "ui/main_window.h"
 #include "tests/common/files.h"
@@ -1054,6 +1055,13 @@ private slots:
         page.setMachine(config::MachineInfo{0, false, false, {}});
         auto* panel = page.findChild<QWidget*>(QStringLiteral("startPanel"));
         QVERIFY(panel && !panel->isHidden());
+        // #45 point 10: how long the demo takes, from its recipe's steps ("about a minute" was short).
+        QFile demo(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-gpt.yaml"));
+        QVERIFY(demo.open(QIODevice::ReadOnly));
+        const auto steps = ui::recipeMaxSteps(demo.readAll().toStdString());
+        QVERIFY(steps);
+        const QString offer = panel->findChild<QLabel*>(QStringLiteral("startText"))->text();
+        QVERIFY2(offer.contains(QStringLiteral("%1 steps: one to three minutes").arg(*steps)), qPrintable(offer));
         QTest::mouseClick(page.findChild<QPushButton*>(QStringLiteral("startDemo")), Qt::LeftButton);
         QVERIFY(panel->isHidden());
         QVERIFY2(page.recipePath().endsWith(QStringLiteral("resources/recipes/demo-gpt.yaml")), qPrintable(page.recipePath()));
