@@ -403,10 +403,14 @@ void MetricChart::showHover(double x)
 void MetricChart::mouseMoveEvent(QMouseEvent* event)
 {
     QCustomPlot::mouseMoveEvent(event);
-    if (axisRect()->rect().contains(event->pos()))
-        showHover(xAxis->pixelToCoord(event->pos().x()));
-    else if (m_hoverLabel->visible())
+    if (axisRect()->rect().contains(event->pos())) {
+        const double x = xAxis->pixelToCoord(event->pos().x());
+        showHover(x);
+        emit hovered(x);
+    } else if (m_hoverLabel->visible()) {
         showHover(std::nan(""));
+        emit hovered(std::nan(""));
+    }
 }
 
 void MetricChart::leaveEvent(QEvent* event)
@@ -415,6 +419,7 @@ void MetricChart::leaveEvent(QEvent* event)
     m_crosshair->setVisible(false);
     m_hoverLabel->setVisible(false);
     layer(QStringLiteral("overlay"))->replot();
+    emit hovered(std::nan(""));
 }
 
 void MetricChart::contextMenuEvent(QContextMenuEvent* event)
@@ -641,6 +646,12 @@ void ChartGroup::add(MetricChart* chart)
                 other->applyXRange(range);
     });
     connect(chart, &MetricChart::followingReset, this, [this] { setFollowing(true); });
+    // One crosshair for the run: the step under the mouse on every chart, each saying its values.
+    connect(chart, &MetricChart::hovered, this, [this, chart](double x) {
+        for (const auto& other : m_charts)
+            if (other && other != chart)
+                other->showHover(x);
+    });
     connect(chart, &MetricChart::followingChanged, this, [this] { emit followingChanged(following()); });
 }
 

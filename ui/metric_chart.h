@@ -85,6 +85,9 @@ public:
     // for each series with a point at that x, "(smoothed s)" added with smoothing on. What the
     // chart shows under the mouse.
     QString hoverText(double x) const;
+    // The crosshair and hover label at x (NaN: hidden), as the mouse shows them; a ChartGroup
+    // shows its other charts' at the x the mouse is over in one.
+    void showHover(double x);
     // The label shown now (empty: the mouse is not over the chart).
     QString shownHoverText() const;
 
@@ -101,6 +104,8 @@ public:
     void applyXRange(const QCPRange& range); // from a linked chart; stops following
 
 signals:
+    // The mouse is over x (NaN: it left the chart): a group shows the same x on its other charts.
+    void hovered(double x);
     void xRangeChangedByUser(const QCPRange& range);
     void followingReset();
     void followingChanged(bool following);
@@ -136,7 +141,6 @@ private:
     void applyPens(Series& s); // from s.color: full, or faint behind the smoothed curve
     void appendSmoothed(Series& s, const QVector<double>& x, const QVector<double>& y);
     void updateLegend();
-    void showHover(double x);
     void setFollowingState(bool following); // emits followingChanged on a change
 
     QCPTextElement* m_title = nullptr;

@@ -8,10 +8,12 @@
 
 #include <QFile>
 #include <QTemporaryDir>
+#include <QApplication>
 #include <QtTest>
 
 #include <cmath>
 
+using shardscope::ui::ChartGroup;
 using shardscope::ui::MetricChart;
 using shardscope::ui::tensorBoardSmoothed;
 
@@ -136,6 +138,31 @@ private slots:
         QCOMPARE(chart.nonFiniteCount(), 0);
         chart.appendPoints(s, {1, 2}, {1.0, 2.0});
         QCOMPARE(chart.nonFiniteCount(), 0);
+    }
+
+    // #45 point 11 (what W&B users expect): one crosshair for a run's charts: the step under the
+    // mouse in one chart is shown, with its values, on every chart of the group; gone with the mouse.
+    void crosshairIsSyncedAcrossTheGroup()
+    {
+        ChartGroup group;
+        MetricChart loss(QStringLiteral("loss")), lr(QStringLiteral("lr"));
+        for (MetricChart* chart : {&loss, &lr}) {
+            chart->setXLabel(QStringLiteral("step"));
+            chart->resize(600, 300);
+            group.add(chart);
+        }
+        loss.appendPoints(loss.addSeries(QStringLiteral("loss"), Qt::blue), {1, 2, 3}, {3.0, 2.0, 1.0});
+        lr.appendPoints(lr.addSeries(QStringLiteral("lr"), Qt::red), {1, 2, 3}, {0.1, 0.2, 0.3});
+        loss.show();
+        lr.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&loss) && QTest::qWaitForWindowExposed(&lr));
+        loss.replot();
+        lr.replot();
+        QTest::mouseMove(&loss, pixelOf(loss, 2.1, 2.0));
+        QVERIFY2(lr.shownHoverText().startsWith(QStringLiteral("step 2\nlr: 0.2")), qPrintable(lr.shownHoverText()));
+        QEvent leave(QEvent::Leave);
+        QApplication::sendEvent(&loss, &leave);
+        QVERIFY(lr.shownHoverText().isEmpty());
     }
 
     void logScaleLeavesOutWhatItCannotShow()
