@@ -175,6 +175,12 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     connect(m_runsPage, &RunsPage::errorOccurred, this,
             [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     connect(m_runsPage, &RunsPage::runsLoaded, m_runPage, &RunPage::updateRunColor); // a colour chosen in Runs
+    // A profiled run's traces are written as its profile window ends: when the run ends, the Trace
+    // page opens them (it looked when the run opened, before there were any).
+    connect(m_runPage, &RunPage::runFinished, this, [this] {
+        if (m_runPage->runId() > 0)
+            showRunTraces(m_runPage->runId());
+    });
     connect(m_runPage, &RunPage::pollFailed, this, [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     statusBar()->showMessage(tr("History: %1").arg(QString::fromStdString(m_databaseFile.string())));
 

@@ -54,6 +54,7 @@ public:
     bool polling() const { return m_polling; } // a poll is on its way
     // The open run, when it is live (pending or running): its name; empty otherwise.
     QString liveRunName() const;
+    std::int64_t runId() const { return m_info.runId; } // 0: none, or a run directory's
     const RunInfo& info() const { return m_info; }
     XAxis xAxisMode() const { return m_series.xAxis(); }
     void setXAxisMode(XAxis mode);

@@ -10,6 +10,8 @@
 #include "ui/run_list_model.h"
 #include "ui/run_page.h"
 #include "ui/runs_page.h"
+#include "ui/trace_page.h"
+#include "profiler/chrome_trace.h"
 
 #include <QLabel>
 #include <QApplication>
@@ -108,6 +110,41 @@ private slots:
         quiet.show();
         QVERIFY(QTest::qWaitForWindowExposed(&quiet));
         QVERIFY(quiet.close());
+    }
+
+    // #45 point 10: the Trace page opens the run just profiled: its traces are written as the
+    // profile window ends, after the run's page (and the Trace page's look) opened.
+    void tracePageOpensTheRunJustProfiled()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        const auto runDir = std::filesystem::path(dir.path().toStdString()) / "runs" / "profiled";
+        const auto id = shardscope::testing::seedRun(
+            db, {.name = "profiled", .steps = 3, .status = shardscope::storage::RunStatus::Running, .runDir = runDir.string()});
+        MainWindow window(nullptr, db);
+        window.openRun(id);
+        auto* trace = window.findChild<shardscope::ui::TracePage*>();
+        auto* page = window.findChild<shardscope::ui::RunPage*>();
+        QTRY_COMPARE(page->liveRunName(), QStringLiteral("profiled"));
+        QVERIFY(!trace->hasTraces());
+        // The profile window ends: each rank writes its trace; then the run ends.
+        for (int rank : {0, 1}) {
+            shardscope::profiler::RankTrace t;
+            t.rank = rank;
+            shardscope::profiler::Span step;
+            step.name = "step 1";
+            step.category = "step";
+            step.lane = shardscope::profiler::Lane::Host;
+            step.endNs = 10'000'000;
+            step.step = 1;
+            t.spans.push_back(step);
+            QVERIFY(shardscope::profiler::writeRankTrace(runDir / "traces" / ("rank" + std::to_string(rank) + ".json"), t));
+        }
+        auto store = shardscope::storage::RunStore::open(db);
+        QVERIFY(store.ok());
+        QVERIFY(store->finishRun(id, {}).ok());
+        QTRY_VERIFY_WITH_TIMEOUT(trace->hasTraces(), 10000);
+        QVERIFY2(trace->title().contains(QStringLiteral("profiled")), qPrintable(trace->title()));
     }
 
     // What new users asked for: a line on each page saying what it is for.
