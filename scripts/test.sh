@@ -20,7 +20,7 @@ before_processes=$(processes | awk '{print $1}')
 before_mounts=$(tmp_mounts)
 # MFU's CPU peaks are measured once per machine (engine/train/mfu.h): measured here, before the
 # tests load the machine, into the tests' SHARDSCOPE_HOME, never by a rank beside another test.
-worker=$(find "build/$preset" -maxdepth 2 -name shardscope-worker -type f | head -n 1)
+worker=$(find "build/$preset" -maxdepth 2 -name shardscope-worker -type f 2>/dev/null | head -n 1 || true)
 if [ -n "$worker" ]; then
   mkdir -p "build/$preset/test-home"
   "$worker" machine-peaks --file "build/$preset/test-home/machine-peaks.json"
