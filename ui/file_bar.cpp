@@ -9,6 +9,7 @@
 #include <QHBoxLayout>
 #include <QFontMetrics>
 #include <QLabel>
+#include <QMessageBox>
 #include <QPushButton>
 
 #include <algorithm>
@@ -52,6 +53,23 @@ QString fittedTitle(const QLabel* label, const QString& heading, const QString& 
              mark);
 }
 
+// Before another file replaces one with unsaved edits: whether the user lets them go (opening
+// another file discarded them without a word).
+bool mayDiscard(QWidget* parent, bool modified, const QString& path)
+{
+    if (!modified)
+        return true;
+    QMessageBox ask(QMessageBox::Question, FileBar::tr("Unsaved changes"),
+                    FileBar::tr("Your changes to %1 are not saved. Open another file and lose them?")
+                        .arg(path.isEmpty() ? FileBar::tr("the new file") : QFileInfo(path).fileName()),
+                    QMessageBox::Cancel, parent);
+    ask.setObjectName(QStringLiteral("discardChanges"));
+    QPushButton* discard = ask.addButton(FileBar::tr("Discard changes"), QMessageBox::DestructiveRole);
+    ask.setDefaultButton(QMessageBox::Cancel);
+    ask.exec();
+    return ask.clickedButton() == discard;
+}
+
 } // namespace
 
 bool isBundledExample(const QString& path)
@@ -81,6 +99,8 @@ FileBar::FileBar(QWidget* parent) : QWidget(parent)
     }
     layout->addWidget(m_configLabel, 1);
     button(tr("Open…"), QStringLiteral("openConfig"), [this] {
+        if (!mayDiscard(this, m_configModified, m_configPath))
+            return;
         const QString path = QFileDialog::getOpenFileName(this, tr("Open Accelerate config"), QFileInfo(m_configPath).path(),
                                                           tr("Accelerate config (*.yaml *.yml *.json);;All files (*)"));
         if (!path.isEmpty())
@@ -103,6 +123,8 @@ FileBar::FileBar(QWidget* parent) : QWidget(parent)
     m_recipeLabel->setObjectName(QStringLiteral("recipePath"));
     layout->addWidget(m_recipeLabel, 1);
     button(tr("Open…"), QStringLiteral("openRecipe"), [this] {
+        if (!mayDiscard(this, m_recipeModified, m_recipePath))
+            return;
         // Among the bundled examples until a recipe of the user's own is open.
         const QString folder = m_recipePath.isEmpty() ? qs(config::resourcesFolder()) + QStringLiteral("/recipes")
                                                       : QFileInfo(m_recipePath).path();

@@ -163,7 +163,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
         emit modeChanged(static_cast<Mode>(row));
     });
     connect(m_runsPage, &RunsPage::runOpened, this, &MainWindow::openRun);
-    connectResume();
+    connectRunPageEnds();
     connect(m_comparePage, &ComparePage::runOpened, this, &MainWindow::openRun);
     connect(m_comparePage, &ComparePage::sweepQueueChanged, m_runsPage, &RunsPage::setQueuedRuns);
     connect(m_configurePage, &ConfigurePage::runOpened, this, &MainWindow::openRun);
@@ -175,12 +175,6 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     connect(m_runsPage, &RunsPage::errorOccurred, this,
             [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     connect(m_runsPage, &RunsPage::runsLoaded, m_runPage, &RunPage::updateRunColor); // a colour chosen in Runs
-    // A profiled run's traces are written as its profile window ends: when the run ends, the Trace
-    // page opens them (it looked when the run opened, before there were any).
-    connect(m_runPage, &RunPage::runFinished, this, [this] {
-        if (m_runPage->runId() > 0)
-            showRunTraces(m_runPage->runId());
-    });
     connect(m_runPage, &RunPage::pollFailed, this, [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     statusBar()->showMessage(tr("History: %1").arg(QString::fromStdString(m_databaseFile.string())));
 
@@ -219,8 +213,14 @@ void MainWindow::showShortcuts()
     m_shortcutsHelp->setText(lines.join(QLatin1Char('\n')));
 }
 
-void MainWindow::connectResume()
+void MainWindow::connectRunPageEnds()
 {
+    // A profiled run's traces are written as its profile window ends: when a run seen live ends,
+    // the Trace page looks again (it looked when the run opened, before there were any).
+    connect(m_runPage, &RunPage::runFinished, this, [this] {
+        if (m_runPage->runId() > 0 && m_runPage->sawRunLive())
+            showRunTraces(m_runPage->runId());
+    });
     // Resume, from Runs or the Run page: the launcher goes on with the run (--continue_run); its
     // page opens once the next attempt runs, and what went wrong otherwise goes to the status bar.
     m_resumes = new LaunchController(m_databaseFile, m_history, this);

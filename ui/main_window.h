@@ -62,7 +62,7 @@ protected:
 
 private:
     void restoreWindowGeometry();
-    void connectResume();
+    void connectRunPageEnds(); // Resume, and the Trace page after a run seen live ends
     void addWindowActions(); // Open run directory, Open trace, Refresh
     void showShortcuts();
 

@@ -231,6 +231,7 @@ void RunPage::closeRun()
     m_series.reset();
     updateAlerts();
     m_finishedAnnounced = false;
+    m_sawLive = false;
     for (auto* c : m_charts->charts())
         c->removeSeries();
     m_group->setFollowing(true);
@@ -320,6 +321,7 @@ void RunPage::applyPoll(Poll& poll)
     }
     RunUpdate& update = *poll.update;
     m_info = update.info;
+    m_sawLive = m_sawLive || !storage::isTerminal(m_info.status);
     if (poll.command) {
         m_commandRead = true;
         m_command->setText(*poll.command);

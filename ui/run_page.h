@@ -55,6 +55,8 @@ public:
     // The open run, when it is live (pending or running): its name; empty otherwise.
     QString liveRunName() const;
     std::int64_t runId() const { return m_info.runId; } // 0: none, or a run directory's
+    // The open run was live while open (then ended): what it wrote at its end is new to the page.
+    bool sawRunLive() const { return m_sawLive; }
     const RunInfo& info() const { return m_info; }
     XAxis xAxisMode() const { return m_series.xAxis(); }
     void setXAxisMode(XAxis mode);
@@ -111,6 +113,7 @@ private:
     bool m_pollAgain = false; // asked while a poll was on its way
     RunInfo m_info;
     bool m_finishedAnnounced = false;
+    bool m_sawLive = false; // a poll found the open run pending or running
     RunSeries m_series{[this](const QString& name) { return chart(name); }};
 
     QTimer* m_pollTimer = nullptr;

@@ -11,6 +11,7 @@
 #include "engine/plan/machine_probe.h"
 #include "ui/config_wizard.h"
 #include "ui/configure_page.h"
+#include "ui/recipe_editor.h"
 #include "ui/run_data_source.h"
 #include "ui/diagnostic_model.h"
 #include "ui/main_window.h"
@@ -21,6 +22,10 @@
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
+#include <QFileDialog>
+#include <QApplication>
+#include <QTimer>
+#include <QMessageBox>
 #include <QLineEdit>
 #include <QListView>
 #include <QListWidget>
@@ -1046,6 +1051,37 @@ private slots:
         // The text edited by hand: the form follows.
         page.setRecipeText(QStringLiteral("training:\n  max_steps: 12\n"));
         QCOMPARE(steps->text(), QStringLiteral("12"));
+    }
+
+    // #45 point 10: opening another file over unsaved edits asks first (it discarded them without
+    // a word); Cancel keeps the edits and opens nothing.
+    void openingAnotherFileAsksBeforeLosingEdits()
+    {
+        ConfigurePage page(db());
+        QVERIFY(page.openRecipeFile(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-gpt.yaml")));
+        const QString edited = QStringLiteral("name: edited\ntraining:\n  max_steps: 12\n");
+        page.setRecipeText(edited);
+        QString asked;
+        bool fileDialogShown = false;
+        QTimer::singleShot(0, [&asked] {
+            if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+                asked = box->text();
+                box->button(QMessageBox::Cancel)->click();
+            }
+        });
+        QTimer guard; // a file dialog would be the bug: closed, so the test ends
+        guard.setSingleShot(true);
+        connect(&guard, &QTimer::timeout, [&fileDialogShown] {
+            if (auto* dialog = qobject_cast<QFileDialog*>(QApplication::activeModalWidget())) {
+                fileDialogShown = true;
+                dialog->reject();
+            }
+        });
+        guard.start(2000);
+        page.findChild<QPushButton*>(QStringLiteral("openRecipe"))->click();
+        QVERIFY2(asked.contains(QStringLiteral("Your changes to demo-gpt.yaml are not saved")), qPrintable(asked));
+        QVERIFY(!fileDialogShown);
+        QCOMPARE(page.findChild<ui::RecipeEditor*>()->text(), edited); // the edits kept
     }
 
     // A first-run path (#21): the page offers the demo, ready to Launch on this machine.
