@@ -573,11 +573,9 @@ Result<RunStats> RunStore::runStats(std::int64_t runId) const
     if (!mfu)
         return mfu.error();
     stats.meanMfu = meanOf(*mfu);
-    for (const auto& rank : details->ranks) {
-        stats.precisionEmulated = stats.precisionEmulated || rank.info.precisionEmulated;
-        if (stats.mfuPeak.empty())
-            stats.mfuPeak = rank.info.peakSource;
-    }
+    const MfuPeak peak = mfuPeakOf(details->ranks);
+    stats.mfuPeak = peak.source;
+    stats.precisionEmulated = peak.emulated;
     auto skipped = lowestRankAggregate(keys::kSkipped);
     if (!skipped)
         return skipped.error();

@@ -94,4 +94,15 @@ Liveness checkLiveness(const LauncherIdentity& launcher)
     return Liveness::Alive;
 }
 
+MfuPeak mfuPeakOf(const std::vector<RunDetails::Rank>& ranks)
+{
+    MfuPeak peak;
+    for (const auto& rank : ranks) {
+        peak.emulated = peak.emulated || rank.info.precisionEmulated;
+        if (peak.source.empty())
+            peak.source = rank.info.peakSource;
+    }
+    return peak;
+}
+
 } // namespace shardscope::storage

@@ -201,6 +201,14 @@ struct RunDetails {
     std::int64_t metricRows = 0;
 };
 
+// What a run's MFU is against: the lowest rank's peak source (empty: unknown), and whether a
+// rank's precision is emulated on its device.
+struct MfuPeak {
+    std::string source;
+    bool emulated = false;
+};
+MfuPeak mfuPeakOf(const std::vector<RunDetails::Rank>& ranks);
+
 // Compare: the per-run summary and a flat key-path difference of the configs and recipes.
 struct RunStats {
     std::int64_t runId = 0;

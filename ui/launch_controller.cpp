@@ -16,6 +16,23 @@
 
 namespace shardscope::ui {
 
+namespace {
+
+// A continued run counts once its next attempt has begun: live again, or already through an
+// attempt started since `since` (a short one).
+bool attemptBegun(const storage::RunStore& store, std::int64_t runId, double since)
+{
+    auto details = store.run(runId);
+    if (!details)
+        return false;
+    if (!storage::isTerminal(details->summary.status))
+        return true;
+    return std::any_of(details->attempts.begin(), details->attempts.end(),
+                       [since](const storage::RunAttempt& a) { return a.attempt > 0 && a.startedAt && *a.startedAt >= since; });
+}
+
+} // namespace
+
 LaunchController::LaunchController(std::filesystem::path databaseFile, HistoryService* history, QObject* parent)
     : QObject(parent), m_databaseFile(std::move(databaseFile)), m_history(history)
 {
@@ -88,15 +105,7 @@ void LaunchController::poll()
             options.markInterrupted = false;
             if (auto store = storage::RunStore::open(file, options)) {
                 if (auto id = store->resolveRun(name)) {
-                    auto details = live ? store->run(*id) : Result<storage::RunDetails>(storage::RunDetails{});
-                    // Live again, or already through an attempt started by this launch (a short one).
-                    const bool attemptStarted = details
-                                                && std::any_of(details->attempts.begin(), details->attempts.end(),
-                                                               [&](const storage::RunAttempt& a) {
-                                                                   return a.attempt > 0 && a.startedAt
-                                                                          && *a.startedAt >= launchedAt;
-                                                               });
-                    if (!live || (details && (!storage::isTerminal(details->summary.status) || attemptStarted))) {
+                    if (!live || attemptBegun(*store, *id, launchedAt)) {
                         seen->runId = *id;
                         return seen;
                     }

@@ -108,11 +108,9 @@ Result<RunUpdate> StoreRunSource::poll()
     update.info.launcher = details->launcher;
     update.info.job = s.job;
     update.info.statusDetail = s.statusDetail;
-    for (const auto& rank : details->ranks) {
-        update.info.precisionEmulated = update.info.precisionEmulated || rank.info.precisionEmulated;
-        if (update.info.mfuPeak.empty())
-            update.info.mfuPeak = rank.info.peakSource;
-    }
+    const storage::MfuPeak peak = storage::mfuPeakOf(details->ranks);
+    update.info.mfuPeak = peak.source;
+    update.info.precisionEmulated = peak.emulated;
 
     auto rows = store.metricsSince(m_runId, m_cursor, m_rowsPerPoll);
     if (!rows)

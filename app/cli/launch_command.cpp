@@ -1,6 +1,7 @@
 // `shardscope launch`: start N local ranks of shardscope-worker and supervise them.
 
 #include "app/cli/commands.h"
+#include "engine/common/wall_clock.h"
 #include "app/cli/slurm_launch.h"
 #include "engine/common/text_format.h"
 #include "app/launcher/program.h"
@@ -403,7 +404,7 @@ Result<LaunchArgs> continuationOf(const LaunchArgs& args)
     continuation.originalPlan = *originalPlan;
     continuation.attempt.attempt = attempt;
     continuation.attempt.nodes = storage::LauncherIdentity::current().host;
-    continuation.attempt.startedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    continuation.attempt.startedAt = unixSeconds();
     continuation.attempt.resumedFrom = *checkpoint;
     const std::string folder = fs::path(*checkpoint).filename().string();
     continuation.attempt.resumedStep = folder.rfind("step_", 0) == 0 ? std::atoll(folder.c_str() + 5) : 0;

@@ -1,4 +1,5 @@
 #include "app/cli/slurm_launch.h"
+#include "engine/common/wall_clock.h"
 
 #include "app/cluster/attempts.h"
 #include "app/cluster/job_watch.h"
@@ -61,8 +62,6 @@ std::string readText(const fs::path& file)
     auto text = config::readTextFile(file.string());
     return text ? *text : std::string();
 }
-
-double nowSeconds() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 void warnIf(const Result<void>& result)
 {
@@ -242,7 +241,7 @@ private:
         m_tail.readNew([&](const protocol::Event& event, int) {
             if (m_recorder)
                 m_recorder->record(event);
-            const double now = nowSeconds();
+            const double now = unixSeconds();
             m_lags.push_back(std::max(0.0, now - event.time));
             if (m_firstIngested == 0)
                 m_firstIngested = now;
@@ -380,7 +379,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
         printError("SLURM refuses the job: " + tested.error().message + " (the script: " + script.string() + ")");
         return 2;
     }
-    const double submittedAt = nowSeconds();
+    const double submittedAt = unixSeconds();
     auto jobId = slurm.submit(script);
     if (!jobId) {
         printError(jobId.error().message);

@@ -1,4 +1,5 @@
 #include "app/launcher/launcher.h"
+#include "engine/common/wall_clock.h"
 #include "app/launcher/program.h"
 #include "app/launcher/rendezvous.h"
 #include "app/launcher/spawn.h"
@@ -551,7 +552,7 @@ void Supervisor::supervise()
 void Supervisor::recordExit(RankExit& exit, int status)
 {
     exit.seconds = elapsed();
-    exit.exitedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    exit.exitedAt = unixSeconds();
     if (WIFSIGNALED(status))
         exit.signal = WTERMSIG(status);
     else if (WIFEXITED(status))

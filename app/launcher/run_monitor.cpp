@@ -1,4 +1,5 @@
 #include "app/launcher/run_monitor.h"
+#include "engine/common/wall_clock.h"
 
 #include "app/launcher/hang_report.h"
 
@@ -16,8 +17,6 @@
 namespace shardscope {
 
 namespace {
-
-double wallClock() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string humanRate(double perSecond)
 {
@@ -383,7 +382,7 @@ void RunMonitor::noteWriteFailure(int error)
                      m_interactive ? "\n" : "", m_eventsPath.c_str(), std::strerror(error));
         if (onEvent)
             onEvent(protocol::Event{
-                protocol::kProtocolVersion, 0, wallClock(),
+                protocol::kProtocolVersion, 0, unixSeconds(),
                 protocol::LogEvent{"warning", "the launcher cannot write " + m_eventsPath + ": " + std::strerror(error)}});
     }
     m_lastWriteError = error;

@@ -1,4 +1,5 @@
 #include "app/launcher/run_recorder.h"
+#include "engine/common/wall_clock.h"
 
 #include "storage/event_rows.h"
 #include "storage/run_store.h"
@@ -103,7 +104,7 @@ Result<void> RunRecorder::finish(const storage::RunEnd& end, std::chrono::millis
             finished = makeError("the end of the run is not recorded yet");
     }
     if (finished && m_attempt) {
-        m_attempt->endedAt = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        m_attempt->endedAt = unixSeconds();
         m_attempt->exitCode = end.exitCode;
         auto store = storage::RunStore::open(m_history);
         if (!store)

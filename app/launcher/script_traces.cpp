@@ -1,4 +1,5 @@
 #include "app/launcher/script_traces.h"
+#include "engine/common/wall_clock.h"
 
 #include "profiler/analysis.h"
 #include "profiler/chrome_trace.h"
@@ -16,8 +17,6 @@ namespace {
 
 // The launcher's own merged.json (of an earlier pick-up) is not a rank's.
 bool isTraceName(const std::string& name) { return name != "merged.json" && profiler::isTraceFileName(name); }
-
-double unixSeconds() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 } // namespace
 

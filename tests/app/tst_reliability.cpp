@@ -109,6 +109,27 @@ struct Launch {
                 out << QJsonDocument::fromJson(file.readLine()).object();
         return out;
     }
+    // Rank 0's loss at each step of run `name`, from its events.
+    QMap<qint64, double> rankZeroLosses(const QString& name) const
+    {
+        QMap<qint64, double> losses;
+        for (const auto& e : events(name))
+            if (e["type"] == "step" && e["rank"].toInt() == 0)
+                losses[e["step"].toInteger()] = e["loss"].toDouble();
+        return losses;
+    }
+    // `shardscope launch --continue_run name` in this home: its exit code (-1: it did not end) and output.
+    std::pair<int, QString> continueRun(const QString& name)
+    {
+        QProcess go;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("SHARDSCOPE_HOME", home.path());
+        go.setProcessEnvironment(env);
+        go.setProcessChannelMode(QProcess::MergedChannels);
+        go.start(kShardscope, {"launch", "--continue_run", name});
+        const bool ended = go.waitForFinished(120000);
+        return {ended ? go.exitCode() : -1, QString::fromUtf8(go.readAll())};
+    }
     // Waits until rank `rank` has reported `steps` steps; returns its pid (0 on timeout).
     qint64 pidAfterSteps(const QString& name, int rank, int steps)
     {
@@ -146,6 +167,19 @@ struct Launch {
         qFatal("run %s is not in the history", qPrintable(name));
     }
 };
+
+// Rank 0's loss rows of the history, by step; a step seen twice goes to `repeated`.
+QMap<qint64, double> historyRankZeroLosses(const std::vector<shardscope::storage::MetricRow>& rows, QList<qint64>& repeated)
+{
+    QMap<qint64, double> losses;
+    for (const auto& row : rows)
+        if (row.key == "loss" && row.rank == 0) {
+            if (losses.contains(row.step))
+                repeated << row.step;
+            losses[row.step] = row.value;
+        }
+    return losses;
+}
 
 // `shardscope runs list` on `home`: its exit code and output.
 std::pair<int, QString> runsList(const QString& home)
@@ -483,10 +517,7 @@ private slots:
         whole.start("whole", recipe, {});
         QVERIFY(whole.process.waitForFinished(120000));
         QCOMPARE(whole.process.exitCode(), 0);
-        QMap<qint64, double> uninterrupted;
-        for (const auto& e : whole.events("whole"))
-            if (e["type"] == "step" && e["rank"].toInt() == 0)
-                uninterrupted[e["step"].toInteger()] = e["loss"].toDouble();
+        const QMap<qint64, double> uninterrupted = whole.rankZeroLosses("whole");
         QCOMPARE(uninterrupted.size(), 24);
         QCOMPARE(losses, uninterrupted); // bit for bit: the doubles as the events carry them
     }
@@ -510,17 +541,7 @@ private slots:
                 stoppedAt = e["steps"].toInteger();
         QVERIFY(stoppedAt >= 4 && stoppedAt < 24);
 
-        auto goOn = [&] {
-            QProcess go;
-            auto env = QProcessEnvironment::systemEnvironment();
-            env.insert("SHARDSCOPE_HOME", l.home.path());
-            go.setProcessEnvironment(env);
-            go.setProcessChannelMode(QProcess::MergedChannels);
-            go.start(kShardscope, {"launch", "--continue_run", "cut"});
-            go.waitForFinished(120000);
-            return std::make_pair(go.exitCode(), QString::fromUtf8(go.readAll()));
-        };
-        const auto [code, out] = goOn();
+        const auto [code, out] = l.continueRun("cut");
         QVERIFY2(code == 0, qPrintable(out));
         QVERIFY2(out.contains(QStringLiteral("/checkpoints/step_%1 as attempt 1").arg(stoppedAt)), qPrintable(out));
         const RunDetails run = l.details("cut");
@@ -540,24 +561,18 @@ private slots:
         QCOMPARE(listed->size(), std::size_t(1)); // not a second run
         auto rows = store->metricsSince(run.summary.id, 0);
         QVERIFY(rows.ok());
-        QMap<qint64, double> losses;
-        for (const auto& row : *rows)
-            if (row.key == "loss" && row.rank == 0) {
-                QVERIFY2(!losses.contains(row.step), qPrintable(QStringLiteral("step %1 twice").arg(row.step)));
-                losses[row.step] = row.value;
-            }
+        QList<qint64> repeated;
+        const QMap<qint64, double> losses = historyRankZeroLosses(*rows, repeated);
+        QVERIFY2(repeated.isEmpty(), qPrintable(QStringLiteral("step %1 twice").arg(repeated.value(0))));
         Launch whole;
         whole.start("whole", recipe, {});
         QVERIFY(whole.process.waitForFinished(120000));
         QCOMPARE(whole.process.exitCode(), 0);
-        QMap<qint64, double> uninterrupted;
-        for (const auto& e : whole.events("whole"))
-            if (e["type"] == "step" && e["rank"].toInt() == 0)
-                uninterrupted[e["step"].toInteger()] = e["loss"].toDouble();
+        const QMap<qint64, double> uninterrupted = whole.rankZeroLosses("whole");
         QCOMPARE(losses, uninterrupted);
 
         // A completed run has nothing left to train: refused, the history as it was.
-        const auto [again, refused] = goOn();
+        const auto [again, refused] = l.continueRun("cut");
         QCOMPARE(again, 2);
         QVERIFY2(refused.contains("run cut completed: it has nothing left to train"), qPrintable(refused));
         QCOMPARE(l.details("cut").attempts.size(), std::size_t(2));
@@ -575,14 +590,8 @@ private slots:
         QVERIFY(l.process.exitCode() != 0);
         QCOMPARE(l.details("failed").summary.status, RunStatus::Failed);
         QCOMPARE(l.details("failed").summary.lastStep.value_or(0), 7);
-        QProcess go;
-        auto env = QProcessEnvironment::systemEnvironment();
-        env.insert("SHARDSCOPE_HOME", l.home.path());
-        go.setProcessEnvironment(env);
-        go.setProcessChannelMode(QProcess::MergedChannels);
-        go.start(kShardscope, {"launch", "--continue_run", "failed"});
-        QVERIFY(go.waitForFinished(120000));
-        QVERIFY2(go.exitCode() == 0, go.readAll().constData());
+        const auto [code, out] = l.continueRun("failed");
+        QVERIFY2(code == 0, qPrintable(out));
         const RunDetails run = l.details("failed");
         QCOMPARE(run.summary.status, RunStatus::Completed);
         QVERIFY(run.error.empty()); // the first attempt's error belongs to it, not to the run that completed
@@ -593,22 +602,16 @@ private slots:
         QVERIFY(store.ok());
         auto rows = store->metricsSince(run.summary.id, 0);
         QVERIFY(rows.ok());
-        QMap<qint64, double> losses;
-        for (const auto& row : *rows)
-            if (row.key == "loss" && row.rank == 0) {
-                QVERIFY2(!losses.contains(row.step), qPrintable(QStringLiteral("step %1 twice").arg(row.step)));
-                losses[row.step] = row.value;
-            }
+        QList<qint64> repeated;
+        const QMap<qint64, double> losses = historyRankZeroLosses(*rows, repeated);
+        QVERIFY2(repeated.isEmpty(), qPrintable(QStringLiteral("step %1 twice").arg(repeated.value(0))));
         // The block summaries (Note [Metric blocks]), which count the rows, were rebuilt without the redone steps.
         QCOMPARE(l.details("failed").metricRows, static_cast<std::int64_t>(rows->size()));
         Launch whole;
         whole.start("whole", recipe, {});
         QVERIFY(whole.process.waitForFinished(120000));
         QCOMPARE(whole.process.exitCode(), 0);
-        QMap<qint64, double> uninterrupted;
-        for (const auto& e : whole.events("whole"))
-            if (e["type"] == "step" && e["rank"].toInt() == 0)
-                uninterrupted[e["step"].toInteger()] = e["loss"].toDouble();
+        const QMap<qint64, double> uninterrupted = whole.rankZeroLosses("whole");
         QCOMPARE(uninterrupted.size(), 12);
         QCOMPARE(losses, uninterrupted);
     }
