@@ -6,9 +6,6 @@
 
 namespace shardscope {
 
-inline double unixSeconds()
-{
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+inline double unixSeconds() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 } // namespace shardscope
