@@ -18,19 +18,21 @@ training: {per_device_batch_size: 2, max_steps: 3}
 EOF
 psi=34688
 
-echo "Model: GPT, 2 blocks, n_embd 32 (Psi = $psi parameters, fp32, AdamW). Bytes per rank; 'measured'"
-echo "is the step event's peak residency during step 3; 'estimate' is shardscope estimate-memory."
+echo "Model: GPT, 2 blocks, n_embd 32 (Psi = $psi parameters, fp32, AdamW). Bytes per rank of step 3's"
+echo "step event: 'kept' is what the layout holds (mem.params, mem.grads), 'peak' adds what the step"
+echo "holds for a moment (mem.peak_params, mem.peak_grads); 'estimate' is shardscope estimate-memory."
 echo "Communication volume per step: all-gather + reduce-scatter + 2 x all-reduce bytes (an all-reduce"
 echo "is a reduce-scatter plus an all-gather), relative to DDP's."
 echo
-echo "| ranks | strategy | params measured | estimate | grads measured | estimate | optimizer measured | estimate | comm volume / DDP |"
-echo "|---|---|---|---|---|---|---|---|---|"
-row_of() { # events.jsonl -> "params grads optimizer volume" of rank 0's last step
+echo "| ranks | strategy | params kept | peak | estimate | grads kept | peak | estimate | optimizer measured | estimate | comm volume / DDP |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+row_of() { # events.jsonl -> "params peak grads peak optimizer volume" of rank 0's last step
   python3 - "$1" <<'EOF'
 import json, sys
 step = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "step" and e["rank"] == 0][-1]
 m, c = step["mem"], step["comm"]
-print(m["params"], m["grads"], m["optimizer"], c["all_gather"] + c["reduce_scatter"] + 2 * c["all_reduce"])
+print(m["params"], m["peak_params"], m["grads"], m["peak_grads"], m["optimizer"],
+      c["all_gather"] + c["reduce_scatter"] + 2 * c["all_reduce"])
 EOF
 }
 for n in 2 4; do
@@ -39,17 +41,18 @@ for n in 2 4; do
   ddp_volume=""
   for entry in "ddp::0" "ZeRO-1:--zero_stage 1:1" "ZeRO-2:--zero_stage 2:2" "ZeRO-3:--zero_stage 3:3" \
                "FSDP FULL_SHARD:--fsdp_sharding_strategy FULL_SHARD --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:3" \
-               "FSDP SHARD_GRAD_OP:--fsdp_sharding_strategy SHARD_GRAD_OP --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:3"; do
+               "FSDP SHARD_GRAD_OP:--fsdp_sharding_strategy SHARD_GRAD_OP --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:2"; do
     name=${entry%%:*}; rest=${entry#*:}; args=${rest%:*}; stage=${rest##*:}
     run="r$n-$RANDOM"
     # shellcheck disable=SC2086
     "$bin" launch --num_processes $n --recipe "$work/r.yaml" --runs_dir "$work/runs" --run_name "$run" -- $args >/dev/null
-    read -r p g o v <<<"$(row_of "$work/runs/$run/events.jsonl")"
+    read -r p pp g gp o v <<<"$(row_of "$work/runs/$run/events.jsonl")"
     [ -n "$ddp_volume" ] || ddp_volume=$v
     label="ZeRO-$stage"; [ "$stage" = 0 ] && label="DDP (ZeRO-0)"
     est=$(grep -F "| $label | fp32 |" <<<"$estimates" | head -1)
     ep=$(cut -d'|' -f4 <<<"$est" | xargs); eg=$(cut -d'|' -f5 <<<"$est" | xargs); eo=$(cut -d'|' -f6 <<<"$est" | xargs)
-    printf '| %s | %s | %s B | %s | %s B | %s | %s B | %s | %.2f |\n' "$n" "$name" "$p" "$ep" "$g" "$eg" "$o" "$eo" \
+    printf '| %s | %s | %s B | %s B | %s | %s B | %s B | %s | %s B | %s | %.2f |\n' "$n" "$name" "$p" "$pp" "$ep" "$g" "$gp" \
+      "$eg" "$o" "$eo" \
       "$(echo "$v / $ddp_volume" | bc -l)"
   done
 done
@@ -63,8 +66,9 @@ for m in 1 0; do
     --runs_dir "$work/machine$m" --run_name hybrid -- --fsdp_sharding_strategy HYBRID_SHARD >/dev/null &
 done
 wait
-read -r p g o v <<<"$(row_of "$work/machine0/hybrid/events.jsonl")"
+read -r p pp g gp o v <<<"$(row_of "$work/machine0/hybrid/events.jsonl")"
 est=$(grep -F "| ZeRO-3 | fp32 |" <<<"$estimates2" | head -1)
 ep=$(cut -d'|' -f4 <<<"$est" | xargs); eg=$(cut -d'|' -f5 <<<"$est" | xargs); eo=$(cut -d'|' -f6 <<<"$est" | xargs)
-printf '| 4 (2 x 2) | FSDP HYBRID_SHARD | %s B | %s | %s B | %s | %s B | %s | %.2f |\n' "$p" "$ep" "$g" "$eg" "$o" "$eo" \
+printf '| 4 (2 x 2) | FSDP HYBRID_SHARD | %s B | %s B | %s | %s B | %s B | %s | %s B | %s | %.2f |\n' "$p" "$pp" "$ep" "$g" \
+  "$gp" "$eg" "$o" "$eo" \
   "$(echo "$v / $ddp_volume" | bc -l)"

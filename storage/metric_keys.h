@@ -37,8 +37,14 @@ inline constexpr const char* kMemRss = "mem.rss"; // bytes
 inline constexpr const char* kMemAfterForward = "mem.after_forward"; // bytes
 inline constexpr const char* kMemAfterBackward = "mem.after_backward"; // bytes
 inline constexpr const char* kMemAfterOptimizer = "mem.after_optimizer"; // bytes
-// Other mem.* and comm.* keys follow the same pattern: mem.params, mem.grads, mem.optimizer,
-// mem.activations_peak, mem.allocated, mem.reserved, comm.all_reduce, comm.all_gather,
+// The model states (engine ranks; protocol::MemoryStats): what the layout keeps, and the peak in
+// the step with what is held for a moment (gathered units, unsharded gradients, DDP's buckets).
+inline constexpr const char* kMemParams = "mem.params"; // bytes
+inline constexpr const char* kMemGrads = "mem.grads"; // bytes
+inline constexpr const char* kMemOptimizer = "mem.optimizer"; // bytes
+inline constexpr const char* kMemPeakParams = "mem.peak_params"; // bytes
+inline constexpr const char* kMemPeakGrads = "mem.peak_grads"; // bytes
+// Other mem.* and comm.* keys follow the same pattern: mem.activations_peak, mem.allocated, mem.reserved, comm.all_reduce, comm.all_gather,
 // comm.reduce_scatter, comm.broadcast.
 
 } // namespace shardscope::storage::keys

@@ -567,6 +567,26 @@ void MetricChart::includeInRanges(double x, double y)
 
 void MetricChart::setXLabel(const QString& label) { xAxis->setLabel(label); }
 
+void MetricChart::setNote(const QString& note)
+{
+    if (!m_note) {
+        if (note.isEmpty())
+            return;
+        plotLayout()->insertRow(plotLayout()->rowCount()); // under the axis rect
+        m_note = new QCPTextElement(this, QString(), QFont(font().family(), font().pointSize() - 1));
+        m_note->setTextColor(QColor(90, 90, 90));
+        m_note->setMargins(QMargins(4, 0, 4, 2));
+        plotLayout()->addElement(plotLayout()->rowCount() - 1, 0, m_note);
+    }
+    if (m_note->text() == note)
+        return;
+    m_note->setText(note);
+    m_note->setVisible(!note.isEmpty());
+    replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString MetricChart::note() const { return m_note ? m_note->text() : QString(); }
+
 void MetricChart::setFollowing(bool following)
 {
     setFollowingState(following);

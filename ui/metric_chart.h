@@ -72,6 +72,9 @@ public:
     void setXLabel(const QString& label);
     QString title() const { return m_title->text(); }
     void setTitle(const QString& title) { m_title->setText(title); }
+    // Small text under the plot: what the chart counts (empty: none).
+    void setNote(const QString& note);
+    QString note() const;
 
     // 0: off. Line series get a smoothed curve in their colour; the raw one stays, faint.
     void setSmoothing(double weight);
@@ -144,6 +147,7 @@ private:
     void setFollowingState(bool following); // emits followingChanged on a change
 
     QCPTextElement* m_title = nullptr;
+    QCPTextElement* m_note = nullptr; // made by the first setNote
     QCPLayoutGrid* m_legendRow = nullptr;
     QCPItemStraightLine* m_crosshair = nullptr;
     QCPItemText* m_hoverLabel = nullptr;

@@ -198,6 +198,26 @@ void RunPage::layoutCharts()
     m_charts->setPanels(m_info.mixedPrecision == "fp16", m_series.hasMfu(), m_series.hasPhaseMemory());
 }
 
+void RunPage::updateMemoryNote()
+{
+    // RSS beside the Configure page's estimate read as a contradiction (#45 point 7): the chart
+    // says what it counts, and gives the model states the estimate counts beside it.
+    QString note = m_series.hasDeviceMemory() ? tr("Device: peak allocated in each step (PyTorch's caching allocator)")
+                                              : tr("RSS: each rank's whole process (runtime, data, caches, activations)");
+    if (const auto& states = m_series.modelStates(); states.params > 0)
+        note += QLatin1Char('\n')
+                + tr("Model states kept, rank 0: params %1 · grads %2 · optimizer %3 (peak %4 · %5)")
+                      .arg(formatBytes(states.params), formatBytes(states.grads), formatBytes(states.optimizer),
+                           formatBytes(states.peakParams), formatBytes(states.peakGrads));
+    MetricChart* chart = m_charts->chart(QStringLiteral("memory"));
+    chart->setNote(note);
+    chart->setToolTip(tr("Model states kept: what the layout holds from step to step, as the memory estimate on the "
+                         "Configure page counts them (parameters or their shards, gradients or their shards, the "
+                         "optimizer's state). Peak: with what a step holds for a moment: units gathered for their "
+                         "forward and backward, unsharded gradients until their reduce-scatter, DDP's buckets. "
+                         "The curve is more than both: the whole process or the device's allocator."));
+}
+
 void RunPage::updateAlerts()
 {
     QStringList lines = m_series.alerts();
@@ -337,6 +357,7 @@ void RunPage::applyPoll(Poll& poll)
     if (appended.panelsChanged)
         layoutCharts();
     updateAlerts(); // the straggler and spike flags, and a script that reports nothing
+    updateMemoryNote();
     m_log->setRanks(m_info.worldSize, m_info.rootCauseRank);
     if (poll.logGeneration == m_log->generation() && poll.logOffset == m_log->offset()) {
         if (poll.logShrunk)

@@ -101,6 +101,7 @@ private:
     void updateHeader();
     void layoutCharts(); // the panels that apply to the run
     void updateAlerts();
+    void updateMemoryNote(); // what the memory chart draws, and the model states beside it
     struct Poll; // what one poll brings back
     void applyPoll(Poll& poll);
     void buildHeader(QVBoxLayout* layout);

@@ -177,6 +177,16 @@ RunSeries::Appended RunSeries::append(const std::vector<storage::MetricRow>& row
         if (row.rank == 0 && !m_hasPhaseMemory
             && (row.key == k::kMemAfterForward || row.key == k::kMemAfterBackward || row.key == k::kMemAfterOptimizer))
             m_hasPhaseMemory = appended.panelsChanged = true; // engine runs report it; a script run does not
+        if (row.rank == 0) {
+            const std::pair<const char*, double ModelStates::*> states[] = {{k::kMemParams, &ModelStates::params},
+                                                                            {k::kMemGrads, &ModelStates::grads},
+                                                                            {k::kMemOptimizer, &ModelStates::optimizer},
+                                                                            {k::kMemPeakParams, &ModelStates::peakParams},
+                                                                            {k::kMemPeakGrads, &ModelStates::peakGrads}};
+            for (const auto& [key, field] : states)
+                if (row.key == key)
+                    m_modelStates.*field = row.value;
+        }
         if (auto memory = memorySeries(row)) {
             queue(*memory, step, row.time, row.value);
             continue;

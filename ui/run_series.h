@@ -54,6 +54,14 @@ public:
     std::int64_t lastStep() const { return m_lastStep; } // rank 0's, -1 before any
     bool hasMfu() const { return m_hasMfu; }
     bool hasPhaseMemory() const { return m_hasPhaseMemory; }
+    bool hasDeviceMemory() const { return m_hasDeviceMemory; } // the memory chart draws the device's peak, not RSS
+    // Rank 0's model states as its last step reported them, in bytes (engine runs; a script's
+    // ranks report none): what the layout keeps, and the peak in the step with what it holds for
+    // a moment (storage/metric_keys.h).
+    struct ModelStates {
+        double params = 0, grads = 0, optimizer = 0, peakParams = 0, peakGrads = 0;
+    };
+    const ModelStates& modelStates() const { return m_modelStates; }
     QStringList alerts() const; // one line per finding
 
 private:
@@ -81,6 +89,7 @@ private:
     bool m_hasDeviceMemory = false;
     bool m_hasMfu = false;
     bool m_hasPhaseMemory = false;
+    ModelStates m_modelStates;
     std::map<int, std::pair<std::int64_t, double>> m_stragglers; // rank -> (step, compute time over the others')
     struct LossSpike {
         double loss = 0;

@@ -10,6 +10,7 @@ ReplicatedDataParallel::ReplicatedDataParallel(NamedTensors parameters) : m_para
 {
     for (const auto& [name, p] : m_parameters)
         m_footprint.params += tensorBytes(p);
+    m_footprint.peakParams = m_footprint.params;
 }
 
 NamedTensors ReplicatedDataParallel::namedOptimizerParameters() const
@@ -66,6 +67,7 @@ void ReplicatedDataParallel::measureGradients()
     m_footprint.grads = 0;
     for (const auto& [name, p] : m_parameters)
         m_footprint.grads += tensorBytes(p.grad());
+    m_footprint.peakGrads = m_footprint.grads;
 }
 
 } // namespace shardscope::parallel

@@ -33,8 +33,16 @@ inline std::int64_t tensorBytes(const at::Tensor& t)
 // This rank's memory and communication over one optimizer step (from beginStep to after the
 // optimizer step), in bytes: what the step event reports.
 struct StepFootprint {
-    std::int64_t params = 0; // parameters resident (sharded: the peak over the step)
-    std::int64_t grads = 0; // gradients resident (sharded: the peak over the step)
+    // The model states the layout keeps, at their largest in the step: what the ZeRO paper and the
+    // memory estimate count. Parameters: every one (replicated, ZeRO-1/2) or this rank's shards
+    // (ZeRO-3, FSDP FULL_SHARD). Gradients: every full one until it is reduced (replicated,
+    // ZeRO-1) or this rank's reduced shards (ZeRO-2/3, FSDP).
+    std::int64_t params = 0;
+    std::int64_t grads = 0;
+    // The same with what is held only for a moment: units gathered for their forward and
+    // backward (ZeRO-3), unsharded gradients until their reduce-scatter is done, DDP's buckets.
+    std::int64_t peakParams = 0;
+    std::int64_t peakGrads = 0;
     std::int64_t masterShards = 0; // ZeRO-1/2's fp32 master shards, counted with the optimizer state
     std::int64_t allReduced = 0; // gradient all-reduce input (DDP; HYBRID between replicas)
     std::int64_t allGathered = 0; // all-gather output

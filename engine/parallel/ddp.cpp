@@ -177,6 +177,8 @@ void DistributedDataParallel::finishGradientSync()
         bucket.pending = 0;
     }
     measureGradients();
+    for (const auto& bucket : m_buckets) // the buckets live as long as DDP does, as torch's do
+        m_footprint.peakGrads += tensorBytes(bucket.flat);
 }
 
 } // namespace shardscope::parallel

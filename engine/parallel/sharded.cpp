@@ -546,9 +546,11 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
         auto& p = unit.params[i];
         if (p.grad().defined())
             unit.fullGrad.narrow(0, unit.offsets[i], p.numel()).copy_(p.grad().reshape({-1}));
-        if (m_options.zeroStage >= 2)
-            p.mutable_grad() = at::Tensor(); // the full gradient is not kept (ZeRO-2)
+        p.mutable_grad() = at::Tensor(); // the reduce-scatter's input holds it now
     }
+    if (m_reduceScatterInFlight)
+        completeReduceScatter(*m_reduceScatterInFlight);
+    m_reduceScatterInFlight = &unit;
     unit.shardGrad = at::empty({unit.padded / shardGroup().size()}, unit.fullGrad.options());
     const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication, "reduce_scatter " + unit.name,
                                                      "reduce_scatter", tensorBytes(unit.fullGrad))
@@ -557,6 +559,19 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
     unit.gradSpan = endSpanAtCompletion(unit.gradWork, m_recorder, span);
     m_stats.reduceScattered += tensorBytes(unit.fullGrad);
     unit.reduced = true;
+    updatePeaks();
+}
+
+void ShardedDataParallel::completeReduceScatter(Unit& unit)
+{
+    if (unit.gradWork) {
+        dist::waitFor(unit.gradWork);
+        unit.gradWork.reset();
+        endSpanAfterWait(m_recorder, unit.gradSpan);
+    }
+    unit.fullGrad = at::Tensor();
+    if (m_reduceScatterInFlight == &unit)
+        m_reduceScatterInFlight = nullptr;
 }
 
 void ShardedDataParallel::finishGradientSync()
@@ -574,10 +589,7 @@ void ShardedDataParallel::finishGradientSync()
             reshard(unit);
             continue;
         }
-        dist::waitFor(unit.gradWork);
-        unit.gradWork.reset();
-        endSpanAfterWait(m_recorder, unit.gradSpan);
-        unit.fullGrad = at::Tensor();
+        completeReduceScatter(unit);
         if (m_replicateGroup) { // HYBRID: sum the shard over the machines holding it
             auto span = m_recorder ? m_recorder->scope(profiler::Lane::Communication, "all_reduce replicas " + unit.name,
                                                        "all_reduce", tensorBytes(unit.shardGrad))
@@ -599,8 +611,6 @@ void ShardedDataParallel::finishGradientSync()
         for (auto& segment : unit.segments)
             segment.view.mutable_grad() = unit.shardGrad.narrow(0, segment.offset, segment.view.numel());
         unit.shardGrad = at::Tensor();
-        for (auto& p : unit.params)
-            p.mutable_grad() = at::Tensor(); // stage 1: the full gradients were reduced
         if (unit.isRoot || unit.trainable != static_cast<int>(unit.params.size()))
             reshard(unit);
     }
@@ -748,26 +758,34 @@ void ShardedDataParallel::scatterByParameter(const std::map<std::string, at::Ten
 
 void ShardedDataParallel::updatePeaks()
 {
-    std::int64_t params = 0, grads = 0, masters = 0;
+    // Kept: what the layout holds from step to step (see StepFootprint). Passing: units gathered
+    // for their compute (ZeRO-3) and unsharded gradients on their way to a reduce-scatter.
+    std::int64_t keptParams = 0, keptGrads = 0, passingParams = 0, passingGrads = 0, masters = 0;
     for (const auto& unit : m_units) {
         const std::int64_t full = unit.gathered ? unit.padded * static_cast<std::int64_t>(unit.full.element_size()) : 0;
         if (m_options.zeroStage < 3) {
             masters += tensorBytes(unit.shard);
-            params += full;
+            keptParams += full;
         } else {
-            params += tensorBytes(unit.shard) + full;
+            keptParams += tensorBytes(unit.shard);
+            passingParams += full;
         }
-        grads += tensorBytes(unit.shard.grad()) + tensorBytes(unit.shardGrad) + tensorBytes(unit.fullGrad);
+        keptGrads += tensorBytes(unit.shard.grad()) + tensorBytes(unit.shardGrad);
         for (const auto& segment : unit.segments)
-            grads += tensorBytes(segment.view.grad());
+            keptGrads += tensorBytes(segment.view.grad());
+        std::int64_t unsharded = 0;
         for (const auto& p : unit.params)
-            grads += tensorBytes(p.grad());
+            unsharded += tensorBytes(p.grad());
+        // Below stage 2 every full gradient stays until the step's reduction; from stage 2 on
+        // each unit's goes to its reduce-scatter as soon as its backward is done.
+        (m_options.zeroStage < 2 ? keptGrads : passingGrads) += unsharded;
+        passingGrads += tensorBytes(unit.fullGrad);
     }
     m_stats.masterShards = masters;
-    m_stats.params = params;
-    m_stats.grads = grads;
-    m_stats.peakParams = std::max(m_stats.peakParams, params);
-    m_stats.peakGrads = std::max(m_stats.peakGrads, grads);
+    m_stats.keptParams = std::max(m_stats.keptParams, keptParams);
+    m_stats.keptGrads = std::max(m_stats.keptGrads, keptGrads);
+    m_stats.peakParams = std::max(m_stats.peakParams, keptParams + passingParams);
+    m_stats.peakGrads = std::max(m_stats.peakGrads, keptGrads + passingGrads);
 }
 
 void ShardedDataParallel::beginStep()
@@ -787,11 +805,13 @@ double ShardedDataParallel::globalGradSquaredNorm(double local)
 
 StepFootprint ShardedDataParallel::stepFootprint() const
 {
-    // Peak residency over the step: parameters (shards, plus units while gathered) and gradients
-    // (full ones while not yet reduced, plus shards).
+    // Peaks over the step, sampled at each gather, each unit's last gradient, each reduce-scatter's
+    // launch and the end of the gradients' reduction (updatePeaks).
     StepFootprint footprint;
-    footprint.params = m_stats.peakParams;
-    footprint.grads = m_stats.peakGrads;
+    footprint.params = m_stats.keptParams;
+    footprint.grads = m_stats.keptGrads;
+    footprint.peakParams = m_stats.peakParams;
+    footprint.peakGrads = m_stats.peakGrads;
     footprint.masterShards = m_stats.masterShards;
     footprint.allReduced = m_stats.allReduced;
     footprint.allGathered = m_stats.allGathered;
@@ -801,9 +821,8 @@ StepFootprint ShardedDataParallel::stepFootprint() const
 
 void ShardedDataParallel::resetPeaks()
 {
+    m_stats.keptParams = m_stats.keptGrads = m_stats.peakParams = m_stats.peakGrads = 0;
     updatePeaks();
-    m_stats.peakParams = m_stats.params;
-    m_stats.peakGrads = m_stats.grads;
 }
 
 void ShardedDataParallel::resetCommunication()

@@ -53,8 +53,10 @@ struct ShardingStats {
     // Stages 1-2: the fp32 master shards, apart from the full parameters (counted with the
     // optimizer state, as the ZeRO paper does); 0 at stage 3, where the shard is the parameter.
     std::int64_t masterShards = 0;
-    std::int64_t params = 0;
-    std::int64_t grads = 0;
+    // Peaks since beginStep (see StepFootprint): what the layout keeps, and that with what it
+    // holds for a moment (gathered units, unsharded gradients before their reduce-scatter).
+    std::int64_t keptParams = 0;
+    std::int64_t keptGrads = 0;
     std::int64_t peakParams = 0;
     std::int64_t peakGrads = 0;
     std::int64_t allGathered = 0; // output bytes of all-gathers
@@ -188,7 +190,10 @@ private:
     void prefetchAfter(std::size_t unit, bool backward);
     void reshard(Unit& unit);
     void onGradientReady(std::size_t unit);
+    // Launches the unit's reduce-scatter once the one before it is done: as FSDP2 does, at most
+    // one unit's unsharded gradients wait for theirs (all of them would be the full model's).
     void launchReduceScatter(Unit& unit);
+    void completeReduceScatter(Unit& unit); // waits and frees the unsharded gradients
     void updatePeaks();
 
     dist::Communicator& m_comm;
@@ -199,6 +204,7 @@ private:
     std::vector<Unit> m_units;
     std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> m_accumulators;
     bool m_synchronize = true;
+    Unit* m_reduceScatterInFlight = nullptr;
     std::vector<std::size_t> m_forwardOrder; // units in the order this step's forward ran them
     std::vector<std::size_t> m_lastForwardOrder; // the previous forward's: what forward prefetch follows
     ShardingStats m_stats;

@@ -27,6 +27,8 @@ json memoryJson(const MemoryStats& m)
 {
     return {{"params", m.params},
             {"grads", m.grads},
+            {"peak_params", m.peakParams},
+            {"peak_grads", m.peakGrads},
             {"optimizer", m.optimizer},
             {"activations_peak", m.activationsPeak},
             {"allocated", m.allocated},
@@ -237,6 +239,8 @@ void readMemory(FieldReader r, MemoryStats& m)
 {
     r.read("params", m.params);
     r.read("grads", m.grads);
+    r.read("peak_params", m.peakParams);
+    r.read("peak_grads", m.peakGrads);
     r.read("optimizer", m.optimizer);
     r.read("activations_peak", m.activationsPeak);
     r.read("allocated", m.allocated);

@@ -39,8 +39,13 @@ struct HelloEvent {
 };
 
 struct MemoryStats { // bytes
+    // The model states the layout keeps (what the memory estimate counts), and at their peak in
+    // the step with what is held for a moment (gathered units, unsharded gradients on their way
+    // to a reduce-scatter, DDP's buckets); see parallel::StepFootprint. Script ranks: 0.
     std::int64_t params = 0;
     std::int64_t grads = 0;
+    std::int64_t peakParams = 0;
+    std::int64_t peakGrads = 0;
     std::int64_t optimizer = 0;
     std::int64_t activationsPeak = 0;
     std::int64_t allocated = 0;

@@ -88,6 +88,8 @@ protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& 
     const parallel::StepFootprint footprint = acc.dataParallel().stepFootprint();
     e.mem.params = footprint.params;
     e.mem.grads = footprint.grads;
+    e.mem.peakParams = footprint.peakParams;
+    e.mem.peakGrads = footprint.peakGrads;
     e.mem.optimizer = optimizerStateBytes(optimizer) + footprint.masterShards; // ZeRO-1/2's fp32 master shard
     std::tie(e.mem.rss, e.mem.peakAllocated) = residentMemory();
     if (acc.device().is_cuda())

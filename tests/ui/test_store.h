@@ -78,7 +78,13 @@ inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed
                 (*writer)->addMetrics(rank, step, 1.7e9 + step,
                                       {{k::kMemAfterForward, 100e6 + step},
                                        {k::kMemAfterBackward, 150e6 + step},
-                                       {k::kMemAfterOptimizer, 120e6 + step}});
+                                       {k::kMemAfterOptimizer, 120e6 + step},
+                                       // the model states engine ranks report with them
+                                       {k::kMemParams, 2e6 + rank},
+                                       {k::kMemGrads, 2e6 + rank},
+                                       {k::kMemOptimizer, 4e6 + rank},
+                                       {k::kMemPeakParams, 3e6 + rank},
+                                       {k::kMemPeakGrads, 3.5e6 + rank}});
             if (rank == 0 && step == seed.lossSpikeAtStep)
                 (*writer)->addMetrics(rank, step, 1.7e9 + step,
                                       {{k::kLossSpike, loss}, {k::kLossSpikeEpoch, 0.0}, {k::kLossSpikeBatch, step - 1.0}});

@@ -349,6 +349,31 @@ private slots:
         QCOMPARE(phases->series(2)->name(), QStringLiteral("after optimizer"));
     }
 
+    // #45 point 7: the memory chart says what its curve counts (RSS: the whole process), and
+    // where the ranks report their model states, gives rank 0's kept ones (what the Configure
+    // page's estimate counts) and their peak in a step beside it; a script run's ranks report none.
+    void memoryChartSaysWhatItCounts()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const auto script = seedRun(db, {.name = "script", .steps = 3});
+        const auto engine = seedRun(db, {.name = "engine", .steps = 3, .phaseMemory = true});
+        RunPage page;
+        page.openStoreRun(db, script);
+        QTRY_VERIFY(!page.polling());
+        auto* memory = page.chart(QStringLiteral("memory"));
+        QCOMPARE(memory->note(), QStringLiteral("RSS: each rank's whole process (runtime, data, caches, activations)"));
+        page.openStoreRun(db, engine);
+        QTRY_VERIFY(memory->note().contains(QLatin1String("Model states")));
+        QVERIFY(memory->note().startsWith(QLatin1String("RSS: each rank's whole process")));
+        QVERIFY2(memory->note().endsWith(
+                     QStringLiteral("Model states kept, rank 0: params %1 · grads %1 · optimizer %2 (peak %3 · %4)")
+                         .arg(shardscope::ui::formatBytes(2e6), shardscope::ui::formatBytes(4e6),
+                              shardscope::ui::formatBytes(3e6), shardscope::ui::formatBytes(3.5e6))),
+                 qPrintable(memory->note()));
+        QVERIFY(memory->toolTip().contains(QLatin1String("as the memory estimate on the Configure page counts them")));
+    }
+
     // #22 point 1: Diagnose runs `shardscope runs diagnose <run dir>` in the background for a live
     // run and shows its answer above the charts; an ended run cannot be asked.
     void diagnoseButtonAsksTheLiveRun()
