@@ -200,13 +200,16 @@ std::string ranConfigText(const LaunchArgs& args, const std::string& copiedFile)
     return parsed ? config::toYamlText(config::applyOverrides(*parsed, o)) : text;
 }
 
-// shardscope-worker lives next to shardscope; SHARDSCOPE_WORKER overrides that.
+} // namespace
+
 std::string defaultWorkerPath(const std::string& programPath)
 {
     if (const char* fromEnv = std::getenv("SHARDSCOPE_WORKER"); fromEnv && *fromEnv)
         return fromEnv;
     return (thisExecutable(programPath).parent_path() / "shardscope-worker").string();
 }
+
+namespace {
 
 Result<void> copyFile(const std::string& from, const std::string& to)
 {

@@ -6,6 +6,7 @@
 #include "app/cli/slurm_launch.h"
 #include "engine/common/text_format.h"
 #include "app/launcher/hang_report.h"
+#include "app/launcher/program.h"
 #include "app/launcher/run_import.h"
 #include "engine/common/run_layout.h"
 #include "engine/plan/run_plan.h"
@@ -14,6 +15,7 @@
 #include "storage/store_paths.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -53,6 +55,13 @@ struct RunsArgs {
     std::string directory, name;
     // diagnose
     double patience = 10; // seconds
+    // generate
+    std::string prompt;
+    std::int64_t maxNewTokens = 32;
+    double temperature = 0;
+    std::int64_t topK = 0;
+    std::int64_t seed = 0;
+    bool json = false;
 };
 
 // A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
@@ -439,6 +448,97 @@ Result<std::filesystem::path> runDirectoryOf(const RunsArgs& args, const std::st
     return std::filesystem::path(details->summary.runDir);
 }
 
+// A run of the history (id or name), any status, or a run directory.
+Result<std::filesystem::path> anyRunDirectory(const RunsArgs& args, const std::string& reference)
+{
+    std::error_code error;
+    if (std::filesystem::is_directory(reference, error))
+        return std::filesystem::path(reference);
+    auto store = openStore(args);
+    if (!store)
+        return store.error();
+    auto id = store->resolveRun(reference);
+    if (!id)
+        return id.error();
+    auto details = store->run(*id);
+    if (!details)
+        return details.error();
+    return std::filesystem::path(details->summary.runDir);
+}
+
+// The tokenizer a run's model reads: the export's (the run copies its tokenizer there), else the
+// recipe's data tokenizer; empty for a model that reads bytes (GPT on text).
+Result<std::string> generationTokenizer(const RunLayout& layout, const config::Recipe& recipe)
+{
+    if (std::filesystem::exists(layout.exportDir() / "tokenizer.json"))
+        return layout.exportDir().string();
+    if (const std::string folder = config::tokenizerFolder(recipe);
+        !folder.empty() && std::filesystem::exists(std::filesystem::path(folder) / "tokenizer.json"))
+        return folder;
+    if (recipe.data.type == "text")
+        return std::string();
+    return makeError(layout.exportDir().string()
+                     + " has no tokenizer.json and the recipe's tokenizer cannot be found: "
+                       "copy the tokenizer the run trained with into the export folder");
+}
+
+// Continues a prompt with a finished run's exported model (shardscope-worker generate).
+int runGenerate(const RunsArgs& args, const std::string& programPath)
+{
+    auto dir = anyRunDirectory(args, args.runs.front());
+    if (!dir)
+        return fail("generate", dir.error());
+    const RunLayout layout(*dir);
+    if (!std::filesystem::exists(layout.recipeFile()))
+        return fail("generate", makeError(dir->string()
+                                          + " has no recipe.yaml: only the engine's runs can be tried here "
+                                            "(a script's model loads with transformers' from_pretrained)"));
+    if (!std::filesystem::exists(layout.exportDir() / "config.json"))
+        return fail("generate", makeError(dir->string()
+                                          + " has no exported model yet: a run exports it when training "
+                                            "ends (the recipe's export.enabled); let it finish, or "
+                                            "resume it (shardscope launch --continue_run)"));
+    auto recipe = config::loadRecipe(layout.recipeFile().string());
+    if (!recipe)
+        return fail("generate", recipe.error());
+    auto tokenizer = generationTokenizer(layout, *recipe);
+    if (!tokenizer)
+        return fail("generate", tokenizer.error());
+    std::vector<std::string> workerArgs{"generate",
+                                        "--recipe",
+                                        layout.recipeFile().string(),
+                                        "--weights",
+                                        layout.exportDir().string(),
+                                        "--prompt",
+                                        args.prompt,
+                                        "--max_new_tokens",
+                                        std::to_string(args.maxNewTokens),
+                                        "--temperature",
+                                        std::to_string(args.temperature),
+                                        "--top_k",
+                                        std::to_string(args.topK),
+                                        "--seed",
+                                        std::to_string(args.seed)};
+    if (!tokenizer->empty())
+        workerArgs.insert(workerArgs.end(), {"--tokenizer", *tokenizer});
+    auto ran = runProgram(defaultWorkerPath(programPath), workerArgs, std::chrono::minutes(10));
+    if (!ran)
+        return fail("generate", ran.error());
+    // The worker prints one JSON line last; anything before it is torch's warnings.
+    const std::string& output = ran->output;
+    const auto lineStart = output.rfind("\n{");
+    const std::string json = ran->status == 0 ? output.substr(lineStart == std::string::npos ? 0 : lineStart + 1) : "";
+    auto parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+    if (ran->status != 0 || !parsed.is_object() || !parsed.contains("text"))
+        return fail("generate", makeError("shardscope-worker generate failed (exit " + std::to_string(ran->status)
+                                          + "): " + output.substr(output.size() > 2000 ? output.size() - 2000 : 0)));
+    if (args.json)
+        std::cout << parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    else
+        std::cout << terminalSafe(args.prompt) << terminalSafe(parsed["text"].get<std::string>()) << "\n";
+    return 0;
+}
+
 // The ranks of a script run (script.num_processes in the script.yaml the launcher wrote), else 0.
 int scriptRanks(const std::filesystem::path& scriptFile)
 {
@@ -562,7 +662,8 @@ int runImport(const RunsArgs& args)
 void addRunsCommand(CLI::App& app, CommandContext& context)
 {
     auto args = std::make_shared<RunsArgs>();
-    auto* runs = app.add_subcommand("runs", "Browse the run history (list, show, compare, export, delete, import, diagnose)");
+    auto* runs = app.add_subcommand("runs", "Browse the run history (list, show, compare, export, delete, import, diagnose, "
+                                            "generate)");
     runs->require_subcommand(1);
     runs->add_option("--home", args->home,
                      "Shardscope's data folder (default: $SHARDSCOPE_HOME, else $XDG_DATA_HOME/shardscope, "
@@ -622,6 +723,25 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
     import->add_option("--name", args->name, "The run's name in the history (default: the directory's name)");
     import->callback([args, &context] { context.exitCode = runImport(*args);
 });
+
+auto* generate = runs->add_subcommand("generate", "Continue a prompt with a run's exported model (greedy, or sampled "
+                                                  "with --temperature)");
+generate->add_option("run", args->runs, "Run id, name or directory")->required()->expected(1);
+generate->add_option("--prompt", args->prompt, "The text to continue")->required();
+generate->add_option("--max_new_tokens", args->maxNewTokens, "Tokens to generate at most")
+    ->transform(numberIn({1, true, 4096, true}))
+    ->capture_default_str();
+generate->add_option("--temperature", args->temperature, "0: the most likely token each time; above: sampled")
+    ->transform(numberIn({0, true, 100, false}))
+    ->capture_default_str();
+generate->add_option("--top_k", args->topK, "Sampling: only the k most likely tokens (0: all)")
+    ->transform(numberIn({0, true, 1e9, true}))
+    ->capture_default_str();
+generate->add_option("--seed", args->seed, "Sampling: the same seed gives the same text")
+    ->transform(numberIn({0, true, 9e15, true}))
+    ->capture_default_str();
+generate->add_flag("--json", args->json, "Print JSON: prompt_ids, ids, text, ended_at_eos");
+generate->callback([args, &context] { context.exitCode = runGenerate(*args, context.programPath); });
 } // namespace shardscope::cli
 
 } // namespace shardscope::cli

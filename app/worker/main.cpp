@@ -13,6 +13,7 @@
 #include "engine/dist/collective_check.h"
 #include "engine/dist/flight_recorder.h"
 #include "engine/train/event_sink.h"
+#include "engine/train/generation.h"
 #include "engine/train/heartbeat.h"
 #include "engine/train/rank_errors.h"
 #include "engine/train/runner.h"
@@ -187,6 +188,25 @@ int main(int argc, char** argv)
     logitsCmd->add_option("--input", logitsInput, "Text file; its first block_size bytes are the input")->required();
     logitsCmd->add_option("--out", logitsOut, "Output safetensors file")->required();
 
+    std::string generateRecipe, generateWeights, generateTokenizer, prompt;
+    shardscope::train::GenerationOptions generation;
+    auto* generateCmd = app.add_subcommand("generate", "Continue a prompt with a trained model (a run's export); print "
+                                                       "JSON: prompt_ids, ids, text, ended_at_eos");
+    generateCmd->add_option("--recipe", generateRecipe, "The run's recipe (its model section)")->required();
+    generateCmd->add_option("--weights", generateWeights, "Hugging Face folder with the weights (the run's export/)")->required();
+    generateCmd->add_option("--tokenizer", generateTokenizer, "Folder with tokenizer.json (default: the model reads bytes)");
+    generateCmd->add_option("--prompt", prompt, "The text to continue")->required();
+    generateCmd->add_option("--max_new_tokens", generation.maxNewTokens, "Tokens to generate at most")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}))
+        ->capture_default_str();
+    generateCmd->add_option("--temperature", generation.temperature, "0: greedy; above: sampled")
+        ->check(CLI::Range(0.0, 100.0))
+        ->capture_default_str();
+    generateCmd->add_option("--top_k", generation.topK, "Sampling: only the k most likely tokens (0: all)")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30))
+        ->capture_default_str();
+    generateCmd->add_option("--seed", generation.seed, "Sampling: the seed")->capture_default_str();
+
     std::string peaksFile;
     auto* peaksCmd = app.add_subcommand("machine-peaks",
                                         "Print this machine's CPU matmul peaks (what MFU is against), measuring them on every "
@@ -206,6 +226,16 @@ int main(int argc, char** argv)
             return train(planPath);
         if (peaksCmd->parsed())
             return printMachinePeaks(peaksFile);
+        if (generateCmd->parsed()) {
+            auto recipe = shardscope::config::loadRecipe(generateRecipe);
+            if (!recipe) {
+                std::cerr << "shardscope-worker: " << recipe.error().message << "\n";
+                return kUsage;
+            }
+            std::cout << shardscope::train::generateJson(*recipe, generateWeights, generateTokenizer, prompt, generation)
+                      << std::endl;
+            return kOk;
+        }
         if (logitsCmd->parsed()) {
             auto recipe = shardscope::config::loadRecipe(logitsRecipe);
             if (!recipe) {

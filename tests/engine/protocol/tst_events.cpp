@@ -96,7 +96,12 @@ private slots:
         QCOMPARE(std::get<ErrorEvent>(roundTrip({1, 0, 1.0, ErrorEvent{"nonfinite", "loss is nan"}}).body).kind,
                  std::string("nonfinite"));
         QCOMPARE(std::get<DoneEvent>(roundTrip({1, 0, 1.0, DoneEvent{"completed", 100, 61.5}}).body).steps, 100);
-        QCOMPARE(std::get<MemoryEvent>(roundTrip({1, 0, 1.0, MemoryEvent{{1, 2, 3, 4, 5, 6, 7, 8}}}).body).mem.rss, 8);
+        const MemoryStats mem{.params = 1, .grads = 2, .peakParams = 3, .peakGrads = 4, .optimizer = 5, .rss = 8};
+        const MemoryStats read = std::get<MemoryEvent>(roundTrip({1, 0, 1.0, MemoryEvent{mem}}).body).mem;
+        QCOMPARE(read.rss, 8);
+        QCOMPARE(read.peakParams, 3);
+        QCOMPARE(read.peakGrads, 4);
+        QCOMPARE(read.optimizer, 5);
     }
 
     // #43 point 4: a non-finite value is kept as what it is (NaN, +-infinity), never dropped: the

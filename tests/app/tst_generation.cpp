@@ -1,0 +1,127 @@
+// Trying the trained model (#45 point 11): `shardscope runs generate` continues a prompt with a
+// run's export. The Llama demo, trained 30 steps on two ranks and exported, continues a prompt
+// greedily as transformers does on the same export (tests/tools/generation_reference.py: the
+// prompt's ids are AutoTokenizer's, each token is transformers' most likely one, the text is
+// tokenizer.decode's); sampling follows its seed; a run without an export or without a recipe is
+// refused with the reason.
+
+#include "tests/common/files.h"
+#include "tests/common/python_tool.h"
+#include "tests/common/recipe_run.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace testing = shardscope::testing;
+
+namespace {
+
+const QString kPrompt = QStringLiteral("This program is free software");
+
+// The Llama demo recipe with absolute paths, for `steps` steps.
+QString llamaDemo(int steps)
+{
+    const QString resources = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/");
+    QFile demo(resources + "recipes/demo-llama.yaml");
+    if (!demo.open(QIODevice::ReadOnly))
+        return {};
+    QString text = QString::fromUtf8(demo.readAll());
+    text.replace("../data/", resources + "data/").replace("../tokenizers/", resources + "tokenizers/");
+    text.replace("max_steps: 150", QStringLiteral("max_steps: %1").arg(steps)).replace("warmup_steps: 10", "warmup_steps: 1");
+    return text;
+}
+
+// The JSON object on the last line of `output`.
+QJsonObject lastJsonLine(const QString& output)
+{
+    const QStringList lines = output.trimmed().split('\n');
+    return lines.isEmpty() ? QJsonObject() : QJsonDocument::fromJson(lines.back().toUtf8()).object();
+}
+
+} // namespace
+
+class TestGeneration : public QObject {
+    Q_OBJECT
+private:
+    testing::CliRun generate(const QStringList& extra)
+    {
+        return testing::runShardscope(m_dir.path(), QStringList{"runs", "generate", m_runDir, "--prompt", kPrompt} + extra,
+                                      120000);
+    }
+
+private slots:
+    void initTestCase()
+    {
+        const auto run = testing::launchRecipe(m_dir.path(), "llama", llamaDemo(30), 2);
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        m_runDir = run.runDir;
+        QVERIFY(QFile::exists(m_runDir + "/export/config.json"));
+    }
+
+    void greedyEqualsTransformers()
+    {
+        const auto run = generate({"--max_new_tokens", "12", "--json"});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        const QJsonObject engine = lastJsonLine(run.output);
+        QCOMPARE(engine["ids"].toArray().size() == 12 || engine["ended_at_eos"].toBool(), true);
+        const QString engineFile = m_dir.filePath("greedy.json");
+        testing::writeFile(engineFile, QJsonDocument(engine).toJson());
+        QString why;
+        const QByteArray printed = testing::runTool({testing::toolsDir() + "generation_reference.py", "--export",
+                                                     m_runDir + "/export", "--prompt", kPrompt, "--engine", engineFile,
+                                                     "--greedy"},
+                                                    why);
+        QVERIFY2(!printed.isEmpty(), qPrintable(why));
+        const QJsonObject reference = lastJsonLine(QString::fromUtf8(printed));
+        QVERIFY2(reference["ok"].toBool(), qPrintable(reference["why"].toString()));
+        qInfo() << "engine" << engine["ids"].toArray() << "transformers' generate" << reference["hf_ids"].toArray();
+
+        // Without --json: the prompt and its continuation, as a user reads them.
+        const auto plain = generate({"--max_new_tokens", "12"});
+        QVERIFY2(plain.exitCode == 0, qPrintable(plain.output));
+        QCOMPARE(plain.output.trimmed(), (kPrompt + engine["text"].toString()).trimmed());
+    }
+
+    void samplingFollowsTheSeed()
+    {
+        auto sampled = [this](const QString& seed) {
+            const auto run = generate(
+                {"--max_new_tokens", "16", "--temperature", "1.0", "--top_k", "50", "--seed", seed, "--json"});
+            return run.exitCode == 0 ? lastJsonLine(run.output)["ids"].toArray() : QJsonArray();
+        };
+        const QJsonArray first = sampled("7");
+        QVERIFY(!first.isEmpty());
+        QCOMPARE(sampled("7"), first);
+        QVERIFY(sampled("8") != first);
+    }
+
+    void refusesWhatCannotBeTried()
+    {
+        // A run whose model was not exported (yet): said, with what to do.
+        const QString copy = m_dir.filePath("no-export");
+        QVERIFY(QDir().mkpath(copy));
+        QVERIFY(QFile::copy(m_runDir + "/recipe.yaml", copy + "/recipe.yaml"));
+        auto run = testing::runShardscope(m_dir.path(), {"runs", "generate", copy, "--prompt", kPrompt});
+        QCOMPARE(run.exitCode, 1);
+        QVERIFY2(run.output.contains("has no exported model yet") && run.output.contains("--continue_run"),
+                 qPrintable(run.output));
+        // A script run's directory: no recipe.
+        QVERIFY(QFile::remove(copy + "/recipe.yaml"));
+        run = testing::runShardscope(m_dir.path(), {"runs", "generate", copy, "--prompt", kPrompt});
+        QVERIFY2(run.exitCode == 1 && run.output.contains("only the engine's runs can be tried here"), qPrintable(run.output));
+        run = generate({"--max_new_tokens", "0"});
+        QVERIFY2(run.exitCode != 0 && run.output.contains("--max_new_tokens"), qPrintable(run.output));
+    }
+
+private:
+    QTemporaryDir m_dir;
+    QString m_runDir;
+};
+
+QTEST_GUILESS_MAIN(TestGeneration)
+#include "tst_generation.moc"
