@@ -4,6 +4,7 @@
 #include "storage/metric_keys.h"
 #include "ui/history_service.h"
 #include "ui/format.h"
+#include "ui/generation_dialog.h"
 #include "ui/metric_chart.h"
 #include "ui/rank_log_view.h"
 #include "ui/run_charts.h"
@@ -100,6 +101,11 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     m_resumeButton->setToolTip(tr("Go on with this failed or stopped run from its newest checkpoint, as the same run "
                                   "(its next attempt): shardscope launch --continue_run"));
     m_resumeButton->setEnabled(false);
+    m_tryModelButton = new QPushButton(tr("Try model…"), this);
+    m_tryModelButton->setObjectName(QStringLiteral("tryModelButton"));
+    m_tryModelButton->setToolTip(tr("Continue a prompt with the model this run exported, with its tokenizer "
+                                    "(shardscope runs generate)"));
+    m_tryModelButton->setEnabled(false);
     // The title on a line of its own: a long run name never pushes Stop off-screen.
     layout->addWidget(m_title);
     header->addWidget(m_status);
@@ -111,6 +117,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     header->addWidget(m_xAxisBox);
     header->addWidget(m_chartsButton);
     header->addWidget(m_followButton);
+    header->addWidget(m_tryModelButton);
     header->addWidget(m_resumeButton);
     header->addWidget(m_diagnoseButton);
     header->addWidget(m_stopButton);
@@ -189,6 +196,16 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
         emit resumeRequested(m_info.runId);
     });
     connect(m_log, &RankLogView::reloadRequested, this, &RunPage::pollNow);
+    connect(m_tryModelButton, &QPushButton::clicked, this, &RunPage::tryModel);
+}
+
+void RunPage::tryModel()
+{
+    if (!m_generationDialog)
+        m_generationDialog = new GenerationDialog(this);
+    m_generationDialog->setRun(qs(m_info.runDir), qs(m_info.name));
+    m_generationDialog->show();
+    m_generationDialog->raise();
 }
 
 RunPage::~RunPage() = default;
@@ -455,6 +472,8 @@ void RunPage::updateHeader()
     // A run of this machine's history that ended short: the launcher checks it has a checkpoint.
     const bool endedShort = storage::isTerminal(m_info.status) && m_info.status != storage::RunStatus::Completed;
     m_resumeButton->setEnabled(endedShort && m_info.runId > 0 && m_info.job.empty());
+    // A completed run has exported its model (where its recipe asked; the command says when not).
+    m_tryModelButton->setEnabled(m_info.status == storage::RunStatus::Completed && !m_info.runDir.empty());
     if (m_info.status == storage::RunStatus::Failed || !m_info.error.empty()) {
         QString text = m_info.rootCauseRank ? tr("Failed on rank %1: ").arg(*m_info.rootCauseRank) : tr("Failed: ");
         text += m_info.error.empty() ? tr("(no message)") : qs(m_info.error);

@@ -31,6 +31,7 @@ class QVBoxLayout;
 namespace shardscope::ui {
 
 class ChartGroup;
+class GenerationDialog;
 class HistoryService;
 class MetricChart;
 class RankLogView;
@@ -58,6 +59,7 @@ public:
     // The open run was live while open (then ended): what it wrote at its end is new to the page.
     bool sawRunLive() const { return m_sawLive; }
     const RunInfo& info() const { return m_info; }
+    GenerationDialog* generationDialog() const { return m_generationDialog; } // null until Try model… is first clicked
     XAxis xAxisMode() const { return m_series.xAxis(); }
     void setXAxisMode(XAxis mode);
     // Every chart's smoothing (TensorBoard's weight, 0: off), as the header's slider sets it.
@@ -102,6 +104,7 @@ private:
     void layoutCharts(); // the panels that apply to the run
     void updateAlerts();
     void updateMemoryNote(); // what the memory chart draws, and the model states beside it
+    void tryModel(); // the generation dialog on this run
     struct Poll; // what one poll brings back
     void applyPoll(Poll& poll);
     void buildHeader(QVBoxLayout* layout);
@@ -132,6 +135,8 @@ private:
     QPushButton* m_stopButton = nullptr;
     QPushButton* m_diagnoseButton = nullptr;
     QPushButton* m_resumeButton = nullptr;
+    QPushButton* m_tryModelButton = nullptr; // opens m_generationDialog on the run's export
+    GenerationDialog* m_generationDialog = nullptr;
     QLabel* m_diagnosis = nullptr; // what `shardscope runs diagnose` answered
     QProcess* m_diagnoseProcess = nullptr; // running it; null when none runs
     QPushButton* m_chartsButton = nullptr; // its menu shows and hides charts

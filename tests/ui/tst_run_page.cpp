@@ -8,6 +8,7 @@
 #include "engine/recipe/recipe.h"
 #include "test_store.h"
 #include "ui/format.h"
+#include "ui/generation_dialog.h"
 #include "ui/main_window.h"
 #include "ui/metric_chart.h"
 #include "ui/run_data_source.h"
@@ -19,6 +20,7 @@
 #include <QProcess>
 #include <QPushButton>
 #include <QSlider>
+#include <QTextBrowser>
 #include <QStatusBar>
 #include <QDir>
 #include <QElapsedTimer>
@@ -652,6 +654,62 @@ private slots:
         auto listed = store->listRuns();
         QVERIFY(listed.ok());
         QCOMPARE(listed->size(), std::size_t(1)); // the same run, not a new one
+    }
+
+    // #45 point 11: Try model… on a completed Llama demo run continues a prompt with its export,
+    // in the background, giving what `shardscope runs generate` gives (tests/app/tst_generation
+    // holds that to transformers); a failed run has nothing to try.
+    void tryModelContinuesAPromptWithTheExport()
+    {
+        if (qEnvironmentVariableIsEmpty("SHARDSCOPE_LAUNCHER"))
+            QSKIP("set SHARDSCOPE_LAUNCHER to a `shardscope` built with the engine to run a real launch");
+        QTemporaryDir home;
+        qputenv("SHARDSCOPE_HOME", home.path().toUtf8());
+        const QString resources = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/");
+        QFile demo(resources + "recipes/demo-llama.yaml");
+        QVERIFY(demo.open(QIODevice::ReadOnly));
+        QString text = QString::fromUtf8(demo.readAll());
+        text.replace("../data/", resources + "data/").replace("../tokenizers/", resources + "tokenizers/");
+        text.replace("max_steps: 150", "max_steps: 20").replace("warmup_steps: 10", "warmup_steps: 1");
+        const QString recipe = home.filePath(QStringLiteral("llama.yaml"));
+        std::ofstream(recipe.toStdString()) << text.toStdString();
+        QProcess launch;
+        launch.setProcessChannelMode(QProcess::MergedChannels);
+        launch.start(ui::launcherProgram(), {"launch", "--num_processes", "2", "--recipe", recipe, "--run_name", "llama"});
+        QVERIFY(launch.waitForFinished(180000));
+        QVERIFY2(launch.exitCode() == 0, launch.readAll().constData());
+        const auto db = dbIn(home);
+        auto store = storage::RunStore::open(db);
+        QVERIFY(store.ok());
+        const auto id = store->resolveRun("llama");
+        QVERIFY(id.ok());
+
+        RunPage page;
+        page.openStoreRun(db, *id);
+        auto* tryModel = page.findChild<QPushButton*>(QStringLiteral("tryModelButton"));
+        QTRY_VERIFY(!page.polling() && tryModel->isEnabled());
+        tryModel->click();
+        ui::GenerationDialog* dialog = page.generationDialog();
+        QVERIFY(dialog && dialog->isVisible());
+        dialog->promptEdit()->setPlainText(QStringLiteral("Everyone is permitted"));
+        dialog->maxNewTokens()->setValue(10);
+        dialog->findChild<QPushButton*>(QStringLiteral("generateButton"))->click();
+        QVERIFY(dialog->busy()); // in the background: the page goes on
+        QTRY_VERIFY_WITH_TIMEOUT(!dialog->busy(), 120000);
+        QVERIFY2(!dialog->continuation().isEmpty(), qPrintable(dialog->status()));
+        QProcess cli;
+        cli.start(ui::launcherProgram(),
+                  {"runs", "generate", "llama", "--prompt", "Everyone is permitted", "--max_new_tokens", "10", "--json"});
+        QVERIFY(cli.waitForFinished(120000));
+        const QByteArray out = cli.readAllStandardOutput().trimmed();
+        QCOMPARE(dialog->continuation(), QJsonDocument::fromJson(out.mid(out.lastIndexOf('\n') + 1)).object()["text"].toString());
+        QVERIFY(dialog->findChild<QTextBrowser*>()->toPlainText().startsWith(QLatin1String("Everyone is permitted")));
+
+        // A failed run exported nothing: nothing to try.
+        const auto failed = seedRun(db, {.name = "broken", .steps = 3, .status = storage::RunStatus::Failed});
+        page.openStoreRun(db, failed);
+        QTRY_VERIFY(!page.polling());
+        QVERIFY(!tryModel->isEnabled());
     }
 
     void launchingTheDemoShowsLivePoints()
