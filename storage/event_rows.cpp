@@ -84,6 +84,8 @@ void writeEventRows(RunWriter& writer, const protocol::Event& event)
     } else if (const auto* eval = std::get_if<protocol::EvalEvent>(&event.body)) {
         for (auto& record : evalRecords(rank, event.time, *eval))
             writer.addEval(record);
+        for (const auto& sample : eval->samples)
+            writer.addEvalSample({eval->step, event.time, sample.prompt, sample.text});
     } else if (const auto* trace = std::get_if<protocol::TraceEvent>(&event.body)) {
         writer.addTrace({rank, event.time, trace->path, trace->source, trace->summary.compute, trace->summary.comm,
                          trace->summary.memory, trace->summary.idle, trace->summary.overlap});

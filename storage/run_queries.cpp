@@ -489,6 +489,21 @@ Result<std::vector<EvalRecord>> RunStore::evalsSince(std::int64_t runId, std::in
     return records;
 }
 
+Result<std::vector<EvalSample>> RunStore::evalSamplesSince(std::int64_t runId, std::int64_t afterId) const
+{
+    auto stmt = m_db.prepare("SELECT step, time, prompt, text, id FROM eval_samples WHERE run_id = ? AND id > ? ORDER BY id");
+    if (!stmt)
+        return stmt.error();
+    stmt->bind(1, runId).bind(2, afterId);
+    std::vector<EvalSample> samples;
+    auto rc = forEachRow(*stmt, [&](const Statement& s) {
+        samples.push_back({s.int64(0), s.real(1), s.text(2), s.text(3), s.int64(4)});
+    });
+    if (!rc)
+        return rc.error();
+    return samples;
+}
+
 Result<RunStats> RunStore::runStats(std::int64_t runId) const
 {
     auto details = run(runId);

@@ -312,7 +312,7 @@ Result<void> RunStore::continueRun(std::int64_t runId, const RunAttempt& attempt
         return rc;
     for (const char* sql :
          {"DELETE FROM metrics WHERE run_id = ? AND step > ?", "DELETE FROM evals WHERE run_id = ? AND step > ?",
-          "DELETE FROM checkpoints WHERE run_id = ? AND step > ?"}) {
+          "DELETE FROM eval_samples WHERE run_id = ? AND step > ?", "DELETE FROM checkpoints WHERE run_id = ? AND step > ?"}) {
         auto redone = m_db.prepare(sql);
         if (!redone)
             return redone.error();
@@ -431,7 +431,8 @@ Result<void> RunStore::deleteRun(std::int64_t runId, bool removeDirectory)
         return tx.error();
     for (const char* sql :
          {"DELETE FROM metrics WHERE run_id = ?", "DELETE FROM metric_blocks WHERE run_id = ?",
-          "DELETE FROM evals WHERE run_id = ?", "DELETE FROM traces WHERE run_id = ?", "DELETE FROM checkpoints WHERE run_id = ?",
+          "DELETE FROM evals WHERE run_id = ?", "DELETE FROM eval_samples WHERE run_id = ?",
+          "DELETE FROM traces WHERE run_id = ?", "DELETE FROM checkpoints WHERE run_id = ?",
           "DELETE FROM run_ranks WHERE run_id = ?", "DELETE FROM run_tags WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
         auto stmt = m_db.prepare(sql);
         if (!stmt)

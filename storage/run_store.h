@@ -92,6 +92,8 @@ public:
     // Evals of one run recorded after row id afterId, in insertion order (as metricsSince): a live
     // view's new evals, whatever their step, rank and name sort before.
     Result<std::vector<EvalRecord>> evalsSince(std::int64_t runId, std::int64_t afterId) const;
+    // The text a run's model wrote at its evals, recorded after row id afterId, in insertion order.
+    Result<std::vector<EvalSample>> evalSamplesSince(std::int64_t runId, std::int64_t afterId = 0) const;
     Result<RunStats> runStats(std::int64_t runId) const;
     Result<RunComparison> compareRuns(const std::vector<std::int64_t>& runIds) const;
 

@@ -107,6 +107,15 @@ struct SeriesBucket {
     std::int64_t maxStep = 0;
 };
 
+// Text the model wrote at an eval from a prompt of the recipe (training.eval_prompts).
+struct EvalSample {
+    std::int64_t step = 0;
+    double time = 0;
+    std::string prompt;
+    std::string text;
+    std::int64_t id = 0; // the row's id in the history (0 for one not read from it)
+};
+
 struct EvalRecord {
     int rank = 0;
     std::int64_t step = 0;

@@ -32,10 +32,14 @@ struct Buffer {
     std::vector<PendingMetric> metrics;
     std::vector<RankInfo> ranks;
     std::vector<EvalRecord> evals;
+    std::vector<EvalSample> samples;
     std::vector<TraceRecord> traces;
     std::vector<CheckpointRecord> checkpoints;
 
-    bool empty() const { return metrics.empty() && ranks.empty() && evals.empty() && traces.empty() && checkpoints.empty(); }
+    bool empty() const
+    {
+        return metrics.empty() && ranks.empty() && evals.empty() && samples.empty() && traces.empty() && checkpoints.empty();
+    }
     // Puts a failed batch back in front of what arrived meanwhile, keeping the order.
     void prepend(Buffer&& older)
     {
@@ -46,6 +50,7 @@ struct Buffer {
         front(metrics, older.metrics);
         front(ranks, older.ranks);
         front(evals, older.evals);
+        front(samples, older.samples);
         front(traces, older.traces);
         front(checkpoints, older.checkpoints);
     }
@@ -106,8 +111,8 @@ struct RunWriter::State {
     // The thread's own.
     Database db;
     std::vector<std::int64_t> dbKeyIds; // key index -> metric_keys.id
-    Statement insertMany, insertOne, upsertBlock, insertKey, selectKey, upsertRank, insertEval, insertTrace, insertCheckpoint,
-        updateSummary, finishRun, rankExit;
+    Statement insertMany, insertOne, upsertBlock, insertKey, selectKey, upsertRank, insertEval, insertSample, insertTrace,
+        insertCheckpoint, updateSummary, finishRun, rankExit;
     std::thread thread;
 
     // Returns true when the buffer was empty: the thread may be in its untimed wait then and must
@@ -165,6 +170,7 @@ Result<void> RunWriter::State::prepareStatements()
         {&selectKey, "SELECT id FROM metric_keys WHERE name = ?"},
         {&upsertRank, kUpsertRank},
         {&insertEval, "INSERT INTO evals (run_id, rank, step, time, name, value) VALUES (?, ?, ?, ?, ?, ?)"},
+        {&insertSample, "INSERT INTO eval_samples (run_id, step, time, prompt, text) VALUES (?, ?, ?, ?, ?)"},
         {&insertTrace, "INSERT INTO traces (run_id, rank, time, path, source, compute, comm, memory, idle, overlap) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
         {&insertCheckpoint, "INSERT INTO checkpoints (run_id, rank, step, time, path, kind, bytes) "
@@ -252,6 +258,11 @@ Result<void> RunWriter::State::commit(const Buffer& batch, const std::vector<std
     for (const auto& e : batch.evals) {
         insertEval.bind(1, runId).bind(2, e.rank).bind(3, e.step).bind(4, e.time).bind(5, e.name).bindMeasured(6, e.value);
         if (auto rc = insertEval.run(); !rc)
+            return rc;
+    }
+    for (const auto& sample : batch.samples) {
+        insertSample.bind(1, runId).bind(2, sample.step).bind(3, sample.time).bind(4, sample.prompt).bind(5, sample.text);
+        if (auto rc = insertSample.run(); !rc)
             return rc;
     }
     for (const auto& t : batch.traces) {
@@ -442,6 +453,8 @@ void RunWriter::addMetrics(int rank, std::int64_t step, double time, std::span<c
 void RunWriter::addRank(const RankInfo& rank) { m_state->append(m_state->buffer.ranks, rank); }
 
 void RunWriter::addEval(const EvalRecord& eval) { m_state->append(m_state->buffer.evals, eval); }
+
+void RunWriter::addEvalSample(const EvalSample& sample) { m_state->append(m_state->buffer.samples, sample); }
 
 void RunWriter::addTrace(const TraceRecord& trace) { m_state->append(m_state->buffer.traces, trace); }
 

@@ -45,6 +45,7 @@ public:
     }
     void addRank(const RankInfo& rank);
     void addEval(const EvalRecord& eval);
+    void addEvalSample(const EvalSample& sample);
     void addTrace(const TraceRecord& trace);
     void addCheckpoint(const CheckpointRecord& checkpoint);
 

@@ -160,6 +160,18 @@ ALTER TABLE run_ranks ADD COLUMN peak_source TEXT NOT NULL DEFAULT '';
 ALTER TABLE run_ranks ADD COLUMN precision_emulated INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+constexpr const char* kSchemaV6 = R"sql(
+CREATE TABLE eval_samples (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    time REAL NOT NULL,
+    prompt TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX eval_samples_by_run ON eval_samples(run_id, id);
+)sql";
+
 // v2 backfills the blocks of the series v1 stored, with the accumulator the writer uses.
 Result<void> backfillBlocks(Database& db)
 {
@@ -215,6 +227,8 @@ Result<void> applyStep(Database& db, int version)
         return db.exec(kSchemaV4);
     case 5:
         return db.exec(kSchemaV5);
+    case 6:
+        return db.exec(kSchemaV6);
     default:
         return makeError("internal error: no migration to schema version " + std::to_string(version));
     }

@@ -16,7 +16,8 @@ namespace shardscope::storage {
 // v3: runs.color, the colour the user chose for a run ('' = the palette's, from its id).
 // v4: runs.job, runs.status_detail and run_attempts (a cluster job's requeues).
 // v5: run_ranks' peak (what each rank's MFU is against) and whether its precision is emulated.
-inline constexpr int kSchemaVersion = 5;
+// v6: eval_samples, the text a run's model wrote at its evals.
+inline constexpr int kSchemaVersion = 6;
 
 // Inserts or updates a rank's hello (bindRank binds it).
 inline constexpr const char* kUpsertRank =

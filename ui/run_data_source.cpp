@@ -128,6 +128,12 @@ Result<RunUpdate> StoreRunSource::poll()
     if (!evals->empty())
         m_evalCursor = evals->back().id;
     update.evals = std::move(*evals);
+    auto samples = store.evalSamplesSince(m_runId, m_sampleCursor);
+    if (!samples)
+        return samples.error();
+    if (!samples->empty())
+        m_sampleCursor = samples->back().id;
+    update.samples = std::move(*samples);
     return update;
 }
 
@@ -191,6 +197,8 @@ Result<RunUpdate> EventFileRunSource::poll()
                 } else if constexpr (std::is_same_v<T, protocol::EvalEvent>) {
                     for (auto& record : storage::evalRecords(rank, time, body))
                         update.evals.push_back(std::move(record));
+                    for (const auto& sample : body.samples)
+                        update.samples.push_back({body.step, time, sample.prompt, sample.text});
                 } else if constexpr (std::is_same_v<T, protocol::ErrorEvent>) {
                     if (!m_info.rootCauseRank) {
                         m_info.rootCauseRank = rank;

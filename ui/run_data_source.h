@@ -41,6 +41,7 @@ struct RunUpdate {
     RunInfo info;
     std::vector<storage::MetricRow> rows; // new since the last poll, in insertion order
     std::vector<storage::EvalRecord> evals; // new since the last poll
+    std::vector<storage::EvalSample> samples; // new since the last poll
     bool more = false; // the poll stopped at its row limit: poll again right away
 };
 
@@ -64,6 +65,7 @@ private:
     int m_rowsPerPoll;
     std::int64_t m_cursor = 0;
     std::int64_t m_evalCursor = 0; // the last eval row read
+    std::int64_t m_sampleCursor = 0; // the last eval sample row read
     std::shared_ptr<void> m_store; // the RunStore, opened on first poll (on the polling thread)
 };
 

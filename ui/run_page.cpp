@@ -22,6 +22,8 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QSplitter>
+#include <QTabWidget>
+#include <QTextBrowser>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -168,8 +170,18 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     m_group = m_charts->group();
     splitter->addWidget(m_charts);
 
-    m_log = new RankLogView(splitter);
-    splitter->addWidget(m_log);
+    // Below the charts: the ranks' logs and, once an eval wrote some, the text samples.
+    m_bottomTabs = new QTabWidget(splitter);
+    m_bottomTabs->setObjectName(QStringLiteral("runBottomTabs"));
+    m_log = new RankLogView(m_bottomTabs);
+    m_bottomTabs->addTab(m_log, tr("Log"));
+    m_samples = new QTextBrowser(m_bottomTabs);
+    m_samples->setObjectName(QStringLiteral("runSamples"));
+    m_bottomTabs->addTab(m_samples, tr("Samples"));
+    m_bottomTabs->setTabToolTip(1, tr("What the model wrote at each eval from the recipe's training.eval_prompts, "
+                                      "newest first"));
+    m_bottomTabs->setTabEnabled(1, false);
+    splitter->addWidget(m_bottomTabs);
     splitter->setStretchFactor(0, 4);
     splitter->setStretchFactor(1, 1);
     // Four fifths for the charts from the start: left to the size hints, a tall log took most of
@@ -213,6 +225,21 @@ RunPage::~RunPage() = default;
 void RunPage::layoutCharts()
 {
     m_charts->setPanels(m_info.mixedPrecision == "fp16", m_series.hasMfu(), m_series.hasPhaseMemory());
+}
+
+void RunPage::showSamples()
+{
+    QString html;
+    for (auto it = m_sampleSteps.rbegin(); it != m_sampleSteps.rend(); ++it) {
+        html += QStringLiteral("<h4>%1</h4>").arg(tr("Step %1").arg(it->first));
+        for (const auto& sample : it->second)
+            html += QStringLiteral("<p style='white-space: pre-wrap'><span style='color: #666'>%1</span><b>%2</b></p>")
+                        .arg(qs(sample.prompt).toHtmlEscaped(), qs(sample.text).toHtmlEscaped());
+    }
+    m_samples->setHtml(html);
+    m_bottomTabs->setTabEnabled(1, !m_sampleSteps.empty());
+    m_bottomTabs->setTabText(1,
+                             m_sampleSteps.empty() ? tr("Samples") : tr("Samples (step %1)").arg(m_sampleSteps.rbegin()->first));
 }
 
 void RunPage::updateMemoryNote()
@@ -273,6 +300,8 @@ void RunPage::closeRun()
         c->removeSeries();
     m_group->setFollowing(true);
     m_log->clear();
+    m_sampleSteps.clear();
+    showSamples();
     m_error->hide();
     m_diagnosis->hide();
     m_command->clear();
@@ -371,6 +400,11 @@ void RunPage::applyPoll(Poll& poll)
         m_series.setTimeOrigin(update.rows.front().time);
     const auto appended = m_series.append(update.rows);
     m_series.append(update.evals);
+    if (!update.samples.empty()) {
+        for (auto& sample : update.samples)
+            m_sampleSteps[sample.step].push_back(std::move(sample));
+        showSamples();
+    }
     if (appended.panelsChanged)
         layoutCharts();
     updateAlerts(); // the straggler and spike flags, and a script that reports nothing

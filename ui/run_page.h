@@ -16,6 +16,7 @@
 #include <QWidget>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -25,6 +26,8 @@ class QLineEdit;
 class QProcess;
 class QPushButton;
 class QSlider;
+class QTabWidget;
+class QTextBrowser;
 class QTimer;
 class QVBoxLayout;
 
@@ -105,6 +108,7 @@ private:
     void updateAlerts();
     void updateMemoryNote(); // what the memory chart draws, and the model states beside it
     void tryModel(); // the generation dialog on this run
+    void showSamples(); // m_sampleSteps in the Samples tab, newest step first
     struct Poll; // what one poll brings back
     void applyPoll(Poll& poll);
     void buildHeader(QVBoxLayout* layout);
@@ -143,6 +147,9 @@ private:
     RunCharts* m_charts = nullptr;
     ChartGroup* m_group = nullptr; // the charts' shared x axis
     RankLogView* m_log = nullptr;
+    QTabWidget* m_bottomTabs = nullptr; // the log and the samples
+    QTextBrowser* m_samples = nullptr;
+    std::map<std::int64_t, std::vector<storage::EvalSample>> m_sampleSteps; // by eval step
 };
 
 } // namespace shardscope::ui

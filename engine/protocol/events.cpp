@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <algorithm>
 #include <set>
 
 namespace shardscope::protocol {
@@ -94,6 +95,12 @@ json bodyJson(const EventBody& body)
                 json j = {{"step", e.step}, {"loss", e.loss}};
                 for (const auto& [name, value] : e.metrics)
                     j[name] = value;
+                if (!e.samples.empty()) {
+                    json samples = json::array();
+                    for (const auto& sample : e.samples)
+                        samples.push_back({{"prompt", sample.prompt}, {"text", sample.text}});
+                    j["samples"] = std::move(samples);
+                }
                 return j;
             } else if constexpr (std::is_same_v<T, MemoryEvent>) {
                 return memoryJson(e.mem);
@@ -369,7 +376,7 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("step", e.step, true);
         r.read("loss", e.loss, true);
         for (const auto& [key, value] : j.items()) {
-            static const std::set<std::string> kReserved = {"v", "type", "rank", "time", "step", "loss"};
+            static const std::set<std::string> kReserved = {"v", "type", "rank", "time", "step", "loss", "samples"};
             if (kReserved.count(key))
                 continue;
             if (value.is_number())
@@ -379,6 +386,16 @@ Result<Event> decodeEvent(std::string_view line)
                          && std::set<std::string>{"NaN", "Infinity", "-Infinity"}.count(value.get<std::string>())))
                 r.read(key.c_str(),
                        e.metrics[key]); // a non-finite metric (Note [non-finite numbers]); other text is not a metric
+        }
+        if (const auto samples = j.find("samples"); samples != j.end()) {
+            const auto isSample = [](const json& s) {
+                return s.is_object() && s.contains("prompt") && s["prompt"].is_string() && s.contains("text")
+                       && s["text"].is_string();
+            };
+            if (!samples->is_array() || !std::all_of(samples->begin(), samples->end(), isSample))
+                return makeError("field 'samples' should be a list of {\"prompt\": text, \"text\": text}");
+            for (const auto& sample : *samples)
+                e.samples.push_back({sample["prompt"].get<std::string>(), sample["text"].get<std::string>()});
         }
         event.body = e;
     } else if (type == "memory") {

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <variant>
 
@@ -104,10 +105,17 @@ struct StepEvent {
     CommStats comm;
 };
 
+// Text the model wrote at an eval from one of the recipe's training.eval_prompts (rank 0's).
+struct TextSample {
+    std::string prompt;
+    std::string text; // the continuation
+};
+
 struct EvalEvent {
     std::int64_t step = 0;
     double loss = 0;
     std::map<std::string, double> metrics;
+    std::vector<TextSample> samples;
 };
 
 struct MemoryEvent {

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -117,13 +118,16 @@ std::string convert(const YAML::Node& node, T& out, const char* expected)
     return {};
 }
 
-SectionReader::Setter integer(std::int64_t& out, std::int64_t minimum)
+SectionReader::Setter integer(std::int64_t& out, std::int64_t minimum,
+                              std::int64_t maximum = std::numeric_limits<std::int64_t>::max())
 {
-    return [&out, minimum](const YAML::Node& node) -> std::string {
+    return [&out, minimum, maximum](const YAML::Node& node) -> std::string {
         if (auto problem = convert(node, out, "an integer"); !problem.empty())
             return problem;
         if (out < minimum)
             return "is " + std::to_string(out) + "; it must be at least " + std::to_string(minimum);
+        if (out > maximum)
+            return "is " + std::to_string(out) + "; it must be at most " + std::to_string(maximum);
         return {};
     };
 }
@@ -165,6 +169,25 @@ SectionReader::Setter textList(std::vector<std::string>& out)
         for (const auto& item : node) {
             if (!item.IsScalar() || item.Scalar().empty())
                 return "should be a list of non-empty names, e.g. [bias, ln_]";
+            out.push_back(item.Scalar());
+        }
+        return {};
+    };
+}
+
+SectionReader::Setter promptList(std::vector<std::string>& out)
+{
+    return [&out](const YAML::Node& node) -> std::string {
+        if (node.IsScalar()) { // one prompt without brackets
+            out = {node.Scalar()};
+            return {};
+        }
+        if (!node.IsSequence())
+            return "should be a list of prompts, e.g. [\"Once upon a time\", \"The license\"]";
+        out.clear();
+        for (const auto& item : node) {
+            if (!item.IsScalar() || item.Scalar().empty())
+                return "should be a list of non-empty prompts, e.g. [\"Once upon a time\"]";
             out.push_back(item.Scalar());
         }
         return {};
@@ -349,6 +372,8 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     training.add("stop_on_nonfinite", boolean(r.stopOnNonfinite));
     training.add("log_every", integer(r.logEvery, 1));
     training.add("eval_every", integer(r.evalEvery, 0));
+    training.add("eval_prompts", promptList(r.evalPrompts));
+    training.add("eval_sample_tokens", integer(r.evalSampleTokens, 1, 4096));
     training.add("checkpoint_every", integer(r.checkpointEvery, 0));
     training.add("checkpoint_keep", integer(r.checkpointKeep, 0));
 
@@ -404,6 +429,14 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     if (r.schedule.warmupSteps > r.maxSteps)
         return makeError(source + ": 'schedule.warmup_steps' (" + std::to_string(r.schedule.warmupSteps)
                          + ") exceeds 'training.max_steps' (" + std::to_string(r.maxSteps) + ")");
+    if (!r.evalPrompts.empty() && r.data.type == "synthetic_regression")
+        return makeError(source
+                         + ": 'training.eval_prompts' needs a language model (data.type text or tokens); the "
+                           "mlp on synthetic_regression writes no text: remove eval_prompts");
+    if (!r.evalPrompts.empty() && r.evalEvery == 0)
+        return makeError(source
+                         + ": 'training.eval_prompts' are continued at each eval, and 'training.eval_every' is "
+                           "0 (no evals): set eval_every, e.g. 50");
     return r;
 }
 
@@ -766,8 +799,9 @@ std::string recipeToYaml(const Recipe& r)
         << YAML::Key << "max_steps" << YAML::Value << r.maxSteps << YAML::Key << "max_grad_norm" << YAML::Value
         << yamlNumber(r.maxGradNorm) << YAML::Key << "stop_on_nonfinite" << YAML::Value << r.stopOnNonfinite << YAML::Key
         << "log_every" << YAML::Value << r.logEvery << YAML::Key << "eval_every" << YAML::Value << r.evalEvery << YAML::Key
-        << "checkpoint_every" << YAML::Value << r.checkpointEvery << YAML::Key << "checkpoint_keep" << YAML::Value
-        << r.checkpointKeep << YAML::EndMap;
+        << "eval_prompts" << YAML::Value << YAML::Flow << r.evalPrompts << YAML::Key << "eval_sample_tokens" << YAML::Value
+        << r.evalSampleTokens << YAML::Key << "checkpoint_every" << YAML::Value << r.checkpointEvery << YAML::Key
+        << "checkpoint_keep" << YAML::Value << r.checkpointKeep << YAML::EndMap;
     out << YAML::Key << "export" << YAML::Value << YAML::BeginMap << YAML::Key << "enabled" << YAML::Value
         << r.exportModel.enabled << YAML::Key << "dtype" << YAML::Value << r.exportModel.dtype << YAML::Key << "max_shard_mb"
         << YAML::Value << yamlNumber(r.exportModel.maxShardMb) << YAML::Key << "merge_lora" << YAML::Value

@@ -156,6 +156,10 @@ struct Recipe {
     bool stopOnNonfinite = false;
     std::int64_t logEvery = 1;
     std::int64_t evalEvery = 0; // 0: no evaluation
+    // At each eval, rank 0's model continues each prompt (greedy) by up to evalSampleTokens tokens:
+    // the Run page's samples.
+    std::vector<std::string> evalPrompts;
+    std::int64_t evalSampleTokens = 32;
     std::int64_t checkpointEvery = 0;
     std::int64_t checkpointKeep = 0; // newest checkpoints kept (0: all)
     std::int64_t profileStartStep = -1; // -1: no profiling window

@@ -61,11 +61,14 @@ Generation generate(models::TrainableModel& model, const text::Tokenizer* tokeni
         const at::Tensor ids = torch::tensor(window, at::kLong).unsqueeze(0).to(device);
         const at::Tensor logits = model.forward(ids).index({0, -1}).to(at::kCPU);
         const std::int32_t token = nextToken(logits, options, generator);
-        out.newIds.push_back(token);
         context.push_back(token);
+        if (out.endedAtEos)
+            continue; // runPastEos
+        out.newIds.push_back(token);
         if (eos && token == *eos) {
             out.endedAtEos = true;
-            break;
+            if (!options.runPastEos)
+                break;
         }
     }
     if (tokenizer)

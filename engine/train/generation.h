@@ -24,6 +24,9 @@ struct GenerationOptions {
     std::int64_t topK = 0; // sampling: only the k most likely tokens (0: all)
     std::uint64_t seed = 0; // sampling: the same seed gives the same text
     std::int64_t contextLength = 0; // the model's: older tokens are dropped (0: no limit)
+    // Run maxNewTokens forwards even past the end-of-sequence token (what follows it is dropped):
+    // ranks of a sharded model gather its units together, so each must run as many forwards.
+    bool runPastEos = false;
 };
 
 struct Generation {

@@ -1,6 +1,7 @@
 #include "engine/train/trainer.h"
 
 #include "engine/checkpoint/hf_export.h"
+#include "engine/train/generation.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/recipe/hf_config_keys.h"
 #include "engine/estimate/memory_estimate.h"
@@ -464,7 +465,8 @@ bool Trainer::betweenSteps(std::int64_t stepsDone)
     const bool last = stepsDone == m_recipe.maxSteps;
     if (m_recipe.evalEvery > 0 && m_split->eval.size() > 0 && (stepsDone % m_recipe.evalEvery == 0 || last)) {
         setProgress(stepsDone, Phase::Eval);
-        m_events.emit(protocol::EvalEvent{stepsDone, evaluate(), {}});
+        const double loss = evaluate();
+        m_events.emit(protocol::EvalEvent{stepsDone, loss, {}, evalSamples()});
     }
     if (!m_plan.runDir.empty() && m_recipe.checkpointEvery > 0 && stepsDone % m_recipe.checkpointEvery == 0) {
         setProgress(stepsDone, Phase::Checkpoint);
@@ -505,6 +507,37 @@ double Trainer::evaluate()
     }
     m_model->train();
     return m_acc.meanOverRanks(count > 0 ? sum / static_cast<double>(count) : 0.0);
+}
+
+std::vector<protocol::TextSample> Trainer::evalSamples()
+{
+    if (m_recipe.evalPrompts.empty())
+        return {};
+    if (!m_sampleTokenizerLoaded) {
+        // The data's tokenizer, which the run's data already checked against the model; none: the
+        // model reads bytes.
+        if (const std::string folder = config::tokenizerFolder(m_recipe); !folder.empty()) {
+            auto loaded = text::Tokenizer::load(folder);
+            if (!loaded)
+                throw std::runtime_error("training.eval_prompts: " + loaded.error().message);
+            m_sampleTokenizer = std::make_shared<const text::Tokenizer>(std::move(*loaded));
+        }
+        m_sampleTokenizerLoaded = true;
+    }
+    GenerationOptions options;
+    options.maxNewTokens = m_recipe.evalSampleTokens;
+    options.contextLength = m_recipe.model.blockSize;
+    options.runPastEos = m_acc.numProcesses() > 1; // every rank runs the same forwards (sharded units gather together)
+    std::vector<protocol::TextSample> samples;
+    {
+        auto autocast = m_acc.autocast();
+        for (const auto& prompt : m_recipe.evalPrompts)
+            samples.push_back({prompt, generate(*m_model, m_sampleTokenizer.get(), prompt, options).text});
+    }
+    m_model->train();
+    if (m_acc.processIndex() != 0)
+        samples.clear(); // the same text on every rank: rank 0's is recorded
+    return samples;
 }
 
 void Trainer::exportTokenizer(const std::string& dir)

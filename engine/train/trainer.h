@@ -13,6 +13,7 @@
 #include "engine/common/dist_env.h"
 #include "engine/common/run_layout.h"
 #include "engine/data/data.h"
+#include "engine/protocol/events.h"
 #include "engine/train/accelerator.h"
 #include "engine/train/fault_injector.h"
 #include "engine/train/mfu.h"
@@ -24,6 +25,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <vector>
+
+namespace shardscope::text {
+class Tokenizer;
+}
 
 namespace shardscope::config {
 struct RunPlan;
@@ -86,6 +92,9 @@ private:
     // Evaluation and the periodic checkpoint; whether it saved one.
     bool betweenSteps(std::int64_t stepsDone);
     double evaluate();
+    // Rank 0's model's continuations of the recipe's eval_prompts (every rank runs them; the
+    // others return none).
+    std::vector<protocol::TextSample> evalSamples();
     void finish();
     void exportTokenizer(const std::string& dir); // the run's tokenizer files beside the exported model
 
@@ -96,6 +105,8 @@ private:
     Accelerator m_acc;
     FaultInjector m_faults; // the tests' faults, at fixed points of a step (fault_injector.h)
     std::shared_ptr<models::TrainableModel> m_model;
+    std::shared_ptr<const text::Tokenizer> m_sampleTokenizer; // eval_prompts' (null: bytes)
+    bool m_sampleTokenizerLoaded = false;
     std::unique_ptr<data::Split> m_split;
     std::unique_ptr<data::DistributedSampler> m_sampler;
     std::unique_ptr<data::BatchIterator> m_batches;

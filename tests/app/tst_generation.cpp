@@ -3,7 +3,8 @@
 // greedily as transformers does on the same export (tests/tools/generation_reference.py: the
 // prompt's ids are AutoTokenizer's, each token is transformers' most likely one, the text is
 // tokenizer.decode's); sampling follows its seed; a run without an export or without a recipe is
-// refused with the reason.
+// refused with the reason. The same run's evals continue the recipe's eval_prompts (rank 0's
+// samples), the last one as `runs generate` does on the export.
 
 #include "tests/common/files.h"
 #include "tests/common/python_tool.h"
@@ -14,6 +15,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -33,6 +35,10 @@ QString llamaDemo(int steps)
     QString text = QString::fromUtf8(demo.readAll());
     text.replace("../data/", resources + "data/").replace("../tokenizers/", resources + "tokenizers/");
     text.replace("max_steps: 150", QStringLiteral("max_steps: %1").arg(steps)).replace("warmup_steps: 10", "warmup_steps: 1");
+    text.replace("eval_every: 50", QStringLiteral("eval_every: %1\n  eval_sample_tokens: 12\n  eval_prompts: [\"%2\", "
+                                                  "\"Everyone is permitted\"]")
+                                       .arg(steps / 3)
+                                       .arg(kPrompt));
     return text;
 }
 
@@ -98,6 +104,32 @@ private slots:
         QVERIFY(!first.isEmpty());
         QCOMPARE(sampled("7"), first);
         QVERIFY(sampled("8") != first);
+    }
+
+    // #45 point 11: each eval continues the recipe's eval_prompts on rank 0 (the other ranks run
+    // the same forwards and record none); the last eval's text is the export's greedy text.
+    void evalsWriteSamplesOfThePrompts()
+    {
+        const QList<QJsonObject> events = testing::readEvents(m_runDir + "/events.jsonl");
+        QMap<int, QJsonArray> rankZeroSamples;
+        for (const auto& e : events) {
+            if (e["type"].toString() != "eval")
+                continue;
+            if (e["rank"].toInt() != 0) {
+                QVERIFY(!e.contains("samples"));
+                continue;
+            }
+            rankZeroSamples[e["step"].toInt()] = e["samples"].toArray();
+        }
+        QCOMPARE(rankZeroSamples.keys(), (QList<int>{10, 20, 30}));
+        for (const QJsonArray& samples : rankZeroSamples) {
+            QCOMPARE(samples.size(), 2);
+            QCOMPARE(samples[0].toObject()["prompt"].toString(), kPrompt);
+            QCOMPARE(samples[1].toObject()["prompt"].toString(), QStringLiteral("Everyone is permitted"));
+        }
+        const auto run = generate({"--max_new_tokens", "12", "--json"});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        QCOMPARE(rankZeroSamples[30][0].toObject()["text"].toString(), lastJsonLine(run.output)["text"].toString());
     }
 
     void refusesWhatCannotBeTried()

@@ -20,11 +20,13 @@
 #include <QProcess>
 #include <QPushButton>
 #include <QSlider>
+#include <QTabWidget>
 #include <QTextBrowser>
 #include <QStatusBar>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QLabel>
+#include <QScopeGuard>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QLineEdit>
@@ -389,6 +391,15 @@ private slots:
             script << "#!/bin/sh\necho \"asked: $*\"\necho \"rank 1 never entered it\"\n";
         }
         QFile::setPermissions(fake, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+        // Put back as it was when this test ends, pass or fail: it was unset, and the real
+        // launches after it (Resume, Try model…, the demo) were skipped in every full run.
+        const QByteArray realLauncher = qgetenv("SHARDSCOPE_LAUNCHER");
+        const auto restore = qScopeGuard([&realLauncher] {
+            if (realLauncher.isEmpty())
+                qunsetenv("SHARDSCOPE_LAUNCHER");
+            else
+                qputenv("SHARDSCOPE_LAUNCHER", realLauncher);
+        });
         qputenv("SHARDSCOPE_LAUNCHER", fake.toUtf8());
         const auto live = seedRun(db, {.name = "live", .steps = 3, .status = storage::RunStatus::Running});
         const auto ended = seedRun(db, {.name = "ended", .steps = 3});
@@ -406,7 +417,6 @@ private slots:
         QVERIFY(answer->text().contains(QStringLiteral("rank 1 never entered it")));
         QVERIFY(answer->isVisibleTo(&page));
         QTRY_VERIFY(diagnose->isEnabled()); // it can ask again
-        qunsetenv("SHARDSCOPE_LAUNCHER");
     }
 
     void stragglerIsMarkedAndSaid()
@@ -671,6 +681,7 @@ private slots:
         QString text = QString::fromUtf8(demo.readAll());
         text.replace("../data/", resources + "data/").replace("../tokenizers/", resources + "tokenizers/");
         text.replace("max_steps: 150", "max_steps: 20").replace("warmup_steps: 10", "warmup_steps: 1");
+        text.replace("eval_every: 50", "eval_every: 10\n  eval_sample_tokens: 8\n  eval_prompts: [\"The licenses\"]");
         const QString recipe = home.filePath(QStringLiteral("llama.yaml"));
         std::ofstream(recipe.toStdString()) << text.toStdString();
         QProcess launch;
@@ -688,6 +699,13 @@ private slots:
         page.openStoreRun(db, *id);
         auto* tryModel = page.findChild<QPushButton*>(QStringLiteral("tryModelButton"));
         QTRY_VERIFY(!page.polling() && tryModel->isEnabled());
+        // The recipe's eval prompt, continued at steps 10 and 20: the Samples tab, newest first.
+        auto* tabs = page.findChild<QTabWidget*>(QStringLiteral("runBottomTabs"));
+        QVERIFY(tabs->isTabEnabled(1));
+        QCOMPARE(tabs->tabText(1), QStringLiteral("Samples (step 20)"));
+        const QString samples = page.findChild<QTextBrowser*>(QStringLiteral("runSamples"))->toPlainText();
+        QVERIFY2(samples.startsWith(QLatin1String("Step 20\nThe licenses")) && samples.contains(QLatin1String("Step 10")),
+                 qPrintable(samples));
         tryModel->click();
         ui::GenerationDialog* dialog = page.generationDialog();
         QVERIFY(dialog && dialog->isVisible());
@@ -710,6 +728,7 @@ private slots:
         page.openStoreRun(db, failed);
         QTRY_VERIFY(!page.polling());
         QVERIFY(!tryModel->isEnabled());
+        QVERIFY(!tabs->isTabEnabled(1)); // and no samples
     }
 
     void launchingTheDemoShowsLivePoints()

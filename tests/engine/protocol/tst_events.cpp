@@ -85,8 +85,15 @@ private slots:
     {
         QCOMPARE(std::get<HelloEvent>(roundTrip({1, 0, 1.0, HelloEvent{42, "host", "cuda:1", "2.14.1", 4, 1, 0}}).body).device,
                  std::string("cuda:1"));
-        EvalEvent eval{7, 1.5, {{"accuracy", 0.5}}};
-        QCOMPARE(std::get<EvalEvent>(roundTrip({1, 0, 1.0, eval}).body).metrics.at("accuracy"), 0.5);
+        EvalEvent eval{7, 1.5, {{"accuracy", 0.5}}, {{"Once upon", " a time\n\"quoted\""}}};
+        const EvalEvent evalBack = std::get<EvalEvent>(roundTrip({1, 0, 1.0, eval}).body);
+        QCOMPARE(evalBack.metrics.at("accuracy"), 0.5);
+        QCOMPARE(evalBack.metrics.size(), std::size_t(1)); // the samples are not a metric
+        QCOMPARE(evalBack.samples.size(), std::size_t(1));
+        QCOMPARE(evalBack.samples[0].prompt, std::string("Once upon"));
+        QCOMPARE(evalBack.samples[0].text, std::string(" a time\n\"quoted\""));
+        // Samples of another shape are an error, not dropped.
+        QVERIFY(!decodeEvent(R"({"v":1,"type":"eval","rank":0,"time":1,"step":1,"loss":1,"samples":[{"prompt":1}]})"));
         QCOMPARE(
             std::get<TraceEvent>(roundTrip({1, 0, 1.0, TraceEvent{"t.json", "host", {1, 2, 0, 0.5, 0.25}}}).body).summary.overlap,
             0.25);
@@ -121,7 +128,7 @@ private slots:
         QVERIFY(std::isnan(back.loss));
         QCOMPARE(back.gradNorm, std::numeric_limits<double>::infinity());
         QCOMPARE(back.lr, -std::numeric_limits<double>::infinity());
-        EvalEvent eval{7, std::numeric_limits<double>::quiet_NaN(), {{"accuracy", std::numeric_limits<double>::quiet_NaN()}}};
+        EvalEvent eval{7, std::numeric_limits<double>::quiet_NaN(), {{"accuracy", std::numeric_limits<double>::quiet_NaN()}}, {}};
         const auto evalBack = std::get<EvalEvent>(roundTrip({1, 0, 1.0, eval}).body);
         QVERIFY(std::isnan(evalBack.loss) && std::isnan(evalBack.metrics.at("accuracy")));
 
@@ -181,7 +188,7 @@ private slots:
         step.lossScale = 2.0;
         const std::vector<std::string> seeds = {
             encodeEvent({1, 1, 2.0, step}), encodeEvent({1, 0, 1.0, HelloEvent{1, "h", "cpu", "2", 2, 0, 0}}),
-            encodeEvent({1, 0, 1.0, EvalEvent{1, 2, {{"acc", 1}}}}), encodeEvent({1, 0, 1.0, DoneEvent{"failed", 1, 2}})};
+            encodeEvent({1, 0, 1.0, EvalEvent{1, 2, {{"acc", 1}}, {}}}), encodeEvent({1, 0, 1.0, DoneEvent{"failed", 1, 2}})};
         std::mt19937 rng(1234);
         int rejected = 0;
         for (int i = 0; i < 20000; ++i) {
