@@ -14,18 +14,13 @@ std::vector<MetricValue> stepMetrics(const protocol::StepEvent& event)
     std::vector<storage::MetricValue> values = {
         {k::kLoss, step->loss},
         {k::kLocalLoss, step->localLoss},
-        {k::kLr, step->lr},
-        {k::kGradNorm, step->gradNorm},
         {k::kSkipped, step->skipped ? 1.0 : 0.0},
         {"skipped_steps", static_cast<double>(step->skippedSteps)},
-        {k::kTokens, static_cast<double>(step->tokens)},
-        {k::kSamples, static_cast<double>(step->samples)},
         {k::kStepTime, step->stepTime},
         {k::kDataTime, step->dataTime},
         {k::kWaitTime, step->waitTime},
         {k::kOptimizerTime, step->optimizerTime},
         {k::kComputeTime, step->computeTime},
-        {k::kTokensPerS, step->tokensPerS},
         {k::kMemParams, static_cast<double>(step->mem.params)},
         {k::kMemGrads, static_cast<double>(step->mem.grads)},
         {k::kMemPeakParams, static_cast<double>(step->mem.peakParams)},
@@ -41,6 +36,16 @@ std::vector<MetricValue> stepMetrics(const protocol::StepEvent& event)
         {"comm.reduce_scatter", static_cast<double>(step->comm.reduceScatter)},
         {"comm.broadcast", static_cast<double>(step->comm.broadcast)},
     };
+    // What a script's reporter could not know has no row (no row is not a 0).
+    if (step->hasLr)
+        values.push_back({k::kLr, step->lr});
+    if (step->hasGradNorm)
+        values.push_back({k::kGradNorm, step->gradNorm});
+    if (step->hasTokens) {
+        values.push_back({k::kTokens, static_cast<double>(step->tokens)});
+        values.push_back({k::kSamples, static_cast<double>(step->samples)});
+        values.push_back({k::kTokensPerS, step->tokensPerS});
+    }
     if (const auto& phases = step->phaseMemory; phases.afterOptimizer > 0) { // measured (engine ranks)
         values.push_back({k::kMemAfterForward, static_cast<double>(phases.afterForward)});
         values.push_back({k::kMemAfterBackward, static_cast<double>(phases.afterBackward)});

@@ -242,6 +242,21 @@ void RunPage::showSamples()
                              m_sampleSteps.empty() ? tr("Samples") : tr("Samples (step %1)").arg(m_sampleSteps.rbegin()->first));
 }
 
+void RunPage::updateUnreportedNotes()
+{
+    // A script's reporter sends what it knows; a chart it sends nothing for says how to fill it
+    // (it drew flat zeros: #45 point 10).
+    const bool scriptSteps = !m_command->text().isEmpty() && m_series.lastStep() >= 1;
+    const std::pair<const char*, const char*> hows[] = {
+        {"lr", "lr="}, {"grad_norm", "grad_norm="}, {"tokens_per_s", "batch= (with input_ids) or tokens="}};
+    for (const auto& [name, how] : hows) {
+        MetricChart* chart = m_charts->chart(QLatin1String(name));
+        chart->setNote(scriptSteps && chart->seriesCount() == 0
+                           ? tr("Not reported by the script: pass %1 to reporter.step").arg(QLatin1String(how))
+                           : QString());
+    }
+}
+
 void RunPage::updateMemoryNote()
 {
     // RSS beside the Configure page's estimate read as a contradiction (#45 point 7): the chart
@@ -409,6 +424,7 @@ void RunPage::applyPoll(Poll& poll)
         layoutCharts();
     updateAlerts(); // the straggler and spike flags, and a script that reports nothing
     updateMemoryNote();
+    updateUnreportedNotes();
     m_log->setRanks(m_info.worldSize, m_info.rootCauseRank);
     if (poll.logGeneration == m_log->generation() && poll.logOffset == m_log->offset()) {
         if (poll.logShrunk)

@@ -107,6 +107,7 @@ private:
     void layoutCharts(); // the panels that apply to the run
     void updateAlerts();
     void updateMemoryNote(); // what the memory chart draws, and the model states beside it
+    void updateUnreportedNotes(); // a script's charts it sends nothing for say so
     void tryModel(); // the generation dialog on this run
     void showSamples(); // m_sampleSteps in the Samples tab, newest step first
     struct Poll; // what one poll brings back

@@ -362,7 +362,7 @@ std::string RunMonitor::progressLine() const
     const auto& s = *m_lastStep;
     if (m_totalSteps <= 0) { // a script run: its step count is its own
         std::snprintf(text, sizeof text, "step %lld | loss %.4f | %s tok/s | elapsed %s", static_cast<long long>(s.step), s.loss,
-                      humanRate(s.tokensPerS).c_str(), clock(elapsed).c_str());
+                      s.hasTokens ? humanRate(s.tokensPerS).c_str() : "?", clock(elapsed).c_str());
         return text;
     }
     const double eta = s.step > 0 ? elapsed / static_cast<double>(s.step) * static_cast<double>(m_totalSteps - s.step) : 0;

@@ -62,18 +62,13 @@ json bodyJson(const EventBody& body)
                           {"batch", e.batch},
                           {"loss", e.loss},
                           {"local_loss", e.localLoss},
-                          {"lr", e.lr},
-                          {"grad_norm", e.gradNorm},
                           {"skipped", e.skipped},
                           {"skipped_steps", e.skippedSteps},
-                          {"tokens", e.tokens},
-                          {"samples", e.samples},
                           {"step_time", e.stepTime},
                           {"data_time", e.dataTime},
                           {"wait_time", e.waitTime},
                           {"optimizer_time", e.optimizerTime},
                           {"compute_time", e.computeTime},
-                          {"tokens_per_s", e.tokensPerS},
                           {"mem", memoryJson(e.mem)},
                           {"phase_memory",
                            {{"after_forward", e.phaseMemory.afterForward},
@@ -86,6 +81,15 @@ json bodyJson(const EventBody& body)
                             {"broadcast", e.comm.broadcast}}}};
                 if (e.lossScale)
                     j["loss_scale"] = *e.lossScale;
+                if (e.hasLr)
+                    j["lr"] = e.lr;
+                if (e.hasGradNorm)
+                    j["grad_norm"] = e.gradNorm;
+                if (e.hasTokens) {
+                    j["tokens"] = e.tokens;
+                    j["samples"] = e.samples;
+                    j["tokens_per_s"] = e.tokensPerS;
+                }
                 if (e.flops > 0)
                     j["flops"] = e.flops;
                 if (e.mfu)
@@ -335,6 +339,9 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("batch", e.batch);
         r.read("loss", e.loss, true);
         r.read("local_loss", e.localLoss);
+        e.hasLr = j.contains("lr");
+        e.hasGradNorm = j.contains("grad_norm");
+        e.hasTokens = j.contains("tokens");
         r.read("lr", e.lr);
         r.read("grad_norm", e.gradNorm);
         double scale = 0;

@@ -103,6 +103,12 @@ struct StepEvent {
     MemoryStats mem;
     PhaseMemory phaseMemory;
     CommStats comm;
+    // A script's reporter leaves out what it cannot know (no optimizer it can see, no gradient
+    // norm given, no batch it can count): such a field has no value, which is not 0. Engine
+    // ranks report every one.
+    bool hasLr = true;
+    bool hasGradNorm = true;
+    bool hasTokens = true; // tokens, samples and tokens_per_s
 };
 
 // Text the model wrote at an eval from one of the recipe's training.eval_prompts (rank 0's).

@@ -42,10 +42,12 @@ class ShardscopeCallback(TrainerCallback):
         all_tokens = (seen - self._last_tokens) / steps
         self._last_tokens = seen
         world = max(1, self._reporter.world_size)
-        self._reporter.record_step(state.global_step, logs["loss"], lr=logs.get("learning_rate", 0.0),
-                                   grad_norm=logs.get("grad_norm", 0.0), samples=samples, step_time=step_time,
-                                   epoch=int(state.epoch or 0), tokens=int(all_tokens / world),
-                                   tokens_per_s=all_tokens / step_time if step_time > 0 else 0.0)
+        # Without include_num_input_tokens_seen the Trainer counts no tokens: none are sent.
+        counted = seen > 0
+        self._reporter.record_step(state.global_step, logs["loss"], lr=logs.get("learning_rate"),
+                                   grad_norm=logs.get("grad_norm"), samples=samples, step_time=step_time,
+                                   epoch=int(state.epoch or 0), tokens=int(all_tokens / world) if counted else None,
+                                   tokens_per_s=(all_tokens / step_time if step_time > 0 else 0.0) if counted else None)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         metrics = dict(metrics or {})

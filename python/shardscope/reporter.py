@@ -184,6 +184,23 @@ def _count(batch):
     return int(ids.numel()), int(ids.shape[0])
 
 
+def _step_fields(*, step, epoch, loss, lr, grad_norm, tokens, samples, counted, step_time, skipped):
+    """A step event's fields. What the script did not give and the reporter cannot know is left
+    out, not sent as 0 (the Run page drew flat zeros for it): the learning rate without an
+    optimizer it can see, the gradient norm unless given, tokens and samples when no batch could be
+    counted and none were given."""
+    fields = {"step": step, "epoch": epoch, "loss": loss, "local_loss": loss, "skipped": skipped, "step_time": step_time}
+    if lr is not None:
+        fields["lr"] = float(lr)
+    if grad_norm is not None:
+        fields["grad_norm"] = float(grad_norm)
+    if counted:
+        fields["tokens"] = tokens
+        fields["samples"] = samples
+        fields["tokens_per_s"] = tokens / step_time if step_time > 0 else 0.0
+    return fields
+
+
 class Reporter:
     """This rank's reporter. ``Reporter(accelerator)`` then ``reporter.step(loss, batch)`` after each
     optimizer step, on every rank (it does one small all-reduce for the global loss and tokens, so
@@ -215,6 +232,7 @@ class Reporter:
         self._last_step_at = time.perf_counter()
         self._pending_tokens = 0
         self._pending_samples = 0
+        self._pending_counted = False  # a batch of this step was countable, or tokens were given
         self._failed = False
         self._done = False
         self._pending = None  # (all-reduce in flight or None, step event body) of the last step
@@ -314,7 +332,7 @@ class Reporter:
         optimizers = getattr(accelerator, "_optimizers", None) if accelerator is not None else None
         if optimizers:
             return float(optimizers[0].param_groups[0]["lr"])
-        return 0.0
+        return None  # not known: not sent
 
     def _loss_scale(self):
         scaler = getattr(self.accelerator, "scaler", None) if self.accelerator is not None else None
@@ -350,7 +368,8 @@ class Reporter:
                 total = both.tolist()
                 body["loss"] = total[0] / self.world_size
                 step_time = body["step_time"]
-                body["tokens_per_s"] = int(total[1]) / step_time if step_time > 0 else 0.0
+                if "tokens_per_s" in body:
+                    body["tokens_per_s"] = int(total[1]) / step_time if step_time > 0 else 0.0
             except Exception:  # the group went away (a peer ended): the local numbers stand
                 pass
         self._send("step", body)
@@ -363,29 +382,31 @@ class Reporter:
         batch_tokens, batch_samples = _count(batch)
         self._pending_tokens += batch_tokens if tokens is None else int(tokens)
         self._pending_samples += batch_samples if samples is None else int(samples)
+        self._pending_counted = self._pending_counted or tokens is not None or batch_samples > 0
         if self.accelerator is not None and not getattr(self.accelerator, "sync_gradients", True):
             return
         if self._sink is None:
             self.steps += 1
             self._pending_tokens = self._pending_samples = 0
+            self._pending_counted = False
             return
         self._send_pending_step()
         now = time.perf_counter()
         step_time = now - self._last_step_at
         self._last_step_at = now
         local = float(loss.detach().float().item()) if hasattr(loss, "detach") else float(loss)
-        step_tokens, step_samples = self._pending_tokens, self._pending_samples
+        step_tokens, step_samples, counted = self._pending_tokens, self._pending_samples, self._pending_counted
         self._pending_tokens = self._pending_samples = 0
+        self._pending_counted = False
         skipped = bool(getattr(self.accelerator, "optimizer_step_was_skipped", False)) if self.accelerator else False
         self.skipped_steps += int(skipped)
         self.steps += 1
         self._clock.step_ended()
         self.phase = "train"
-        body = self._step_body(step=self.steps, epoch=epoch, loss=local, local_loss=local,
-                               lr=self._learning_rate() if lr is None else float(lr),
-                               grad_norm=float(grad_norm) if grad_norm is not None else 0.0, skipped=skipped,
-                               tokens=step_tokens, samples=step_samples, step_time=step_time,
-                               tokens_per_s=step_tokens / step_time if step_time > 0 else 0.0)
+        body = self._step_body(**_step_fields(step=self.steps, epoch=epoch, loss=local,
+                                              lr=self._learning_rate() if lr is None else lr, grad_norm=grad_norm,
+                                              tokens=step_tokens, samples=step_samples, counted=counted,
+                                              step_time=step_time, skipped=skipped))
         self._pending = (self._start_global(local, step_tokens), body)
         if self._pending[0] is None:
             self._send_pending_step()
@@ -402,16 +423,20 @@ class Reporter:
     def _step_event(self, **fields):
         self._send("step", self._step_body(**fields))
 
-    def record_step(self, step, loss, *, local_loss=None, lr=0.0, grad_norm=0.0, tokens=0, samples=0, step_time=0.0,
-                    epoch=0, tokens_per_s=0.0):
-        """A step whose numbers come from elsewhere (the Trainer's logs): no collective."""
+    def record_step(self, step, loss, *, local_loss=None, lr=None, grad_norm=None, tokens=None, samples=0,
+                    step_time=0.0, epoch=0, tokens_per_s=None):
+        """A step whose numbers come from elsewhere (the Trainer's logs): no collective. What is
+        None was not logged and is not sent (see _step_fields)."""
         self.steps = int(step)
         self._clock.step_ended()
         self.phase = "train"
-        self._step_event(step=int(step), epoch=int(epoch), loss=float(loss),
-                         local_loss=float(loss if local_loss is None else local_loss), lr=float(lr or 0.0),
-                         grad_norm=float(grad_norm or 0.0), skipped=False, tokens=int(tokens), samples=int(samples),
-                         step_time=float(step_time), tokens_per_s=float(tokens_per_s))
+        fields = _step_fields(step=int(step), epoch=int(epoch), loss=float(loss), lr=lr, grad_norm=grad_norm,
+                              tokens=int(tokens or 0), samples=int(samples), counted=tokens is not None,
+                              step_time=float(step_time), skipped=False)
+        fields["local_loss"] = float(loss if local_loss is None else local_loss)
+        if tokens_per_s is not None and tokens is not None:
+            fields["tokens_per_s"] = float(tokens_per_s)
+        self._step_event(**fields)
 
     def eval(self, loss, step=None, **metrics):
         body = {"step": self.steps if step is None else int(step), "loss": float(loss)}

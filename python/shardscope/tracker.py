@@ -62,8 +62,8 @@ class ShardscopeTracker(GeneralTracker):
         loss = _first(numbers, _LOSS_KEYS)
         if loss is None or self._script_steps:
             return
-        reporter.record_step(step if step is not None else reporter.steps + 1, loss, lr=_first(numbers, _LR_KEYS) or 0.0,
-                             grad_norm=_first(numbers, _GRAD_NORM_KEYS) or 0.0)
+        reporter.record_step(step if step is not None else reporter.steps + 1, loss, lr=_first(numbers, _LR_KEYS),
+                             grad_norm=_first(numbers, _GRAD_NORM_KEYS))
 
     def finish(self):
         pass

@@ -103,3 +103,13 @@ def test_every_field_the_reporter_writes_is_one_the_decoder_reads(reporter):
     assert not unknown, "fields the C++ decoder never reads: %s" % sorted(unknown)
     step = next(line for line in lines if line["type"] == "step")
     assert step["rank"] == 1 and step["step"] == 4 and step["loss"] == 2.5
+
+
+def test_a_step_without_a_learning_rate_or_tokens_sends_none(reporter):
+    # #45 point 10: what the Trainer or tracker did not log is left out, not sent as 0.
+    r, lines = reporter
+    r.record_step(5, 1.75, step_time=0.5)
+    step = [line for line in lines if line["type"] == "step"][-1]
+    assert step["loss"] == 1.75
+    for key in ("lr", "grad_norm", "tokens", "samples", "tokens_per_s"):
+        assert key not in step, key

@@ -600,6 +600,32 @@ private slots:
                      qPrintable(alerts->text()));
         QVERIFY(alerts->text().contains(QStringLiteral("reporter.step(loss, batch)")));
 
+        // #45 point 10: what a script's reporter could not know (no optimizer it saw, no gradient
+        // norm given, no batch it could count) is not sent, and its chart says how to fill it,
+        // instead of drawing flat zeros.
+        const auto reporting = std::filesystem::path(dir.path().toStdString()) / "reporting";
+        std::filesystem::create_directories(reporting);
+        std::filesystem::copy_file(runDir / "command.sh", reporting / "command.sh");
+        {
+            std::ofstream events(reporting / "events.jsonl");
+            for (int step = 1; step <= 2; ++step) {
+                protocol::StepEvent e;
+                e.step = step;
+                e.loss = 2.0 / step;
+                e.stepTime = 0.1;
+                e.hasLr = e.hasGradNorm = e.hasTokens = false;
+                events << protocol::encodeEvent({protocol::kProtocolVersion, 0, 1.0 + step, e}) << "\n";
+            }
+        }
+        page.openRunDirectory(reporting);
+        QTRY_COMPARE(page.chart(QStringLiteral("loss"))->pointCount(0), 2);
+        for (const char* name : {"lr", "grad_norm", "tokens_per_s"})
+            QCOMPARE(page.chart(QLatin1String(name))->seriesCount(), 0);
+        QCOMPARE(page.chart(QStringLiteral("grad_norm"))->note(),
+                 QStringLiteral("Not reported by the script: pass grad_norm= to reporter.step"));
+        QVERIFY(page.chart(QStringLiteral("lr"))->note().contains(QLatin1String("pass lr=")));
+        QVERIFY(page.chart(QStringLiteral("loss"))->note().isEmpty());
+
         // An engine run has no command.sh: nothing shown, and nothing left of the last run.
         const auto engineDir = std::filesystem::path(dir.path().toStdString()) / "engine";
         std::filesystem::create_directories(engineDir);
@@ -610,6 +636,7 @@ private slots:
         QCOMPARE(page.scriptCommand(), QString());
         QVERIFY(shown->isHidden());
         QVERIFY(alerts->isHidden()); // an engine run: no such hint
+        QVERIFY(page.chart(QStringLiteral("grad_norm"))->note().isEmpty());
     }
 
     // #45 point 2: Resume on the Run page of a failed run goes on with it from its newest

@@ -81,6 +81,23 @@ private slots:
         QVERIFY(!std::get<StepEvent>(roundTrip(event).body).lossScale);
     }
 
+    // #45 point 10: a script's reporter leaves out what it cannot know; that stays absent (not 0).
+    void unreportedStepFieldsStayAbsent()
+    {
+        StepEvent step;
+        step.step = 2;
+        step.loss = 1.25;
+        step.hasLr = step.hasGradNorm = step.hasTokens = false;
+        const std::string line = encodeEvent({1, 0, 1.0, step});
+        for (const char* key : {"\"lr\"", "\"grad_norm\"", "\"tokens\"", "\"tokens_per_s\""})
+            QVERIFY2(line.find(key) == std::string::npos, line.c_str());
+        const StepEvent back = std::get<StepEvent>(roundTrip({1, 0, 1.0, step}).body);
+        QVERIFY(!back.hasLr && !back.hasGradNorm && !back.hasTokens);
+        QCOMPARE(back.loss, 1.25);
+        const StepEvent engine = std::get<StepEvent>(roundTrip({1, 0, 1.0, StepEvent{}}).body);
+        QVERIFY(engine.hasLr && engine.hasGradNorm && engine.hasTokens); // an engine rank's: all of them
+    }
+
     void otherTypesRoundTrip()
     {
         QCOMPARE(std::get<HelloEvent>(roundTrip({1, 0, 1.0, HelloEvent{42, "host", "cuda:1", "2.14.1", 4, 1, 0}}).body).device,
