@@ -5,6 +5,7 @@
 #include <QDateTime>
 #include <QHash>
 
+#include <algorithm>
 #include <cmath>
 
 namespace shardscope::ui {
@@ -29,7 +30,37 @@ QColor paletteColor(int index)
     static const QColor colors[] = {{0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
                                     {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f},
                                     {0xbc, 0xbd, 0x22}, {0x17, 0xbe, 0xcf}};
-    return colors[((index % 10) + 10) % 10];
+    index = std::max(index, 0);
+    const QColor base = colors[index % 10];
+    const int cycle = index / 10;
+    if (cycle == 0)
+        return base;
+    // Odd cycles darker, even ones lighter, each further from the base than the last; past the
+    // fourth the hue turns a little too.
+    const int depth = (cycle + 1) / 2;
+    const double lightness = static_cast<double>(base.lightnessF());
+    const double shaded = cycle % 2 ? lightness * std::pow(0.6, depth)
+                                    : lightness + (1 - lightness) * (1 - std::pow(0.55, depth));
+    const double hue = std::fmod(std::max(static_cast<double>(base.hslHueF()), 0.0) + 0.03 * std::max(0, cycle - 4) + 1.0, 1.0);
+    return QColor::fromHslF(static_cast<float>(hue), base.hslSaturationF(), static_cast<float>(shaded));
+}
+
+QColor workColor(WorkKind kind)
+{
+    // At least 75 apart in RGB from each of the ten base colours (tst_trace_page).
+    switch (kind) {
+    case WorkKind::Compute:
+        return {0x1b, 0x2f, 0x5e}; // navy
+    case WorkKind::Communication:
+        return {0xf5, 0xd5, 0x5b}; // gold
+    case WorkKind::Memory:
+        return {0x9f, 0xe2, 0xbf}; // mint
+    case WorkKind::Idle:
+        return {0xdc, 0xdc, 0xe4}; // pale grey
+    case WorkKind::Host:
+        return {0xc4, 0xb0, 0x96}; // sand
+    }
+    return Qt::gray;
 }
 
 namespace {

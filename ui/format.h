@@ -25,8 +25,13 @@ QString statusText(storage::RunStatus status);
 QString elidedName(const QString& name, int maxChars = 60);
 QColor statusColor(storage::RunStatus status);
 // The workbench's colours, the same on every page. Tableau 10: distinguishable, and the order
-// W&B and TensorBoard users know.
+// W&B and TensorBoard users know; from index 10 on the ten again, darker, then lighter, ... (run
+// 11 and rank 10 were run 1's and rank 0's colour).
 QColor paletteColor(int index);
+// The colours of the kinds of work in traces (the Trace page's lanes and breakdowns): none near a
+// rank's colour, which stands beside them there (communication was rank 1's orange).
+enum class WorkKind { Compute, Communication, Memory, Idle, Host };
+QColor workColor(WorkKind kind);
 // A run's colour is the one its user chose (RunSummary::color), else follows from its history id
 // (Runs, Run, Compare); a rank's from its number (the Run page's per-rank series, the Trace page's
 // per-rank bars). The chosen colours are learnt from every run list the pages load

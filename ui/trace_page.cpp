@@ -39,17 +39,17 @@ namespace {
 
 struct Part {
     const char* name;
-    QColor color;
+    WorkKind kind;
     std::int64_t prof::Breakdown::*field;
 };
 
 // The breakdown's four parts, in stacking order (Note [Breakdown] in profiler/analysis.h: they
 // add up to the span exactly, so the stacked bars reach 100 %).
 const Part kParts[] = {
-    {"compute", QColor(0x4f, 0x9c, 0xf0), &prof::Breakdown::computeNs},
-    {"communication", QColor(0xf0, 0x8c, 0x3c), &prof::Breakdown::commNs},
-    {"memory", QColor(0x5c, 0xb8, 0x5c), &prof::Breakdown::memoryNs},
-    {"idle", QColor(0xc8, 0xc8, 0xd0), &prof::Breakdown::idleNs},
+    {"compute", WorkKind::Compute, &prof::Breakdown::computeNs},
+    {"communication", WorkKind::Communication, &prof::Breakdown::commNs},
+    {"memory", WorkKind::Memory, &prof::Breakdown::memoryNs},
+    {"idle", WorkKind::Idle, &prof::Breakdown::idleNs},
 };
 
 QCustomPlot* makeChart(const QString& objectName, const QString& title, const QString& xLabel, QWidget* parent)
@@ -419,7 +419,7 @@ void TracePage::updateRankChart()
         auto* bars = new QCPBars(m_rankChart->xAxis, m_rankChart->yAxis);
         bars->setName(QString::fromLatin1(part.name));
         bars->setPen(Qt::NoPen);
-        bars->setBrush(part.color);
+        bars->setBrush(workColor(part.kind));
         bars->setWidth(0.6);
         QVector<double> values;
         for (const auto& a : m_view->analyses)
@@ -457,7 +457,7 @@ void TracePage::updateStepCharts()
         auto* bars = new QCPBars(m_stepChart->xAxis, m_stepChart->yAxis);
         bars->setName(QString::fromLatin1(part.name));
         bars->setPen(Qt::NoPen);
-        bars->setBrush(part.color);
+        bars->setBrush(workColor(part.kind));
         bars->setWidth(0.7);
         QVector<double> keys, values;
         if (chosen) {

@@ -21,13 +21,13 @@ QColor laneColor(prof::Lane lane)
 {
     switch (lane) {
     case prof::Lane::Compute:
-        return QColor(0x4f, 0x9c, 0xf0);
+        return workColor(WorkKind::Compute);
     case prof::Lane::Communication:
-        return QColor(0xf0, 0x8c, 0x3c);
+        return workColor(WorkKind::Communication);
     case prof::Lane::Memory:
-        return QColor(0x5c, 0xb8, 0x5c);
+        return workColor(WorkKind::Memory);
     case prof::Lane::Host:
-        return QColor(0x9e, 0x9e, 0xa8);
+        return workColor(WorkKind::Host);
     }
     return Qt::gray;
 }

@@ -18,6 +18,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
+
 #include <qcustomplot.h>
 
 #include <fstream>
@@ -130,6 +132,26 @@ void loadRun(TracePage& page, const std::filesystem::path& runDir)
 class TestTracePage : public QObject {
     Q_OBJECT
 private slots:
+    // #45 point 10: the kinds of work (lanes, breakdowns) are coloured apart from the ranks
+    // (the overlap chart beside them draws ranks: communication was rank 1's orange), and the
+    // palette does not repeat after ten (run 11 was run 1's colour, rank 10 rank 0's).
+    void workKindsAreNotRankColoursAndThePaletteDoesNotRepeat()
+    {
+        using shardscope::ui::WorkKind;
+        const auto distance = [](const QColor& a, const QColor& b) {
+            return std::hypot(a.red() - b.red(), a.green() - b.green(), a.blue() - b.blue());
+        };
+        for (WorkKind kind : {WorkKind::Compute, WorkKind::Communication, WorkKind::Memory, WorkKind::Idle, WorkKind::Host})
+            for (int rank = 0; rank < 10; ++rank)
+                QVERIFY2(distance(shardscope::ui::workColor(kind), shardscope::ui::rankColor(rank)) >= 75,
+                         qPrintable(QStringLiteral("kind %1 near rank %2").arg(int(kind)).arg(rank)));
+        QSet<QRgb> seen;
+        for (int i = 0; i < 40; ++i)
+            seen.insert(shardscope::ui::paletteColor(i).rgb());
+        QCOMPARE(seen.size(), 40);
+        QCOMPARE(shardscope::ui::paletteColor(3), QColor(0xd6, 0x27, 0x28)); // the first ten are Tableau 10's
+    }
+
     void showsLanesAndSpans()
     {
         QTemporaryDir dir;
