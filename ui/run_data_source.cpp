@@ -46,6 +46,12 @@ std::optional<std::int64_t> scriptMaxSteps(const std::vector<std::pair<std::stri
 
 } // namespace
 
+bool recipeWritesText(const std::string& recipeText)
+{
+    const auto recipe = config::parseRecipe(recipeText, "the run's recipe");
+    return recipe && recipe->data.type != "synthetic_regression";
+}
+
 std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText)
 {
     // The recipe's own reader first (it reads flow style, `training: {max_steps: 6}`, too); a
@@ -99,6 +105,7 @@ Result<RunUpdate> StoreRunSource::poll()
     update.info.startedAt = s.startedAt;
     update.info.endedAt = s.endedAt;
     update.info.maxSteps = recipeMaxSteps(details->recipeText);
+    update.info.writesText = recipeWritesText(details->recipeText);
     update.info.rootCauseRank = details->rootCauseRank;
     update.info.error = details->error;
     update.info.runDir = s.runDir;

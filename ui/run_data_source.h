@@ -32,6 +32,7 @@ struct RunInfo {
     int worldSize = 1;
     storage::LauncherIdentity launcher; // pid 0 when unknown
     std::string job; // a cluster run's job ("slurm:123"); empty: a run of this machine
+    bool writesText = false; // an engine run of a language model (its export can continue a prompt)
     std::string statusDetail; // what the scheduler says of it now ("pending (Resources): ...")
     std::string mfuPeak; // what its MFU is against (the lowest rank's peak source); empty: unknown
     bool precisionEmulated = false; // its precision has no unit of its own on a rank's device
@@ -85,5 +86,7 @@ private:
 
 // training.max_steps of a recipe (the recipe's default when absent), read without the engine.
 std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText);
+// Whether a run of this recipe trains a language model (its export continues prompts).
+bool recipeWritesText(const std::string& recipeText);
 
 } // namespace shardscope::ui

@@ -523,7 +523,7 @@ void RunPage::updateHeader()
     const bool endedShort = storage::isTerminal(m_info.status) && m_info.status != storage::RunStatus::Completed;
     m_resumeButton->setEnabled(endedShort && m_info.runId > 0 && m_info.job.empty());
     // A completed run has exported its model (where its recipe asked; the command says when not).
-    m_tryModelButton->setEnabled(m_info.status == storage::RunStatus::Completed && !m_info.runDir.empty());
+    m_tryModelButton->setEnabled(m_info.status == storage::RunStatus::Completed && !m_info.runDir.empty() && m_info.writesText);
     if (m_info.status == storage::RunStatus::Failed || !m_info.error.empty()) {
         QString text = m_info.rootCauseRank ? tr("Failed on rank %1: ").arg(*m_info.rootCauseRank) : tr("Failed: ");
         text += m_info.error.empty() ? tr("(no message)") : qs(m_info.error);

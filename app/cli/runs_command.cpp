@@ -501,6 +501,10 @@ int runGenerate(const RunsArgs& args, const std::string& programPath)
     auto recipe = config::loadRecipe(layout.recipeFile().string());
     if (!recipe)
         return fail("generate", recipe.error());
+    if (recipe->data.type == "synthetic_regression")
+        return fail("generate", makeError(dir->string() + " trained the " + recipe->model.type
+                                          + " model on "
+                                            "synthetic_regression: it writes no text to continue a prompt with"));
     auto tokenizer = generationTokenizer(layout, *recipe);
     if (!tokenizer)
         return fail("generate", tokenizer.error());

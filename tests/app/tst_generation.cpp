@@ -146,6 +146,13 @@ private slots:
         QVERIFY(QFile::remove(copy + "/recipe.yaml"));
         run = testing::runShardscope(m_dir.path(), {"runs", "generate", copy, "--prompt", kPrompt});
         QVERIFY2(run.exitCode == 1 && run.output.contains("only the engine's runs can be tried here"), qPrintable(run.output));
+        // An MLP run writes no text.
+        const QString mlp = m_dir.filePath("mlp-run");
+        QVERIFY(QDir().mkpath(mlp + "/export"));
+        testing::writeFile(mlp + "/recipe.yaml", "name: m\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n");
+        testing::writeFile(mlp + "/export/config.json", "{}");
+        run = testing::runShardscope(m_dir.path(), {"runs", "generate", mlp, "--prompt", kPrompt});
+        QVERIFY2(run.exitCode == 1 && run.output.contains("it writes no text"), qPrintable(run.output));
         run = generate({"--max_new_tokens", "0"});
         QVERIFY2(run.exitCode != 0 && run.output.contains("--max_new_tokens"), qPrintable(run.output));
     }

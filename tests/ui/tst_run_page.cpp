@@ -756,6 +756,12 @@ private slots:
         QTRY_VERIFY(!page.polling());
         QVERIFY(!tryModel->isEnabled());
         QVERIFY(!tabs->isTabEnabled(1)); // and no samples
+        // Nor does a completed MLP run: it writes no text.
+        const auto mlp = seedRun(
+            db, {.name = "mlp", .recipeText = "name: mlp\nmodel: {type: mlp}\ndata: {type: synthetic_regression}\n", .steps = 3});
+        page.openStoreRun(db, mlp);
+        QTRY_VERIFY(!page.polling());
+        QVERIFY(!tryModel->isEnabled());
     }
 
     void launchingTheDemoShowsLivePoints()
