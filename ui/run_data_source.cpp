@@ -106,6 +106,15 @@ Result<RunUpdate> StoreRunSource::poll()
     update.info.endedAt = s.endedAt;
     update.info.maxSteps = recipeMaxSteps(details->recipeText);
     update.info.writesText = recipeWritesText(details->recipeText);
+    int newestAttempt = 0;
+    for (const auto& attempt : details->attempts)
+        newestAttempt = std::max(newestAttempt, attempt.attempt);
+    if (newestAttempt > 0) {
+        const fs::path attemptLogs = fs::path(s.runDir) / "attempts" / std::to_string(newestAttempt) / "logs";
+        std::error_code ec;
+        if (fs::is_directory(attemptLogs, ec))
+            update.info.logsDir = attemptLogs.string();
+    }
     update.info.rootCauseRank = details->rootCauseRank;
     update.info.error = details->error;
     update.info.runDir = s.runDir;

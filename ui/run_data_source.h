@@ -33,6 +33,9 @@ struct RunInfo {
     storage::LauncherIdentity launcher; // pid 0 when unknown
     std::string job; // a cluster run's job ("slurm:123"); empty: a run of this machine
     bool writesText = false; // an engine run of a language model (its export can continue a prompt)
+    // Where the ranks' logs are: the run directory's logs/, or its newest attempt's
+    // (attempts/<n>/logs, a run gone on with Resume or requeued); empty: the run directory's.
+    std::string logsDir;
     std::string statusDetail; // what the scheduler says of it now ("pending (Resources): ...")
     std::string mfuPeak; // what its MFU is against (the lowest rank's peak source); empty: unknown
     bool precisionEmulated = false; // its precision has no unit of its own on a rank's device

@@ -48,6 +48,7 @@ struct RunPage::Poll {
     QByteArray log;
     bool logShrunk = false; // the file is shorter than what was read: rotated or rewritten
     std::optional<QString> command; // a script run's command.sh, its command line; read once
+    QString logsDir; // the folder `log` was read from
 };
 
 // The run's name on a line of its own (a long one never pushes Stop off-screen), then its
@@ -315,6 +316,7 @@ void RunPage::closeRun()
         c->removeSeries();
     m_group->setFollowing(true);
     m_log->clear();
+    m_logsDir.clear();
     m_sampleSteps.clear();
     showSamples();
     m_error->hide();
@@ -375,7 +377,11 @@ void RunPage::pollNow()
                             *poll->command = line; // the last command line (after the shebang and comments)
             }
             if (!dir.empty()) {
-                QFile file(QString::fromStdString(RunLayout(dir).rankLog(rank).string()));
+                const std::string logsDir = poll->update && !poll->update->info.logsDir.empty()
+                                                ? poll->update->info.logsDir
+                                                : RunLayout(dir).logsDir().string();
+                poll->logsDir = QString::fromStdString(logsDir);
+                QFile file(QString::fromStdString((std::filesystem::path(logsDir) / RunLayout::rankLogName(rank)).string()));
                 if (file.open(QIODevice::ReadOnly)) {
                     poll->logOffset = logOffset;
                     if (static_cast<std::uint64_t>(file.size()) < logOffset) {
@@ -426,6 +432,15 @@ void RunPage::applyPoll(Poll& poll)
     updateMemoryNote();
     updateUnreportedNotes();
     m_log->setRanks(m_info.worldSize, m_info.rootCauseRank);
+    if (!poll.logsDir.isEmpty() && poll.logsDir != m_logsDir) {
+        // Another attempt began (Resume, a requeue): its logs from their start.
+        const bool first = m_logsDir.isEmpty();
+        m_logsDir = poll.logsDir;
+        if (!first) {
+            m_log->restart();
+            m_pollAgain = true;
+        }
+    }
     if (poll.logGeneration == m_log->generation() && poll.logOffset == m_log->offset()) {
         if (poll.logShrunk)
             m_log->restart();

@@ -123,6 +123,7 @@ private:
     RunInfo m_info;
     bool m_finishedAnnounced = false;
     bool m_sawLive = false; // a poll found the open run pending or running
+    QString m_logsDir; // where the log shown is read from (a resumed run's newest attempt's)
     RunSeries m_series{[this](const QString& name) { return chart(name); }};
 
     QTimer* m_pollTimer = nullptr;

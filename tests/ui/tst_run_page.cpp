@@ -684,6 +684,8 @@ private slots:
                                   }()),
                                   qPrintable(said()), 60000);
         QTRY_VERIFY_WITH_TIMEOUT(page->chart(QStringLiteral("loss"))->pointCount(0) == 12, 10000);
+        // The log shown is the newest attempt's (attempts/1/logs), not the first's, which ended in the OOM.
+        QTRY_VERIFY2(page->logText().contains(QLatin1String("completed after")), qPrintable(page->logText().right(2000)));
         const auto data = page->chart(QStringLiteral("loss"))->series(0)->data();
         for (int i = 0; i < 12; ++i)
             QCOMPARE(data->at(i)->key, double(i + 1)); // steps 6 and 7, redone, once
