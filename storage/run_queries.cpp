@@ -489,6 +489,28 @@ Result<std::vector<EvalRecord>> RunStore::evalsSince(std::int64_t runId, std::in
     return records;
 }
 
+Result<std::map<std::int64_t, std::vector<std::pair<std::string, std::string>>>> RunStore::runSettings(
+    const std::vector<std::int64_t>& runIds) const
+{
+    auto stmt = m_db.prepare("SELECT config_text, recipe_text FROM runs WHERE id = ?");
+    if (!stmt)
+        return stmt.error();
+    std::map<std::int64_t, std::vector<std::pair<std::string, std::string>>> settings;
+    for (const std::int64_t id : runIds) {
+        stmt->bind(1, id);
+        auto& mine = settings[id];
+        auto rc = forEachRow(*stmt, [&](const Statement& s) {
+            for (const auto& [file, column] : {std::pair<const char*, int>{"config.", 0}, {"recipe.", 1}})
+                for (auto& [key, value] : flattenYaml(s.text(column)))
+                    mine.emplace_back(file + key, std::move(value));
+        });
+        if (!rc)
+            return rc.error();
+        stmt->reset();
+    }
+    return settings;
+}
+
 Result<std::vector<EvalSample>> RunStore::evalSamplesSince(std::int64_t runId, std::int64_t afterId) const
 {
     auto stmt = m_db.prepare("SELECT step, time, prompt, text, id FROM eval_samples WHERE run_id = ? AND id > ? ORDER BY id");

@@ -15,6 +15,10 @@
 #include <chrono>
 #include <filesystem>
 #include <iosfwd>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace shardscope::storage {
 
@@ -74,6 +78,10 @@ public:
 
     // --- queries ---
     Result<std::vector<RunSummary>> listRuns(const RunFilter& filter = {}) const;
+    // Each run's settings as flat key paths of its config ("config.fsdp_config.fsdp_sharding_strategy")
+    // and recipe ("recipe.optimizer.lr"), with their values as written: the Runs page's columns.
+    Result<std::map<std::int64_t, std::vector<std::pair<std::string, std::string>>>> runSettings(
+        const std::vector<std::int64_t>& runIds) const;
     Result<RunDetails> run(std::int64_t runId) const;
     // A run by id ("12") or by name (must be unique; the newest wins only when told so).
     Result<std::int64_t> resolveRun(const std::string& reference) const;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <unordered_map>
 
 namespace shardscope::ui {
@@ -40,7 +41,7 @@ void RunListModel::setRuns(std::vector<storage::RunSummary> runs)
     if (sameIds) {
         m_runs = std::move(runs);
         if (!m_runs.empty())
-            emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1));
+            emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
         return;
     }
     beginResetModel();
@@ -65,13 +66,71 @@ int RunListModel::rowOfRun(std::int64_t runId) const
 
 int RunListModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(m_runs.size()); }
 
-int RunListModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int RunListModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount + static_cast<int>(m_settingColumns.size());
+}
+
+void RunListModel::addSettings(const std::map<std::int64_t, Settings>& settings)
+{
+    for (const auto& [id, values] : settings)
+        m_settings[id] = values;
+    if (!m_settingColumns.isEmpty() && !m_runs.empty())
+        emit dataChanged(index(0, ColumnCount), index(rowCount() - 1, columnCount() - 1));
+}
+
+void RunListModel::setSettingColumns(const QStringList& keys)
+{
+    if (keys == m_settingColumns)
+        return;
+    beginResetModel();
+    m_settingColumns = keys;
+    endResetModel();
+}
+
+QStringList RunListModel::differingSettings() const
+{
+    std::map<QString, std::set<QString>> values; // key -> the values seen ("" where a run lacks it)
+    std::size_t known = 0;
+    for (const auto& run : m_runs) {
+        const auto it = m_settings.find(run.id);
+        if (it == m_settings.end())
+            continue;
+        ++known;
+        for (const auto& [key, value] : it->second)
+            values[key].insert(value);
+    }
+    QStringList differing;
+    for (const auto& [key, seen] : values) {
+        std::size_t having = 0;
+        for (const auto& run : m_runs)
+            if (const auto it = m_settings.find(run.id); it != m_settings.end() && it->second.count(key))
+                ++having;
+        if (seen.size() > 1 || having < known)
+            differing << key;
+    }
+    return differing;
+}
 
 QVariant RunListModel::data(const QModelIndex& index, int role) const
 {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
         return {};
     const auto& run = m_runs[static_cast<std::size_t>(index.row())];
+    if (index.column() >= ColumnCount) { // a setting's column
+        if (role != Qt::DisplayRole && role != SortRole && role != Qt::ToolTipRole && role != RunIdRole)
+            return {};
+        if (role == RunIdRole)
+            return QVariant::fromValue<qint64>(run.id);
+        const QString& key = m_settingColumns[index.column() - ColumnCount];
+        const auto settings = m_settings.find(run.id);
+        if (settings == m_settings.end() || !settings->second.count(key))
+            return role == SortRole ? QVariant(QString()) : QVariant();
+        const auto value = settings->second.find(key);
+        bool number = false;
+        const double asNumber = value->second.toDouble(&number);
+        return role == SortRole && number ? QVariant(asNumber) : QVariant(value->second);
+    }
     switch (role) {
     case RunIdRole:
         return QVariant::fromValue<qint64>(run.id);
@@ -155,6 +214,10 @@ QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int 
 {
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
+    if (section >= ColumnCount && section < columnCount()) {
+        QString key = m_settingColumns[section - ColumnCount];
+        return key.replace(key.indexOf(QLatin1Char('.')), 1, QStringLiteral(": ")); // "recipe: optimizer.lr"
+    }
     switch (section) {
     case Id:
         return tr("ID");

@@ -9,6 +9,7 @@
 #include <QAbstractTableModel>
 #include <QSortFilterProxyModel>
 
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -29,6 +30,16 @@ public:
     const storage::RunSummary* runAt(int row) const;
     int rowOfRun(std::int64_t runId) const; // -1 when absent
 
+    // Settings of the runs (RunStore::runSettings: "recipe.optimizer.lr" -> "0.001"), merged into
+    // those known; the ones chosen are columns after the fixed ones, as W&B shows a run's config.
+    using Settings = std::map<QString, QString>;
+    void addSettings(const std::map<std::int64_t, Settings>& settings);
+    bool hasSettings(std::int64_t runId) const { return m_settings.count(runId) != 0; }
+    void setSettingColumns(const QStringList& keys);
+    const QStringList& settingColumns() const { return m_settingColumns; }
+    // The keys whose values are not the same in every listed run (the ones worth a column).
+    QStringList differingSettings() const;
+
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
@@ -36,6 +47,8 @@ public:
 
 private:
     std::vector<storage::RunSummary> m_runs;
+    std::map<std::int64_t, Settings> m_settings;
+    QStringList m_settingColumns;
 };
 
 class RunFilterProxyModel : public QSortFilterProxyModel {

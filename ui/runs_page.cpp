@@ -24,6 +24,7 @@
 #include <QVBoxLayout>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 namespace shardscope::ui {
@@ -108,6 +109,13 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     addButton(tr("Export…"), QStringLiteral("exportRun"), [this] { exportCurrent(); });
     addButton(tr("Delete"), QStringLiteral("deleteRun"), [this] { removeSelected(); });
     buttons->addStretch(1);
+    // Config and recipe values as columns (W&B's run table): the keys that differ between runs.
+    auto* columns = addButton(tr("Columns…"), QStringLiteral("settingColumns"), [] {});
+    columns->setToolTip(tr("Show config or recipe values as columns: the keys whose values differ between the runs"));
+    m_columnsMenu = new QMenu(columns);
+    m_columnsMenu->setObjectName(QStringLiteral("settingColumnsMenu"));
+    columns->setMenu(m_columnsMenu);
+    connect(m_columnsMenu, &QMenu::aboutToShow, this, &RunsPage::fillColumnsMenu);
     addButton(tr("Refresh"), QStringLiteral("refreshRuns"), [this] { refresh(); });
     layout->addLayout(buttons);
 
@@ -210,11 +218,16 @@ void RunsPage::refresh()
     const int generation = ++m_generation;
     struct Listed {
         std::vector<storage::RunSummary> runs;
+        std::map<std::int64_t, RunListModel::Settings> settings; // of runs not seen before
         QString error;
     };
+    std::set<std::int64_t> known;
+    for (const auto& run : m_model->runs())
+        if (m_model->hasSettings(run.id))
+            known.insert(run.id);
     m_history->submit<std::shared_ptr<Listed>>(
         this,
-        [handle = m_store] {
+        [handle = m_store, known] {
             auto listed = std::make_shared<Listed>();
             auto store = handle->get();
             if (!store) {
@@ -227,11 +240,22 @@ void RunsPage::refresh()
                 listed->error = qs(runs.error().message);
             else
                 listed->runs = std::move(*runs);
+            // A run's config and recipe never change: read once per run.
+            std::vector<std::int64_t> unseen;
+            for (const auto& run : listed->runs)
+                if (!known.count(run.id))
+                    unseen.push_back(run.id);
+            if (auto settings = (*store)->runSettings(unseen))
+                for (auto& [id, values] : *settings)
+                    for (auto& [key, value] : values)
+                        listed->settings[id][qs(key)] = qs(value);
             return listed;
         },
         [this, generation](std::shared_ptr<Listed> listed) {
-            if (m_generation == generation)
-                applyRuns(std::move(listed->runs), listed->error);
+            if (m_generation != generation)
+                return;
+            m_model->addSettings(listed->settings);
+            applyRuns(std::move(listed->runs), listed->error);
         });
 }
 
@@ -251,6 +275,36 @@ void RunsPage::applyRuns(std::vector<storage::RunSummary> runs, const QString& e
     if (!selected.empty() && selectedRunIds().empty())
         selectRun(selected.front());
     emit runsLoaded();
+}
+
+void RunsPage::fillColumnsMenu()
+{
+    m_columnsMenu->clear();
+    const QStringList shown = m_model->settingColumns();
+    QStringList keys = m_model->differingSettings();
+    for (const QString& key : shown) // a chosen key stays offered even if the runs now agree on it
+        if (!keys.contains(key))
+            keys << key;
+    if (keys.isEmpty()) {
+        m_columnsMenu->addAction(tr("(every run has the same config and recipe)"))->setEnabled(false);
+        return;
+    }
+    for (const QString& key : keys) {
+        QString label = key;
+        label.replace(label.indexOf(QLatin1Char('.')), 1, QStringLiteral(": "));
+        QAction* action = m_columnsMenu->addAction(label);
+        action->setCheckable(true);
+        action->setChecked(shown.contains(key));
+        action->setData(key);
+        connect(action, &QAction::toggled, this, [this, key](bool on) {
+            QStringList columns = m_model->settingColumns();
+            if (on && !columns.contains(key))
+                columns << key;
+            else if (!on)
+                columns.removeAll(key);
+            m_model->setSettingColumns(columns);
+        });
+    }
 }
 
 void RunsPage::updateFilterChoices()

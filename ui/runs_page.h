@@ -20,6 +20,7 @@ class QComboBox;
 class QHBoxLayout;
 class QLabel;
 class QLineEdit;
+class QMenu;
 class QTableView;
 class QTimer;
 
@@ -84,6 +85,7 @@ private:
     QHBoxLayout* buildFilters();
     void applyRuns(std::vector<storage::RunSummary> runs, const QString& error);
     void updateFilterChoices();
+    void fillColumnsMenu(); // the keys that differ between the runs, checked where shown
     void updateCount();
     using StoreOperation = std::function<Result<void>(storage::RunStore&)>;
     // Runs `operation` on the history thread; a failure is reported (in a message box too when
@@ -113,6 +115,7 @@ private:
     QString m_lastError;
 
     RunListModel* m_model = nullptr;
+    QMenu* m_columnsMenu = nullptr; // the config and recipe keys that may be columns
     RunFilterProxyModel* m_proxy = nullptr;
     QTableView* m_view = nullptr;
     QComboBox* m_statusBox = nullptr;

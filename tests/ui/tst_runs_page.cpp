@@ -10,6 +10,7 @@
 #include <QAbstractItemModelTester>
 #include <QComboBox>
 #include <QLineEdit>
+#include <QMenu>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTableView>
@@ -267,6 +268,43 @@ private slots:
 
     // #45 point 10: deleting a running run asked, then refused in the store's jargon; now it is
     // refused before asking, saying what to do.
+    // #45 point 11: config and recipe values as columns (W&B's run table). Columns… offers the
+    // keys whose values differ between the runs; a chosen one is a column with each run's value,
+    // sorted as a number where it is one.
+    void settingsBecomeColumns()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        for (const auto& [name, lr] : {std::pair<const char*, const char*>{"slow", "0.0005"}, {"fast", "0.01"}, {"mid", "0.003"}})
+            seedRun(db, {.name = name,
+                         .recipeText = std::string("name: demo\noptimizer:\n  lr: ") + lr + "\ntraining:\n  max_steps: 100\n"});
+        ui::RunsPage page(db);
+        QTRY_COMPARE(page.model()->rowCount(), 3);
+        QTRY_VERIFY(page.model()->differingSettings().contains(QStringLiteral("recipe.optimizer.lr")));
+        QVERIFY(!page.model()->differingSettings().contains(QStringLiteral("recipe.training.max_steps"))); // the same in all
+        auto* columns = page.findChild<QPushButton*>(QStringLiteral("settingColumns"));
+        QVERIFY(columns && columns->menu());
+        emit columns->menu()->aboutToShow();
+        QAction* lr = nullptr;
+        for (QAction* action : columns->menu()->actions())
+            if (action->data().toString() == QStringLiteral("recipe.optimizer.lr"))
+                lr = action;
+        QVERIFY(lr && lr->isCheckable() && !lr->isChecked());
+        QCOMPARE(lr->text(), QStringLiteral("recipe: optimizer.lr"));
+        lr->setChecked(true);
+        const int column = RunListModel::ColumnCount;
+        QCOMPARE(page.model()->columnCount(), column + 1);
+        QCOMPARE(page.model()->headerData(column, Qt::Horizontal).toString(), QStringLiteral("recipe: optimizer.lr"));
+        QCOMPARE(page.model()->index(page.model()->rowOfRun(2), column).data().toString(), QStringLiteral("0.01"));
+        page.proxy()->sort(column, Qt::AscendingOrder);
+        QStringList order;
+        for (int row = 0; row < page.proxy()->rowCount(); ++row)
+            order << page.proxy()->index(row, RunListModel::Name).data().toString();
+        QCOMPARE(order, (QStringList{"slow", "mid", "fast"})); // 0.0005 < 0.003 < 0.01, as numbers
+        lr->setChecked(false);
+        QCOMPARE(page.model()->columnCount(), column);
+    }
+
     void runningRunIsRefusedInPlainWords()
     {
         QTemporaryDir dir;
