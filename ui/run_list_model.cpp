@@ -199,6 +199,8 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         }
         case Tags:
             return tagsText(run);
+        case Group:
+            return groupOf(run);
         case Traces: // profiled runs: open them in Trace
             return sort ? QVariant(run.traceCount)
                         : (run.traceCount > 0 ? QVariant(tr("%n file(s)", nullptr, run.traceCount)) : QVariant());
@@ -243,8 +245,18 @@ QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int 
         return tr("Tags");
     case Traces:
         return tr("Traces");
+    case Group:
+        return tr("Group");
     }
     return {};
+}
+
+QString RunListModel::groupOf(const storage::RunSummary& run)
+{
+    for (const auto& tag : run.tags)
+        if (tag.rfind("sweep:", 0) == 0)
+            return QString::fromStdString(tag);
+    return run.tags.empty() ? QString() : QString::fromStdString(run.tags.front());
 }
 
 RunFilterProxyModel::RunFilterProxyModel(QObject* parent) : QSortFilterProxyModel(parent)
@@ -281,6 +293,28 @@ void RunFilterProxyModel::setTextFilter(const QString& text)
 {
     m_text = text.trimmed();
     invalidateRowsFilter();
+}
+
+void RunFilterProxyModel::setGrouped(bool grouped)
+{
+    if (grouped == m_grouped)
+        return;
+    m_grouped = grouped;
+    invalidate();
+}
+
+bool RunFilterProxyModel::lessThan(const QModelIndex& left, const QModelIndex& right) const
+{
+    if (m_grouped) {
+        const QString a = left.siblingAtColumn(RunListModel::Group).data().toString();
+        const QString b = right.siblingAtColumn(RunListModel::Group).data().toString();
+        if (a != b) {
+            // Groups in name order, no group last, whichever way the column is sorted.
+            const bool before = !a.isEmpty() && (b.isEmpty() || a.compare(b, Qt::CaseInsensitive) < 0);
+            return sortOrder() == Qt::AscendingOrder ? before : !before;
+        }
+    }
+    return QSortFilterProxyModel::lessThan(left, right);
 }
 
 bool RunFilterProxyModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const

@@ -18,8 +18,11 @@ namespace shardscope::ui {
 class RunListModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Id, Name, Status, Type, Precision, Ranks, Steps, Loss, Created, Duration, Tags, Traces, ColumnCount };
-    enum Role { RunIdRole = Qt::UserRole + 1, SortRole, StatusRole, TagsRole, SearchTextRole };
+    enum Column { Id, Name, Status, Type, Precision, Ranks, Steps, Loss, Created, Duration, Tags, Traces, Group, ColumnCount };
+    enum Role { RunIdRole = Qt::UserRole + 1, SortRole, StatusRole, TagsRole, SearchTextRole, GroupRole };
+
+    // The group a run belongs to: its sweep ("sweep:<name>" tag), else its first tag; "" none.
+    static QString groupOf(const storage::RunSummary& run);
 
     using QAbstractTableModel::QAbstractTableModel;
 
@@ -61,13 +64,19 @@ public:
     void setPrecisionFilter(const QString& precision); // empty: any
     void setTagFilter(const QString& tag); // empty: any
     void setTextFilter(const QString& text); // substring of name, notes-free fields, tags, dir
+    // Grouped: the runs of one group (RunListModel::groupOf) side by side, groups in name order and
+    // runs without one last; within a group, the column sorted by.
+    void setGrouped(bool grouped);
+    bool grouped() const { return m_grouped; }
 
 protected:
     bool filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const override;
+    bool lessThan(const QModelIndex& left, const QModelIndex& right) const override;
 
 private:
     std::optional<storage::RunStatus> m_status;
     QString m_type, m_precision, m_tag, m_text;
+    bool m_grouped = false;
 };
 
 } // namespace shardscope::ui

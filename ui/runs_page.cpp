@@ -8,6 +8,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QColorDialog>
 #include <QComboBox>
 #include <QFileDialog>
@@ -109,6 +110,18 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     addButton(tr("Export…"), QStringLiteral("exportRun"), [this] { exportCurrent(); });
     addButton(tr("Delete"), QStringLiteral("deleteRun"), [this] { removeSelected(); });
     buttons->addStretch(1);
+    auto* group = new QCheckBox(tr("Group by sweep or tag"), this);
+    group->setObjectName(QStringLiteral("groupRuns"));
+    group->setToolTip(tr("The runs of one sweep (its sweep: tag), or of one first tag, side by side"));
+    connect(group, &QCheckBox::toggled, this, [this](bool on) {
+        m_proxy->setGrouped(on);
+        m_view->setColumnHidden(RunListModel::Group, !on);
+    });
+    // The Group column only while grouped (a reset of the columns shows every section again).
+    m_view->setColumnHidden(RunListModel::Group, true);
+    connect(m_model, &QAbstractItemModel::modelReset, this,
+            [this] { m_view->setColumnHidden(RunListModel::Group, !m_proxy->grouped()); });
+    buttons->addWidget(group);
     // Config and recipe values as columns (W&B's run table): the keys that differ between runs.
     auto* columns = addButton(tr("Columns…"), QStringLiteral("settingColumns"), [] {});
     columns->setToolTip(tr("Show config or recipe values as columns: the keys whose values differ between the runs"));

@@ -8,6 +8,7 @@
 #include "ui/runs_page.h"
 
 #include <QAbstractItemModelTester>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLineEdit>
 #include <QMenu>
@@ -303,6 +304,41 @@ private slots:
         QCOMPARE(order, (QStringList{"slow", "mid", "fast"})); // 0.0005 < 0.003 < 0.01, as numbers
         lr->setChecked(false);
         QCOMPARE(page.model()->columnCount(), column);
+    }
+
+    // #45 point 11: runs grouped by sweep or tag: the runs of one sweep side by side (groups in
+    // name order, untagged last), sorted within it by the column chosen; the Group column says
+    // which, and shows only while grouped.
+    void runsGroupBySweepOrTag()
+    {
+        QTemporaryDir dir;
+        const auto db = std::filesystem::path(dir.path().toStdString()) / "history.sqlite";
+        seedRun(db, {.name = "a1", .tags = {"sweep:lr"}});
+        seedRun(db, {.name = "plain"});
+        seedRun(db, {.name = "b1", .tags = {"baseline"}});
+        seedRun(db, {.name = "a2", .tags = {"keep", "sweep:lr"}});
+        ui::RunsPage page(db);
+        QTRY_COMPARE(page.model()->rowCount(), 4);
+        auto* view = page.findChild<QTableView*>();
+        QVERIFY(view->isColumnHidden(RunListModel::Group));
+        auto* group = page.findChild<QCheckBox*>(QStringLiteral("groupRuns"));
+        QVERIFY(group);
+        group->setChecked(true);
+        QVERIFY(!view->isColumnHidden(RunListModel::Group));
+        page.proxy()->sort(RunListModel::Name, Qt::AscendingOrder);
+        QStringList order, groups;
+        for (int row = 0; row < page.proxy()->rowCount(); ++row) {
+            order << page.proxy()->index(row, RunListModel::Name).data().toString();
+            groups << page.proxy()->index(row, RunListModel::Group).data().toString();
+        }
+        QCOMPARE(order, (QStringList{"b1", "a1", "a2", "plain"}));
+        QCOMPARE(groups, (QStringList{"baseline", "sweep:lr", "sweep:lr", ""}));
+        group->setChecked(false);
+        QVERIFY(view->isColumnHidden(RunListModel::Group));
+        order.clear();
+        for (int row = 0; row < page.proxy()->rowCount(); ++row)
+            order << page.proxy()->index(row, RunListModel::Name).data().toString();
+        QCOMPARE(order, (QStringList{"a1", "a2", "b1", "plain"}));
     }
 
     void runningRunIsRefusedInPlainWords()
