@@ -35,13 +35,13 @@ QColor paletteColor(int index)
     const int cycle = index / 10;
     if (cycle == 0)
         return base;
-    // Odd cycles darker, even ones lighter, each further from the base than the last; past the
-    // fourth the hue turns a little too.
-    const int depth = (cycle + 1) / 2;
-    const double lightness = static_cast<double>(base.lightnessF());
-    const double shaded = cycle % 2 ? lightness * std::pow(0.6, depth)
-                                    : lightness + (1 - lightness) * (1 - std::pow(0.55, depth));
-    const double hue = std::fmod(std::max(static_cast<double>(base.hslHueF()), 0.0) + 0.03 * std::max(0, cycle - 4) + 1.0, 1.0);
+    // Four shades (the base, darker, lighter, darker still), never near black or white on a white
+    // chart; each round of four turns the hue a little and darkens a little (grey has no hue).
+    static const double kShade[] = {1.0, 0.72, -0.35, 0.55}; // < 0: that much of the way to white
+    const double lightness = static_cast<double>(base.lightnessF()) * (1.0 - 0.05 * std::min(cycle / 4, 4));
+    const double shade = kShade[cycle % 4];
+    const double shaded = shade < 0 ? lightness + (1 - lightness) * -shade : lightness * shade;
+    const double hue = std::fmod(std::max(static_cast<double>(base.hslHueF()), 0.0) + 0.04 * (cycle / 4) + 1.0, 1.0);
     return QColor::fromHslF(static_cast<float>(hue), base.hslSaturationF(), static_cast<float>(shaded));
 }
 

@@ -168,6 +168,7 @@ Result<RunUpdate> EventFileRunSource::poll()
         if (recipe) {
             const std::string text((std::istreambuf_iterator<char>(recipe)), std::istreambuf_iterator<char>());
             m_info.maxSteps = recipeMaxSteps(text);
+            m_info.writesText = recipeWritesText(text);
         }
         m_infoRead = true;
     }

@@ -125,11 +125,8 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         const QString& key = m_settingColumns[index.column() - ColumnCount];
         const auto settings = m_settings.find(run.id);
         if (settings == m_settings.end() || !settings->second.count(key))
-            return role == SortRole ? QVariant(QString()) : QVariant();
-        const auto value = settings->second.find(key);
-        bool number = false;
-        const double asNumber = value->second.toDouble(&number);
-        return role == SortRole && number ? QVariant(asNumber) : QVariant(value->second);
+            return {}; // sorted last (RunFilterProxyModel::lessThan)
+        return settings->second.find(key)->second;
     }
     switch (role) {
     case RunIdRole:
@@ -305,14 +302,32 @@ void RunFilterProxyModel::setGrouped(bool grouped)
 
 bool RunFilterProxyModel::lessThan(const QModelIndex& left, const QModelIndex& right) const
 {
+    // A strict order of text: without case first, then with it (two spellings are never equal).
+    const auto textBefore = [](const QString& a, const QString& b) {
+        const int folded = a.compare(b, Qt::CaseInsensitive);
+        return folded != 0 ? folded < 0 : a.compare(b, Qt::CaseSensitive) < 0;
+    };
+    const bool ascending = sortOrder() == Qt::AscendingOrder;
     if (m_grouped) {
         const QString a = left.siblingAtColumn(RunListModel::Group).data().toString();
         const QString b = right.siblingAtColumn(RunListModel::Group).data().toString();
         if (a != b) {
             // Groups in name order, no group last, whichever way the column is sorted.
-            const bool before = !a.isEmpty() && (b.isEmpty() || a.compare(b, Qt::CaseInsensitive) < 0);
-            return sortOrder() == Qt::AscendingOrder ? before : !before;
+            const bool before = !a.isEmpty() && (b.isEmpty() || textBefore(a, b));
+            return ascending ? before : !before;
         }
+    }
+    if (left.column() >= RunListModel::ColumnCount) { // a setting: numbers as numbers, none last
+        const QVariant a = left.data(RunListModel::SortRole), b = right.data(RunListModel::SortRole);
+        if (!a.isValid() || !b.isValid())
+            return a.isValid() == ascending && a.isValid() != b.isValid();
+        bool aNumber = false, bNumber = false;
+        const double x = a.toString().toDouble(&aNumber), y = b.toString().toDouble(&bNumber);
+        if (aNumber && bNumber)
+            return x < y;
+        if (aNumber != bNumber)
+            return aNumber; // numbers before text
+        return textBefore(a.toString(), b.toString());
     }
     return QSortFilterProxyModel::lessThan(left, right);
 }

@@ -264,11 +264,13 @@ void RunPage::updateMemoryNote()
     // says what it counts, and gives the model states the estimate counts beside it.
     QString note = m_series.hasDeviceMemory() ? tr("Device: peak allocated in each step (PyTorch's caching allocator)")
                                               : tr("RSS: each rank's whole process (runtime, data, caches, activations)");
-    if (const auto& states = m_series.modelStates(); states.params > 0)
+    if (const auto& states = m_series.modelStates(); states.params > 0) {
         note += QLatin1Char('\n')
-                + tr("Model states kept, rank 0: params %1 · grads %2 · optimizer %3 (peak %4 · %5)")
-                      .arg(formatBytes(states.params), formatBytes(states.grads), formatBytes(states.optimizer),
-                           formatBytes(states.peakParams), formatBytes(states.peakGrads));
+                + tr("Model states kept, rank 0: params %1 · grads %2 · optimizer %3")
+                      .arg(formatBytes(states.params), formatBytes(states.grads), formatBytes(states.optimizer));
+        if (states.peakParams > 0) // runs recorded before the peaks were reported have none
+            note += tr(" (peak %1 · %2)").arg(formatBytes(states.peakParams), formatBytes(states.peakGrads));
+    }
     MetricChart* chart = m_charts->chart(QStringLiteral("memory"));
     chart->setNote(note);
     chart->setToolTip(tr("Model states kept: what the layout holds from step to step, as the memory estimate on the "

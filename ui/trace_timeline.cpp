@@ -257,7 +257,8 @@ void TraceTimeline::paintEvent(QPaintEvent* event)
             lastRight = x1;
             if (drawn.width() > 30) {
                 const auto& span = m_view->traces[std::size_t(row.trace)].spans[std::size_t(it->span)];
-                painter.setPen(Qt::white);
+                // Dark text on the light fills (gold, mint, sand), white on the dark ones.
+                painter.setPen(color.lightnessF() > 0.6 ? QColor(0x20, 0x20, 0x28) : QColor(Qt::white));
                 painter.drawText(drawn.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
                                  metrics.elidedText(qs(span.name), Qt::ElideRight, int(drawn.width()) - 5));
             }

@@ -493,6 +493,11 @@ int runGenerate(const RunsArgs& args, const std::string& programPath)
         return fail("generate", makeError(dir->string()
                                           + " has no recipe.yaml: only the engine's runs can be tried here "
                                             "(a script's model loads with transformers' from_pretrained)"));
+    if (!std::filesystem::exists(layout.exportDir() / "config.json") && std::filesystem::exists(layout.exportDir() / "adapter"))
+        return fail("generate", makeError(dir->string()
+                                          + " exported only its LoRA adapter (export/adapter): set "
+                                            "export.merge_lora: true in the recipe to export the merged "
+                                            "model, which can be tried here, or load the adapter with PEFT"));
     if (!std::filesystem::exists(layout.exportDir() / "config.json"))
         return fail("generate", makeError(dir->string()
                                           + " has no exported model yet: a run exports it when training "
@@ -518,7 +523,7 @@ int runGenerate(const RunsArgs& args, const std::string& programPath)
                                         "--max_new_tokens",
                                         std::to_string(args.maxNewTokens),
                                         "--temperature",
-                                        std::to_string(args.temperature),
+                                        shortestNumber(args.temperature),
                                         "--top_k",
                                         std::to_string(args.topK),
                                         "--seed",
@@ -528,11 +533,18 @@ int runGenerate(const RunsArgs& args, const std::string& programPath)
     auto ran = runProgram(defaultWorkerPath(programPath), workerArgs, std::chrono::minutes(10));
     if (!ran)
         return fail("generate", ran.error());
-    // The worker prints one JSON line last; anything before it is torch's warnings.
+    // The worker prints one JSON line; around it (stdout and stderr come together) torch may warn.
     const std::string& output = ran->output;
-    const auto lineStart = output.rfind("\n{");
-    const std::string json = ran->status == 0 ? output.substr(lineStart == std::string::npos ? 0 : lineStart + 1) : "";
-    auto parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json parsed;
+    for (std::size_t end = output.size(); ran->status == 0 && end > 0 && !parsed.is_object();) {
+        const std::size_t start = output.rfind('\n', end - 1);
+        const std::size_t from = start == std::string::npos ? 0 : start + 1;
+        if (output.compare(from, 1, "{") == 0)
+            parsed = nlohmann::json::parse(output.substr(from, end - from), nullptr, /*allow_exceptions=*/false);
+        if (start == std::string::npos)
+            break;
+        end = start;
+    }
     if (ran->status != 0 || !parsed.is_object() || !parsed.contains("text"))
         return fail("generate", makeError("shardscope-worker generate failed (exit " + std::to_string(ran->status)
                                           + "): " + output.substr(output.size() > 2000 ? output.size() - 2000 : 0)));

@@ -538,6 +538,9 @@ void ShardedDataParallel::onGradientReady(std::size_t index)
 void ShardedDataParallel::launchReduceScatter(Unit& unit)
 {
     at::NoGradGuard noGrad;
+    // The previous unit's reduce-scatter first, and its input freed, before this one's is made.
+    if (m_reduceScatterInFlight)
+        completeReduceScatter(*m_reduceScatterInFlight);
     const bool upcast = m_options.reduceInFloat32 && unit.shard.scalar_type() != at::kFloat;
     // On the device where the collectives run (the shard may be on the host: offload).
     unit.fullGrad = at::zeros({unit.padded},
@@ -548,8 +551,6 @@ void ShardedDataParallel::launchReduceScatter(Unit& unit)
             unit.fullGrad.narrow(0, unit.offsets[i], p.numel()).copy_(p.grad().reshape({-1}));
         p.mutable_grad() = at::Tensor(); // the reduce-scatter's input holds it now
     }
-    if (m_reduceScatterInFlight)
-        completeReduceScatter(*m_reduceScatterInFlight);
     m_reduceScatterInFlight = &unit;
     unit.shardGrad = at::empty({unit.padded / shardGroup().size()}, unit.fullGrad.options());
     const auto span = m_recorder ? m_recorder->begin(profiler::Lane::Communication, "reduce_scatter " + unit.name,

@@ -383,9 +383,9 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("step", e.step, true);
         r.read("loss", e.loss, true);
         for (const auto& [key, value] : j.items()) {
-            static const std::set<std::string> kReserved = {"v", "type", "rank", "time", "step", "loss", "samples"};
-            if (kReserved.count(key))
-                continue;
+            static const std::set<std::string> kReserved = {"v", "type", "rank", "time", "step", "loss"};
+            if (kReserved.count(key) || (key == "samples" && value.is_array()))
+                continue; // an array of samples is text (below); a number named samples is a metric
             if (value.is_number())
                 e.metrics[key] = value.get<double>();
             else if (value.is_null()
@@ -394,7 +394,7 @@ Result<Event> decodeEvent(std::string_view line)
                 r.read(key.c_str(),
                        e.metrics[key]); // a non-finite metric (Note [non-finite numbers]); other text is not a metric
         }
-        if (const auto samples = j.find("samples"); samples != j.end()) {
+        if (const auto samples = j.find("samples"); samples != j.end() && !samples->is_number()) {
             const auto isSample = [](const json& s) {
                 return s.is_object() && s.contains("prompt") && s["prompt"].is_string() && s.contains("text")
                        && s["text"].is_string();

@@ -433,6 +433,10 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
         return makeError(source
                          + ": 'training.eval_prompts' needs a language model (data.type text or tokens); the "
                            "mlp on synthetic_regression writes no text: remove eval_prompts");
+    if (!r.evalPrompts.empty() && r.data.type == "tokens" && r.data.tokenizer.empty() && r.model.pretrained.empty())
+        return makeError(source
+                         + ": 'training.eval_prompts' need the tokenizer the token data was made with, and the "
+                           "recipe names none: set data.tokenizer");
     if (!r.evalPrompts.empty() && r.evalEvery == 0)
         return makeError(source
                          + ": 'training.eval_prompts' are continued at each eval, and 'training.eval_every' is "

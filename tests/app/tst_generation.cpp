@@ -1,5 +1,5 @@
 // Trying the trained model (#45 point 11): `shardscope runs generate` continues a prompt with a
-// run's export. The Llama demo, trained 30 steps on two ranks and exported, continues a prompt
+// run's export. The Llama demo, trained 30 steps on two ranks (FSDP FULL_SHARD) and exported, continues a prompt
 // greedily as transformers does on the same export (tests/tools/generation_reference.py: the
 // prompt's ids are AutoTokenizer's, each token is transformers' most likely one, the text is
 // tokenizer.decode's); sampling follows its seed; a run without an export or without a recipe is
@@ -63,7 +63,9 @@ private:
 private slots:
     void initTestCase()
     {
-        const auto run = testing::launchRecipe(m_dir.path(), "llama", llamaDemo(30), 2);
+        // Under FULL_SHARD: the evals' samples run on sharded units, gathered by every rank together.
+        const auto run = testing::launchRecipe(m_dir.path(), "llama", llamaDemo(30), 2, {},
+                                               {"--fsdp_sharding_strategy", "FULL_SHARD"});
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
         m_runDir = run.runDir;
         QVERIFY(QFile::exists(m_runDir + "/export/config.json"));

@@ -41,14 +41,24 @@ def main():
     if args.greedy:
         with torch.no_grad():
             logits = model(torch.tensor([prompt_ids + ids])).logits[0]
+            near_tie = []  # per generated token: were the two most likely within the tolerance?
             for i, token in enumerate(ids):
                 row = logits[len(prompt_ids) - 1 + i]
-                if row.max() - row[token] > 1e-4 * max(1.0, row.abs().max().item()):
+                tolerance = 1e-4 * max(1.0, row.abs().max().item())
+                if row.max() - row[token] > tolerance:
                     why.append(f"token {i} ({token}) is not transformers' most likely ({row.argmax().item()})")
                     break
+                top2 = row.topk(2).values
+                near_tie.append(bool(top2[0] - top2[1] <= tolerance))
             out = model.generate(torch.tensor([prompt_ids]), max_new_tokens=len(ids), do_sample=False,
                                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
             hf_ids = out[0, len(prompt_ids):].tolist()
+            differ = next((i for i, (a, b) in enumerate(zip(ids, hf_ids)) if a != b), None)
+            if differ is None and len(hf_ids) != len(ids):
+                differ = min(len(ids), len(hf_ids))
+            if differ is not None and not (differ < len(near_tie) and near_tie[differ]):
+                why.append(f"transformers' generate gives {hf_ids}, the engine {ids}: they part at token {differ} "
+                           "without a near tie there")
     text = tokenizer.decode(ids, skip_special_tokens=True)
     if text != engine["text"]:
         why.append(f"text {engine['text']!r} is not tokenizer.decode's {text!r}")

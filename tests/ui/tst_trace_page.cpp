@@ -146,9 +146,12 @@ private slots:
                 QVERIFY2(distance(shardscope::ui::workColor(kind), shardscope::ui::rankColor(rank)) >= 75,
                          qPrintable(QStringLiteral("kind %1 near rank %2").arg(int(kind)).arg(rank)));
         QSet<QRgb> seen;
-        for (int i = 0; i < 40; ++i)
-            seen.insert(shardscope::ui::paletteColor(i).rgb());
-        QCOMPARE(seen.size(), 40);
+        for (int i = 0; i < 80; ++i) {
+            const QColor color = shardscope::ui::paletteColor(i);
+            seen.insert(color.rgb());
+            QVERIFY2(color.lightnessF() > 0.15 && color.lightnessF() < 0.9, qPrintable(QString::number(i))); // on a white chart
+        }
+        QCOMPARE(seen.size(), 80);
         QCOMPARE(shardscope::ui::paletteColor(3), QColor(0xd6, 0x27, 0x28)); // the first ten are Tableau 10's
     }
 

@@ -109,6 +109,11 @@ private slots:
         QCOMPARE(evalBack.samples.size(), std::size_t(1));
         QCOMPARE(evalBack.samples[0].prompt, std::string("Once upon"));
         QCOMPARE(evalBack.samples[0].text, std::string(" a time\n\"quoted\""));
+        // A number named samples (reporter.eval(loss, samples=N)) stays a metric, as before.
+        const auto numeric = decodeEvent(R"({"v":1,"type":"eval","rank":0,"time":1,"step":1,"loss":1,"samples":64})");
+        QVERIFY(numeric);
+        QCOMPARE(std::get<EvalEvent>(numeric->body).metrics.at("samples"), 64.0);
+        QVERIFY(std::get<EvalEvent>(numeric->body).samples.empty());
         // Samples of another shape are an error, not dropped.
         QVERIFY(!decodeEvent(R"({"v":1,"type":"eval","rank":0,"time":1,"step":1,"loss":1,"samples":[{"prompt":1}]})"));
         QCOMPARE(
