@@ -104,8 +104,13 @@ Result<RunUpdate> StoreRunSource::poll()
     update.info.status = s.status;
     update.info.startedAt = s.startedAt;
     update.info.endedAt = s.endedAt;
-    update.info.maxSteps = recipeMaxSteps(details->recipeText);
-    update.info.writesText = recipeWritesText(details->recipeText);
+    if (!m_recipeRead) {
+        m_maxSteps = recipeMaxSteps(details->recipeText);
+        m_writesText = recipeWritesText(details->recipeText);
+        m_recipeRead = true;
+    }
+    update.info.maxSteps = m_maxSteps;
+    update.info.writesText = m_writesText;
     int newestAttempt = 0;
     for (const auto& attempt : details->attempts)
         newestAttempt = std::max(newestAttempt, attempt.attempt);

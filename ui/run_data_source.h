@@ -70,6 +70,10 @@ private:
     std::int64_t m_cursor = 0;
     std::int64_t m_evalCursor = 0; // the last eval row read
     std::int64_t m_sampleCursor = 0; // the last eval sample row read
+    // What the run's recipe says (it never changes), read once: its step count, whether it writes text.
+    bool m_recipeRead = false;
+    std::optional<std::int64_t> m_maxSteps;
+    bool m_writesText = false;
     std::shared_ptr<void> m_store; // the RunStore, opened on first poll (on the polling thread)
 };
 

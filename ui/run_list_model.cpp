@@ -90,25 +90,26 @@ void RunListModel::setSettingColumns(const QStringList& keys)
 
 QStringList RunListModel::differingSettings() const
 {
-    std::map<QString, std::set<QString>> values; // key -> the values seen ("" where a run lacks it)
-    std::size_t known = 0;
+    struct Seen {
+        std::set<QString> values;
+        std::size_t runs = 0; // runs that have the key
+    };
+    std::map<QString, Seen> seen;
+    std::size_t known = 0; // runs whose settings are known
     for (const auto& run : m_runs) {
         const auto it = m_settings.find(run.id);
         if (it == m_settings.end())
             continue;
         ++known;
-        for (const auto& [key, value] : it->second)
-            values[key].insert(value);
+        for (const auto& [key, value] : it->second) {
+            seen[key].values.insert(value);
+            ++seen[key].runs;
+        }
     }
-    QStringList differing;
-    for (const auto& [key, seen] : values) {
-        std::size_t having = 0;
-        for (const auto& run : m_runs)
-            if (const auto it = m_settings.find(run.id); it != m_settings.end() && it->second.count(key))
-                ++having;
-        if (seen.size() > 1 || having < known)
+    QStringList differing; // two values, or a run without the key
+    for (const auto& [key, s] : seen)
+        if (s.values.size() > 1 || s.runs < known)
             differing << key;
-    }
     return differing;
 }
 

@@ -29,6 +29,7 @@
 #include <iterator>
 #include <iostream>
 #include <map>
+#include <optional>
 
 namespace shardscope::cli {
 
@@ -422,12 +423,17 @@ int runCompare(const RunsArgs& args)
     return 0;
 }
 
-// The run directory `reference` names: a directory itself, else a run of the history (id or name).
-Result<std::filesystem::path> runDirectoryOf(const RunsArgs& args, const std::string& reference)
+// The run `reference` names: a run directory itself (no details), else a run of the history (id or
+// name) with its details.
+struct NamedRun {
+    std::filesystem::path dir;
+    std::optional<RunDetails> details;
+};
+Result<NamedRun> namedRun(const RunsArgs& args, const std::string& reference)
 {
     std::error_code error;
     if (std::filesystem::is_directory(reference, error))
-        return std::filesystem::path(reference);
+        return NamedRun{std::filesystem::path(reference), std::nullopt};
     auto store = openStore(args);
     if (!store)
         return store.error();
@@ -437,33 +443,24 @@ Result<std::filesystem::path> runDirectoryOf(const RunsArgs& args, const std::st
     auto details = store->run(*id);
     if (!details)
         return details.error();
-    if (isTerminal(details->summary.status)) {
-        const RunLayout layout(details->summary.runDir);
+    return NamedRun{std::filesystem::path(details->summary.runDir), std::move(*details)};
+}
+
+// The run directory of a running run (or a directory given as such): only its ranks can be asked.
+Result<std::filesystem::path> runDirectoryOf(const RunsArgs& args, const std::string& reference)
+{
+    auto run = namedRun(args, reference);
+    if (!run)
+        return run.error();
+    if (run->details && isTerminal(run->details->summary.status)) {
+        const RunLayout layout(run->dir);
         std::string fix = std::filesystem::exists(layout.hangReportFile())
                               ? "; the report of its hang is in " + layout.hangReportFile().string()
                               : std::string("; its error is in `shardscope runs show ") + reference + "`";
-        return makeError("run " + reference + " is " + std::string(statusName(details->summary.status))
+        return makeError("run " + reference + " is " + std::string(statusName(run->details->summary.status))
                          + ": only a running run's ranks can be asked" + fix);
     }
-    return std::filesystem::path(details->summary.runDir);
-}
-
-// A run of the history (id or name), any status, or a run directory.
-Result<std::filesystem::path> anyRunDirectory(const RunsArgs& args, const std::string& reference)
-{
-    std::error_code error;
-    if (std::filesystem::is_directory(reference, error))
-        return std::filesystem::path(reference);
-    auto store = openStore(args);
-    if (!store)
-        return store.error();
-    auto id = store->resolveRun(reference);
-    if (!id)
-        return id.error();
-    auto details = store->run(*id);
-    if (!details)
-        return details.error();
-    return std::filesystem::path(details->summary.runDir);
+    return run->dir;
 }
 
 // The tokenizer a run's model reads: the export's (the run copies its tokenizer there), else the
@@ -485,21 +482,21 @@ Result<std::string> generationTokenizer(const RunLayout& layout, const config::R
 // Continues a prompt with a finished run's exported model (shardscope-worker generate).
 int runGenerate(const RunsArgs& args, const std::string& programPath)
 {
-    auto dir = anyRunDirectory(args, args.runs.front());
-    if (!dir)
-        return fail("generate", dir.error());
-    const RunLayout layout(*dir);
+    auto run = namedRun(args, args.runs.front());
+    if (!run)
+        return fail("generate", run.error());
+    const RunLayout layout(run->dir);
     if (!std::filesystem::exists(layout.recipeFile()))
-        return fail("generate", makeError(dir->string()
+        return fail("generate", makeError(run->dir.string()
                                           + " has no recipe.yaml: only the engine's runs can be tried here "
                                             "(a script's model loads with transformers' from_pretrained)"));
     if (!std::filesystem::exists(layout.exportDir() / "config.json") && std::filesystem::exists(layout.exportDir() / "adapter"))
-        return fail("generate", makeError(dir->string()
+        return fail("generate", makeError(run->dir.string()
                                           + " exported only its LoRA adapter (export/adapter): set "
                                             "export.merge_lora: true in the recipe to export the merged "
                                             "model, which can be tried here, or load the adapter with PEFT"));
     if (!std::filesystem::exists(layout.exportDir() / "config.json"))
-        return fail("generate", makeError(dir->string()
+        return fail("generate", makeError(run->dir.string()
                                           + " has no exported model yet: a run exports it when training "
                                             "ends (the recipe's export.enabled); let it finish, or "
                                             "resume it (shardscope launch --continue_run)"));
@@ -507,7 +504,7 @@ int runGenerate(const RunsArgs& args, const std::string& programPath)
     if (!recipe)
         return fail("generate", recipe.error());
     if (recipe->data.type == "synthetic_regression")
-        return fail("generate", makeError(dir->string() + " trained the " + recipe->model.type
+        return fail("generate", makeError(run->dir.string() + " trained the " + recipe->model.type
                                           + " model on "
                                             "synthetic_regression: it writes no text to continue a prompt with"));
     auto tokenizer = generationTokenizer(layout, *recipe);

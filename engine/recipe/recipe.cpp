@@ -156,38 +156,21 @@ SectionReader::Setter text(std::string& out)
     return [&out](const YAML::Node& node) { return convert(node, out, "a string"); };
 }
 
-SectionReader::Setter textList(std::vector<std::string>& out)
+// A list of non-empty texts, or one without brackets; `what` and `example` word the error
+// ("should be a list of names, e.g. [bias, ln_]").
+SectionReader::Setter textList(std::vector<std::string>& out, const char* what = "names", const char* example = "[bias, ln_]")
 {
-    return [&out](const YAML::Node& node) -> std::string {
-        if (node.IsScalar()) { // one name without brackets
+    return [&out, what, example](const YAML::Node& node) -> std::string {
+        if (node.IsScalar()) { // one item without brackets
             out = {node.Scalar()};
             return {};
         }
         if (!node.IsSequence())
-            return "should be a list of names, e.g. [bias, ln_]";
+            return std::string("should be a list of ") + what + ", e.g. " + example;
         out.clear();
         for (const auto& item : node) {
             if (!item.IsScalar() || item.Scalar().empty())
-                return "should be a list of non-empty names, e.g. [bias, ln_]";
-            out.push_back(item.Scalar());
-        }
-        return {};
-    };
-}
-
-SectionReader::Setter promptList(std::vector<std::string>& out)
-{
-    return [&out](const YAML::Node& node) -> std::string {
-        if (node.IsScalar()) { // one prompt without brackets
-            out = {node.Scalar()};
-            return {};
-        }
-        if (!node.IsSequence())
-            return "should be a list of prompts, e.g. [\"Once upon a time\", \"The license\"]";
-        out.clear();
-        for (const auto& item : node) {
-            if (!item.IsScalar() || item.Scalar().empty())
-                return "should be a list of non-empty prompts, e.g. [\"Once upon a time\"]";
+                return std::string("should be a list of non-empty ") + what + ", e.g. " + example;
             out.push_back(item.Scalar());
         }
         return {};
@@ -372,7 +355,7 @@ Result<Recipe> parseRecipe(const std::string& yamlText, const std::string& sourc
     training.add("stop_on_nonfinite", boolean(r.stopOnNonfinite));
     training.add("log_every", integer(r.logEvery, 1));
     training.add("eval_every", integer(r.evalEvery, 0));
-    training.add("eval_prompts", promptList(r.evalPrompts));
+    training.add("eval_prompts", textList(r.evalPrompts, "prompts", "[\"Once upon a time\", \"The license\"]"));
     training.add("eval_sample_tokens", integer(r.evalSampleTokens, 1, 4096));
     training.add("checkpoint_every", integer(r.checkpointEvery, 0));
     training.add("checkpoint_keep", integer(r.checkpointKeep, 0));

@@ -6,6 +6,7 @@
 // refused with the reason. The same run's evals continue the recipe's eval_prompts (rank 0's
 // samples), the last one as `runs generate` does on the export.
 
+#include "tests/common/demo_recipes.h"
 #include "tests/common/files.h"
 #include "tests/common/python_tool.h"
 #include "tests/common/recipe_run.h"
@@ -25,16 +26,10 @@ namespace {
 
 const QString kPrompt = QStringLiteral("This program is free software");
 
-// The Llama demo recipe with absolute paths, for `steps` steps.
+// The Llama demo recipe for `steps` steps, with three evals continuing two prompts.
 QString llamaDemo(int steps)
 {
-    const QString resources = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/");
-    QFile demo(resources + "recipes/demo-llama.yaml");
-    if (!demo.open(QIODevice::ReadOnly))
-        return {};
-    QString text = QString::fromUtf8(demo.readAll());
-    text.replace("../data/", resources + "data/").replace("../tokenizers/", resources + "tokenizers/");
-    text.replace("max_steps: 150", QStringLiteral("max_steps: %1").arg(steps)).replace("warmup_steps: 10", "warmup_steps: 1");
+    QString text = testing::llamaDemoRecipe(steps);
     text.replace("eval_every: 50", QStringLiteral("eval_every: %1\n  eval_sample_tokens: 12\n  eval_prompts: [\"%2\", "
                                                   "\"Everyone is permitted\"]")
                                        .arg(steps / 3)

@@ -24,6 +24,7 @@
 #include "engine/recipe/recipe.h"
 #include "profiler/analysis.h"
 #include "profiler/chrome_trace.h"
+#include "tests/common/demo_recipes.h"
 #include "tests/common/python_tool.h"
 #include "tests/common/recipe_run.h"
 #include "tests/common/safetensors_reader.h"
@@ -575,12 +576,7 @@ private slots:
     {
         QFETCH(QString, strategy);
         const bool fullShard = strategy == "FULL_SHARD";
-        const QString resources = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/");
-        QFile demo(resources + "recipes/demo-llama.yaml");
-        QVERIFY(demo.open(QIODevice::ReadOnly));
-        QString text = QString::fromUtf8(demo.readAll());
-        text.replace("../data/", resources + "data/").replace("../tokenizers/", resources + "tokenizers/");
-        text.replace("max_steps: 150", "max_steps: 2").replace("warmup_steps: 10", "warmup_steps: 1");
+        const QString text = shardscope::testing::llamaDemoRecipe(2);
         QVERIFY(text.contains("max_steps: 2"));
         const QString name = "llama-memory-" + strategy;
         const Run run = launchText(name, 2, text, {"--fsdp_sharding_strategy", strategy});

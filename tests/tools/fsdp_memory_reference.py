@@ -21,7 +21,6 @@ and prints one JSON object per rank, in rank order, of what that rank holds then
 import argparse
 import json
 import os
-import socket
 import sys
 
 import torch
@@ -99,12 +98,6 @@ def worker(rank, world, port, args, results):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recipe", required=True)
@@ -115,7 +108,7 @@ def main():
     torch.set_num_threads(1)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = free_port()
+    port = ddp_reference.free_port()
     procs = [ctx.Process(target=worker, args=(r, args.ranks, port, args, results)) for r in range(args.ranks)]
     for p in procs:
         p.start()

@@ -7,6 +7,7 @@
 #include "engine/protocol/events.h"
 #include "engine/recipe/recipe.h"
 #include "test_store.h"
+#include "tests/common/demo_recipes.h"
 #include "ui/format.h"
 #include "ui/generation_dialog.h"
 #include "ui/main_window.h"
@@ -704,12 +705,8 @@ private slots:
             QSKIP("set SHARDSCOPE_LAUNCHER to a `shardscope` built with the engine to run a real launch");
         QTemporaryDir home;
         qputenv("SHARDSCOPE_HOME", home.path().toUtf8());
-        const QString resources = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/");
-        QFile demo(resources + "recipes/demo-llama.yaml");
-        QVERIFY(demo.open(QIODevice::ReadOnly));
-        QString text = QString::fromUtf8(demo.readAll());
-        text.replace("../data/", resources + "data/").replace("../tokenizers/", resources + "tokenizers/");
-        text.replace("max_steps: 150", "max_steps: 20").replace("warmup_steps: 10", "warmup_steps: 1");
+        QString text = shardscope::testing::llamaDemoRecipe(20);
+        QVERIFY(text.contains("max_steps: 20"));
         text.replace("eval_every: 50", "eval_every: 10\n  eval_sample_tokens: 8\n  eval_prompts: [\"The licenses\"]");
         const QString recipe = home.filePath(QStringLiteral("llama.yaml"));
         std::ofstream(recipe.toStdString()) << text.toStdString();
