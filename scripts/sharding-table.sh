@@ -40,16 +40,23 @@ for n in 2 4; do
   [ $n = 2 ] && estimates2=$estimates
   ddp_volume=""
   for entry in "ddp::0" "ZeRO-1:--zero_stage 1:1" "ZeRO-2:--zero_stage 2:2" "ZeRO-3:--zero_stage 3:3" \
-               "FSDP FULL_SHARD:--fsdp_sharding_strategy FULL_SHARD --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:3" \
-               "FSDP SHARD_GRAD_OP:--fsdp_sharding_strategy SHARD_GRAD_OP --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:2"; do
+               "FSDP FULL_SHARD:--fsdp_sharding_strategy FULL_SHARD --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:FULL_SHARD" \
+               "FSDP SHARD_GRAD_OP:--fsdp_sharding_strategy SHARD_GRAD_OP --fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP:SHARD_GRAD_OP"; do
     name=${entry%%:*}; rest=${entry#*:}; args=${rest%:*}; stage=${rest##*:}
     run="r$n-$RANDOM"
     # shellcheck disable=SC2086
     "$bin" launch --num_processes $n --recipe "$work/r.yaml" --runs_dir "$work/runs" --run_name "$run" -- $args >/dev/null
     read -r p pp g gp o v <<<"$(row_of "$work/runs/$run/events.jsonl")"
     [ -n "$ddp_volume" ] || ddp_volume=$v
-    label="ZeRO-$stage"; [ "$stage" = 0 ] && label="DDP (ZeRO-0)"
-    est=$(grep -F "| $label | fp32 |" <<<"$estimates" | head -1)
+    if [ "${stage#[0-3]}" = "$stage" ]; then # an FSDP strategy: the estimate of an FSDP config asking for it
+      printf 'distributed_type: FSDP\nnum_processes: %s\nfsdp_config:\n  fsdp_sharding_strategy: %s\n' "$n" "$stage" \
+        > "$work/fsdp.yaml"
+      est=$("$bin" estimate-memory --config_file "$work/fsdp.yaml" --params $psi --precision no --markdown \
+        | grep -F "| FSDP1 $stage | fp32 |" | head -1)
+    else
+      label="ZeRO-$stage"; [ "$stage" = 0 ] && label="DDP (ZeRO-0)"
+      est=$(grep -F "| $label | fp32 |" <<<"$estimates" | head -1)
+    fi
     ep=$(cut -d'|' -f4 <<<"$est" | xargs); eg=$(cut -d'|' -f5 <<<"$est" | xargs); eo=$(cut -d'|' -f6 <<<"$est" | xargs)
     printf '| %s | %s | %s B | %s B | %s | %s B | %s B | %s | %s B | %s | %.2f |\n' "$n" "$name" "$p" "$pp" "$ep" "$g" "$gp" \
       "$eg" "$o" "$eo" \

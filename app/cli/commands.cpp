@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -67,7 +68,15 @@ int runCommandLine(int argc, char** argv)
     context.programPath = argv[0];
     addAllCommands(app, context);
     try {
-        app.parse(argc, argv);
+        if (argc > 1 && std::string(argv[1]) == "launch") {
+            const std::vector<std::string> given(argv + 2, argv + argc);
+            std::vector<std::string> prepared = prepareLaunchArguments(*app.get_subcommand("launch"), given, context);
+            prepared.insert(prepared.begin(), "launch");
+            std::reverse(prepared.begin(), prepared.end()); // CLI11 takes a vector last argument first
+            app.parse(prepared);
+        } else {
+            app.parse(argc, argv);
+        }
     } catch (const CLI::ParseError& e) {
         const int code = app.exit(e);
         return code == 0 ? 0 : 2;

@@ -3,7 +3,10 @@
 // The command-line front end: `shardscope <subcommand> ...`. Each subcommand lives in its own
 // file (launch_command.cpp, ...) and registers itself on the CLI11 app in commands.cpp.
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -16,7 +19,17 @@ namespace shardscope::cli {
 struct CommandContext {
     int exitCode = 0;
     std::string programPath;
+    // `shardscope launch`: accelerate launch's flags taken out before CLI11 parses (name, value).
+    std::vector<std::pair<std::string, std::optional<std::string>>> accelerateLaunchFlags;
 };
+
+// `shardscope launch`'s arguments (those after the subcommand's name), made ready for CLI11 so
+// that an `accelerate launch` command line works with the program name swapped: accelerate
+// launch's flags that are not shardscope launch's own go to `context.accelerateLaunchFlags` with
+// their values, and the training script (the first positional argument) with its arguments
+// becomes `--script SCRIPT -- ARGS...`. `launch` is the registered subcommand.
+std::vector<std::string> prepareLaunchArguments(const CLI::App& launch, const std::vector<std::string>& arguments,
+                                                CommandContext& context);
 
 // What a numeric option takes: a finite number (whole, for counts) between two bounds, the lower
 // one included or not. Checked on the option's text before CLI11 converts it, which let NaN

@@ -17,6 +17,7 @@
 #include "engine/checkpoint/checkpoint_paths.h"
 #include "engine/common/dist_env.h"
 #include "engine/accelerate/accelerate_config.h"
+#include "engine/accelerate/launch_flags.h"
 #include "engine/accelerate/questionnaire.h"
 #include "engine/recipe/recipe.h"
 #include "engine/plan/run_plan.h"
@@ -90,6 +91,9 @@ struct LaunchArgs {
         std::string originalPlan; // the run's plan.json: the attempt's plan must train the same way
     };
     std::optional<Continuation> continuation; // filled from continueRun by continuationOf
+    // accelerate launch's flags beyond shardscope launch's own (takeAccelerateLaunchFlags): merged
+    // into the config as accelerate launch merges them (launchConfigOf).
+    std::vector<config::GivenLaunchFlag> accelerateFlags;
     // Which of Accelerate's launch flags were given on the command line (they win over the file).
     bool givenNumProcesses = false, givenNumMachines = false, givenMachineRank = false, givenIp = false, givenPort = false;
 };
@@ -123,6 +127,55 @@ config::LaunchOverrides launchOverridesOf(const LaunchArgs& args)
     return overrides;
 }
 
+// Whether accelerate launch's flags ask for config keys (a launch without a config file then gets
+// one that they describe).
+bool flagsSetConfigKeys(const LaunchArgs& args)
+{
+    return std::any_of(args.accelerateFlags.begin(), args.accelerateFlags.end(), [](const config::GivenLaunchFlag& f) {
+        const auto* flag = config::findAccelerateLaunchFlag(f.name);
+        return flag && flag->use == config::LaunchFlagUse::ConfigKey;
+    });
+}
+
+// The config this launch runs: the file's (a launch without one, given accelerate launch's config
+// flags, starts from the launch's shape as accelerate launch does without a file), with the flags
+// merged in as accelerate launch merges them. The flags' own problems were reported before
+// anything started (reportAccelerateFlags); none when there is no config to run.
+std::optional<config::AccelerateConfig> launchConfigOf(const LaunchArgs& args,
+                                                       const std::optional<config::AccelerateConfig>& file)
+{
+    if (!file && !flagsSetConfigKeys(args))
+        return std::nullopt;
+    config::AccelerateConfig base{config::ConfigKind::Cluster, config::Value::emptyMap()};
+    if (file) {
+        base = *file;
+    } else {
+        base.setField("compute_environment", config::Value("LOCAL_MACHINE"));
+        base.setField("distributed_type", config::Value(args.numProcesses > 1 ? "MULTI_CPU" : "NO"));
+        base.setField("num_processes", config::Value(args.numProcesses));
+    }
+    std::vector<config::Diagnostic> reported;
+    return config::applyLaunchFlags(config::applyOverrides(base, launchOverridesOf(args)), args.accelerateFlags, reported);
+}
+
+// accelerate launch's flags, checked before anything starts: the refused ones and Accelerate's own
+// rules on flags are errors, printed; --num_cpu_threads_per_process becomes the ranks'
+// OMP_NUM_THREADS, as Accelerate sets it. False on an error.
+bool reportAccelerateFlags(const LaunchArgs& args)
+{
+    std::vector<config::Diagnostic> problems;
+    config::applyLaunchFlags(config::AccelerateConfig{config::ConfigKind::Cluster, config::Value::emptyMap()},
+                             args.accelerateFlags, problems);
+    for (const auto& d : problems)
+        std::cerr << "shardscope launch: " << (d.severity == config::Severity::Error ? "error: " : "warning: ") << d.message
+                  << "\n";
+    for (const auto& f : args.accelerateFlags)
+        if (const auto* flag = config::findAccelerateLaunchFlag(f.name); flag && flag->name == "num_cpu_threads_per_process")
+            ::setenv("OMP_NUM_THREADS", f.value.value_or("1").c_str(), 1);
+    return std::none_of(problems.begin(), problems.end(),
+                        [](const config::Diagnostic& d) { return d.severity == config::Severity::Error; });
+}
+
 // The run plan of a training launch: the config (the flags merged in, they win), the recipe, the
 // launch options, the engine flags after -- and this machine, checked together. Prints every
 // problem; nullopt (with exitCode 2) when one is an error.
@@ -131,6 +184,7 @@ std::optional<config::RunPlan> planRun(const LaunchArgs& args, const config::Rec
 {
     config::PlanInputs inputs;
     const std::string path = configFileOf(args);
+    std::optional<config::AccelerateConfig> file;
     if (!path.empty()) {
         auto loaded = config::loadAccelerateConfig(path);
         if (!loaded) {
@@ -138,9 +192,10 @@ std::optional<config::RunPlan> planRun(const LaunchArgs& args, const config::Rec
             exitCode = 2;
             return std::nullopt;
         }
-        inputs.config = config::applyOverrides(*loaded, launchOverridesOf(args));
+        file = *loaded;
         inputs.configBaseDir = std::filesystem::path(path).parent_path().string();
     }
+    inputs.config = launchConfigOf(args, file);
     inputs.numProcesses = args.numProcesses;
     inputs.numMachines = args.numMachines;
     inputs.machineRank = args.machineRank;
@@ -168,14 +223,15 @@ std::optional<config::RunPlan> planRun(const LaunchArgs& args, const config::Rec
                       << "\n";
     }
     if (!planned.ok()) {
-        if (inputs.config)
+        if (!path.empty())
             std::cerr << "shardscope launch: fix the errors above (shardscope config validate " << path
                       << " checks the config alone)\n";
         exitCode = 2;
         return std::nullopt;
     }
     if (inputs.config)
-        std::cout << "shardscope launch: config " << path << " (" << planned.plan->distributedType << ")" << std::endl;
+        std::cout << "shardscope launch: config " << (path.empty() ? std::string("from the flags") : path) << " ("
+                  << planned.plan->distributedType << ")" << std::endl;
     return planned.plan;
 }
 
@@ -194,10 +250,12 @@ std::string ranConfigText(const LaunchArgs& args, const std::string& copiedFile)
 {
     const std::string text = readText(copiedFile);
     const config::LaunchOverrides o = launchOverridesOf(args);
-    if (!o.numProcesses && !o.numMachines && !o.machineRank && !o.mainProcessIp && !o.mainProcessPort && !o.mixedPrecision)
+    if (!o.numProcesses && !o.numMachines && !o.machineRank && !o.mainProcessIp && !o.mainProcessPort && !o.mixedPrecision
+        && args.accelerateFlags.empty())
         return text;
     auto parsed = config::parseAccelerateConfig(text, copiedFile, config::formatForPath(copiedFile));
-    return parsed ? config::toYamlText(config::applyOverrides(*parsed, o)) : text;
+    const auto merged = parsed ? launchConfigOf(args, *parsed) : std::nullopt;
+    return merged ? config::toYamlText(*merged) : text;
 }
 
 } // namespace
@@ -257,6 +315,25 @@ void attachScriptTraces(TrainingRun& run, int ranks)
                   << " ranks imported; merged: " << traces.merged << "\n";
 }
 
+// The run folder's config.yaml: the config file's bytes, or, with accelerate launch's flags, the
+// config they make of it (what a script run's accelerate launch then reads, and what a continued
+// run plans from again).
+Result<void> keepRunConfig(const LaunchArgs& args, const RunLayout& layout)
+{
+    const std::string configFile = configFileOf(args);
+    if (args.accelerateFlags.empty())
+        return configFile.empty() ? Result<void>{} : copyFile(configFile, layout.configFile().string());
+    std::optional<config::AccelerateConfig> file;
+    if (!configFile.empty()) {
+        auto loaded = config::loadAccelerateConfig(configFile);
+        if (!loaded)
+            return loaded.error();
+        file = *loaded;
+    }
+    const auto merged = launchConfigOf(args, file);
+    return merged ? writeTextFile(config::toYamlText(*merged), layout.configFile(), "the run's config") : Result<void>{};
+}
+
 // The run keeps the recipe it really ran (the file as written, or with --max_steps that step
 // count, so the history and the workbench know the target), its Accelerate config and the plan
 // every rank reads.
@@ -269,9 +346,8 @@ Result<void> writeRunFiles(const LaunchArgs& args, const config::Recipe& recipe,
                                    : copyFile(args.recipe, layout.recipeFile().string());
     if (!saved)
         return saved;
-    if (const std::string configFile = configFileOf(args); !configFile.empty())
-        if (auto copied = copyFile(configFile, layout.configFile().string()); !copied)
-            return copied;
+    if (auto kept = keepRunConfig(args, layout); !kept)
+        return kept;
     return writeTextFile(config::planToJson(run.plan), layout.planFile(), "the run plan");
 }
 
@@ -509,6 +585,7 @@ std::optional<config::AccelerateConfig> scriptConfig(const LaunchArgs& args)
                    "workbench's Configure page, writes one)");
         return std::nullopt;
     }
+    // (accelerate launch's flags are merged in below; the run folder's config.yaml is the merged one)
     auto loaded = config::loadAccelerateConfig(path);
     if (!loaded) {
         printError(loaded.error().message);
@@ -519,7 +596,7 @@ std::optional<config::AccelerateConfig> scriptConfig(const LaunchArgs& args)
                    "or fp8");
         return std::nullopt;
     }
-    return config::applyOverrides(*loaded, launchOverridesOf(args));
+    return launchConfigOf(args, *loaded);
 }
 
 // The command of a script run, checked before anything is created; prints every problem.
@@ -593,7 +670,7 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchArgs& args, LaunchOpti
         printError("the script run's plan changed between checks");
         return nullptr;
     }
-    if (auto copied = copyFile(configFileOf(args), layout.configFile().string()); !copied) {
+    if (auto copied = keepRunConfig(args, layout); !copied) {
         printError(copied.error().message);
         return nullptr;
     }
@@ -814,6 +891,8 @@ SlurmLaunch slurmLaunchOf(const LaunchArgs& args, const std::string& programPath
     }
     if (!args.mixedPrecision.empty())
         launch.nodeArgs.insert(launch.nodeArgs.end(), {"--mixed_precision", args.mixedPrecision});
+    for (const auto& flag : args.accelerateFlags) // each node's launch merges them as this one does
+        launch.nodeArgs.push_back(flag.value ? flag.name + "=" + *flag.value : flag.name);
     launch.engineFlags = args.workerArgs;
     launch.dryRun = args.dryRun;
     launch.detach = args.detach;
@@ -914,6 +993,8 @@ int launchOnSlurm(const LaunchArgs& args, const std::string& programPath)
 int runLaunchCommand(const LaunchArgs& givenArgs, const std::string& programPath)
 {
     LaunchArgs args = givenArgs;
+    if (!reportAccelerateFlags(args))
+        return 2;
     if (!args.continueRun.empty()) {
         if (args.target != "local" || !args.script.empty() || !args.resumeFrom.empty() || !args.runName.empty()
             || !args.runsDir.empty() || args.noHistory) {
@@ -1120,6 +1201,8 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
                     "After --: with --recipe, engine flags (below); without, the worker's own command line");
     cmd->footer("Engine flags (after --, with --recipe; they win over the config):\n" + config::engineFlagHelp());
     cmd->callback([=, &context] {
+        for (const auto& [name, value] : context.accelerateLaunchFlags)
+            args->accelerateFlags.push_back({name, value});
         args->givenNumProcesses = numProcesses->count() > 0;
         args->givenNumMachines = numMachines->count() > 0;
         args->givenMachineRank = machineRank->count() > 0;
@@ -1127,6 +1210,52 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
         args->givenPort = port->count() > 0;
         context.exitCode = runLaunchCommand(*args, context.programPath);
     });
+}
+
+std::vector<std::string> prepareLaunchArguments(const CLI::App& launch, const std::vector<std::string>& arguments,
+                                                CommandContext& context)
+{
+    const auto named = [&](const std::string& option) {
+        return std::any_of(arguments.begin(), std::find(arguments.begin(), arguments.end(), "--"),
+                           [&](const std::string& a) { return a == option || a.rfind(option + "=", 0) == 0; });
+    };
+    const bool kindChosen = named("--script") || named("--recipe");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < arguments.size(); ++i) {
+        const std::string& token = arguments[i];
+        if (token == "--") {
+            out.insert(out.end(), arguments.begin() + static_cast<std::ptrdiff_t>(i), arguments.end());
+            break;
+        }
+        if (token.size() > 1 && token[0] == '-') {
+            const auto equals = token.find('=');
+            const std::string name = token.substr(0, equals);
+            const CLI::Option* own = launch.get_option_no_throw(name);
+            const config::AccelerateLaunchFlag* flag = own ? nullptr : config::findAccelerateLaunchFlag(name);
+            if (flag && flag->use != config::LaunchFlagUse::Native) {
+                std::optional<std::string> value;
+                if (equals != std::string::npos)
+                    value = token.substr(equals + 1);
+                else if (flag->value != config::FlagValueKind::None && i + 1 < arguments.size())
+                    value = arguments[++i];
+                context.accelerateLaunchFlags.emplace_back(name, value);
+                continue;
+            }
+            out.push_back(token);
+            if (own && equals == std::string::npos && own->get_expected_min() > 0 && i + 1 < arguments.size())
+                out.push_back(arguments[++i]);
+            continue;
+        }
+        if (kindChosen) {
+            out.push_back(token);
+            continue;
+        }
+        // accelerate launch's training script: what follows it is the script's own.
+        out.insert(out.end(), {"--script", token, "--"});
+        out.insert(out.end(), arguments.begin() + static_cast<std::ptrdiff_t>(i) + 1, arguments.end());
+        break;
+    }
+    return out;
 }
 
 } // namespace shardscope::cli

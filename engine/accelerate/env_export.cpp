@@ -67,7 +67,7 @@ void common(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
                 if (!e.key.isString())
                     continue;
                 std::string k = e.key.asString();
-                if (k.find("fp8") == std::string::npos)
+                if (k.rfind("fp8", 0) != 0) // Accelerate's test: startswith("fp8")
                     k = "fp8_" + k;
                 auto it = std::find_if(args.begin(), args.end(), [&](const auto& a) { return a.first == k; });
                 if (it != args.end())
@@ -79,7 +79,7 @@ void common(const AccelerateConfig& c, Env& env, const EnvironmentOptions& o)
             if (v.isNull())
                 continue;
             if (k == "fp8_override_linear_precision") {
-                if (v.isList() && v.asList().size() == 3) {
+                if (v.isList() && v.asList().size() >= 3) { // Accelerate reads the first three
                     env.set("ACCELERATE_FP8_OVERRIDE_FPROP", v.asList()[0].pyStr());
                     env.set("ACCELERATE_FP8_OVERRIDE_DGRAD", v.asList()[1].pyStr());
                     env.set("ACCELERATE_FP8_OVERRIDE_WGRAD", v.asList()[2].pyStr());

@@ -57,6 +57,36 @@ std::string pythonStrip(const std::string& s)
 
 namespace {
 
+// The first code point of each run of ten Unicode decimal digits (category Nd) past ASCII, as
+// Python 3.11's unicodedata lists them: int() and float() read them all as 0-9 (int('２') is 2).
+constexpr char32_t kUnicodeZeros[] = {
+    0x660,   0x6F0,   0x7C0,   0x966,   0x9E6,   0xA66,   0xAE6,   0xB66,   0xBE6,   0xC66,   0xCE6,   0xD66,   0xDE6,
+    0xE50,   0xED0,   0xF20,   0x1040,  0x1090,  0x17E0,  0x1810,  0x1946,  0x19D0,  0x1A80,  0x1A90,  0x1B50,  0x1BB0,
+    0x1C40,  0x1C50,  0xA620,  0xA8D0,  0xA900,  0xA9D0,  0xA9F0,  0xAA50,  0xABF0,  0xFF10,  0x104A0, 0x10D30, 0x11066,
+    0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650, 0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50,
+    0x11DA0, 0x16A60, 0x16AC0, 0x16B50, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0};
+
+// The text with every Unicode decimal digit written as its ASCII digit; other bytes as they are.
+std::string asciiDigits(const std::string& text)
+{
+    std::string out;
+    for (std::size_t i = 0; i < text.size();) {
+        const auto lead = static_cast<unsigned char>(text[i]);
+        const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        char32_t code = length == 1 ? lead : lead & (0x3F >> (length - 1));
+        for (std::size_t k = 1; k < length && i + k < text.size(); ++k)
+            code = (code << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        char digit = 0;
+        if (length > 1)
+            for (char32_t zero : kUnicodeZeros)
+                if (code >= zero && code < zero + 10)
+                    digit = static_cast<char>('0' + (code - zero));
+        out += digit ? std::string(1, digit) : text.substr(i, length);
+        i += length;
+    }
+    return out;
+}
+
 // Python literal rules for underscores: only single ones, between digits.
 bool underscoresOk(const std::string& digits)
 {
@@ -69,7 +99,7 @@ bool underscoresOk(const std::string& digits)
 
 std::optional<std::int64_t> pythonInt(const std::string& text)
 {
-    std::string s = pythonStrip(text);
+    std::string s = pythonStrip(asciiDigits(text));
     if (s.empty())
         return std::nullopt;
     std::string sign;
@@ -92,7 +122,7 @@ std::optional<std::int64_t> pythonInt(const std::string& text)
 
 std::optional<double> pythonFloat(const std::string& text)
 {
-    std::string s = pythonStrip(text);
+    std::string s = pythonStrip(asciiDigits(text));
     if (s.empty())
         return std::nullopt;
     std::string lower = s;

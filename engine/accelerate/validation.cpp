@@ -93,6 +93,8 @@ private:
     void fsdp();
     void deepspeed();
     void parallelism();
+    bool readAsAccelerateReadsIt(const std::string& section, const std::string& key, const std::string& path, const KeySpec& spec,
+                                 const Value& v);
     void fp8();
     void machineChecks();
 
@@ -174,6 +176,43 @@ void Checker::topLevelTypes(const std::string& section)
     }
 }
 
+// Values accelerate launch hands to the runtime as text that reads them anyway (booleans with
+// str_to_bool, mesh sizes with int()), and override_linear_precision's length: said here; true when
+// the value needs no other check.
+bool Checker::readAsAccelerateReadsIt(const std::string& s, const std::string& key, const std::string& path, const KeySpec& spec,
+                                      const Value& v)
+{
+    // Accelerate's launcher hands section values to the runtime as text, which reads booleans
+    // with str_to_bool and sizes with int(): accepted with a warning, read the same here.
+    if (v.isString() && spec.types.front() == Value::Kind::Bool && accelerateBool(&v)) {
+        const std::string meant = *accelerateBool(&v) ? "true" : "false";
+        warning(path, path + " is the string '" + v.asString() + "'; Accelerate reads it as " + meant
+                          + " (str_to_bool), and so does Shardscope. Write `" + key + ": " + meant + "`");
+        return true;
+    }
+    // (cp_size and sp_size stay errors: accelerate launch compares them with 1 and fails on text.)
+    if (v.isString() && s == "parallelism_config" && spec.types.front() == Value::Kind::Int && isDigits(v.asString())
+        && key != "parallelism_config_cp_size" && key != "parallelism_config_sp_size") {
+        warning(path, path + " is the string '" + v.asString() + "'; Accelerate reads the number (int()), and so does "
+                          + "Shardscope. Write `" + key + ": " + v.asString() + "`");
+        return true;
+    }
+    if (key == "override_linear_precision" && v.isList() && v.asList().size() != 3) {
+        const std::string items = std::to_string(v.asList().size());
+        if (v.asList().size() < 3)
+            error(path, path + " has " + items
+                            + " items; it takes three booleans (fprop, dgrad, wgrad: the forward, "
+                              "input-gradient and weight-gradient matmuls), and accelerate launch fails on a "
+                              "shorter list. Write `override_linear_precision: [false, false, false]`");
+        else
+            warning(path, path + " has " + items
+                              + " items; accelerate launch uses the first three (fprop, dgrad, "
+                                "wgrad) and drops the rest, and so does Shardscope. Keep three");
+        return true;
+    }
+    return false;
+}
+
 // The keys of fsdp_config, deepspeed_config, ...: unprefixed names, unknown and removed keys, types.
 void Checker::nestedTypes(const std::string& section)
 {
@@ -207,6 +246,12 @@ void Checker::nestedTypes(const std::string& section)
                     spec = findKeySpec(s, key);
                 }
             }
+            if (!spec && s == "parallelism_config" && findKeySpec(s, "parallelism_config_" + key)) {
+                warning(path, path + " has no effect: accelerate launch reads only parallelism_config_" + key
+                                  + " (with the prefix) and drops this key, and so does Shardscope. Write `parallelism_config_"
+                                  + key + "`");
+                continue;
+            }
             if (!spec) {
                 const std::string near = nearestKey(s, key);
                 warning(path, path + " is not a key Accelerate knows; it is kept and passed on as is"
@@ -235,6 +280,8 @@ void Checker::nestedTypes(const std::string& section)
                                   + asciiUpper(v.asString()) + ". Write `dynamo_backend: " + asciiUpper(v.asString()) + "`");
                 continue;
             }
+            if (readAsAccelerateReadsIt(s, key, path, *spec, v))
+                continue;
             if (!kindAccepted(*spec, v)) {
                 std::string fix;
                 if (key == "override_linear_precision" && v.isString())
@@ -281,6 +328,17 @@ void Checker::launchChecks()
         error("num_processes", "num_processes is " + std::to_string(*nproc)
                                    + "; a run needs at least 1 process (-1 means "
                                      "\"give --num_processes at launch\"): set num_processes: 1 or more");
+    // Accelerate's simple launcher (MULTI_CPU, NO) runs one mpirun over a hostfile's machines;
+    // Shardscope starts and watches its ranks itself, one launcher per machine.
+    if (const std::string hostfile = nstr("mpirun_config", "mpirun_hostfile");
+        !hostfile.empty() && (type == "MULTI_CPU" || type == "NO")) {
+        const std::string msg = "mpirun_config.mpirun_hostfile is " + hostfile
+                                + ": accelerate launch starts every rank through one mpirun over the hosts in that file, "
+                                  "but Shardscope starts and watches its ranks itself, one launcher per machine, without "
+                                  "mpirun. Run `shardscope launch --config_file FILE --machine_rank N` on each machine, "
+                                  "submit the run to SLURM (--target slurm), or remove mpirun_config to run on this machine";
+        m_o.forLaunch ? error("mpirun_config.mpirun_hostfile", msg) : warning("mpirun_config.mpirun_hostfile", msg);
+    }
     const bool multiGpu = contains(kMultiAccelerator, type);
     if (multiGpu && nproc && *nproc >= 1 && *nproc < 2)
         error("num_processes", "num_processes is " + std::to_string(*nproc) + " with distributed_type " + type
@@ -331,7 +389,10 @@ void Checker::launchChecks()
                                          "multiple of num_machines ("
                                        + std::to_string(machines) + "); each machine runs num_processes / num_machines");
     }
-    if (const Value* b = m_c.nested("dynamo_config", "dynamo_backend"); b && b->isString()) {
+    // (A dynamo_backend written in dynamo_config has had its check in nestedTypes: one error for one
+    // bad value. This one is for the legacy top-level key, which accelerate launch moves there.)
+    if (const Value* b = m_c.nested("dynamo_config", "dynamo_backend");
+        b && b->isString() && !m_raw.nested("dynamo_config", "dynamo_backend")) {
         const std::string up = asciiUpper(b->asString());
         if (!contains(dynamoBackends(), up))
             error("dynamo_config.dynamo_backend", "dynamo_config.dynamo_backend '" + b->asString()
@@ -504,13 +565,24 @@ void Checker::parallelism()
         return;
     const std::string type = m_c.distributedType();
     const auto version = nint("fsdp_config", "fsdp_version").value_or(1);
-    if (type != "FSDP" && type != "DEEPSPEED")
-        error("parallelism_config",
-              "parallelism_config is set but distributed_type is '" + type
-                  + "'; You cannot use `--use_parallelism_config` without `--use_fsdp` and `--fsdp_version=2`");
-    else if (type == "FSDP" && version != 2)
-        error("parallelism_config", "parallelism_config needs FSDP2; set fsdp_config.fsdp_version: 2");
-    auto size = [&](const char* k) { return nint("parallelism_config", k).value_or(1); };
+    // accelerate launch passes the section on for the multi-device, FSDP and DeepSpeed launchers
+    // (Accelerate's "--use_parallelism_config needs --use_fsdp" check runs before the file is read).
+    if (type != "FSDP" && type != "DEEPSPEED" && !contains(kMultiAccelerator, type)) {
+        warning("parallelism_config", "parallelism_config is set but distributed_type is '" + type
+                                          + "', whose launcher does not pass it on: it is ignored, by Shardscope as by "
+                                            "accelerate launch. Remove it, or use MULTI_GPU, FSDP (fsdp_version 2) or DEEPSPEED");
+        return;
+    }
+    if (type == "FSDP" && version != 2)
+        error("parallelism_config", "parallelism_config needs FSDP2 (Accelerate's runtime refuses it with FSDP1); set "
+                                    "fsdp_config.fsdp_version: 2");
+    // A digit string is read as its number, as the runtime's int() reads it (nestedTypes warns).
+    auto size = [&](const char* k) {
+        const Value* v = nested("parallelism_config", k);
+        if (v && v->isString() && isDigits(v->asString()) && v->asString().size() < 10)
+            return static_cast<std::int64_t>(std::stoll(v->asString()));
+        return nint("parallelism_config", k).value_or(1);
+    };
     const auto rep = size("parallelism_config_dp_replicate_size"), shard = size("parallelism_config_dp_shard_size");
     const auto tp = size("parallelism_config_tp_size"), cp = size("parallelism_config_cp_size"),
                sp = size("parallelism_config_sp_size");
@@ -576,10 +648,10 @@ void Checker::fp8()
         if (nested("fp8_config", questionnaire) && !nested("fp8_config", runtime))
             warning(std::string("fp8_config.") + questionnaire,
                     std::string("fp8_config.") + questionnaire
-                        + " is the spelling `accelerate config` writes, but Accelerate's "
-                          "runtime reads "
-                        + runtime + " (its known bug) and uses its default; Shardscope honours the value. Add " + runtime
-                        + " with the same value for Accelerate");
+                        + " is the spelling `accelerate config` writes, but Accelerate's runtime reads " + runtime
+                        + " (its known bug), so the value has no effect and the default is used, here as in "
+                          "Accelerate. Rename the key to "
+                        + runtime + " for the value to take effect");
 }
 
 void Checker::machineChecks()

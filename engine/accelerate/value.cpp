@@ -1,5 +1,7 @@
 #include "engine/accelerate/value.h"
 
+#include "engine/accelerate/ascii_case.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -237,6 +239,18 @@ bool operator==(const Value& a, const Value& b)
     }
     }
     return false;
+}
+
+std::optional<bool> accelerateBool(const Value* value)
+{
+    if (!value || value->isNull())
+        return std::nullopt;
+    const std::string s = asciiLower(value->pyStr());
+    if (s == "y" || s == "yes" || s == "t" || s == "true" || s == "on" || s == "1")
+        return true;
+    if (s == "n" || s == "no" || s == "f" || s == "false" || s == "off" || s == "0")
+        return false;
+    return std::nullopt;
 }
 
 } // namespace shardscope::config

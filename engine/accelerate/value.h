@@ -103,6 +103,12 @@ inline Value::Value(List l) : m_data(std::move(l)) { }
 inline Value::Value(Map m) : m_data(std::move(m)) { }
 inline Value Value::emptyMap() { return Value(Map{}); }
 
+// Accelerate's truth rule for the keys its launcher hands to the runtime as environment variables
+// (FSDP_*, ACCELERATE_*): the value's str(), lower-cased, read by accelerate.utils.str_to_bool
+// (y, yes, t, true, on, 1 / n, no, f, false, off, 0). So the string "false" is false and "yes"
+// true. nullopt: absent, null, or a value str_to_bool refuses (validation reports its type).
+std::optional<bool> accelerateBool(const Value* value);
+
 // Python's repr() of a float (shortest round-trip digits, '1e+16', '1.0', 'inf', 'nan').
 std::string pythonFloatRepr(double d);
 // Python's repr() of a str (single quotes unless the text has ' and no ").

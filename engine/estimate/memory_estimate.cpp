@@ -58,6 +58,10 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
         opt += 4.0 * trained / n;
     if (stage >= 2)
         grads /= n;
+    // FSDP's SHARD_GRAD_OP: a rank keeps its shard, and every unit's full parameters from its
+    // forward to its backward (what fully_shard(reshard_after_forward=False) holds when the forward
+    // ends); they are on the device even when the shards are offloaded.
+    const double fullBetweenPasses = stage >= 3 && sharding.fullParamsForwardToBackward ? params : 0.0;
     if (stage >= 3)
         params /= n;
     e.parameters = params;
@@ -75,6 +79,7 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
         e.hostParameters = e.parameters;
         e.parameters = 0;
     }
+    e.parameters += fullBetweenPasses;
     if (sharding.offloadGrads) {
         e.hostGradients = e.gradients;
         e.gradients = 0;

@@ -127,11 +127,8 @@ void readDelayedScaling(Fp8Environment& env, Float8Options& o)
                            "does not implement; every matmul of an fp8 layer runs in fp8. Use [false, false, false]");
             break;
         }
-    // accelerate launch names the config key's variable ACCELERATE_USE_MXFP8_BLOCK_SCALING (the key
-    // holds "fp8", so it gets no fp8_ prefix), which TERecipeKwargs never reads; asked for either
-    // way, it is refused rather than ignored.
-    if (env.boolean("USE_MXFP8_BLOCK_SCALING", "use_mxfp8_block_scaling", false)
-        || env.booleanOf("ACCELERATE_USE_MXFP8_BLOCK_SCALING", "use_mxfp8_block_scaling", false))
+    // ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING, as TERecipeKwargs reads it: refused, not ignored.
+    if (env.boolean("USE_MXFP8_BLOCK_SCALING", "use_mxfp8_block_scaling", false))
         env.error("use_mxfp8_block_scaling", "fp8_config.use_mxfp8_block_scaling (MXFP8, Blackwell block scaling) is not "
                                              "implemented in this engine; remove it to use delayed scaling");
 }

@@ -141,10 +141,14 @@ void readDeepSpeed(const AccelerateConfig& c, const std::string& baseDir, Parall
 void readMesh(const AccelerateConfig& c, ParallelismSpec& s)
 {
     auto size = [&](const char* k) {
+        // Only the prefixed key: accelerate launch drops an unprefixed one (validation warns).
         const Value* v = c.nested("parallelism_config", std::string("parallelism_config_") + k);
-        if (!v)
-            v = c.nested("parallelism_config", k);
-        return v && v->isInt() && v->asInt() >= 1 && v->asInt() <= (1 << 20) ? static_cast<int>(v->asInt()) : 1;
+        // A digit string too: Accelerate's runtime reads the variable with int() (validation warns).
+        std::int64_t n = v && v->isInt() ? v->asInt() : 0;
+        if (v && v->isString() && !v->asString().empty() && v->asString().size() < 8
+            && v->asString().find_first_not_of("0123456789") == std::string::npos)
+            n = std::stoll(v->asString());
+        return n >= 1 && n <= (1 << 20) ? static_cast<int>(n) : 1;
     };
     s.dpReplicateSize = size("dp_replicate_size");
     s.dpShardSize = size("dp_shard_size");
@@ -155,28 +159,18 @@ void readMesh(const AccelerateConfig& c, ParallelismSpec& s)
 
 } // namespace
 
-std::optional<bool> accelerateBool(const Value* value)
-{
-    if (!value || value->isNull())
-        return std::nullopt;
-    const std::string s = asciiLower(value->pyStr());
-    if (s == "y" || s == "yes" || s == "t" || s == "true" || s == "on" || s == "1")
-        return true;
-    if (s == "n" || s == "no" || s == "f" || s == "false" || s == "off" || s == "0")
-        return false;
-    return std::nullopt;
-}
-
 ParallelismReading interpretParallelism(const AccelerateConfig& config, const std::string& baseDir)
 {
     ParallelismReading reading;
     const std::string type = config.distributedType();
     if (type == "FSDP") {
         readFsdp(config, reading.spec);
-        readMesh(config, reading.spec);
     } else if (type == "DEEPSPEED") {
         readDeepSpeed(config, baseDir, reading.spec, reading.problems);
     }
+    // accelerate launch passes the mesh on for these launchers (its simple and CPU ones drop it).
+    if (type == "FSDP" || type == "DEEPSPEED" || type == "MULTI_GPU")
+        readMesh(config, reading.spec);
     return reading;
 }
 
@@ -188,7 +182,10 @@ ModelStateLayout stateLayoutOf(const ParallelismSpec& spec, int numProcesses, in
     if (spec.fsdpShards()) {
         const std::string& strategy = spec.fsdpShardingStrategy;
         const bool hybrid = strategy.rfind("HYBRID", 0) == 0;
-        layout.zeroStage = strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD" ? 3 : 2;
+        // As the engine runs them (run_plan.cpp): every strategy shards the parameters; the _ZERO2
+        // ones keep each unit unsharded from its forward to its backward.
+        layout.zeroStage = 3;
+        layout.fullParamsForwardToBackward = !(strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD");
         if (hybrid) {
             layout.shardRanks = std::max(1, ranks / std::max(1, numMachines));
             layout.notes.push_back("hybrid sharding: states sharded within a machine (" + std::to_string(layout.shardRanks)
@@ -198,9 +195,9 @@ ModelStateLayout stateLayoutOf(const ParallelismSpec& spec, int numProcesses, in
             layout.notes.push_back("parallelism_config: states sharded over dp_shard_size " + std::to_string(spec.dpShardSize)
                                    + " ranks");
         }
-        // CPU offload moves the shards, their gradients and the optimizer step to host memory; the
-        // device still holds the full parameters between forward and backward below stage 3.
-        layout.offloadParams = spec.fsdpOffloadParams && layout.zeroStage >= 3;
+        // CPU offload moves the shards, their gradients and the optimizer step to host memory; under
+        // SHARD_GRAD_OP the device still holds the full parameters between forward and backward.
+        layout.offloadParams = spec.fsdpOffloadParams;
         layout.offloadGrads = spec.fsdpOffloadParams;
         layout.offloadOptimizer = spec.fsdpOffloadParams;
         layout.activationCheckpointing = spec.fsdpActivationCheckpointing;

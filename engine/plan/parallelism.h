@@ -25,11 +25,8 @@
 
 namespace shardscope::config {
 
-// Accelerate's truth rule for the keys its launcher hands to the runtime as environment variables
-// (FSDP_*, ACCELERATE_*): the value's str(), lower-cased, read by accelerate.utils.str_to_bool
-// (y, yes, t, true, on, 1 / n, no, f, false, off, 0). So the string "false" is false and "yes"
-// true. nullopt: absent, null, or a value str_to_bool refuses (validation reports its type).
-std::optional<bool> accelerateBool(const Value* value);
+// accelerateBool, Accelerate's truth rule for the keys its launcher hands to the runtime, is in
+// engine/accelerate/value.h.
 
 // What a config asks of sharding, in Accelerate's spellings (the engine flags set the same
 // fields). Defaults are `accelerate launch`'s CLI defaults for a key the file does not set.
@@ -86,10 +83,15 @@ ParallelismReading interpretParallelism(const AccelerateConfig& config, const st
 
 // Where each rank's model states live: what the memory estimate needs of a run's parallelism.
 struct ModelStateLayout {
-    int zeroStage = 0; // 0 = replicated (DDP); FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2
+    int zeroStage = 0; // 0 = replicated (DDP); every FSDP sharding strategy = 3 (FSDP shards the parameters)
+    // FSDP SHARD_GRAD_OP / HYBRID_SHARD_ZERO2 (FSDP2 reshard_after_forward false): each unit stays
+    // unsharded from its forward to its backward, beside its shard, so the device holds the full
+    // parameters for most of a step. DeepSpeed's ZeRO-2 instead keeps full parameters and books its
+    // fp32 shard as optimizer state: the same total in fp32, booked apart (docs/MEMORY_ESTIMATE.md).
+    bool fullParamsForwardToBackward = false;
     int shardRanks = 1; // N: ranks the states are sharded over (one machine's under HYBRID_SHARD)
     bool offloadOptimizer = false; // optimizer state (and master weights) in host memory
-    bool offloadParams = false; // sharded parameters in host memory (stage 3 only)
+    bool offloadParams = false; // sharded parameters in host memory (stage 3 only; the full ones of SHARD_GRAD_OP stay)
     bool offloadGrads = false; // FSDP CPU offload also moves gradients
     bool activationCheckpointing = false;
     // Mixed precision by torch autocast (DDP, NO_SHARD, ZeRO-0, a single process): parameters and

@@ -298,14 +298,30 @@ void refuseFsdp(const ParallelismSpec& s, std::vector<Diagnostic>& problems)
     if (s.fsdpStateDictType != "FULL_STATE_DICT" && s.fsdpStateDictType != "SHARDED_STATE_DICT")
         problems.push_back(
             unsupported("fsdp_config.fsdp_state_dict_type", s.fsdpStateDictType, "use FULL_STATE_DICT or SHARDED_STATE_DICT"));
-    // parallelism_config: the data-parallel dimensions run (dp_shard groups of consecutive ranks,
-    // replicated dp_replicate times, as Accelerate's mesh builds them); the others are refused,
-    // never ignored.
+}
+
+// parallelism_config, which accelerate launch passes on for MULTI_GPU, FSDP and DeepSpeed: what of
+// the mesh this engine runs. FSDP2: the data-parallel dimensions (dp_shard groups of consecutive
+// ranks, replicated dp_replicate times, as Accelerate's mesh builds them). MULTI_GPU (DDP) and
+// DeepSpeed (ZeRO over every rank): one data-parallel dimension. The rest is refused, never ignored.
+void refuseMesh(const std::string& type, const ParallelismSpec& s, std::vector<Diagnostic>& problems)
+{
+    const auto key = [](const char* name) { return std::string("parallelism_config.parallelism_config_") + name; };
     for (auto [name, size] : {std::pair{"tp_size", s.tpSize}, {"cp_size", s.cpSize}, {"sp_size", s.spSize}})
         if (size > 1)
-            problems.push_back(unsupported(std::string("parallelism_config.parallelism_config_") + name, std::to_string(size),
+            problems.push_back(unsupported(key(name), std::to_string(size),
                                            "this engine runs the data-parallel dimensions only (dp_replicate_size, "
                                            "dp_shard_size); set it to 1"));
+    if (type == "MULTI_GPU" && s.dpShardSize > 1)
+        problems.push_back(unsupported(key("dp_shard_size"), std::to_string(s.dpShardSize) + " with distributed_type MULTI_GPU",
+                                       "MULTI_GPU runs as DDP, which replicates; to shard, use distributed_type FSDP with "
+                                       "fsdp_config.fsdp_version: 2, or set dp_shard_size: 1"));
+    if (type == "DEEPSPEED" && s.dpShardSize > 1 && s.dpReplicateSize > 1)
+        problems.push_back(unsupported(key("dp_shard_size"),
+                                       std::to_string(s.dpShardSize) + " x dp_replicate_size " + std::to_string(s.dpReplicateSize)
+                                           + " with DeepSpeed",
+                                       "this engine's ZeRO shards over every rank, as DeepSpeed does; for hybrid sharding "
+                                       "use distributed_type FSDP with fsdp_version 2, or set dp_replicate_size: 1"));
 }
 
 // DeepSpeed: what of the ZeRO options this engine cannot run.
@@ -366,6 +382,7 @@ void planShape(const PlanInputs& in, RunPlan& plan, EngineChoices& engine, std::
                                     + "; choose MULTI_CPU or MULTI_GPU, or one process"});
     } else if (type == "MULTI_CPU") {
     } else if (type == "MULTI_GPU") {
+        refuseMesh(type, engine, problems);
         if (!hasGpu)
             problems.push_back({Severity::Error, "distributed_type",
                                 "distributed_type MULTI_GPU needs NVIDIA GPUs and this machine has none; use MULTI_CPU to run "
@@ -373,9 +390,11 @@ void planShape(const PlanInputs& in, RunPlan& plan, EngineChoices& engine, std::
         engine.backend = "nccl";
     } else if (type == "FSDP") {
         refuseFsdp(engine, problems);
+        refuseMesh(type, engine, problems);
         engine.backend = hasGpu ? "nccl" : "";
     } else if (type == "DEEPSPEED") {
         refuseDeepSpeed(engine, problems);
+        refuseMesh(type, engine, problems);
         engine.backend = hasGpu ? "nccl" : "";
     } else {
         problems.push_back(unsupported("distributed_type", type, "use NO, MULTI_CPU, MULTI_GPU, FSDP or DEEPSPEED"));
@@ -715,6 +734,7 @@ std::string planToJson(const RunPlan& p)
               {"state_layout",
                {{"zero_stage", p.stateLayout.zeroStage},
                 {"shard_ranks", p.stateLayout.shardRanks},
+                {"full_params_forward_to_backward", p.stateLayout.fullParamsForwardToBackward},
                 {"offload_optimizer", p.stateLayout.offloadOptimizer},
                 {"offload_params", p.stateLayout.offloadParams},
                 {"offload_grads", p.stateLayout.offloadGrads},
@@ -825,6 +845,7 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
         FieldReader f(*layout, source + ": state_layout.");
         f.read("zero_stage", l.zeroStage);
         f.read("shard_ranks", l.shardRanks);
+        f.readIfPresent("full_params_forward_to_backward", l.fullParamsForwardToBackward); // since 2026-12-07
         f.read("offload_optimizer", l.offloadOptimizer);
         f.read("offload_params", l.offloadParams);
         f.read("offload_grads", l.offloadGrads);

@@ -6,6 +6,7 @@
 #include "engine/plan/run_plan.h"
 #include "tests/common/config_text.h"
 
+#include <QDir>
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -290,6 +291,8 @@ private slots:
         QVERIFY(!r.plan->fp8.amaxComputeMax);
         QVERIFY(!r.plan->fp8.inEval);
         QVERIFY2(problemsOf(r).find("fp8_config.amax_history_length") != std::string::npos, problemsOf(r).c_str());
+        // The warning says what happens: the value has no effect (it once said it was honoured).
+        QVERIFY2(problemsOf(r).find("no effect and the default is used") != std::string::npos, problemsOf(r).c_str());
 
         r = planOf("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n");
         VERIFY_PLAN(r);
@@ -465,6 +468,57 @@ private slots:
         QCOMPARE(fsdpLosses.size(), 6);
         for (int i = 0; i < 6; ++i)
             QVERIFY(std::abs(fsdpLosses[i] - ddpLosses[i]) <= 1e-5 * std::abs(ddpLosses[i]));
+    }
+
+    // #46: an accelerate launch command line with the program name swapped. Its flags are merged
+    // over the file (the plan runs them, the run folder keeps the merged config), refused flags
+    // stop the launch before anything starts, and the first positional argument is the training
+    // script, whatever flags follow it.
+    void accelerateLaunchCommandLinesWork()
+    {
+        QTemporaryDir dir;
+        QFile config(dir.filePath("cpu.yaml"));
+        config.open(QIODevice::WriteOnly);
+        config.write("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n");
+        config.close();
+        QFile recipe(dir.filePath("r.yaml"));
+        recipe.open(QIODevice::WriteOnly);
+        recipe.write("name: flags\nmodel: {type: gpt, n_layer: 2, n_embd: 32, n_head: 4, block_size: 32}\n"
+                     "training: {per_device_batch_size: 2, max_steps: 2}\n");
+        recipe.close();
+        auto run = [&](const QStringList& args) {
+            QProcess p;
+            p.setProcessChannelMode(QProcess::MergedChannels);
+            p.start(kShardscope, QStringList{"launch"} + args);
+            p.waitForFinished(120000);
+            return std::make_pair(p.exitCode(), QString::fromUtf8(p.readAll()));
+        };
+        auto [code, out] = run({"--config_file", config.fileName(), "--use_fsdp", "--fsdp-sharding-strategy", "SHARD_GRAD_OP",
+                                "--fsdp_auto_wrap_policy=TRANSFORMER_BASED_WRAP", "--recipe", recipe.fileName(), "--runs_dir",
+                                dir.filePath("runs"), "--run_name", "flags", "--no_history"});
+        QVERIFY2(code == 0, qPrintable(out));
+        QVERIFY2(out.contains("(FSDP)"), qPrintable(out));
+        auto plan = config::loadPlan(dir.filePath("runs/flags/plan.json").toStdString());
+        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+        QVERIFY(plan->sharding && !plan->sharding->reshardAfterForward); // SHARD_GRAD_OP, from the flag
+        QFile kept(dir.filePath("runs/flags/config.yaml"));
+        QVERIFY(kept.open(QIODevice::ReadOnly));
+        const QByteArray keptText = kept.readAll();
+        QVERIFY2(keptText.contains("distributed_type: FSDP") && keptText.contains("fsdp_sharding_strategy: SHARD_GRAD_OP"),
+                 keptText.constData());
+
+        std::tie(code, out) = run({"--tpu", "--megatron-lm-tp-degree", "2", "--recipe", recipe.fileName(), "--runs_dir",
+                                   dir.filePath("runs"), "--run_name", "refused", "--no_history"});
+        QCOMPARE(code, 2);
+        QVERIFY2(out.contains("--tpu is not supported: TPUs are not supported by Shardscope"), qPrintable(out));
+        QVERIFY2(out.contains("--megatron_lm_tp_degree is not supported"), qPrintable(out));
+        QVERIFY(!QDir(dir.filePath("runs/refused")).exists());
+
+        // accelerate launch --config_file F train.py --lr 1: the script's flags are the script's.
+        std::tie(code, out) = run(
+            {"--config_file", config.fileName(), dir.filePath("missing_train.py"), "--lr", "1", "--num_processes", "7"});
+        QCOMPARE(code, 2);
+        QVERIFY2(out.contains("the script " + dir.filePath("missing_train.py") + " does not exist"), qPrintable(out));
     }
 
     // A rank given a damaged plan stops before the rendezvous and says which field is wrong.

@@ -8,6 +8,8 @@ Usage (prints one JSON object on stdout):
   accelerate_oracle.py json-check FILE...      json.load each file (DeepSpeed JSON), report errors
   accelerate_oracle.py questionnaire SCRIPTS   drive `accelerate config` with scripted answers;
                                                SCRIPTS is a JSON file {name: [answer lines...]}
+  accelerate_oracle.py launch-flags           every option of `accelerate launch`'s parser:
+                                               {"flags": [[option strings...], ...]}
   accelerate_oracle.py launch-env CONFIG [FLAG...]
                                                run the real `accelerate launch --config_file CONFIG
                                                FLAG... dump.py` and report each started process's
@@ -179,10 +181,21 @@ with open(os.path.join(sys.argv[1], "env_" + rank + ".json"), "w") as f:
 """
 
 
+def stub_package(root, name, version, files):
+    """An installed-looking package: its files ({relative path: text}) and its dist-info."""
+    for path, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, name, path)), exist_ok=True)
+        open(os.path.join(root, name, path), "w").write(text)
+    info = os.path.join(root, f"{name}-{version}.dist-info")
+    os.makedirs(info)
+    open(os.path.join(info, "METADATA"), "w").write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
 def cmd_launch_env(config, flags):
-    """The environment each process of `accelerate launch` receives. DeepSpeed itself is not
-    installed here: a stub package (name, version, the one constant the launcher imports) lets
-    Accelerate's own DeepSpeed launcher run; it starts the ranks through torchrun as usual."""
+    """The environment each process of `accelerate launch` receives. DeepSpeed and torchao are not
+    installed here: stub packages (name, version, the one constant the launcher imports) let
+    Accelerate's own DeepSpeed launcher run and its fp8 check pass (it only asks whether an fp8
+    backend is installed); the ranks start through torchrun as usual and import neither."""
     import subprocess
 
     import psutil
@@ -190,14 +203,11 @@ def cmd_launch_env(config, flags):
     config = os.path.abspath(config)
     with tempfile.TemporaryDirectory() as d:
         stub = os.path.join(d, "stub")
-        os.makedirs(os.path.join(stub, "deepspeed", "launcher"))
-        os.makedirs(os.path.join(stub, "deepspeed-0.17.0.dist-info"))
-        open(os.path.join(stub, "deepspeed", "__init__.py"), "w").write("__version__ = '0.17.0'\n")
-        open(os.path.join(stub, "deepspeed", "launcher", "__init__.py"), "w").close()
-        open(os.path.join(stub, "deepspeed", "launcher", "runner.py"), "w").write(
-            "DEEPSPEED_ENVIRONMENT_NAME = '.deepspeed_env'\n")
-        open(os.path.join(stub, "deepspeed-0.17.0.dist-info", "METADATA"), "w").write(
-            "Metadata-Version: 2.1\nName: deepspeed\nVersion: 0.17.0\n")
+        stub_package(stub, "deepspeed", "0.17.0", {
+            "__init__.py": "__version__ = '0.17.0'\n",
+            "launcher/__init__.py": "",
+            "launcher/runner.py": "DEEPSPEED_ENVIRONMENT_NAME = '.deepspeed_env'\n"})
+        stub_package(stub, "torchao", "0.13.0", {"__init__.py": "__version__ = '0.13.0'\n"})
         script = os.path.join(d, "dump.py")
         open(script, "w").write(DUMP_SCRIPT)
         out = os.path.join(d, "out")
@@ -215,6 +225,13 @@ def cmd_launch_env(config, flags):
         return result
 
 
+def cmd_launch_flags():
+    from accelerate.commands.launch import launch_command_parser
+
+    parser = launch_command_parser()
+    return {"flags": [list(a.option_strings) for a in parser._actions if a.option_strings]}
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -226,6 +243,8 @@ def main():
         result = cmd_json_check(args)
     elif cmd == "questionnaire":
         result = cmd_questionnaire(args[0])
+    elif cmd == "launch-flags":
+        result = cmd_launch_flags()
     elif cmd == "launch-env":
         result = cmd_launch_env(args[0], args[1:])
     else:

@@ -58,6 +58,8 @@ const std::map<std::string, Script>& scripts()
          {"0", "10", "yes", "3", "no", "4", "train", "yes", "t", "z", "sudo please", "yes", "yes", "scripts/start.sh", "", ""}},
         {"22_multi_xpu", {"0", "2", "", "", "no", "no", "no", "4", "", "2"}},
         {"23_multi_neuron", {"0", "9", "", "", "no", "no", "no", "32", "", ""}},
+        // Full-width and Arabic-Indic digits: Python's int() reads them (a menu index, a number).
+        {"24_unicode_digits", {"0", "\uFF14", "1", "no", "no", "no", "no", "no", "\u0662", "0,1", "yes", " \uFF11 "}},
         {"24_bad_answers_reasked",
          {"0", "4", "x", "1", "maybe", "no", "Y", "no", "no", "no", "no", "no", "two", "2", "", "", ""}},
         {"25_multi_gpu_one_process_is_an_error", {"0", "4", "", "", "no", "no", "no", "no", "1"}},

@@ -84,6 +84,35 @@ private slots:
         QCOMPARE(e.modelStates() + e.hostTotal(), 16 * kPsi / 8); // moved, not lost
     }
 
+    // FSDP's SHARD_GRAD_OP keeps the shards as FULL_SHARD does and every unit's full parameters
+    // from its forward to its backward: FSDP books the fp32 shard as the parameter, where ZeRO-2
+    // books it with the optimizer. In fp32 both add up to 4Ψ + 16Ψ/N. Offloading the shards leaves
+    // the full parameters on the device.
+    void fsdpShardGradOpHoldsFullParametersBesideItsShards()
+    {
+        ModelShape m;
+        m.parameters = static_cast<std::int64_t>(kPsi);
+        ModelStateLayout s;
+        s.zeroStage = 3;
+        s.shardRanks = 8;
+        s.fullParamsForwardToBackward = true;
+        const MemoryEstimate e = estimateMemory(m, PrecisionMode::No, s);
+        QCOMPARE(e.parameters, 4 * kPsi + 4 * kPsi / 8);
+        QCOMPARE(e.gradients, 4 * kPsi / 8);
+        QCOMPARE(e.optimizer, 8 * kPsi / 8);
+        ModelStateLayout zero2;
+        zero2.zeroStage = 2;
+        zero2.shardRanks = 8;
+        QCOMPARE(e.modelStates(), estimateMemory(m, PrecisionMode::No, zero2).modelStates());
+        QCOMPARE(estimateMemory(m, PrecisionMode::Bf16, s).modelStates(), 2 * kPsi + 16 * kPsi / 8);
+
+        s.offloadParams = s.offloadGrads = s.offloadOptimizer = true;
+        const MemoryEstimate offloaded = estimateMemory(m, PrecisionMode::No, s);
+        QCOMPARE(offloaded.parameters, 4 * kPsi);
+        QCOMPARE(offloaded.hostParameters, 4 * kPsi / 8);
+        QCOMPARE(offloaded.modelStates() + offloaded.hostTotal(), e.modelStates()); // moved, not lost
+    }
+
     void activationsFollowKorthikanti()
     {
         ModelShape m;
@@ -122,12 +151,12 @@ private slots:
                                        << 3 << 8 << false << int(PrecisionMode::No);
         QTest::newRow("fsdp2 no reshard") << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
                                              "  fsdp_reshard_after_forward: false\n"
-                                          << 2 << 8 << false << int(PrecisionMode::No);
+                                          << 3 << 8 << false << int(PrecisionMode::No);
         // FSDP1: the strategy the user wrote is honoured (Accelerate itself launches FULL_SHARD).
         QTest::newRow("fsdp1 strategy in reshard key")
             << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 1\n"
                "  fsdp_reshard_after_forward: SHARD_GRAD_OP\n"
-            << 2 << 8 << false << int(PrecisionMode::No);
+            << 3 << 8 << false << int(PrecisionMode::No);
         QTest::newRow("fsdp1 legacy int")
             << "distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: 3\n"
             << 0 << 8 << false << int(PrecisionMode::No);
@@ -147,6 +176,8 @@ private slots:
         auto setup = memorySetupFromConfig(*cfg);
         QVERIFY(setup.ok());
         QCOMPARE(setup->sharding.zeroStage, stage);
+        const bool shardGradOp = yaml.contains("SHARD_GRAD_OP") || yaml.contains("reshard_after_forward: false");
+        QCOMPARE(setup->sharding.fullParamsForwardToBackward, shardGradOp);
         QCOMPARE(setup->sharding.shardRanks, ranks);
         QCOMPARE(setup->sharding.offloadOptimizer, offloadOptimizer);
         QCOMPARE(int(setup->precision), precision);

@@ -149,23 +149,24 @@ private slots:
         QVERIFY(!accelerateBool(nullptr).has_value());
     }
 
-    // 1. FSDP CPU offload below stage 3: the device keeps the full parameters between forward
-    // and backward (SHARD_GRAD_OP), the shards' gradients and the optimizer step go to the host.
-    // The rank's estimate used to offload the parameters too.
-    void fsdpOffloadBelowStage3KeepsParametersOnTheDevice()
+    // 1. FSDP CPU offload under SHARD_GRAD_OP: the shards, their gradients and the optimizer step
+    // go to the host, and the device keeps the full parameters between forward and backward. The
+    // rank's estimate once offloaded the full parameters too, then kept the shards on the device.
+    void fsdpOffloadUnderShardGradOpKeepsFullParametersOnTheDevice()
     {
         const auto both = bothReadings("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n"
                                        "  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_offload_params: true\n");
         QVERIFY2(both.rank, qPrintable(describe(both.problems)));
-        QCOMPARE(both.page.zeroStage, 2);
-        QVERIFY(!both.page.offloadParams);
+        QCOMPARE(both.page.zeroStage, 3);
+        QVERIFY(both.page.fullParamsForwardToBackward);
+        QVERIFY(both.page.offloadParams);
         QVERIFY(both.page.offloadGrads);
         QVERIFY(both.page.offloadOptimizer);
         QVERIFY(both.rank->stateLayout == both.page);
         QVERIFY(both.rank->sharding && both.rank->sharding->offloadToHost && !both.rank->sharding->reshardAfterForward);
         const MemoryEstimate rank = estimateRun(*both.rank);
         QVERIFY(rank.parameters > 0);
-        QCOMPARE(rank.hostParameters, 0.0);
+        QCOMPARE(rank.hostParameters * 2, rank.parameters); // this rank's half on the host, all on the device
     }
 
     // 2. HYBRID_SHARD shards within one machine's ranks, in the estimate and in the engine alike;
@@ -211,7 +212,7 @@ private slots:
         QCOMPARE(reading.spec.fsdpVersion, 2);
         QCOMPARE(reading.spec.fsdpShardingStrategy, std::string("SHARD_GRAD_OP"));
         const auto both = bothReadings(yaml);
-        QCOMPARE(both.page.zeroStage, 2);
+        QVERIFY(both.page.fullParamsForwardToBackward);
         QCOMPARE(both.page.label, std::string("FSDP2 SHARD_GRAD_OP"));
         // Validation still asks for the number without quotes; where the plan builds, it agrees.
         if (both.rank) {
@@ -293,6 +294,46 @@ private slots:
                                        "  parallelism_config_tp_size: 2\n");
         QVERIFY(!both.rank);
         QVERIFY2(hasError(both.problems, "parallelism_config.parallelism_config_tp_size"), qPrintable(describe(both.problems)));
+    }
+
+    // #46: the mesh under the other launchers that pass it on. MULTI_GPU runs as DDP: replicas
+    // only; DeepSpeed's ZeRO shards over every rank: no replicate x shard split, no sp; MULTI_CPU's
+    // launcher drops the section, so it changes nothing (validation warns).
+    void meshUnderTheOtherLaunchers()
+    {
+        auto refusal = [](const std::string& yaml, const std::string& key) {
+            const auto both = bothReadings(yaml);
+            return !both.rank && hasError(both.problems, key);
+        };
+        QVERIFY(refusal("distributed_type: MULTI_GPU\nnum_processes: 2\nparallelism_config:\n"
+                        "  parallelism_config_dp_shard_size: 2\n",
+                        "parallelism_config.parallelism_config_dp_shard_size"));
+        QVERIFY(refusal("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 2\n"
+                        "parallelism_config:\n  parallelism_config_sp_size: 2\n",
+                        "parallelism_config.parallelism_config_sp_size"));
+        QVERIFY(refusal("distributed_type: DEEPSPEED\nnum_processes: 4\ndeepspeed_config:\n  zero_stage: 3\n"
+                        "parallelism_config:\n  parallelism_config_dp_shard_size: 2\n  parallelism_config_dp_replicate_size: 2\n",
+                        "parallelism_config.parallelism_config_dp_shard_size"));
+        const auto cpu = bothReadings("distributed_type: MULTI_CPU\nnum_processes: 2\nparallelism_config:\n"
+                                      "  parallelism_config_tp_size: 2\n");
+        QVERIFY2(cpu.rank, qPrintable(describe(cpu.problems)));
+        QCOMPARE(cpu.rank->numProcesses, 2);
+    }
+
+    // A size written as text ('2') is read as Accelerate's runtime reads it (int()); an unprefixed
+    // key, which accelerate launch drops, changes nothing.
+    void meshSizesAsAccelerateReadsThem()
+    {
+        const auto quoted = bothReadings("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
+                                         "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n"
+                                         "  parallelism_config_dp_shard_size: '2'\n");
+        QVERIFY2(quoted.rank, qPrintable(describe(quoted.problems)));
+        QCOMPARE(quoted.rank->sharding->hybridGroupSize, 2);
+        QCOMPARE(quoted.page.shardRanks, 2);
+        const auto unprefixed = bothReadings("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
+                                             "parallelism_config:\n  dp_shard_size: 2\n  dp_replicate_size: 2\n");
+        QVERIFY2(unprefixed.rank, qPrintable(describe(unprefixed.problems)));
+        QCOMPARE(unprefixed.page.shardRanks, 4);
     }
 
     // A check the plan can decide is the plan's (it was thrown inside the rank).
