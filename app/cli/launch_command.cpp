@@ -164,14 +164,25 @@ std::optional<config::AccelerateConfig> launchConfigOf(const LaunchArgs& args,
 bool reportAccelerateFlags(const LaunchArgs& args)
 {
     std::vector<config::Diagnostic> problems;
-    config::applyLaunchFlags(config::AccelerateConfig{config::ConfigKind::Cluster, config::Value::emptyMap()},
+    // Against the config file where it loads (its parallelism_config section allows the size
+    // flags); one that does not load is reported by the plan.
+    const std::string path = configFileOf(args);
+    auto loaded = path.empty() ? Result<config::AccelerateConfig>(makeError("")) : config::loadAccelerateConfig(path);
+    config::applyLaunchFlags(loaded ? *loaded : config::AccelerateConfig{config::ConfigKind::Cluster, config::Value::emptyMap()},
                              args.accelerateFlags, problems);
     for (const auto& d : problems)
         std::cerr << "shardscope launch: " << (d.severity == config::Severity::Error ? "error: " : "warning: ") << d.message
                   << "\n";
     for (const auto& f : args.accelerateFlags)
-        if (const auto* flag = config::findAccelerateLaunchFlag(f.name); flag && flag->name == "num_cpu_threads_per_process")
-            ::setenv("OMP_NUM_THREADS", f.value.value_or("1").c_str(), 1);
+        if (const auto* flag = config::findAccelerateLaunchFlag(f.name); flag && flag->name == "num_cpu_threads_per_process") {
+            const auto threads = config::pythonInt(f.value.value_or(""));
+            if (!threads || *threads < 1 || *threads > 4096) {
+                std::cerr << "shardscope launch: error: --num_cpu_threads_per_process " << f.value.value_or("")
+                          << " is not a number of threads; give a whole number from 1 to 4096\n";
+                return false;
+            }
+            ::setenv("OMP_NUM_THREADS", std::to_string(*threads).c_str(), 1);
+        }
     return std::none_of(problems.begin(), problems.end(),
                         [](const config::Diagnostic& d) { return d.severity == config::Severity::Error; });
 }
@@ -251,7 +262,7 @@ std::string ranConfigText(const LaunchArgs& args, const std::string& copiedFile)
     const std::string text = readText(copiedFile);
     const config::LaunchOverrides o = launchOverridesOf(args);
     if (!o.numProcesses && !o.numMachines && !o.machineRank && !o.mainProcessIp && !o.mainProcessPort && !o.mixedPrecision
-        && args.accelerateFlags.empty())
+        && !flagsSetConfigKeys(args))
         return text;
     auto parsed = config::parseAccelerateConfig(text, copiedFile, config::formatForPath(copiedFile));
     const auto merged = parsed ? launchConfigOf(args, *parsed) : std::nullopt;
@@ -321,7 +332,7 @@ void attachScriptTraces(TrainingRun& run, int ranks)
 Result<void> keepRunConfig(const LaunchArgs& args, const RunLayout& layout)
 {
     const std::string configFile = configFileOf(args);
-    if (args.accelerateFlags.empty())
+    if (!flagsSetConfigKeys(args)) // the user's bytes, comments and all
         return configFile.empty() ? Result<void>{} : copyFile(configFile, layout.configFile().string());
     std::optional<config::AccelerateConfig> file;
     if (!configFile.empty()) {
@@ -418,8 +429,9 @@ Result<void> sameTraining(const std::string& originalPlanText, const config::Run
     const auto now = nlohmann::json::parse(config::planToJson(plan), nullptr, false);
     if (original.is_discarded() || !original.is_object())
         return makeError("the run's plan.json cannot be read; it cannot go on");
+    // (Not state_layout: it follows from these, and its fields grew with the estimate's booking.)
     for (const char* key : {"recipe", "mixed_precision", "num_processes", "num_machines", "distributed_type", "backend",
-                            "sharding", "state_layout", "fp8", "threads"})
+                            "sharding", "fp8", "threads"})
         if (original.value(key, nlohmann::json()) != now.value(key, nlohmann::json()))
             return makeError(std::string("the run cannot go on with these settings: its ") + key
                              + " differs from the run's (plan.json in its folder); resume it with the run's own recipe, "
@@ -557,7 +569,7 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchArgs& args, LaunchOp
     storage::NewRun newRun;
     newRun.name = run->runDir.id;
     newRun.recipeText = readText(layout.recipeFile().string());
-    newRun.configText = configFileOf(args).empty() ? std::string() : ranConfigText(args, layout.configFile().string());
+    newRun.configText = fs::exists(layout.configFile()) ? ranConfigText(args, layout.configFile().string()) : std::string();
     newRun.runDir = run->runDir.path;
     newRun.distributedType = p.distributedType;
     newRun.mixedPrecision = std::string(precision::modeName(p.precision));
@@ -1201,8 +1213,12 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
                     "After --: with --recipe, engine flags (below); without, the worker's own command line");
     cmd->footer("Engine flags (after --, with --recipe; they win over the config):\n" + config::engineFlagHelp());
     cmd->callback([=, &context] {
-        for (const auto& [name, value] : context.accelerateLaunchFlags)
+        for (const auto& [name, value] : context.accelerateLaunchFlags) {
             args->accelerateFlags.push_back({name, value});
+            if (const auto* flag = config::findAccelerateLaunchFlag(name);
+                flag && flag->value == config::FlagValueKind::Path && value && !value->empty())
+                args->accelerateFlags.back().value = fs::absolute(*value).lexically_normal().string();
+        }
         args->givenNumProcesses = numProcesses->count() > 0;
         args->givenNumMachines = numMachines->count() > 0;
         args->givenMachineRank = machineRank->count() > 0;
@@ -1215,12 +1231,8 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
 std::vector<std::string> prepareLaunchArguments(const CLI::App& launch, const std::vector<std::string>& arguments,
                                                 CommandContext& context)
 {
-    const auto named = [&](const std::string& option) {
-        return std::any_of(arguments.begin(), std::find(arguments.begin(), arguments.end(), "--"),
-                           [&](const std::string& a) { return a == option || a.rfind(option + "=", 0) == 0; });
-    };
-    const bool kindChosen = named("--script") || named("--recipe");
     std::vector<std::string> out;
+    bool kindChosen = false; // --script or --recipe given before the first positional argument
     for (std::size_t i = 0; i < arguments.size(); ++i) {
         const std::string& token = arguments[i];
         if (token == "--") {
@@ -1229,7 +1241,7 @@ std::vector<std::string> prepareLaunchArguments(const CLI::App& launch, const st
         }
         if (token.size() > 1 && token[0] == '-') {
             const auto equals = token.find('=');
-            const std::string name = token.substr(0, equals);
+            std::string name = token.substr(0, equals);
             const CLI::Option* own = launch.get_option_no_throw(name);
             const config::AccelerateLaunchFlag* flag = own ? nullptr : config::findAccelerateLaunchFlag(name);
             if (flag && flag->use != config::LaunchFlagUse::Native) {
@@ -1241,7 +1253,12 @@ std::vector<std::string> prepareLaunchArguments(const CLI::App& launch, const st
                 context.accelerateLaunchFlags.emplace_back(name, value);
                 continue;
             }
-            out.push_back(token);
+            if (flag) { // one of its own options in accelerate launch's other spelling (--num-processes)
+                name = "--" + flag->name;
+                own = launch.get_option_no_throw(name);
+            }
+            kindChosen = kindChosen || name == "--script" || name == "--recipe";
+            out.push_back(equals == std::string::npos ? name : name + token.substr(equals));
             if (own && equals == std::string::npos && own->get_expected_min() > 0 && i + 1 < arguments.size())
                 out.push_back(arguments[++i]);
             continue;

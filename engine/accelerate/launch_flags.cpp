@@ -64,7 +64,9 @@ std::vector<AccelerateLaunchFlag> makeFlags()
         noted("tee", K::Text, kLogs),
         noted("log_dir", K::Text, kLogs),
         noted("role", K::Text, "accepted; torchrun's role name, which Shardscope's ranks do not have"),
-        key("rdzv_backend", K::Text, "", "rdzv_backend"),
+        noted("rdzv_backend", K::Text,
+              "accepted; Shardscope's launchers meet through machine 0's launcher (--rendezvous_timeout), whatever "
+              "the backend, and a script over several machines gets the static rendezvous"),
         noted("rdzv_conf", K::Text,
               "accepted; torchrun's rendezvous settings: Shardscope's launcher has its own rendezvous "
               "(--rendezvous_timeout)"),
@@ -79,17 +81,17 @@ std::vector<AccelerateLaunchFlag> makeFlags()
         refused("env", K::Text, kTpu),
         key("main_training_function", K::Text, "", "main_training_function"),
         noted("downcast_bf16", K::None, "accepted; TPU only, so no effect here, as in Accelerate on GPUs and CPUs"),
-        key("deepspeed_config_file", K::Text, "deepspeed_config", "deepspeed_config_file"),
+        key("deepspeed_config_file", K::Path, "deepspeed_config", "deepspeed_config_file"),
         key("zero_stage", K::Int, "deepspeed_config", "zero_stage"),
         key("offload_optimizer_device", K::Text, "deepspeed_config", "offload_optimizer_device"),
         key("offload_param_device", K::Text, "deepspeed_config", "offload_param_device"),
-        key("offload_optimizer_nvme_path", K::Text, "deepspeed_config", "offload_optimizer_nvme_path"),
-        key("offload_param_nvme_path", K::Text, "deepspeed_config", "offload_param_nvme_path"),
+        key("offload_optimizer_nvme_path", K::Path, "deepspeed_config", "offload_optimizer_nvme_path"),
+        key("offload_param_nvme_path", K::Path, "deepspeed_config", "offload_param_nvme_path"),
         key("gradient_accumulation_steps", K::Int, "deepspeed_config", "gradient_accumulation_steps"),
         key("gradient_clipping", K::Float, "deepspeed_config", "gradient_clipping"),
         key("zero3_init_flag", K::Bool, "deepspeed_config", "zero3_init_flag"),
         key("zero3_save_16bit_model", K::Bool, "deepspeed_config", "zero3_save_16bit_model"),
-        key("deepspeed_hostfile", K::Text, "deepspeed_config", "deepspeed_hostfile"),
+        key("deepspeed_hostfile", K::Path, "deepspeed_config", "deepspeed_hostfile"),
         key("deepspeed_exclusion_filter", K::Text, "deepspeed_config", "deepspeed_exclusion_filter"),
         key("deepspeed_inclusion_filter", K::Text, "deepspeed_config", "deepspeed_inclusion_filter"),
         key("deepspeed_multinode_launcher", K::Text, "deepspeed_config", "deepspeed_multinode_launcher"),
@@ -122,7 +124,7 @@ std::vector<AccelerateLaunchFlag> makeFlags()
         key("fp8_enable_fsdp_float8_all_gather", K::Bool, "fp8_config", "enable_fsdp_float8_all_gather"),
         key("fp8_pad_inner_dim", K::Bool, "fp8_config", "pad_inner_dim"),
         refused("aws_", K::Text, "SageMaker is not supported by Shardscope; launch on this machine or on SLURM"),
-        key("mpirun_hostfile", K::Text, "mpirun_config", "mpirun_hostfile"),
+        key("mpirun_hostfile", K::Path, "mpirun_config", "mpirun_hostfile"),
         key("parallelism_config_dp_replicate_size", K::Int, "parallelism_config", "parallelism_config_dp_replicate_size"),
         key("parallelism_config_dp_shard_size", K::Int, "parallelism_config", "parallelism_config_dp_shard_size"),
         key("parallelism_config_tp_size", K::Int, "parallelism_config", "parallelism_config_tp_size"),
@@ -213,10 +215,13 @@ void checkFlags(const AccelerateConfig& file, const std::vector<GivenLaunchFlag>
         problems.push_back({Severity::Error, "--use_fsdp",
                             "You can only use one of `--cpu`, `--multi_gpu`, `--tpu`, `--use_deepspeed`, `--use_fsdp` at a "
                             "time (accelerate launch refuses it too); keep one"});
-    if (given(flags, "use_parallelism_config") && !(given(flags, "use_fsdp") && given(flags, "fsdp_version", "2")))
+    // Accelerate's check is `not args.use_fsdp or args.fsdp_version == 1`, and the flag's version is
+    // text ("1" == 1 is false): --use_fsdp is what it asks for. FSDP1 is refused by validation.
+    if (given(flags, "use_parallelism_config") && !given(flags, "use_fsdp"))
         problems.push_back({Severity::Error, "--use_parallelism_config",
                             "You cannot use `--use_parallelism_config` without `--use_fsdp` and `--fsdp_version=2` "
-                            "(Accelerate's rule); add both, or put the sizes in the config's parallelism_config"});
+                            "(accelerate launch's rule on flags); add --use_fsdp, or put the sizes in the config's "
+                            "parallelism_config"});
     const Value section = file.field("parallelism_config");
     for (const auto& f : flags)
         if (const AccelerateLaunchFlag* known = findAccelerateLaunchFlag(f.name);
@@ -279,7 +284,9 @@ const AccelerateLaunchFlag* findAccelerateLaunchFlag(std::string_view name)
 AccelerateConfig applyLaunchFlags(const AccelerateConfig& config, const std::vector<GivenLaunchFlag>& flags,
                                   std::vector<Diagnostic>& problems)
 {
-    AccelerateConfig merged = config;
+    // The file as accelerate launch reads it first (unprefixed keys named, a later duplicate
+    // winning), so that a flag replaces the key that would have counted.
+    AccelerateConfig merged = normalizeConfig(config);
     for (const auto& f : flags) {
         const AccelerateLaunchFlag* flag = findAccelerateLaunchFlag(f.name);
         if (!flag) {
@@ -287,6 +294,10 @@ AccelerateConfig applyLaunchFlags(const AccelerateConfig& config, const std::vec
             continue;
         }
         const std::string shown = "--" + bareName(f.name);
+        if (flag->value == K::None && f.value) { // argparse: "ignored explicit argument"
+            problems.push_back({Severity::Error, shown, shown + " takes no value (it is a switch); give " + shown + " alone"});
+            continue;
+        }
         if (flag->use == LaunchFlagUse::Refused)
             problems.push_back({Severity::Error, shown, shown + " is not supported: " + flag->what});
         else if (flag->use == LaunchFlagUse::ConfigKey)

@@ -24,7 +24,9 @@ enum class LaunchFlagUse {
     Refused, // not run by Shardscope: refused with `what` (the reason and what to use instead)
 };
 
-enum class FlagValueKind { None, Text, Int, Float, Bool, BoolList };
+// Path: a file or folder, made absolute against the directory shardscope launch runs in (where
+// accelerate launch's ranks would open it), before the config's own folder could take it.
+enum class FlagValueKind { None, Text, Path, Int, Float, Bool, BoolList };
 
 struct AccelerateLaunchFlag {
     std::string name; // with underscores, without dashes: "fsdp_version"

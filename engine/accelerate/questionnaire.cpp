@@ -72,12 +72,19 @@ std::string asciiDigits(const std::string& text)
     std::string out;
     for (std::size_t i = 0; i < text.size();) {
         const auto lead = static_cast<unsigned char>(text[i]);
-        const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
         char32_t code = length == 1 ? lead : lead & (0x3F >> (length - 1));
-        for (std::size_t k = 1; k < length && i + k < text.size(); ++k)
-            code = (code << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        for (std::size_t k = 1; k < length; ++k) {
+            const auto next = i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0;
+            if ((next & 0xC0) != 0x80) { // not UTF-8: the byte stays as it is (and is no digit)
+                length = 1;
+                break;
+            }
+            code = (code << 6) | (next & 0x3F);
+        }
+        constexpr char32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000}; // an overlong form is no character
         char digit = 0;
-        if (length > 1)
+        if (length > 1 && code >= kSmallest[length])
             for (char32_t zero : kUnicodeZeros)
                 if (code >= zero && code < zero + 10)
                     digit = static_cast<char>('0' + (code - zero));

@@ -402,8 +402,9 @@ void Checker::launchChecks()
     const Value rdzv = m_c.field("rdzv_backend");
     if (rdzv.isString() && rdzv.asString() != "static" && machines > 1)
         warning("rdzv_backend", "rdzv_backend '" + rdzv.asString()
-                                    + "' is ignored by accelerate launch (its CLI default "
-                                      "wins); Shardscope honours it. Pass --rdzv_backend to get it under Accelerate too");
+                                    + "' is ignored by accelerate launch (its CLI default wins), and Shardscope's "
+                                      "launchers meet through machine 0's launcher whatever it says; remove it, or pass "
+                                      "--rdzv_backend to accelerate launch itself");
     if (type == "FSDP")
         fsdp();
     if (type == "DEEPSPEED")

@@ -82,15 +82,9 @@ void ShardedDataParallel::makeHybridGroups()
         throw std::invalid_argument("HYBRID sharding needs the same number of ranks on every machine: " + std::to_string(world)
                                     + " ranks do not split into groups of " + std::to_string(group));
     const int rank = m_comm.rank();
-    std::vector<int> machine, replicas;
-    for (int r = 0; r < world; ++r) {
-        if (r / group == rank / group)
-            machine.push_back(r);
-        if (r % group == rank % group)
-            replicas.push_back(r);
-    }
-    m_shardGroup = m_comm.subgroup("hybrid_shard_" + std::to_string(rank / group), machine);
-    m_replicateGroup = m_comm.subgroup("hybrid_replicate_" + std::to_string(rank % group), replicas);
+    const HybridGroups groups = hybridGroupsOf(rank, world, group);
+    m_shardGroup = m_comm.subgroup("hybrid_shard_" + std::to_string(rank / group), groups.shard);
+    m_replicateGroup = m_comm.subgroup("hybrid_replicate_" + std::to_string(rank % group), groups.replicate);
 }
 
 std::string ShardedDataParallel::firstStepReport() const

@@ -2,6 +2,7 @@
 
 #include "engine/accelerate/ascii_case.h"
 #include "engine/accelerate/deepspeed_json.h"
+#include "engine/plan/sharding_options.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -157,6 +158,32 @@ void readMesh(const AccelerateConfig& c, ParallelismSpec& s)
     s.spSize = size("sp_size");
 }
 
+// Which ranks shard and which replicate together (Accelerate's dp_replicate x dp_shard mesh, as
+// the engine makes its groups): "shard groups [0, 1] [2, 3], replicate groups [0, 2] [1, 3]", the
+// first few of each on a large world.
+std::string describeHybridGroups(int world, int groupSize)
+{
+    if (groupSize < 1 || world % groupSize != 0)
+        return {};
+    if (world > 64)
+        return "shard groups of " + std::to_string(groupSize) + " consecutive ranks, replicate groups of every "
+               + std::to_string(groupSize) + "th rank";
+    auto list = [](const std::vector<int>& ranks) {
+        std::string text;
+        for (int r : ranks)
+            text += (text.empty() ? "[" : ", ") + std::to_string(r);
+        return text + "]";
+    };
+    const int shardGroups = world / groupSize;
+    std::string shard, replicate;
+    for (int g = 0; g < std::min(shardGroups, 4); ++g)
+        shard += " " + list(parallel::hybridGroupsOf(g * groupSize, world, groupSize).shard);
+    for (int g = 0; g < std::min(groupSize, 4); ++g)
+        replicate += " " + list(parallel::hybridGroupsOf(g, world, groupSize).replicate);
+    return "shard groups" + shard + (shardGroups > 4 ? " ..." : "") + ", replicate groups" + replicate
+           + (groupSize > 4 ? " ..." : "");
+}
+
 } // namespace
 
 ParallelismReading interpretParallelism(const AccelerateConfig& config, const std::string& baseDir)
@@ -189,11 +216,11 @@ ModelStateLayout stateLayoutOf(const ParallelismSpec& spec, int numProcesses, in
         if (hybrid) {
             layout.shardRanks = std::max(1, ranks / std::max(1, numMachines));
             layout.notes.push_back("hybrid sharding: states sharded within a machine (" + std::to_string(layout.shardRanks)
-                                   + " ranks)");
+                                   + " ranks); " + describeHybridGroups(ranks, layout.shardRanks));
         } else if (spec.dpShardSize > 1 && spec.dpShardSize < ranks) {
             layout.shardRanks = spec.dpShardSize;
             layout.notes.push_back("parallelism_config: states sharded over dp_shard_size " + std::to_string(spec.dpShardSize)
-                                   + " ranks");
+                                   + " ranks; " + describeHybridGroups(ranks, spec.dpShardSize));
         }
         // CPU offload moves the shards, their gradients and the optimizer step to host memory; under
         // SHARD_GRAD_OP the device still holds the full parameters between forward and backward.

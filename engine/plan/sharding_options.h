@@ -71,4 +71,25 @@ inline WrapPolicy wrapPolicyNamed(const std::string& name)
     return WrapPolicy::TransformerBased;
 }
 
+// The two groups a rank of hybrid sharding belongs to, as Accelerate's device mesh makes them for
+// parallelism_config's dp_replicate_size x dp_shard_size (init_device_mesh's row-major layout of
+// (dp_replicate, dp_shard)): its shard group, the `groupSize` consecutive ranks it shards with, and
+// its replicate group, the ranks at its position in every shard group.
+struct HybridGroups {
+    std::vector<int> shard; // the mesh's dp_shard group
+    std::vector<int> replicate; // the mesh's dp_replicate group
+};
+
+inline HybridGroups hybridGroupsOf(int rank, int world, int groupSize)
+{
+    HybridGroups groups;
+    for (int r = 0; r < world; ++r) {
+        if (r / groupSize == rank / groupSize)
+            groups.shard.push_back(r);
+        if (r % groupSize == rank % groupSize)
+            groups.replicate.push_back(r);
+    }
+    return groups;
+}
+
 } // namespace shardscope::parallel

@@ -514,11 +514,14 @@ private slots:
         QVERIFY2(out.contains("--megatron_lm_tp_degree is not supported"), qPrintable(out));
         QVERIFY(!QDir(dir.filePath("runs/refused")).exists());
 
-        // accelerate launch --config_file F train.py --lr 1: the script's flags are the script's.
-        std::tie(code, out) = run(
-            {"--config_file", config.fileName(), dir.filePath("missing_train.py"), "--lr", "1", "--num_processes", "7"});
+        // accelerate launch --config-file F --num-processes 2 train.py --recipe x --num_processes 7: the
+        // options before the script are the launch's (in either spelling), everything after it the
+        // script's, its --recipe too (taken as the launch's, the run would have been another kind).
+        std::tie(code, out) = run({"--config-file", config.fileName(), "--num-processes", "2", dir.filePath("missing_train.py"),
+                                   "--recipe", recipe.fileName(), "--num_processes", "7"});
         QCOMPARE(code, 2);
         QVERIFY2(out.contains("the script " + dir.filePath("missing_train.py") + " does not exist"), qPrintable(out));
+        QVERIFY2(!out.contains("not expected") && !out.contains("--recipe and --script"), qPrintable(out));
     }
 
     // A rank given a damaged plan stops before the rendezvous and says which field is wrong.

@@ -5,7 +5,7 @@ Runs the recipe's model, data, optimizer and schedule in Python on the same torc
 torch.nn.parallel.DistributedDataParallel over Gloo on N CPU processes, starting from the initial
 weights our engine wrote (--initial, safetensors) and drawing the same data in the same order
 (torch.Generator seeded as our engine seeds it; torch.utils.data.DistributedSampler). Writes the
-per-step global loss (mean over ranks) as JSON, and with --benchmark the tokens/s.
+per-step global loss (mean over ranks) and gradient norm (before clipping) as JSON, and the tokens/s.
 
     python ddp_reference.py --recipe R.yaml --initial init.safetensors --ranks 2 --out losses.json
 
@@ -237,6 +237,31 @@ def schedule_factor(s, step, total):
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
+def units_of(model):
+    """The units the engine's wrap policy makes below the root: decoder layers, GPT blocks, MLP layers."""
+    lm = getattr(model, "lm", None)
+    if lm is not None:  # a transformers *ForCausalLM
+        return list(lm.model.layers)
+    if hasattr(model, "h"):  # GPT
+        return list(model.h)
+    return list(model.layers)  # MLP
+
+
+def hsdp(model, replicate, shard):
+    """FSDP2 over Accelerate's own device mesh for parallelism_config's dp_replicate_size x dp_shard_size
+    (ParallelismConfig.get_device_mesh, sharding over its fsdp dims), each unit and then the root, as
+    Accelerate's FSDP2 with the transformer wrap policy does."""
+    from accelerate.parallelism_config import ParallelismConfig
+    from torch.distributed.fsdp import fully_shard
+
+    config = ParallelismConfig(dp_replicate_size=replicate, dp_shard_size=shard)
+    mesh = config.get_device_mesh("cpu")[tuple(config.fsdp_dim_names)]
+    for unit in units_of(model):
+        fully_shard(unit, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
 def worker(rank, world, port, args, result_queue):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -259,8 +284,11 @@ def worker(rank, world, port, args, result_queue):
         model.to(torch.bfloat16)
     model.to(device)
     ddp = recipe["ddp"]
-    wrapped = torch.nn.parallel.DistributedDataParallel(
-        model, bucket_cap_mb=ddp["bucket_cap_mb"] if ddp["overlap"] else 1e9) if world > 1 else model
+    if args.hsdp:
+        wrapped = hsdp(model, *args.hsdp)
+    else:
+        wrapped = torch.nn.parallel.DistributedDataParallel(
+            model, bucket_cap_mb=ddp["bucket_cap_mb"] if ddp["overlap"] else 1e9) if world > 1 else model
     x, y, tokens_per_sample = make_data(recipe, args.text)
     sampler = torch.utils.data.DistributedSampler(
         torch.utils.data.TensorDataset(x, y), num_replicas=world, rank=rank,
@@ -274,7 +302,7 @@ def worker(rank, world, port, args, result_queue):
     else:
         # The engine's AdamW (Note [fused AdamW]) is PyTorch's fused kernel for fp32 CPU parameters,
         # as transformers' Trainer defaults to; anything else steps as the unfused loop.
-        fused = all(p.dtype == torch.float32 and p.device.type == "cpu" for p in trainable)
+        fused = all(p.dtype == torch.float32 and p.device.type == "cpu" for p in trainable) and not args.hsdp
         opt = torch.optim.AdamW(trainable, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                                 weight_decay=o["weight_decay"], fused=fused)
     steps = args.max_steps or t["max_steps"]
@@ -288,7 +316,7 @@ def worker(rank, world, port, args, result_queue):
             epoch += 1
 
     it = batches()
-    losses, times = [], []
+    losses, times, grad_norms = [], [], []
     for step in range(steps):
         start = time.perf_counter()
         for group in opt.param_groups:
@@ -300,14 +328,19 @@ def worker(rank, world, port, args, result_queue):
             if args.mixed_precision == "bf16-pure" and bx.is_floating_point():
                 bx, by = bx.to(torch.bfloat16), by.to(torch.bfloat16)
             sync = micro == k - 1 or world == 1
-            ctx = wrapped.no_sync() if (world > 1 and not sync) else torch.enable_grad()
+            if args.hsdp:  # FSDP2: reduce the gradients in the last micro-step only, as no_sync does
+                wrapped.set_requires_gradient_sync(sync)
+                ctx = torch.enable_grad()
+            else:
+                ctx = wrapped.no_sync() if (world > 1 and not sync) else torch.enable_grad()
             with ctx:
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
                     loss = model.loss(wrapped(bx), by)
                 (loss / k if k > 1 else loss).backward()
             total += loss.item()
-        if t["max_grad_norm"] > 0:
-            torch.nn.utils.clip_grad_norm_(trainable, t["max_grad_norm"])
+        # The global norm before clipping (a DTensor under FSDP2); an infinite bound clips nothing.
+        norm = torch.nn.utils.clip_grad_norm_(trainable, t["max_grad_norm"] if t["max_grad_norm"] > 0 else math.inf)
+        grad_norms.append((norm.full_tensor() if hasattr(norm, "full_tensor") else norm).item())
         opt.step()
         opt.zero_grad(set_to_none=True)
         local = torch.tensor([total / k], dtype=torch.float64)
@@ -318,7 +351,7 @@ def worker(rank, world, port, args, result_queue):
     if rank == 0:
         tokens = steps * k * t["per_device_batch_size"] * tokens_per_sample * world
         import resource
-        result_queue.put({"losses": losses, "step_times": times, "tokens": tokens,
+        result_queue.put({"losses": losses, "grad_norms": grad_norms, "step_times": times, "tokens": tokens,
                           "tokens_per_s": tokens / sum(times),
                           "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
     # Every rank leaves together, and none tears Gloo down: even after a barrier, a rank destroying
@@ -356,6 +389,8 @@ def main():
     parser.add_argument("--fp8-algo", choices=["max", "most_recent"], default="most_recent", help="amax_compute_algo")
     parser.add_argument("--fp8-margin", type=int, default=0)
     parser.add_argument("--fp8-interval", type=int, default=1)
+    parser.add_argument("--hsdp", type=lambda v: tuple(int(x) for x in v.split(",")), default=None,
+                        help="R,S: FSDP2 over Accelerate's mesh of dp_replicate_size R x dp_shard_size S instead of DDP")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()

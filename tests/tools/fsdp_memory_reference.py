@@ -39,16 +39,6 @@ def local_bytes(t):
     return local.numel() * local.element_size()
 
 
-def units_of(model):
-    """The units the engine's wrap policy makes below the root: decoder layers, GPT blocks, MLP layers."""
-    lm = getattr(model, "lm", None)
-    if lm is not None:  # a transformers *ForCausalLM
-        return list(lm.model.layers)
-    if hasattr(model, "h"):  # GPT
-        return list(model.h)
-    return list(model.layers)  # MLP
-
-
 def worker(rank, world, port, args, results):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -63,7 +53,7 @@ def worker(rank, world, port, args, results):
     full_params = sum(p.numel() * p.element_size() for p in model.parameters())
     mesh = init_device_mesh("cpu", (world,))
     reshard = args.reshard_after_forward == "true"
-    for unit in units_of(model):
+    for unit in ddp_reference.units_of(model):
         fully_shard(unit, mesh=mesh, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)

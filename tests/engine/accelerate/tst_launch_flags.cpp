@@ -115,6 +115,15 @@ private slots:
         QCOMPARE(merged.field("gpu_ids").asString(), std::string("0,1"));
         QCOMPARE(merged.nested("deepspeed_config", "zero_stage")->asInt(), std::int64_t{2});
         QCOMPARE(merged.intField("num_processes").value_or(0), std::int64_t{2}); // the file's, kept
+
+        // The flag wins over the key that would have counted: here the file's later, unprefixed one.
+        problems.clear();
+        const AccelerateConfig twice = applyLaunchFlags(parseConfig("distributed_type: FSDP\nfsdp_config:\n"
+                                                                    "  fsdp_sharding_strategy: FULL_SHARD\n"
+                                                                    "  sharding_strategy: NO_SHARD\n"),
+                                                        {{"--fsdp_sharding_strategy", "SHARD_GRAD_OP"}}, problems);
+        QCOMPARE(twice.nested("fsdp_config", "fsdp_sharding_strategy")->asString(), std::string("SHARD_GRAD_OP"));
+        QVERIFY(!twice.nested("fsdp_config", "sharding_strategy"));
     }
 
     // What Shardscope does not run is refused with the reason and what to use instead, never
@@ -142,14 +151,29 @@ private slots:
         QVERIFY2(hasError(problems, "--use_fsdp", "only use one of"), describe(problems).c_str());
 
         problems.clear();
+        applyLaunchFlags(empty, {{"--use_parallelism_config", {}}}, problems);
+        QVERIFY2(hasError(problems, "--use_parallelism_config", "without `--use_fsdp`"), describe(problems).c_str());
+        // Accelerate compares the flag's text "1" with 1, so --use_fsdp alone passes its check.
+        problems.clear();
         applyLaunchFlags(empty, {{"--use_parallelism_config", {}}, {"--use_fsdp", {}}}, problems);
-        QVERIFY2(hasError(problems, "--use_parallelism_config", "--fsdp_version=2"), describe(problems).c_str());
+        QVERIFY2(problems.empty(), describe(problems).c_str());
 
         problems.clear();
         applyLaunchFlags(empty, {{"--use_fsdp", {}}, {"--fsdp_version", "2"}, {"--parallelism_config_dp_shard_size", "2"}},
                          problems);
         QVERIFY2(hasError(problems, "--parallelism_config_dp_shard_size", "--use_parallelism_config"),
                  describe(problems).c_str());
+        // ... which the file's own section stands for.
+        problems.clear();
+        applyLaunchFlags(parseConfig("distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\nparallelism_config:\n"
+                                     "  parallelism_config_dp_shard_size: 2\n"),
+                         {{"--parallelism_config_dp_shard_size", "4"}}, problems);
+        QVERIFY2(problems.empty(), describe(problems).c_str());
+
+        // A switch takes no value (argparse refuses one); --use_fsdp=false must not turn FSDP on.
+        problems.clear();
+        applyLaunchFlags(empty, {{"--use_fsdp", "false"}}, problems);
+        QVERIFY2(hasError(problems, "--use_fsdp", "takes no value"), describe(problems).c_str());
         problems.clear();
         const AccelerateConfig hsdp = applyLaunchFlags(empty,
                                                        {{"--use_fsdp", {}},

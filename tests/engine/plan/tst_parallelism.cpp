@@ -9,6 +9,7 @@
 #include "engine/plan/parallelism.h"
 #include "engine/plan/run_plan.h"
 #include "tests/common/config_text.h"
+#include "tests/common/oracle_support.h"
 
 #include <QtTest>
 
@@ -188,6 +189,10 @@ private slots:
         QCOMPARE(hsdp.page.shardRanks, 2);
         QCOMPARE(hsdp.rank->sharding->hybridGroupSize, 2);
         QVERIFY(hsdp.rank->stateLayout == hsdp.page);
+        // The Configure page says which ranks shard and which replicate together (#46).
+        QVERIFY(std::any_of(hsdp.page.notes.begin(), hsdp.page.notes.end(), [](const std::string& note) {
+            return note.find("shard groups [0, 1] [2, 3], replicate groups [0, 2] [1, 3]") != std::string::npos;
+        }));
     }
 
     // 3. DeepSpeed's nvme offload: Accelerate means it, so the estimate counts it as offload; this
@@ -294,6 +299,41 @@ private slots:
                                        "  parallelism_config_tp_size: 2\n");
         QVERIFY(!both.rank);
         QVERIFY2(hasError(both.problems, "parallelism_config.parallelism_config_tp_size"), qPrintable(describe(both.problems)));
+    }
+
+    // #46: the engine's hybrid groups are Accelerate's device mesh for the same sizes: each rank's
+    // dp_shard and dp_replicate groups, as Accelerate's own ParallelismConfig.get_device_mesh makes
+    // them (tests/tools/accelerate_oracle.py mesh), for the groups the plan asks for.
+    void hybridGroupsAreAcceleratesMesh_data()
+    {
+        QTest::addColumn<int>("replicate");
+        QTest::addColumn<int>("shard");
+        QTest::newRow("2 x 2") << 2 << 2;
+        QTest::newRow("2 x 3") << 2 << 3;
+        QTest::newRow("4 x 2") << 4 << 2;
+    }
+    void hybridGroupsAreAcceleratesMesh()
+    {
+        QFETCH(int, replicate);
+        QFETCH(int, shard);
+        const int world = replicate * shard;
+        const auto both = bothReadings("distributed_type: FSDP\nnum_processes: " + std::to_string(world)
+                                       + "\nfsdp_config:\n  fsdp_version: 2\nparallelism_config:\n"
+                                         "  parallelism_config_dp_replicate_size: "
+                                       + std::to_string(replicate)
+                                       + "\n  parallelism_config_dp_shard_size: " + std::to_string(shard) + "\n");
+        QVERIFY2(both.rank, qPrintable(describe(both.problems)));
+        QCOMPARE(both.rank->sharding->hybridGroupSize, shard);
+        std::string why;
+        const auto mesh = shardscope::testing::runOracle({"mesh", std::to_string(replicate), std::to_string(shard)}, why);
+        if (!mesh)
+            QFAIL(why.c_str());
+        for (int rank = 0; rank < world; ++rank) {
+            const auto ours = shardscope::parallel::hybridGroupsOf(rank, world, both.rank->sharding->hybridGroupSize);
+            const auto& theirs = (*mesh)["ranks"][rank];
+            QCOMPARE(ours.shard, theirs["dp_shard"].get<std::vector<int>>());
+            QCOMPARE(ours.replicate, theirs["dp_replicate"].get<std::vector<int>>());
+        }
     }
 
     // #46: the mesh under the other launchers that pass it on. MULTI_GPU runs as DDP: replicas
