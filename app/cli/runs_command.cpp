@@ -8,6 +8,8 @@
 #include "app/launcher/hang_report.h"
 #include "app/launcher/program.h"
 #include "app/launcher/run_import.h"
+#include "app/launcher/script_run.h"
+#include "engine/recipe/recipe.h"
 #include "engine/common/run_layout.h"
 #include "engine/plan/run_plan.h"
 #include "engine/common/byte_format.h"
@@ -563,13 +565,80 @@ int scriptRanks(const std::filesystem::path& scriptFile)
     return 0;
 }
 
+// A hang report as JSON (runs diagnose --json): the collective, who waits in it, who never
+// entered it, who issued another, who said nothing.
+std::string hangReportJson(const HangReport& report)
+{
+    return nlohmann::json{{"group", report.group},
+                          {"seq", report.seq},
+                          {"kind", report.kind},
+                          {"bytes", report.bytes},
+                          {"dtype", report.dtype},
+                          {"waiting_ranks", report.waitingRanks},
+                          {"missing_ranks", report.missingRanks},
+                          {"mismatched_ranks", report.mismatchedRanks},
+                          {"silent_ranks", report.silentRanks},
+                          {"text", report.text}}
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Whether `folder` holds files torch's Flight Recorder may have written (<prefix><rank>): the
+// launcher's flight/torch_fr_rank<N> of a script run, or any run's dumps.
+bool mayHoldTorchDumps(const std::filesystem::path& folder)
+{
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (entry.is_regular_file(ec) && !name.empty() && std::isdigit(static_cast<unsigned char>(name.back()))
+            && name.find(".json") == std::string::npos)
+            return true;
+    }
+    return false;
+}
+
+// `runs diagnose` of PyTorch's own Flight Recorder dumps in `folder` (any run's, NCCL or Gloo).
+int diagnoseTorchDumps(const RunsArgs& args, const std::filesystem::path& folder)
+{
+    auto python = resolvePython("");
+    if (!python)
+        return fail("diagnose", python.error());
+    const auto reader = (std::filesystem::path(config::resourcesFolder()) / ".." / "python" / "shardscope" / "flight_dumps.py")
+                            .lexically_normal();
+    if (!std::filesystem::exists(reader))
+        return fail("diagnose", makeError("Shardscope's " + reader.string()
+                                          + " is missing, which reads PyTorch's Flight Recorder dumps; reinstall Shardscope"));
+    auto records = readTorchFlightDumps(folder, *python, reader.string());
+    if (!records)
+        return fail("diagnose", records.error());
+    const auto patience = std::chrono::milliseconds(static_cast<std::int64_t>(args.patience * 1000));
+    const HangReport report = analyseFlightRecords(*records, patience);
+    // Group names come from the dumps: shown, never obeyed.
+    if (args.json)
+        std::cout << hangReportJson(report) << "\n";
+    else
+        std::cout << "from PyTorch's Flight Recorder dumps in " << terminalSafe(folder.string()) << " (" << records->size()
+                  << " ranks; steps and phases are not in them)\n"
+                  << terminalSafe(report.text);
+    return 0;
+}
+
 // Asks a live run's ranks for their flight records (they answer from their heartbeat thread,
-// whatever their training thread does) and says where they wait.
+// whatever their training thread does) and says where they wait. A folder of PyTorch's own Flight
+// Recorder dumps, or an ended script run that left some in its flight/, is read instead.
 int runDiagnose(const RunsArgs& args)
 {
-    auto dir = runDirectoryOf(args, args.runs.front());
-    if (!dir)
+    const std::string& given = args.runs.front();
+    std::error_code ec;
+    const bool isRunFolder = std::filesystem::exists(RunLayout(given).planFile(), ec)
+                             || std::filesystem::exists(RunLayout(given).scriptFile(), ec);
+    if (std::filesystem::is_directory(given, ec) && !isRunFolder && mayHoldTorchDumps(given))
+        return diagnoseTorchDumps(args, given);
+    auto dir = runDirectoryOf(args, given);
+    if (!dir) {
+        if (auto run = namedRun(args, given); run && mayHoldTorchDumps(RunLayout(run->dir).flightDir()))
+            return diagnoseTorchDumps(args, RunLayout(run->dir).flightDir());
         return fail("diagnose", dir.error());
+    }
     const RunLayout layout(*dir);
     // An engine run's ranks on this machine are its plan's; a script run's, its script.yaml's
     // num_processes (its reporter answers for them: python/shardscope/collectives.py).
@@ -581,15 +650,23 @@ int runDiagnose(const RunsArgs& args)
     if (ranks <= 0)
         return fail("diagnose", makeError(dir->string()
                                           + " has neither an engine run's plan.json nor a script run's "
-                                            "script.yaml: is it a run directory of shardscope launch?"));
+                                            "script.yaml, nor PyTorch's Flight Recorder dumps: is it a run directory of "
+                                            "shardscope launch, or a folder of torch's dumps (<prefix><rank>)?"));
     const auto patience = std::chrono::milliseconds(static_cast<std::int64_t>(args.patience * 1000));
     const auto records = gatherFlightRecords(layout.flightDir(), ranks, patience);
+    if (std::none_of(records.begin(), records.end(), [](const auto& r) { return r.has_value(); })
+        && mayHoldTorchDumps(layout.flightDir()))
+        return diagnoseTorchDumps(args, layout.flightDir()); // gone, but torch dumped its recorder on a timeout
     if (std::none_of(records.begin(), records.end(), [](const auto& r) { return r.has_value(); }))
         return fail("diagnose", makeError("no rank of " + dir->string() + " answered within "
                                           + std::to_string(static_cast<int>(args.patience))
                                           + " s: is the run still running on this machine? (--timeout waits longer)"));
+    const HangReport report = analyseFlightRecords(records, patience);
     // Group names, phases and stacks come from the ranks: shown, never obeyed.
-    std::cout << terminalSafe(analyseFlightRecords(records, patience).text + scriptStacks(layout.flightDir(), records));
+    if (args.json)
+        std::cout << hangReportJson(report) << "\n";
+    else
+        std::cout << terminalSafe(report.text + scriptStacks(layout.flightDir(), records));
     return 0;
 }
 
@@ -719,7 +796,13 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
 
     auto* diagnose = runs->add_subcommand("diagnose", "Ask a running run's ranks where they are: the collective they wait "
                                                       "in, who never entered it, each rank's last collective");
-    diagnose->add_option("run", args->runs, "Run id, name or directory")->required()->expected(1);
+    diagnose
+        ->add_option("run", args->runs,
+                     "Run id, name or directory; or a folder of PyTorch's own Flight Recorder dumps (<prefix><rank>, "
+                     "any run's)")
+        ->required()
+        ->expected(1);
+    diagnose->add_flag("--json", args->json, "Print the verdict as JSON (collective, waiting, missing, mismatched ranks)");
     diagnose->add_option("--timeout", args->patience, "Seconds to wait for the ranks' answers")
         ->transform(numberIn({0, false, 3600, false, " (seconds)"}))
         ->capture_default_str();

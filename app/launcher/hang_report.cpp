@@ -139,11 +139,14 @@ std::string rankLine(int rank, const FlightRecord& r, double now)
     }
     std::ostringstream line;
     line << "rank " << rank << ": last completed ";
+    // (A record read from torch's own dumps knows no steps or phases: nothing is said of them.)
     if (lastDone)
-        line << describe(*lastDone) << " (issued in " << rankPosition(lastDone->step, lastDone->phase) << ")";
+        line << describe(*lastDone)
+             << (lastDone->phase.empty() ? std::string() : " (issued in " + rankPosition(lastDone->step, lastDone->phase) + ")");
     else
         line << "none in its record";
-    line << "; now in " << rankPosition(r.step, r.phase);
+    if (!r.phase.empty())
+        line << "; now in " << rankPosition(r.step, r.phase);
     if (waitingIn) {
         char waited[32];
         std::snprintf(waited, sizeof waited, "%.1f s", std::max(0.0, now - waitingIn->issuedAt));
@@ -155,6 +158,37 @@ std::string rankLine(int rank, const FlightRecord& r, double now)
 }
 
 } // namespace
+
+Result<std::vector<std::optional<protocol::FlightRecord>>> readTorchFlightDumps(const std::filesystem::path& folder,
+                                                                                const std::string& python,
+                                                                                const std::string& reader)
+{
+    auto ran = runProgram(python, {reader, folder.string()}, std::chrono::seconds(120));
+    if (!ran)
+        return ran.error();
+    if (ran->timedOut || ran->status != 0)
+        return makeError("reading the Flight Recorder dumps in " + folder.string() + " with " + python + " " + reader
+                         + " failed: " + ran->output.substr(0, 2000));
+    Records records;
+    std::istringstream lines(ran->output);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("{\"rank\"", 0) != 0)
+            continue; // the closing {"skipped": ...} line, or a warning of the interpreter
+        auto record = protocol::parseFlightRecord(line, folder.string());
+        if (!record)
+            return record.error();
+        if (record->rank < 0 || record->rank >= (1 << 16))
+            return makeError(folder.string() + ": a dump names rank " + std::to_string(record->rank));
+        if (records.size() <= static_cast<std::size_t>(record->rank))
+            records.resize(static_cast<std::size_t>(record->rank) + 1);
+        records[static_cast<std::size_t>(record->rank)] = std::move(*record);
+    }
+    if (records.empty())
+        return makeError(folder.string()
+                         + " holds no Flight Recorder dump of PyTorch (files named <prefix><rank>, as torch writes them to "
+                           "TORCH_FR_DUMP_TEMP_FILE)");
+    return records;
+}
 
 std::string rankPosition(std::int64_t stepsDone, const std::string& phase)
 {
@@ -201,7 +235,8 @@ HangReport analyseFlightRecords(const Records& records, std::chrono::millisecond
         char waited[32];
         std::snprintf(waited, sizeof waited, "%.1f s", std::max(0.0, now - c.issuedAt));
         text << rankList(report.waitingRanks) << (report.waitingRanks.size() == 1 ? " waits" : " wait") << " in " << describe(c)
-             << " (" << sizeOf(c) << "), issued in " << rankPosition(c.step, c.phase) << ", for up to " << waited << "\n";
+             << " (" << sizeOf(c) << ")" << (c.phase.empty() ? std::string() : ", issued in " + rankPosition(c.step, c.phase))
+             << ", for up to " << waited << "\n";
         for (int rank : report.missingRanks)
             text << "rank " << rank << " never entered it: the last collective it issued in " << c.group << " is #"
                  << issuedIn(*records[static_cast<std::size_t>(rank)], c.group) << "\n";

@@ -6,6 +6,7 @@
 // hung run (hang_report.txt, stored with the run and shown on its page); `shardscope runs
 // diagnose` prints it for a live run on request.
 
+#include "engine/common/result.h"
 #include "engine/protocol/flight_record.h"
 
 #include <sys/types.h>
@@ -49,6 +50,14 @@ HangReport analyseFlightRecords(const std::vector<std::optional<protocol::Flight
 // `patience` for every answer; a rank that does not answer in time has none.
 std::vector<std::optional<protocol::FlightRecord>> gatherFlightRecords(const std::filesystem::path& flightDir, int ranks,
                                                                        std::chrono::milliseconds patience);
+
+// The flight records of a folder of PyTorch's own Flight Recorder dumps (one file per rank, named
+// <prefix><rank>, from any run: torch writes them on a collective timeout to TORCH_FR_DUMP_TEMP_FILE
+// + the rank), read by `python` running `reader` (python/shardscope/flight_dumps.py): records[r] is
+// rank r's, none for a rank without a file. An error when no file of the folder is such a dump.
+Result<std::vector<std::optional<protocol::FlightRecord>>> readTorchFlightDumps(const std::filesystem::path& folder,
+                                                                                const std::string& python,
+                                                                                const std::string& reader);
 
 // The Python stacks script ranks wrote beside their flight records (flight/rank<N>.stacks.txt,
 // python/shardscope/collectives.py) in answer to the same request, as a report section ("stacks of

@@ -140,28 +140,35 @@ class StepClock:
         return self._first + bisect.bisect_right(self._ends, when)
 
 
-def flight_record(rank, request, steps, phase, clock):
-    """This rank's record in the engine's flight-record format, from torch's Flight Recorder."""
+def record_of_dump(dump, rank, request=0, steps=0, phase="", clock=None):
+    """A rank's record in the engine's flight-record format, from a dump of torch's Flight Recorder
+    (the live JSON one, or a pickle torch wrote: flight_dumps.py). Without a step clock the step of
+    each collective is unknown (0) and its phase empty."""
     collectives = []
     issued = {}
-    dump = _dump() or {}
-    for entry in sorted(dump.get("entries", []), key=lambda e: e.get("time_created_ns", 0)):
+    for entry in sorted(dump.get("entries", []), key=lambda e: e.get("time_created_ns") or 0):
         if entry.get("is_p2p"):
             continue
         group = _group(entry)
         seq = int(entry.get("collective_seq_id", 0))
         issued[group] = max(issued.get(group, 0), seq)
-        issued_at = entry.get("time_created_ns", 0) / 1e9
-        completed_ns = entry.get("time_discovered_completed_ns", 0)
+        issued_at = (entry.get("time_created_ns") or 0) / 1e9
+        completed_ns = entry.get("time_discovered_completed_ns") or 0
         bytes_, dtype = _size(entry)
         collectives.append({
             "group": group, "seq": seq, "kind": _kind(entry), "bytes": bytes_, "dtype": dtype,
-            "step": clock.steps_done_at(issued_at), "phase": "train", "issued_at": issued_at,
+            "step": clock.steps_done_at(issued_at) if clock else 0, "phase": "train" if clock else "",
+            "issued_at": issued_at,
             # Gloo's work does not time its completion: a retired one completed by its issue time at most.
             "completed_at": None if _pending(entry) else (completed_ns / 1e9 if completed_ns else issued_at),
         })
     return {"rank": rank, "request": request, "time": time.time(), "step": steps, "phase": phase, "issued": issued,
             "collectives": collectives}
+
+
+def flight_record(rank, request, steps, phase, clock):
+    """This rank's record in the engine's flight-record format, from torch's Flight Recorder now."""
+    return record_of_dump(_dump() or {}, rank, request, steps, phase, clock)
 
 
 def python_stacks(skip_thread):
