@@ -596,6 +596,30 @@ bool mayHoldTorchDumps(const std::filesystem::path& folder)
     return false;
 }
 
+// The process ids of an engine run's ranks on this machine, by rank, from their hello events in
+// `eventsFile`; empty when a rank's is missing or it runs on another host.
+std::vector<pid_t> localRankPids(const std::filesystem::path& eventsFile, int ranks)
+{
+    std::vector<pid_t> pids(static_cast<std::size_t>(std::max(0, ranks)), 0);
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    std::ifstream in(eventsFile);
+    int found = 0;
+    for (std::string line; found < ranks && std::getline(in, line);) {
+        if (line.find("\"hello\"") == std::string::npos)
+            continue;
+        const auto e = nlohmann::json::parse(line, nullptr, false);
+        if (e.is_discarded() || !e.is_object() || e.value("type", "") != "hello")
+            continue;
+        const int rank = e.value("rank", -1);
+        if (rank < 0 || rank >= ranks || pids[static_cast<std::size_t>(rank)] != 0 || e.value("host", "") != host)
+            continue;
+        pids[static_cast<std::size_t>(rank)] = static_cast<pid_t>(e.value("pid", 0));
+        found += pids[static_cast<std::size_t>(rank)] > 0 ? 1 : 0;
+    }
+    return found == ranks ? pids : std::vector<pid_t>{};
+}
+
 // `runs diagnose` of PyTorch's own Flight Recorder dumps in `folder` (any run's, NCCL or Gloo).
 int diagnoseTorchDumps(const RunsArgs& args, const std::filesystem::path& folder)
 {
@@ -643,7 +667,8 @@ int runDiagnose(const RunsArgs& args)
     // An engine run's ranks on this machine are its plan's; a script run's, its script.yaml's
     // num_processes (its reporter answers for them: python/shardscope/collectives.py).
     int ranks = 0;
-    if (auto plan = config::loadPlan(layout.planFile().string()))
+    const auto plan = config::loadPlan(layout.planFile().string());
+    if (plan)
         ranks = plan->localProcesses();
     else
         ranks = scriptRanks(layout.scriptFile());
@@ -665,8 +690,10 @@ int runDiagnose(const RunsArgs& args)
     // Group names, phases and stacks come from the ranks: shown, never obeyed.
     if (args.json)
         std::cout << hangReportJson(report) << "\n";
-    else
-        std::cout << terminalSafe(report.text + scriptStacks(layout.flightDir(), records));
+    else // a script's ranks wrote their Python stacks; an engine's are read with gdb, as they are now
+        std::cout << terminalSafe(
+            report.text + scriptStacks(layout.flightDir(), records)
+            + (plan ? nativeStacks(localRankPids(layout.eventsFile(), ranks), std::chrono::seconds(60)) : std::string()));
     return 0;
 }
 

@@ -174,6 +174,10 @@ private slots:
                 QStringLiteral("rank 1 never entered it: the last collective it issued in default_pg is #%1").arg(kSkipped - 1)),
             qPrintable(answer));
         QVERIFY2(answer.contains(QStringLiteral("rank 0 waits in ")), qPrintable(answer));
+        // #44: "where is each rank now?" for an engine run too: every rank's native stack, read
+        // with gdb from the ranks' pids in their hello events.
+        for (int rank = 0; rank < 2; ++rank)
+            QVERIFY2(answer.contains(QStringLiteral("stacks of rank %1 (native, pid ").arg(rank)), qPrintable(answer));
         QVERIFY(run.state() == QProcess::Running); // asking does not stop it
         ::kill(static_cast<pid_t>(run.processId()), SIGINT); // Ctrl-C: a hung run saves no checkpoint
         QVERIFY(run.waitForFinished(60000));
