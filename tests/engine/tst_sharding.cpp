@@ -504,6 +504,19 @@ private slots:
         const auto comm = run.lastStep["comm"].toObject();
         QCOMPARE(mem["optimizer"].toInteger(), 8 * kPsi / 2);
         QCOMPARE(comm["all_reduce"].toInteger(), 4 * kPsi / 2);
+        // #46: the memory per rank equals the estimate of the same config, field by field (the
+        // Configure page's, shardscope estimate-memory's).
+        auto loaded = shardscope::config::loadAccelerateConfig(config.toStdString());
+        QVERIFY(loaded.ok());
+        auto setup = shardscope::config::memorySetupFromConfig(*loaded);
+        QVERIFY(setup.ok());
+        auto parsed = shardscope::config::parseRecipe(recipe(2).toStdString(), "hsdp");
+        QVERIFY(parsed.ok());
+        const auto estimate = shardscope::config::estimateMemory(shardscope::config::modelShapeOf(*parsed),
+                                                                 shardscope::config::PrecisionMode::No, setup->sharding);
+        QCOMPARE(double(mem["params"].toInteger()), estimate.parameters);
+        QCOMPARE(double(mem["grads"].toInteger()), estimate.gradients);
+        QCOMPARE(double(mem["optimizer"].toInteger()), estimate.optimizer);
     }
 
     void memoryAndCommunicationFollowTheStage_data()
