@@ -299,6 +299,17 @@ private slots:
                                        "  parallelism_config_tp_size: 2\n");
         QVERIFY(!both.rank);
         QVERIFY2(hasError(both.problems, "parallelism_config.parallelism_config_tp_size"), qPrintable(describe(both.problems)));
+        // Context and sequence parallelism: refused before any rank starts, with the reason (#46).
+        for (const char* dimension : {"cp_size", "sp_size"}) {
+            const auto refused = bothReadings(
+                std::string("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
+                            "parallelism_config:\n  parallelism_config_dp_shard_size: 2\n"
+                            "  parallelism_config_")
+                + dimension + ": 2\n");
+            QVERIFY(!refused.rank);
+            QVERIFY2(hasError(refused.problems, std::string("parallelism_config.parallelism_config_") + dimension),
+                     qPrintable(describe(refused.problems)));
+        }
     }
 
     // #46: the engine's hybrid groups are Accelerate's device mesh for the same sizes: each rank's
