@@ -579,7 +579,7 @@ std::string hangReportJson(const HangReport& report)
                           {"mismatched_ranks", report.mismatchedRanks},
                           {"silent_ranks", report.silentRanks},
                           {"text", report.text}}
-        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        .dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace); // names come from the ranks
 }
 
 // Whether `folder` holds files torch's Flight Recorder may have written (<prefix><rank>): the
@@ -596,53 +596,68 @@ bool mayHoldTorchDumps(const std::filesystem::path& folder)
     return false;
 }
 
-// The process ids of an engine run's ranks on this machine, by rank, from their hello events in
-// `eventsFile`; empty when a rank's is missing or it runs on another host.
+// The process ids of an engine run's ranks on this machine, by local rank, from their newest hello
+// events in `eventsFile` (a requeued job appends another attempt's) that are still a worker of
+// this host; empty when a rank's is missing.
 std::vector<pid_t> localRankPids(const std::filesystem::path& eventsFile, int ranks)
 {
     std::vector<pid_t> pids(static_cast<std::size_t>(std::max(0, ranks)), 0);
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     std::ifstream in(eventsFile);
-    int found = 0;
-    for (std::string line; found < ranks && std::getline(in, line);) {
+    for (std::string line; std::getline(in, line);) {
         if (line.find("\"hello\"") == std::string::npos)
             continue;
         const auto e = nlohmann::json::parse(line, nullptr, false);
-        if (e.is_discarded() || !e.is_object() || e.value("type", "") != "hello")
+        if (e.is_discarded() || !e.is_object() || e.value("type", nlohmann::json()) != "hello")
             continue;
-        const int rank = e.value("rank", -1);
-        if (rank < 0 || rank >= ranks || pids[static_cast<std::size_t>(rank)] != 0 || e.value("host", "") != host)
+        const auto local = e.value("local_rank", nlohmann::json()), pid = e.value("pid", nlohmann::json());
+        if (!local.is_number_integer() || !pid.is_number_integer() || e.value("host", nlohmann::json()) != host)
             continue;
-        pids[static_cast<std::size_t>(rank)] = static_cast<pid_t>(e.value("pid", 0));
-        found += pids[static_cast<std::size_t>(rank)] > 0 ? 1 : 0;
+        if (const auto r = local.get<std::int64_t>(); r >= 0 && r < ranks)
+            pids[static_cast<std::size_t>(r)] = static_cast<pid_t>(pid.get<std::int64_t>());
     }
-    return found == ranks ? pids : std::vector<pid_t>{};
+    std::error_code ec;
+    for (pid_t pid : pids) // gone, or the number reused since: no stacks rather than another process's
+        if (pid <= 0
+            || std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).filename() != "shardscope-worker")
+            return {};
+    return pids;
 }
 
 // `runs diagnose` of PyTorch's own Flight Recorder dumps in `folder` (any run's, NCCL or Gloo).
 int diagnoseTorchDumps(const RunsArgs& args, const std::filesystem::path& folder)
 {
-    auto python = resolvePython("");
-    if (!python)
-        return fail("diagnose", python.error());
+    // The reader needs the standard library only: Shardscope's own environment, else python3.
+    std::string python = ownEnvironmentPython();
+    if (python.empty())
+        python = findOnPath("python3").value_or("");
+    if (python.empty())
+        return fail("diagnose", makeError("reading PyTorch's Flight Recorder dumps needs a python3 (the dumps are pickles); "
+                                          "install one, or run ./scripts/setup.sh"));
     const auto reader = (std::filesystem::path(config::resourcesFolder()) / ".." / "python" / "shardscope" / "flight_dumps.py")
                             .lexically_normal();
     if (!std::filesystem::exists(reader))
         return fail("diagnose", makeError("Shardscope's " + reader.string()
                                           + " is missing, which reads PyTorch's Flight Recorder dumps; reinstall Shardscope"));
-    auto records = readTorchFlightDumps(folder, *python, reader.string());
+    std::vector<std::string> skipped;
+    auto records = readTorchFlightDumps(folder, python, reader.string(), &skipped);
     if (!records)
         return fail("diagnose", records.error());
-    const auto patience = std::chrono::milliseconds(static_cast<std::int64_t>(args.patience * 1000));
-    const HangReport report = analyseFlightRecords(*records, patience);
+    const HangReport report = analyseFlightRecords(*records, std::chrono::milliseconds(0)); // read, not asked
     // Group names come from the dumps: shown, never obeyed.
-    if (args.json)
+    if (args.json) {
         std::cout << hangReportJson(report) << "\n";
-    else
-        std::cout << "from PyTorch's Flight Recorder dumps in " << terminalSafe(folder.string()) << " (" << records->size()
-                  << " ranks; steps and phases are not in them)\n"
-                  << terminalSafe(report.text);
+        return 0;
+    }
+    std::cout << "from PyTorch's Flight Recorder dumps in " << terminalSafe(folder.string()) << " (" << records->size()
+              << " ranks; steps and phases are not in them)\n"
+              << terminalSafe(report.text);
+    std::string names;
+    for (const auto& name : skipped)
+        names += (names.empty() ? "" : ", ") + name;
+    if (!names.empty())
+        std::cout << "not read (not a dump, a second file of a rank, or unreadable): " << terminalSafe(names) << "\n";
     return 0;
 }
 

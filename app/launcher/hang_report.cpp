@@ -4,6 +4,8 @@
 
 #include "engine/common/byte_format.h"
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,32 +163,49 @@ std::string rankLine(int rank, const FlightRecord& r, double now)
 
 Result<std::vector<std::optional<protocol::FlightRecord>>> readTorchFlightDumps(const std::filesystem::path& folder,
                                                                                 const std::string& python,
-                                                                                const std::string& reader)
+                                                                                const std::string& reader,
+                                                                                std::vector<std::string>* skipped)
 {
+    constexpr std::int64_t kRanks = 1 << 16; // more than any run has; the reader skips files past it
     auto ran = runProgram(python, {reader, folder.string()}, std::chrono::seconds(120));
     if (!ran)
         return ran.error();
     if (ran->timedOut || ran->status != 0)
         return makeError("reading the Flight Recorder dumps in " + folder.string() + " with " + python + " " + reader
-                         + " failed: " + ran->output.substr(0, 2000));
+                         + " failed: "
+                         + (ran->output.size() > 2000 ? ran->output.substr(ran->output.size() - 2000) : ran->output));
     Records records;
+    std::size_t worldSize = 0;
     std::istringstream lines(ran->output);
     for (std::string line; std::getline(lines, line);) {
-        if (line.rfind("{\"rank\"", 0) != 0)
-            continue; // the closing {"skipped": ...} line, or a warning of the interpreter
+        const auto fields = nlohmann::json::parse(line, nullptr, false);
+        if (fields.is_discarded() || !fields.is_object())
+            continue; // a warning of the interpreter
+        if (fields.contains("skipped")) {
+            if (const auto size = fields.value("world_size", nlohmann::json()); size.is_number_integer())
+                worldSize = static_cast<std::size_t>(std::clamp<std::int64_t>(size.get<std::int64_t>(), 0, kRanks));
+            for (const auto& name : fields.value("skipped", nlohmann::json::array()))
+                if (skipped && name.is_string())
+                    skipped->push_back(name.get<std::string>());
+            continue;
+        }
+        const auto rankField = fields.value("rank", nlohmann::json());
+        if (!rankField.is_number_integer() || rankField.get<std::int64_t>() < 0 || rankField.get<std::int64_t>() >= kRanks)
+            return makeError(folder.string() + ": a dump's rank is not 0 to " + std::to_string(kRanks - 1));
         auto record = protocol::parseFlightRecord(line, folder.string());
         if (!record)
             return record.error();
-        if (record->rank < 0 || record->rank >= (1 << 16))
-            return makeError(folder.string() + ": a dump names rank " + std::to_string(record->rank));
-        if (records.size() <= static_cast<std::size_t>(record->rank))
-            records.resize(static_cast<std::size_t>(record->rank) + 1);
-        records[static_cast<std::size_t>(record->rank)] = std::move(*record);
+        const auto rank = static_cast<std::size_t>(rankField.get<std::int64_t>());
+        if (records.size() <= rank)
+            records.resize(rank + 1);
+        records[rank] = std::move(*record);
     }
     if (records.empty())
         return makeError(folder.string()
                          + " holds no Flight Recorder dump of PyTorch (files named <prefix><rank>, as torch writes them to "
                            "TORCH_FR_DUMP_TEMP_FILE)");
+    if (records.size() < worldSize) // the last ranks wrote none: they are silent, not absent
+        records.resize(worldSize);
     return records;
 }
 
@@ -219,8 +238,12 @@ HangReport analyseFlightRecords(const Records& records, std::chrono::millisecond
     if (!report.silentRanks.empty()) {
         char seconds[32];
         std::snprintf(seconds, sizeof seconds, "%.1f s", static_cast<double>(patience.count()) / 1000.0);
-        text << rankList(report.silentRanks) << " did not answer within " << seconds
-             << " (stopped, or wedged beyond its heartbeat thread): look there first\n";
+        if (patience.count() == 0)
+            text << rankList(report.silentRanks)
+                 << " left no dump (it never reached the timeout, or died first): look there first\n";
+        else
+            text << rankList(report.silentRanks) << " did not answer within " << seconds
+                 << " (stopped, or wedged beyond its heartbeat thread): look there first\n";
     }
     if (auto chosen = chooseWaitedCollective(records)) {
         const auto [majority, strict] = majorityIssue(records, *chosen->first);

@@ -42,7 +42,8 @@ struct HangReport {
 // said "after step 19" of a rank stuck in step 20); between steps "checkpoint after step 19".
 std::string rankPosition(std::int64_t stepsDone, const std::string& phase);
 
-// `records[r]`: rank r's flight record, none when it did not answer.
+// `records[r]`: rank r's flight record, none when it did not answer. `patience` is how long the
+// ranks were given to answer; 0: the records were read from dumps (a rank without one left none).
 HangReport analyseFlightRecords(const std::vector<std::optional<protocol::FlightRecord>>& records,
                                 std::chrono::milliseconds patience);
 
@@ -54,10 +55,12 @@ std::vector<std::optional<protocol::FlightRecord>> gatherFlightRecords(const std
 // The flight records of a folder of PyTorch's own Flight Recorder dumps (one file per rank, named
 // <prefix><rank>, from any run: torch writes them on a collective timeout to TORCH_FR_DUMP_TEMP_FILE
 // + the rank), read by `python` running `reader` (python/shardscope/flight_dumps.py): records[r] is
-// rank r's, none for a rank without a file. An error when no file of the folder is such a dump.
+// rank r's, none for a rank without a file (up to the default group's size the dumps name). The
+// folder's files that were not read go to `skipped`. An error when no file is such a dump.
 Result<std::vector<std::optional<protocol::FlightRecord>>> readTorchFlightDumps(const std::filesystem::path& folder,
                                                                                 const std::string& python,
-                                                                                const std::string& reader);
+                                                                                const std::string& reader,
+                                                                                std::vector<std::string>* skipped = nullptr);
 
 // The Python stacks script ranks wrote beside their flight records (flight/rank<N>.stacks.txt,
 // python/shardscope/collectives.py) in answer to the same request, as a report section ("stacks of

@@ -56,8 +56,15 @@ def _kind(entry):
 
 
 def _group(entry):
+    """The group's name in the records: default_pg for the default group; another group by its
+    id, with its description where it has one (descriptions repeat: every unnamed new_group is
+    'undefined')."""
     group = entry.get("process_group") or ["", ""]
-    return str(group[1] if len(group) > 1 and group[1] else group[0])
+    name = str(group[0]) if len(group) > 0 else ""
+    desc = str(group[1]) if len(group) > 1 and group[1] else ""
+    if name in ("0", "") or desc == "default_pg":
+        return "default_pg"
+    return name if desc in ("", "undefined") else f"{desc} ({name})"
 
 
 def _size(entry):
@@ -68,8 +75,8 @@ def _size(entry):
         dtype_name, width = _DTYPES.get(name, (str(name).lower(), 0))
         dtype = dtype or dtype_name
         count = 1
-        for extent in shape:
-            count *= int(extent)
+        for extent in shape or []:
+            count *= int(extent or 0)
         total += count * width
     return total, dtype
 
@@ -146,11 +153,16 @@ def record_of_dump(dump, rank, request=0, steps=0, phase="", clock=None):
     each collective is unknown (0) and its phase empty."""
     collectives = []
     issued = {}
-    for entry in sorted(dump.get("entries", []), key=lambda e: e.get("time_created_ns") or 0):
+    seen = set()
+    entries = [e for e in dump.get("entries") or [] if isinstance(e, dict)]
+    for entry in sorted(entries, key=lambda e: e.get("time_created_ns") or 0):
         if entry.get("is_p2p"):
             continue
         group = _group(entry)
-        seq = int(entry.get("collective_seq_id", 0))
+        seq = int(entry.get("collective_seq_id") or 0)
+        if (group, seq) in seen:  # the parts of one coalesced collective share its number: one record
+            continue
+        seen.add((group, seq))
         issued[group] = max(issued.get(group, 0), seq)
         issued_at = (entry.get("time_created_ns") or 0) / 1e9
         completed_ns = entry.get("time_discovered_completed_ns") or 0

@@ -79,6 +79,13 @@ private slots:
         if (fault == "skip") {
             QVERIFY2(ranksOf(ours["missing_ranks"]) == ranksOf(theirs["missing_ranks"]), qPrintable(both));
             QVERIFY2(ranksOf(ours["missing_ranks"]) == std::set<int>{odd}, qPrintable(both));
+            // The last rank's dump gone (it died first): that rank is named, not left out of the
+            // world (the dumps say how many ranks the default group has).
+            const QString last = QStringLiteral("%1/torch_fr_rank%2").arg(dumps).arg(ranks - 1);
+            QVERIFY(QFile::remove(last));
+            const auto without = shardscope::testing::runShardscope(dir.filePath("home"), {"runs", "diagnose", dumps});
+            QVERIFY2(without.exitCode == 0, qPrintable(without.output));
+            QVERIFY2(without.output.contains(QStringLiteral("rank %1 left no dump").arg(ranks - 1)), qPrintable(without.output));
             return;
         }
         // A mismatch: torchfrtrace takes the first rank's issue as the expected one and names the
