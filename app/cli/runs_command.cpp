@@ -65,6 +65,7 @@ struct RunsArgs {
     std::int64_t topK = 0;
     std::int64_t seed = 0;
     bool json = false;
+    bool noStacks = false; // runs diagnose: no native stacks (gdb) of an engine run's ranks
 };
 
 // A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
@@ -706,9 +707,10 @@ int runDiagnose(const RunsArgs& args)
     if (args.json)
         std::cout << hangReportJson(report) << "\n";
     else // a script's ranks wrote their Python stacks; an engine's are read with gdb, as they are now
-        std::cout << terminalSafe(
-            report.text + scriptStacks(layout.flightDir(), records)
-            + (plan ? nativeStacks(localRankPids(layout.eventsFile(), ranks), std::chrono::seconds(60)) : std::string()));
+        std::cout << terminalSafe(report.text + scriptStacks(layout.flightDir(), records)
+                                  + (plan && !args.noStacks
+                                         ? nativeStacks(localRankPids(layout.eventsFile(), ranks), std::chrono::seconds(60))
+                                         : std::string()));
     return 0;
 }
 
@@ -845,6 +847,8 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
         ->required()
         ->expected(1);
     diagnose->add_flag("--json", args->json, "Print the verdict as JSON (collective, waiting, missing, mismatched ranks)");
+    diagnose->add_flag("--no_stacks", args->noStacks,
+                       "Leave out an engine run's native stacks (gdb reads them in seconds to a minute)");
     diagnose->add_option("--timeout", args->patience, "Seconds to wait for the ranks' answers")
         ->transform(numberIn({0, false, 3600, false, " (seconds)"}))
         ->capture_default_str();

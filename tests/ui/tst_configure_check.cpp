@@ -74,7 +74,10 @@ private slots:
         const auto ranks = config::estimateRun(*check.plan.plan);
         QCOMPARE(check.estimate->parameters, ranks.parameters);
         QCOMPARE(check.estimate->hostOptimizer, ranks.hostOptimizer);
-        QCOMPARE(check.estimate->hostParameters, 0.0); // SHARD_GRAD_OP keeps the full parameters on the device
+        // SHARD_GRAD_OP keeps the full parameters on the device; its shards go to the host.
+        QCOMPARE(check.estimate->hostParameters, ranks.hostParameters);
+        QVERIFY(check.estimate->hostParameters > 0);
+        QCOMPARE(check.estimate->hostParameters * 2, check.estimate->parameters);
         QVERIFY(check.memorySummary.contains(QStringLiteral("FSDP1 SHARD_GRAD_OP + CPU offload")));
     }
 
