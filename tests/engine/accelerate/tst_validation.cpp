@@ -299,7 +299,8 @@ private slots:
         ValidationOptions o;
         QVERIFY(find(validateConfig(*cfg, o), "mpirun_config.mpirun_hostfile", Severity::Warning));
         o.forLaunch = true;
-        const Diagnostic* d = find(validateConfig(*cfg, o), "mpirun_config.mpirun_hostfile", Severity::Error);
+        const auto atLaunch = validateConfig(*cfg, o); // kept: find points into it
+        const Diagnostic* d = find(atLaunch, "mpirun_config.mpirun_hostfile", Severity::Error);
         QVERIFY(d);
         QVERIFY2(d->message.find("--machine_rank N") != std::string::npos
                      && d->message.find("--target slurm") != std::string::npos,
