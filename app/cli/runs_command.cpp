@@ -695,10 +695,10 @@ int runDiagnose(const RunsArgs& args)
                                             "shardscope launch, or a folder of torch's dumps (<prefix><rank>)?"));
     const auto patience = std::chrono::milliseconds(static_cast<std::int64_t>(args.patience * 1000));
     const auto records = gatherFlightRecords(layout.flightDir(), ranks, patience);
-    if (std::none_of(records.begin(), records.end(), [](const auto& r) { return r.has_value(); })
-        && mayHoldTorchDumps(layout.flightDir()))
+    const bool noAnswer = std::none_of(records.begin(), records.end(), [](const auto& r) { return r.has_value(); });
+    if (noAnswer && mayHoldTorchDumps(layout.flightDir()))
         return diagnoseTorchDumps(args, layout.flightDir()); // gone, but torch dumped its recorder on a timeout
-    if (std::none_of(records.begin(), records.end(), [](const auto& r) { return r.has_value(); }))
+    if (noAnswer)
         return fail("diagnose", makeError("no rank of " + dir->string() + " answered within "
                                           + std::to_string(static_cast<int>(args.patience))
                                           + " s: is the run still running on this machine? (--timeout waits longer)"));

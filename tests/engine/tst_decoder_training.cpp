@@ -7,6 +7,7 @@
 // model lacks is refused by name, and a recipe the engine cannot run as transformers would is
 // refused before any rank starts.
 
+#include "tests/common/demo_recipes.h"
 #include "tests/common/recipe_run.h"
 #include "tests/common/safetensors_reader.h"
 #include "tests/common/python_tool.h"
@@ -187,12 +188,7 @@ private slots:
     void hsdpMatchesFullyShardOnAcceleratesMesh()
     {
         const QString config = m_dir.path() + "/hsdp-accelerate.yaml";
-        QFile file(config);
-        QVERIFY(file.open(QIODevice::WriteOnly));
-        file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 4\nuse_cpu: true\n"
-                   "fsdp_config:\n  fsdp_version: 2\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
-                   "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: 2\n");
-        file.close();
+        QVERIFY(shardscope::testing::writeHsdpConfig(config));
         const QString initial = m_dir.path() + "/hsdp-initial.safetensors";
         const auto run = testing::launchRecipe(m_dir.path(), "hsdp", recipe(), 4, {"--config_file", config},
                                                {"--dump-initial", initial});

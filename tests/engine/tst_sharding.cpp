@@ -489,12 +489,7 @@ private slots:
         const Run& reference = ddp(4, 2);
         QVERIFY2(reference.exitCode == 0, qPrintable(reference.output));
         const QString config = m_dir.path() + "/hsdp-accelerate-config.yaml"; // not <run name>.yaml: the recipe goes there
-        QFile file(config);
-        QVERIFY(file.open(QIODevice::WriteOnly));
-        file.write("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nnum_processes: 4\nuse_cpu: true\n"
-                   "fsdp_config:\n  fsdp_version: 2\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
-                   "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: 2\n");
-        file.close();
+        QVERIFY(shardscope::testing::writeHsdpConfig(config));
         const Run run = launchText(QStringLiteral("hsdp"), 4, recipe(2), {}, {"--config_file", config});
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
         compareRuns(run, reference, 1e-5);
