@@ -603,6 +603,12 @@ void Checker::parallelism()
               "tp/cp > 1 with dp_replicate_size " + std::to_string(rep)
                   + " needs dp_shard_size > 1 (Accelerate rejects "
                     "pure replication with tp/cp); raise dp_shard_size or set dp_replicate_size: 1");
+    // Accelerate's _validate_accelerator: FSDP shards over the mesh's dp_shard_cp dimension.
+    if (type == "FSDP" && tp > 1 && shard == 1 && cp == 1 && rep == 1)
+        error("parallelism_config.parallelism_config_dp_shard_size",
+              "FSDP is enabled but parallelism_config has no dimension for FSDP to shard across (dp_shard_size and "
+              "cp_size are 1; Accelerate's runtime refuses this); raise dp_shard_size (num_processes = dp_shard_size x "
+              "tp_size), or for tensor parallelism alone use distributed_type MULTI_GPU");
     const auto product = rep * shard * tp * cp * (type == "DEEPSPEED" ? 1 : sp);
     const auto nproc = m_c.intField("num_processes");
     if (nproc && *nproc > 0 && product != 1 && product != *nproc && type != "DEEPSPEED")
@@ -663,9 +669,10 @@ void Checker::machineChecks()
     const bool wantsGpu = type == "MULTI_GPU" || type == "FSDP" || type == "DEEPSPEED" || type == "MEGATRON_LM"
                           || (type == "NO" && !m_c.boolField("use_cpu"));
     const int gpus = m_o.machine->gpuCount;
-    // Shardscope's engine shards on the CPU too (Gloo): FSDP and DeepSpeed configs that ask for
-    // the CPU (use_cpu: true) are a way to try a sharding setup out; only a warning then.
-    const bool shardingOnCpu = (type == "FSDP" || type == "DEEPSPEED") && m_c.boolField("use_cpu");
+    // Shardscope's engine shards and splits tensors on the CPU too (Gloo): MULTI_GPU, FSDP and
+    // DeepSpeed configs that ask for the CPU (use_cpu: true) are a way to try a setup out; only a
+    // warning then.
+    const bool shardingOnCpu = (type == "MULTI_GPU" || type == "FSDP" || type == "DEEPSPEED") && m_c.boolField("use_cpu");
     if (wantsGpu && gpus == 0 && type != "NO" && shardingOnCpu)
         m_out.push_back({Severity::Warning, "use_cpu",
                          "distributed_type " + type

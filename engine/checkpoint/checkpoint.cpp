@@ -72,11 +72,9 @@ std::int64_t fileBytes(const fs::path& path)
 
 json compatibilityJson(const Compatibility& c)
 {
-    return {{"world_size", c.worldSize},
-            {"strategy", c.strategy},
-            {"state_dict_type", c.stateDictType},
-            {"precision", c.precision},
-            {"model", c.modelFingerprint}};
+    return {{"world_size", c.worldSize}, {"tensor_parallel", c.tensorParallel},
+            {"strategy", c.strategy},    {"state_dict_type", c.stateDictType},
+            {"precision", c.precision},  {"model", c.modelFingerprint}};
 }
 
 // This rank's files of one checkpoint, into `tmp`; returns the bytes written. Throws on a write error.
@@ -211,10 +209,21 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
     const json want = compatibilityJson(expected);
     const bool sharded = expected.stateDictType == "SHARDED_STATE_DICT";
     const int savedWorld = have.value("world_size", 0);
-    const bool reshard = savedWorld != expected.worldSize && !sharded && fs::exists(dir / "optimizer.safetensors");
+    const int savedTensorParallel = have.value("tensor_parallel", 1); // absent before 2026-12-07: 1
+    const bool reshard = (savedWorld != expected.worldSize || savedTensorParallel != expected.tensorParallel) && !sharded
+                         && fs::exists(dir / "optimizer.safetensors");
     for (const auto& [key, value] : want.items()) {
-        if (key == "world_size" && reshard)
-            continue; // a full state dict loads at any world size
+        if ((key == "world_size" || key == "tensor_parallel") && reshard)
+            continue; // a full state dict loads at any world size and tp_size
+        if (key == "tensor_parallel" && savedTensorParallel != expected.tensorParallel)
+            return makeError("checkpoint " + path + " does not fit this run: it was written with tp_size "
+                             + std::to_string(savedTensorParallel) + ", this run's is " + std::to_string(expected.tensorParallel)
+                             + (sharded ? ". A SHARDED_STATE_DICT checkpoint holds each rank's slices and resumes only with "
+                                          "its own tp_size; save with fsdp_state_dict_type FULL_STATE_DICT to resume at another."
+                                        : ". It has no full optimizer state (written before it existed); resume it with its "
+                                          "own tp_size."));
+        if (key == "tensor_parallel")
+            continue;
         if (key == "model" && !expected.legacyModelFingerprint.empty()
             && have.value(key, json()) == expected.legacyModelFingerprint)
             continue; // written before the typed fingerprint, for the same model
@@ -254,6 +263,7 @@ Result<LoadedCheckpoint> loadCheckpoint(const std::string& path, int rank, const
             loaded.fp8State = readSafetensors((dir / loaded.fp8StateFile).string());
         if (reshard) {
             loaded.savedWorldSize = savedWorld;
+            loaded.savedTensorParallel = savedTensorParallel;
             loaded.fullOptimizerTensors = readSafetensors(loaded.optimizerFile);
         }
         std::ifstream stateIn(state);

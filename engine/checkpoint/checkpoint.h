@@ -44,7 +44,10 @@ struct LoopState {
 
 // What must match for a checkpoint to be loadable: a description of the run's shape.
 struct Compatibility {
-    int worldSize = 1;
+    int worldSize = 1; // data-parallel ranks (with tensor parallelism: tensor groups)
+    // parallelism_config's tp_size. A full state dict resumes at another one (its model and
+    // optimizer state are whole); each rank's shards and optimizer archive hold its slices.
+    int tensorParallel = 1;
     std::string strategy; // "ddp", "zero1", "FULL_SHARD", ...
     std::string stateDictType; // "FULL_STATE_DICT" or "SHARDED_STATE_DICT"
     std::string precision;
@@ -90,6 +93,7 @@ struct LoadedCheckpoint {
     // `fullOptimizerTensors`, and the loop state and RNG from rank 0's, with the data position
     // converted to this world size.
     std::optional<int> savedWorldSize;
+    int savedTensorParallel = 1; // with savedWorldSize: the tp_size it was written with
     std::map<std::string, at::Tensor> fullOptimizerTensors;
     // This rank's fp8 delayed-scaling state; empty when the checkpoint has none, or was written
     // at another world size (each rank's amaxes are its own data's).

@@ -40,7 +40,10 @@ MemoryEstimate estimateMemory(const ModelShape& model, PrecisionMode precision, 
 {
     const bool autocastMixed = sharding.autocast && precision != PrecisionMode::Bf16Pure;
     const StateBytes b = stateBytesPerParameter(autocastMixed ? PrecisionMode::No : precision, optimizer);
-    const double psi = static_cast<double>(model.parameters);
+    // Tensor parallelism first: a rank's parameters are the whole ones and its slice of the split
+    // ones; the data-parallel layout below shards or replicates those.
+    const double split = static_cast<double>(model.splitParameters);
+    const double psi = static_cast<double>(model.parameters) - split + split / std::max(1, sharding.tensorParallel);
     const double trained = model.trainable >= 0 ? static_cast<double>(model.trainable) : psi;
     const double n = std::max(1, sharding.shardRanks);
     const int stage = std::clamp(sharding.zeroStage, 0, 3);
@@ -370,6 +373,10 @@ ModelShape modelShapeOf(const Recipe& r)
             const S mlp = S{3} * h * inter + S{a->mlpBias ? 1 : 0} * (S{2} * inter + h);
             m.parameters =
                 (vocab * h * S{a->tieWordEmbeddings ? 1 : 2} + S{a->numHiddenLayers} * (attention + mlp + S{2} * h) + h).v;
+            // All but o_proj's and down_proj's biases, which the row-parallel projections keep whole.
+            const S splitAttention = h * q + S{2} * h * kv + q * h + (a->qkvBias ? q + S{2} * kv : S{0});
+            const S splitMlp = S{3} * h * inter + S{a->mlpBias ? 2 : 0} * inter;
+            m.splitParameters = (S{a->numHiddenLayers} * (splitAttention + splitMlp)).v;
             if (mr.lora.enabled) {
                 const LoraCount lora = loraParameters(mr.lora, *a);
                 m.parameters = (S{m.parameters} + S{lora.adapters}).v;

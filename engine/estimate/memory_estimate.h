@@ -29,6 +29,9 @@ struct ModelShape {
     // Of those, the ones that train (gradients, optimizer state, master weights); -1: all. A LoRA
     // run trains its adapters only; the frozen base costs its parameters alone.
     std::int64_t trainable = -1;
+    // Of the parameters, the ones tensor parallelism splits (the decoders' q, k, v, o, gate, up
+    // and down projections, parallel/tensor_parallel.h); each of tp ranks holds 1/tp of them.
+    std::int64_t splitParameters = 0;
     // Transformer shape for activations; 0 = unknown (activations are then not estimated).
     std::int64_t layers = 0;
     std::int64_t hidden = 0;

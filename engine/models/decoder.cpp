@@ -188,6 +188,14 @@ ProjectionImpl::ProjectionImpl(std::int64_t in, std::int64_t out, bool withBias)
 
 torch::Tensor ProjectionImpl::forward(const torch::Tensor& x)
 {
+    if (tensorParallelInput || tensorParallelOutput) {
+        // LoRA and fp8 are refused with tensor parallelism before launch (run_plan.cpp).
+        const torch::Tensor in = tensorParallelInput ? tensorParallelInput(x) : x;
+        if (!tensorParallelOutput)
+            return F::linear(in, weight, bias);
+        const torch::Tensor y = tensorParallelOutput(F::linear(in, weight));
+        return bias.defined() ? y + bias : y;
+    }
     const bool inFloat8 = float8 && float8->active(is_training());
     const bool loraDrops = loraDropout > 0.0 && is_training();
     // Note [fused LoRA projection]

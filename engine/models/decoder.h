@@ -18,6 +18,8 @@
 #include "engine/recipe/hf_model_config.h"
 #include "engine/models/models.h"
 
+#include <functional>
+
 namespace shardscope::models {
 
 // LlamaRMSNorm: x / sqrt(mean(x^2) + eps) in fp32, cast back, times the weight.
@@ -56,6 +58,12 @@ struct ProjectionImpl : torch::nn::Module {
     double loraScaling = 0.0;
     double loraDropout = 0.0;
     std::shared_ptr<precision::Float8Layer> float8; // set: the base matmul runs in fp8
+    // Tensor parallelism (parallel/tensor_parallel.h), which the model itself knows nothing of:
+    // a column-parallel projection passes its input through `tensorParallelInput` (identity
+    // forward, gradients all-reduced backward), a row-parallel one its partial output through
+    // `tensorParallelOutput` (all-reduced forward) and adds the bias after it. Neither set: a
+    // whole projection.
+    std::function<torch::Tensor(const torch::Tensor&)> tensorParallelInput, tensorParallelOutput;
 };
 TORCH_MODULE(Projection);
 

@@ -204,7 +204,9 @@ ParallelismReading interpretParallelism(const AccelerateConfig& config, const st
 ModelStateLayout stateLayoutOf(const ParallelismSpec& spec, int numProcesses, int numMachines)
 {
     ModelStateLayout layout;
-    const int ranks = std::max(1, numProcesses);
+    // Under tensor parallelism the data-parallel layout spans one rank of each tensor group.
+    layout.tensorParallel = spec.deepSpeed ? 1 : std::max(1, spec.tpSize);
+    const int ranks = std::max(1, numProcesses / layout.tensorParallel);
     layout.shardRanks = ranks;
     if (spec.fsdpShards()) {
         const std::string& strategy = spec.fsdpShardingStrategy;

@@ -90,6 +90,9 @@ struct ModelStateLayout {
     // fp32 shard as optimizer state: the same total in fp32, booked apart (docs/MEMORY_ESTIMATE.md).
     bool fullParamsForwardToBackward = false;
     int shardRanks = 1; // N: ranks the states are sharded over (one machine's under HYBRID_SHARD)
+    // tp_size: the decoder's projections (their parameters, gradients and optimizer state) split
+    // over this many ranks before the data-parallel layout above applies.
+    int tensorParallel = 1;
     bool offloadOptimizer = false; // optimizer state (and master weights) in host memory
     bool offloadParams = false; // sharded parameters in host memory (stage 3 only; the full ones of SHARD_GRAD_OP stay)
     bool offloadGrads = false; // FSDP CPU offload also moves gradients

@@ -302,16 +302,29 @@ void refuseFsdp(const ParallelismSpec& s, std::vector<Diagnostic>& problems)
 
 // parallelism_config, which accelerate launch passes on for MULTI_GPU, FSDP and DeepSpeed: what of
 // the mesh this engine runs. FSDP2: the data-parallel dimensions (dp_shard groups of consecutive
-// ranks, replicated dp_replicate times, as Accelerate's mesh builds them). MULTI_GPU (DDP) and
-// DeepSpeed (ZeRO over every rank): one data-parallel dimension. The rest is refused, never ignored.
+// ranks, replicated dp_replicate times, as Accelerate's mesh builds them), or dp_shard x tp (2D).
+// MULTI_GPU (DDP): one data-parallel dimension, or tp alone. DeepSpeed (ZeRO over every rank): one
+// data-parallel dimension. The rest is refused, never ignored.
 void refuseMesh(const std::string& type, const ParallelismSpec& s, std::vector<Diagnostic>& problems)
 {
     const auto key = [](const char* name) { return std::string("parallelism_config.parallelism_config_") + name; };
-    for (auto [name, size] : {std::pair{"tp_size", s.tpSize}, {"cp_size", s.cpSize}, {"sp_size", s.spSize}})
+    for (auto [name, size] : {std::pair{"cp_size", s.cpSize}, {"sp_size", s.spSize}})
         if (size > 1)
             problems.push_back(unsupported(key(name), std::to_string(size),
-                                           "this engine runs the data-parallel dimensions only (dp_replicate_size, "
-                                           "dp_shard_size); set it to 1"));
+                                           "this engine runs the data-parallel dimensions (dp_replicate_size, "
+                                           "dp_shard_size) and tp_size; set it to 1"));
+    if (s.tpSize > 1 && type == "DEEPSPEED")
+        problems.push_back(unsupported(key("tp_size"), std::to_string(s.tpSize) + " with DeepSpeed",
+                                       "this engine splits tensors under distributed_type FSDP (fsdp_version 2, with "
+                                       "dp_shard_size) or MULTI_GPU; set tp_size: 1 for DeepSpeed"));
+    else if (s.tpSize > 1 && s.dpReplicateSize > 1)
+        problems.push_back(unsupported(
+            key("tp_size"), std::to_string(s.tpSize) + " with dp_replicate_size " + std::to_string(s.dpReplicateSize),
+            type == "MULTI_GPU"
+                ? "Accelerate's runtime skips DDP when tp_size > 1, so its replicas would train apart; use distributed_type "
+                  "FSDP (fsdp_version 2) with dp_shard_size, or set dp_replicate_size: 1"
+                : "this engine combines tensor parallelism with dp_shard_size only (2D), not with replicas (3D); set "
+                  "dp_replicate_size: 1"));
     if (type == "MULTI_GPU" && s.dpShardSize > 1)
         problems.push_back(unsupported(key("dp_shard_size"), std::to_string(s.dpShardSize) + " with distributed_type MULTI_GPU",
                                        "MULTI_GPU runs as DDP, which replicates; to shard, use distributed_type FSDP with "
@@ -322,6 +335,36 @@ void refuseMesh(const std::string& type, const ParallelismSpec& s, std::vector<D
                                            + " with DeepSpeed",
                                        "this engine's ZeRO shards over every rank, as DeepSpeed does; for hybrid sharding "
                                        "use distributed_type FSDP with fsdp_version 2, or set dp_replicate_size: 1"));
+}
+
+// tp_size: what of a run tensor parallelism cannot split (yet), refused with the reason.
+void planTensorParallel(const PlanInputs& in, const EngineChoices& e, RunPlan& plan, std::vector<Diagnostic>& problems)
+{
+    if (e.tpSize <= 1 || e.deepSpeed) // DeepSpeed's is refused by refuseMesh
+        return;
+    plan.tensorParallelSize = e.tpSize;
+    const std::string key = "parallelism_config.parallelism_config_tp_size";
+    const std::string size = std::to_string(e.tpSize);
+    const std::string& model = plan.recipe.model.type;
+    if (in.recipe && (model == "gpt" || model == "mlp" || model == "gpt2"))
+        problems.push_back(unsupported(key, size + " with model type " + model,
+                                       "tensor parallelism splits the Llama, Mistral and Qwen2 decoders (transformers has "
+                                       "a tp plan for those); set tp_size: 1 for this model"));
+    if (plan.recipe.model.lora.enabled)
+        problems.push_back(unsupported(key, size + " with model.lora",
+                                       "the adapters would have to be split with their projections, which this engine "
+                                       "does not do; set tp_size: 1 for LoRA"));
+    if (plan.precision == precision::PrecisionMode::Fp8)
+        problems.push_back(unsupported(key, size + " with mixed_precision fp8",
+                                       "the fp8 layers' scales would have to span the split weights; use bf16 with tp_size"));
+    if (plan.sharding && plan.sharding->activationCheckpointing)
+        problems.push_back(unsupported(key, size + " with fsdp_activation_checkpointing",
+                                       "recomputing split layers is not implemented in this engine; set "
+                                       "fsdp_activation_checkpointing: false"));
+    // The gradients' norm tells split parameters from whole ones by name: one optimizer parameter
+    // per model parameter, as FSDP2 has anyway.
+    if (plan.sharding)
+        plan.sharding->useOrigParams = true;
 }
 
 // DeepSpeed: what of the ZeRO options this engine cannot run.
@@ -381,6 +424,10 @@ void planShape(const PlanInputs& in, RunPlan& plan, EngineChoices& engine, std::
                                 "distributed_type NO runs one process, but num_processes is " + std::to_string(plan.numProcesses)
                                     + "; choose MULTI_CPU or MULTI_GPU, or one process"});
     } else if (type == "MULTI_CPU") {
+    } else if (type == "MULTI_GPU" && !hasGpu && c.boolField("use_cpu")) {
+        // As the FSDP and DeepSpeed configs with use_cpu: DDP (and tp) on the CPU engine (Gloo);
+        // Accelerate runs it as MULTI_CPU with the config's parallelism_config (validation warns).
+        refuseMesh(type, engine, problems);
     } else if (type == "MULTI_GPU") {
         refuseMesh(type, engine, problems);
         if (!hasGpu)
@@ -418,7 +465,7 @@ std::optional<parallel::ShardingOptions> shardingOf(const EngineChoices& e, int 
         sharding.reshardAfterForward = strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD";
         if (strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2")
             sharding.hybridGroupSize = localProcesses; // shard within this machine
-        else if (e.dpShardSize > 1 && e.dpShardSize < numProcesses)
+        else if (e.dpShardSize > 1 && e.dpShardSize * e.tpSize < numProcesses)
             sharding.hybridGroupSize = e.dpShardSize; // parallelism_config's HSDP: dp_shard groups, replicated
         sharding.offloadToHost = e.fsdpOffloadParams;
         sharding.rankZeroLoadsWeights = e.fsdpCpuRamEfficientLoading;
@@ -591,6 +638,7 @@ PlanResult buildRunPlan(const PlanInputs& in)
     if (in.recipe)
         planRecipe(in, engine, plan, problems);
     planFloat8(in, plan, problems);
+    planTensorParallel(in, engine, plan, problems);
     // Accelerate's checks (validateConfig) and the planner's can name the same key; one error per
     // key is enough, the first being the more specific.
     std::vector<Diagnostic> unique;
@@ -735,6 +783,7 @@ std::string planToJson(const RunPlan& p)
                {{"zero_stage", p.stateLayout.zeroStage},
                 {"shard_ranks", p.stateLayout.shardRanks},
                 {"full_params_forward_to_backward", p.stateLayout.fullParamsForwardToBackward},
+                {"tensor_parallel", p.stateLayout.tensorParallel},
                 {"offload_optimizer", p.stateLayout.offloadOptimizer},
                 {"offload_params", p.stateLayout.offloadParams},
                 {"offload_grads", p.stateLayout.offloadGrads},
@@ -743,6 +792,7 @@ std::string planToJson(const RunPlan& p)
                 {"label", p.stateLayout.label},
                 {"notes", p.stateLayout.notes}}},
               {"state_dict_type", stateDictTypeName(p.stateDictType)},
+              {"tensor_parallel_size", p.tensorParallelSize},
               {"resume_from", p.resumeFrom},
               {"checkpoints_dir", p.checkpointsDir},
               {"machine_peaks_file", p.machinePeaksFile},
@@ -825,6 +875,7 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
     fields.read("backend", backend);
     fields.read("mixed_precision", precisionName);
     fields.read("state_dict_type", stateDict);
+    fields.readIfPresent("tensor_parallel_size", p.tensorParallelSize); // since 2026-12-07
     fields.read("resume_from", p.resumeFrom);
     fields.read("checkpoints_dir", p.checkpointsDir);
     fields.read("machine_peaks_file", p.machinePeaksFile);
@@ -846,6 +897,7 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
         f.read("zero_stage", l.zeroStage);
         f.read("shard_ranks", l.shardRanks);
         f.readIfPresent("full_params_forward_to_backward", l.fullParamsForwardToBackward); // since 2026-12-07
+        f.readIfPresent("tensor_parallel", l.tensorParallel);
         f.read("offload_optimizer", l.offloadOptimizer);
         f.read("offload_params", l.offloadParams);
         f.read("offload_grads", l.offloadGrads);
@@ -898,6 +950,9 @@ Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
     if (stateDict != "FULL_STATE_DICT" && stateDict != "SHARDED_STATE_DICT")
         return makeError(source + ": state_dict_type '" + stateDict + "' is not FULL_STATE_DICT or SHARDED_STATE_DICT");
     p.stateDictType = stateDict == "SHARDED_STATE_DICT" ? StateDictType::Sharded : StateDictType::Full;
+    if (p.tensorParallelSize < 1 || p.numProcesses % p.tensorParallelSize != 0)
+        return makeError(source + ": tensor_parallel_size " + std::to_string(p.tensorParallelSize)
+                         + " does not divide num_processes " + std::to_string(p.numProcesses));
     if (p.numProcesses < 1 || p.numMachines < 1 || p.numProcesses % p.numMachines != 0)
         return makeError(source + ": num_processes " + std::to_string(p.numProcesses) + " over num_machines "
                          + std::to_string(p.numMachines) + " is not a whole number of ranks per machine");

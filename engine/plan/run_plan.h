@@ -88,6 +88,9 @@ struct RunPlan {
     precision::PrecisionMode precision = precision::PrecisionMode::No;
     Float8Options fp8; // how mixed_precision fp8 scales; unused by the other modes
     std::optional<parallel::ShardingOptions> sharding; // FSDP / ZeRO; none: DDP
+    // parallelism_config's tp_size: the decoder's projections split over this many consecutive
+    // ranks (parallel/tensor_parallel.h); the data parallelism above runs over the others.
+    int tensorParallelSize = 1;
     // Where the model states live, as the memory estimate counts them (stateLayoutOf the same
     // reading the sharding comes from): the Configure page's chart and the rank's OOM report.
     ModelStateLayout stateLayout;

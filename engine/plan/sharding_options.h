@@ -92,4 +92,26 @@ inline HybridGroups hybridGroupsOf(int rank, int world, int groupSize)
     return groups;
 }
 
+// The two groups of a rank under tensor parallelism, as Accelerate's device mesh lays out
+// parallelism_config's (dp_shard, tp) or a lone tp (init_device_mesh's row-major layout, tp the
+// innermost dimension): its tensor group, the `tpSize` consecutive ranks that split each
+// projection, and its data group, the ranks at its position in every tensor group (they shard or
+// replicate the parameters and read different batches).
+struct TensorParallelGroups {
+    std::vector<int> tensor; // the mesh's tp group
+    std::vector<int> data; // the mesh's data-parallel group (dp_shard, or dp_replicate)
+};
+
+inline TensorParallelGroups tensorParallelGroupsOf(int rank, int world, int tpSize)
+{
+    TensorParallelGroups groups;
+    for (int r = 0; r < world; ++r) {
+        if (r / tpSize == rank / tpSize)
+            groups.tensor.push_back(r);
+        if (r % tpSize == rank % tpSize)
+            groups.data.push_back(r);
+    }
+    return groups;
+}
+
 } // namespace shardscope::parallel

@@ -1,5 +1,7 @@
 #include "engine/train/accelerator.h"
 #include "engine/dist/wait_clock.h"
+#include "engine/models/decoder.h"
+#include "engine/parallel/tensor_parallel.h"
 
 #include <ATen/ATen.h>
 #ifdef SHARDSCOPE_HAVE_CUDA
@@ -17,6 +19,18 @@ Accelerator::Accelerator(const DistEnv& env, AcceleratorOptions options) : m_opt
     dist::CommunicatorOptions commOptions;
     commOptions.backend = options.backend;
     m_comm = dist::Communicator::connect(env, commOptions);
+    if (options.tensorParallelSize > 1) {
+        const int tp = options.tensorParallelSize;
+        if (m_comm->size() % tp != 0)
+            throw std::runtime_error("tp_size " + std::to_string(tp) + " does not divide the " + std::to_string(m_comm->size())
+                                     + " ranks");
+        // Every rank makes its tensor group first, then its data group: no member waits on one
+        // that is making another group.
+        const auto groups = parallel::tensorParallelGroupsOf(m_comm->rank(), m_comm->size(), tp);
+        m_tensorGroup = m_comm->subgroup("tp" + std::to_string(groups.tensor.front() / tp), groups.tensor);
+        if (groups.data.size() > 1)
+            m_dataGroup = m_comm->subgroup("dp" + std::to_string(groups.data.front()), groups.data);
+    }
     m_options.ddp.reduceLowPrecisionInFloat32 = options.backend == dist::BackendKind::Gloo;
 #ifdef SHARDSCOPE_HAVE_CUDA
     // Validation refuses fp8 before launch on a GPU it knows too old; this is the rank's own check
@@ -53,27 +67,68 @@ void Accelerator::prepareModel(models::TrainableModel& model)
                                                                       : at::kFloat;
     m_upcastParameters = loaded != at::kFloat && m_parameterDtype == at::kFloat;
     model.to(m_parameterDtype);
+    if (m_tensorGroup)
+        prepareTensorParallel(model);
+    else
+        m_dataParallel = makeDataParallel(model, m_comm.get());
+    setOptimizerParameters(m_dataParallel->namedOptimizerParameters());
+}
+
+int Accelerator::dataParallelRank() const
+{
+    if (!m_tensorGroup)
+        return processIndex();
+    return m_dataGroup ? m_dataGroup->rank() : 0;
+}
+
+int Accelerator::dataParallelSize() const
+{
+    if (!m_tensorGroup)
+        return numProcesses();
+    return m_dataGroup ? m_dataGroup->size() : 1;
+}
+
+std::unique_ptr<parallel::DataParallel> Accelerator::makeDataParallel(models::TrainableModel& model, dist::Communicator* group)
+{
     if (m_options.sharding) {
         parallel::ShardingOptions sharding = *m_options.sharding;
         sharding.reduceInFloat32 = m_options.backend == dist::BackendKind::Gloo;
-        auto sharded = std::make_unique<parallel::ShardedDataParallel>(model, *m_comm, sharding);
+        auto sharded = std::make_unique<parallel::ShardedDataParallel>(model, group ? *group : *m_comm, sharding);
         if (sharding.float8AllGather)
             sharded->gatherInFloat8(models::float8LinearWeights(model));
         m_sharded = sharded.get();
-        m_dataParallel = std::move(sharded);
-    } else {
-        parallel::NamedTensors named;
-        for (const auto& item : model.named_parameters())
-            named.emplace_back(item.key(), item.value());
-        if (numProcesses() > 1) {
-            auto ddp = std::make_unique<parallel::DistributedDataParallel>(std::move(named), *m_comm, m_options.ddp);
-            ddp->broadcastParameters();
-            m_dataParallel = std::move(ddp);
-        } else {
-            m_dataParallel = std::make_unique<parallel::LocalDataParallel>(std::move(named));
-        }
+        return sharded;
     }
-    setOptimizerParameters(m_dataParallel->namedOptimizerParameters());
+    parallel::NamedTensors named;
+    for (const auto& item : model.named_parameters())
+        named.emplace_back(item.key(), item.value());
+    if (group && group->size() > 1) {
+        auto ddp = std::make_unique<parallel::DistributedDataParallel>(std::move(named), *group, m_options.ddp);
+        ddp->broadcastParameters();
+        return ddp;
+    }
+    return std::make_unique<parallel::LocalDataParallel>(std::move(named));
+}
+
+void Accelerator::prepareTensorParallel(models::TrainableModel& model)
+{
+    auto* decoder = dynamic_cast<models::CausalDecoderImpl*>(&model);
+    if (!decoder)
+        throw std::runtime_error("tensor parallelism (tp_size " + std::to_string(m_tensorGroup->size())
+                                 + ") splits the Llama, Mistral and Qwen2 decoders only; set tp_size: 1 for this model");
+    {
+        // Rank 0's weights everywhere before each rank keeps its slice (with
+        // cpu_ram_efficient_loading the other ranks never read them).
+        at::NoGradGuard noGrad;
+        for (auto& p : model.parameters())
+            dist::waitFor(m_comm->broadcast(p, 0));
+    }
+    parallel::applyTensorParallel(*decoder, *m_tensorGroup);
+    if (!m_dataGroup)
+        m_options.sharding.reset(); // one data-parallel position: nothing to shard over (planning refuses FSDP so)
+    auto inner = makeDataParallel(model, m_dataGroup.get());
+    m_dataParallel = std::make_unique<parallel::TensorParallelDataParallel>(std::move(inner), *m_tensorGroup,
+                                                                            dataParallelRank() == 0);
 }
 
 void Accelerator::setRecorder(profiler::SpanRecorder* recorder) { m_dataParallel->setRecorder(recorder); }
@@ -137,6 +192,21 @@ void Accelerator::finishGradientSync()
     m_gradientsSynced = true;
 }
 
+double Accelerator::localGradSquaredNorm()
+{
+    // One fused norm kernel over all gradients and a single host sync (an .item() per parameter
+    // costs more than the arithmetic for small models).
+    auto squares = [](const std::vector<at::Tensor>& grads) {
+        return grads.empty() ? 0.0 : at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).pow(2).sum().item<double>();
+    };
+    std::vector<at::Tensor> split, whole;
+    for (const auto& [name, p] : m_namedOptimizerParameters)
+        if (p.grad().defined())
+            (m_tensorGroup && parallel::tensorParallelDim(name) >= 0 ? split : whole).push_back(p.grad().detach());
+    // Each rank of a tensor group holds the same whole gradients: the group's sum counts them once.
+    return squares(split) + squares(whole) / tensorParallelSize();
+}
+
 double Accelerator::clipGradNorm(double maxNorm)
 {
     finishGradientSync();
@@ -148,16 +218,7 @@ double Accelerator::clipGradNorm(double maxNorm)
         if (m_scaler->foundInf())
             return std::numeric_limits<double>::infinity();
     }
-    // One fused norm kernel over all gradients and a single host sync (an .item() per parameter
-    // costs more than the arithmetic for small models).
-    std::vector<at::Tensor> grads;
-    for (const auto& p : m_optimizerParameters)
-        if (p.grad().defined())
-            grads.push_back(p.grad().detach());
-    double sumOfSquares = 0;
-    if (!grads.empty())
-        sumOfSquares = at::stack(at::_foreach_norm(grads, 2)).to(at::kDouble).pow(2).sum().item<double>();
-    sumOfSquares = m_dataParallel->globalGradSquaredNorm(sumOfSquares);
+    const double sumOfSquares = m_dataParallel->globalGradSquaredNorm(localGradSquaredNorm());
     const double total = std::sqrt(sumOfSquares);
     if (maxNorm > 0) {
         // torch.nn.utils.clip_grad_norm_: scale by max_norm / (total + 1e-6), clamped at 1.

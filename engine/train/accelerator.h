@@ -32,6 +32,10 @@ struct AcceleratorOptions {
     precision::GradScalerOptions scaler; // fp16 only
     // Set: FSDP / ZeRO sharding instead of DDP.
     std::optional<parallel::ShardingOptions> sharding;
+    // parallelism_config's tp_size: the decoder's projections split over this many consecutive
+    // ranks (parallel/tensor_parallel.h); the data parallelism runs over the ranks at the same
+    // position of each tensor group.
+    int tensorParallelSize = 1;
 };
 
 class Accelerator {
@@ -44,6 +48,12 @@ public:
     bool isMainProcess() const { return processIndex() == 0; }
     c10::Device device() const { return m_comm->device(); }
     dist::Communicator& communicator() { return *m_comm; }
+    // The data-parallel position and their number: the process index and count, or with tensor
+    // parallelism the index of this rank's tensor group and their number (the ranks of a tensor
+    // group read the same batches).
+    int dataParallelRank() const;
+    int dataParallelSize() const;
+    int tensorParallelSize() const { return m_tensorGroup ? m_tensorGroup->size() : 1; }
 
     // Moves the model to this rank's device, makes its parameters equal to rank 0's and wraps it
     // for data parallelism: sharded when configured, else DDP with more than one process, else
@@ -131,10 +141,19 @@ public:
 
 private:
     void finishGradientSync();
+    // Tensor parallelism: the model made whole and equal everywhere, then split; the data
+    // parallelism over the data group, wrapped to gather and load across the split.
+    void prepareTensorParallel(models::TrainableModel& model);
+    // Sharded when configured, else DDP over `group` (null or one rank: LocalDataParallel).
+    std::unique_ptr<parallel::DataParallel> makeDataParallel(models::TrainableModel& model, dist::Communicator* group);
+    // The sum of squares of this rank's gradients, each whole one divided by the tensor group's size.
+    double localGradSquaredNorm();
     void setOptimizerParameters(std::vector<std::pair<std::string, torch::Tensor>> named);
 
     AcceleratorOptions m_options;
     std::unique_ptr<dist::Communicator> m_comm;
+    std::unique_ptr<dist::Communicator> m_tensorGroup; // tensor parallelism: the tp group
+    std::unique_ptr<dist::Communicator> m_dataGroup; // tensor parallelism: the data-parallel group (over one rank: none)
     std::unique_ptr<parallel::DataParallel> m_dataParallel;
     parallel::ShardedDataParallel* m_sharded = nullptr; // m_dataParallel, when sharded
     std::vector<torch::Tensor> m_optimizerParameters;

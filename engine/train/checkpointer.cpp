@@ -68,6 +68,7 @@ checkpoint::Compatibility compatibilityOf(const config::RunPlan& plan, int world
     const std::string yaml = config::recipeToYaml(modelOnly);
     const auto begin = yaml.find("model:"), end = yaml.find("\ndata:");
     return {worldSize,
+            plan.tensorParallelSize,
             strategyName(plan),
             config::stateDictTypeName(plan.sharding ? plan.stateDictType : config::StateDictType::Full),
             std::string(precision::modeName(plan.precision)),
@@ -78,7 +79,7 @@ checkpoint::Compatibility compatibilityOf(const config::RunPlan& plan, int world
 Checkpointer::Checkpointer(const config::RunPlan& plan, Accelerator& acc, torch::optim::Optimizer& optimizer,
                            data::BatchIterator& batches, EventSink& events, Float8Layers float8Layers)
     : m_plan(plan), m_acc(acc), m_optimizer(optimizer), m_batches(batches), m_events(events), m_layout(plan.runDir),
-      m_compatibility(compatibilityOf(plan, acc.numProcesses())), m_float8Layers(std::move(float8Layers))
+      m_compatibility(compatibilityOf(plan, acc.dataParallelSize())), m_float8Layers(std::move(float8Layers))
 {
 }
 
@@ -127,8 +128,14 @@ std::int64_t Checkpointer::resume()
         m_acc.dataParallel().loadFullParameters(loaded->modelTensors, loaded->path);
     if (loaded->savedWorldSize) {
         loadFullOptimizerState(m_acc, m_optimizer, loaded->fullOptimizerTensors);
-        m_events.emit(protocol::LogEvent{"info", "resharded the checkpoint from " + std::to_string(*loaded->savedWorldSize)
-                                                     + " to " + std::to_string(m_acc.numProcesses()) + " ranks"});
+        const auto layout = [](int dataParallel, int tensorParallel) {
+            const int ranks = dataParallel * tensorParallel;
+            return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks")
+                   + (tensorParallel > 1 ? " (tp_size " + std::to_string(tensorParallel) + ")" : "");
+        };
+        m_events.emit(protocol::LogEvent{"info", "resharded the checkpoint from "
+                                                     + layout(*loaded->savedWorldSize, loaded->savedTensorParallel) + " to "
+                                                     + layout(m_acc.dataParallelSize(), m_acc.tensorParallelSize())});
     } else {
         try {
             torch::load(m_optimizer, loaded->optimizerFile);

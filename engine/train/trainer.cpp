@@ -71,6 +71,7 @@ AcceleratorOptions Trainer::acceleratorOptions(const config::RunPlan& plan)
     options.precision = plan.precision;
     if (plan.sharding)
         options.sharding = *plan.sharding;
+    options.tensorParallelSize = plan.tensorParallelSize;
     options.scaler.initScale = recipe.lossScaler.initScale;
     options.scaler.growthFactor = recipe.lossScaler.growthFactor;
     options.scaler.backoffFactor = recipe.lossScaler.backoffFactor;
@@ -216,8 +217,8 @@ void Trainer::prepareData()
                          : data::makeSyntheticRegression(m_recipe));
     if (kind == "tokens" && m_acc.isMainProcess())
         m_events.emit(protocol::LogEvent{"info", data::describe(*m_split)});
-    m_sampler = std::make_unique<data::DistributedSampler>(m_split->train.size(), m_acc.processIndex(), m_acc.numProcesses(),
-                                                           m_recipe.data.shuffle, m_recipe.seed,
+    m_sampler = std::make_unique<data::DistributedSampler>(m_split->train.size(), m_acc.dataParallelRank(),
+                                                           m_acc.dataParallelSize(), m_recipe.data.shuffle, m_recipe.seed,
                                                            /*dropLast=*/!m_recipe.data.evenBatches);
     m_batches = std::make_unique<data::BatchIterator>(m_split->train, *m_sampler, m_recipe.perDeviceBatchSize);
 }
@@ -486,7 +487,8 @@ double Trainer::evaluate()
     double sum = 0;
     std::int64_t count = 0;
     std::vector<std::int64_t> mine;
-    for (std::int64_t i = m_acc.processIndex(); i < eval.size(); i += m_acc.numProcesses())
+    // (A tensor group evaluates one share together: its ranks run each forward's collectives.)
+    for (std::int64_t i = m_acc.dataParallelRank(); i < eval.size(); i += m_acc.dataParallelSize())
         mine.push_back(i);
     for (std::size_t start = 0; start < mine.size(); start += batchSize) {
         // A stop (Ctrl-C, or the launcher stopping the run after a rank died) ends the eval at

@@ -514,6 +514,50 @@ private slots:
         QCOMPARE(double(mem["optimizer"].toInteger()), estimate.optimizer);
     }
 
+    // #46: tensor parallelism's memory per rank equals the estimate of the same config field by
+    // field: tp 2 alone (each rank its half of every projection, the rest whole) and dp_shard 2 x
+    // tp 2 (those halves sharded again by FSDP over the data group), on the Llama demo.
+    void tensorParallelMemoryEqualsTheEstimate_data()
+    {
+        QTest::addColumn<int>("shard");
+        QTest::newRow("tp 2") << 1;
+        QTest::newRow("dp_shard 2 x tp 2") << 2;
+    }
+    void tensorParallelMemoryEqualsTheEstimate()
+    {
+        QFETCH(int, shard);
+        const int ranks = 2 * shard;
+        const QString config = m_dir.path() + QStringLiteral("/tp-%1-accelerate-config.yaml").arg(shard);
+        {
+            QFile file(config);
+            QVERIFY(file.open(QIODevice::WriteOnly));
+            const QByteArray mesh = "parallelism_config:\n  parallelism_config_tp_size: 2\n";
+            file.write(shard > 1 ? "distributed_type: FSDP\nnum_processes: 4\nuse_cpu: true\nfsdp_config:\n  fsdp_version: 2\n"
+                                       + mesh + "  parallelism_config_dp_shard_size: 2\n"
+                                 : "distributed_type: MULTI_GPU\nnum_processes: 2\nuse_cpu: true\n" + mesh);
+        }
+        const QString text = shardscope::testing::llamaDemoRecipe(2);
+        const Run run = launchText(QStringLiteral("tp-memory-%1").arg(shard), ranks, text, {}, {"--config_file", config});
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        const auto mem = run.lastStep["mem"].toObject();
+        auto loaded = shardscope::config::loadAccelerateConfig(config.toStdString());
+        QVERIFY(loaded.ok());
+        auto setup = shardscope::config::memorySetupFromConfig(*loaded);
+        QVERIFY(setup.ok());
+        QCOMPARE(setup->sharding.tensorParallel, 2);
+        auto parsed = shardscope::config::parseRecipe(text.toStdString(), "tp");
+        QVERIFY(parsed.ok());
+        const auto shape = shardscope::config::modelShapeOf(*parsed);
+        QVERIFY(shape.splitParameters > 0 && shape.splitParameters < shape.parameters);
+        const auto estimate = shardscope::config::estimateMemory(shape, shardscope::config::PrecisionMode::No, setup->sharding);
+        QCOMPARE(double(mem["params"].toInteger()), estimate.parameters);
+        QCOMPARE(double(mem["grads"].toInteger()), estimate.gradients);
+        QCOMPARE(double(mem["optimizer"].toInteger()), estimate.optimizer);
+        // The split halves the projections: fp32 parameters of the whole part plus half the split.
+        const qint64 perRank = 4 * (shape.parameters - shape.splitParameters / 2) / shard;
+        QCOMPARE(mem["params"].toInteger(), perRank);
+    }
+
     void memoryAndCommunicationFollowTheStage_data()
     {
         QTest::addColumn<int>("ranks");

@@ -10,9 +10,9 @@ Usage (prints one JSON object on stdout):
                                                SCRIPTS is a JSON file {name: [answer lines...]}
   accelerate_oracle.py launch-flags           every option of `accelerate launch`'s parser:
                                                {"flags": [[option strings...], ...]}
-  accelerate_oracle.py mesh R S                 Accelerate's own device mesh for dp_replicate_size R x
-                                               dp_shard_size S (ParallelismConfig.get_device_mesh on a
-                                               fake process group of R*S ranks, one rank at a time):
+  accelerate_oracle.py mesh R S [T]           Accelerate's own device mesh for dp_replicate_size R x
+                                               dp_shard_size S x tp_size T (ParallelismConfig.get_device_mesh
+                                               on a fake process group of R*S*T ranks, one rank at a time):
                                                {"ranks": [{dim name: [its group's ranks]}, ...]}
   accelerate_oracle.py launch-env CONFIG [FLAG...]
                                                run the real `accelerate launch --config_file CONFIG
@@ -236,16 +236,17 @@ def cmd_launch_flags():
     return {"flags": [list(a.option_strings) for a in parser._actions if a.option_strings]}
 
 
-def cmd_mesh(replicate, shard):
+def cmd_mesh(replicate, shard, tp=1):
     import torch.distributed as dist
     from accelerate.parallelism_config import ParallelismConfig
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    world = replicate * shard
+    world = replicate * shard * tp
     ranks = []
     for rank in range(world):
         dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
-        mesh = ParallelismConfig(dp_replicate_size=replicate, dp_shard_size=shard).get_device_mesh("cpu")
+        config = ParallelismConfig(dp_replicate_size=replicate, dp_shard_size=shard, tp_size=tp)
+        mesh = config.get_device_mesh("cpu")
         ranks.append({name: dist.get_process_group_ranks(mesh.get_group(name)) for name in mesh.mesh_dim_names})
         dist.destroy_process_group()
     return {"ranks": ranks}
@@ -263,7 +264,7 @@ def main():
     elif cmd == "questionnaire":
         result = cmd_questionnaire(args[0])
     elif cmd == "mesh":
-        result = cmd_mesh(int(args[0]), int(args[1]))
+        result = cmd_mesh(*(int(a) for a in args[:3]))
     elif cmd == "launch-flags":
         result = cmd_launch_flags()
     elif cmd == "launch-env":

@@ -262,6 +262,48 @@ def hsdp(model, replicate, shard):
     return model
 
 
+def tensor_parallel(model, shard, tp):
+    """parallelism_config's dp_shard_size x tp_size on Accelerate's own device mesh: the decoder's
+    projections split with PyTorch's ColwiseParallel / RowwiseParallel as transformers' tp plan for
+    Llama, Mistral and Qwen2 splits them (q, k, v, gate, up by rows; o, down by columns; the rest
+    whole), then FSDP2 over the mesh's fsdp dimensions when dp_shard_size > 1 (2D), as Accelerate
+    prepares a model loaded with tp_plan="auto"."""
+    from accelerate.parallelism_config import ParallelismConfig
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    config = ParallelismConfig(dp_shard_size=shard, tp_size=tp)
+    mesh = config.get_device_mesh("cpu")
+    plan = {}
+    for i in range(len(model.lm.model.layers)):
+        for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+            plan[f"model.layers.{i}.{name}"] = ColwiseParallel()
+        for name in ("self_attn.o_proj", "mlp.down_proj"):
+            plan[f"model.layers.{i}.{name}"] = RowwiseParallel()
+    parallelize_module(model.lm, mesh["tp"], plan)
+    if shard > 1:
+        fsdp_mesh = mesh[tuple(config.fsdp_dim_names)]
+        for unit in units_of(model):
+            fully_shard(unit, mesh=fsdp_mesh)
+        fully_shard(model, mesh=fsdp_mesh)
+    return model
+
+
+def clip_whole_norm(parameters, max_norm):
+    """clip_grad_norm_ over gradients that may be DTensors of different meshes (tp-split, FSDP2-
+    sharded, both, or plain tensors): the norm of the whole gradients, each counted once."""
+    from torch.distributed.tensor import DTensor
+    grads = [p.grad for p in parameters if p.grad is not None]
+    whole = [g.full_tensor() if isinstance(g, DTensor) else g for g in grads]
+    total = torch.stack([g.double().pow(2).sum() for g in whole]).sum().sqrt().item()
+    coefficient = min(1.0, max_norm / (total + 1e-6))
+    if coefficient < 1.0:
+        with torch.no_grad():
+            for g in grads:
+                g.mul_(coefficient)
+    return total
+
+
 def worker(rank, world, port, args, result_queue):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -284,14 +326,19 @@ def worker(rank, world, port, args, result_queue):
         model.to(torch.bfloat16)
     model.to(device)
     ddp = recipe["ddp"]
-    if args.hsdp:
+    sharded = bool(args.hsdp or args.tp)  # FSDP2 or tensor parallelism: no DDP
+    if args.tp:
+        wrapped = tensor_parallel(model, *args.tp)
+    elif args.hsdp:
         wrapped = hsdp(model, *args.hsdp)
     else:
         wrapped = torch.nn.parallel.DistributedDataParallel(
             model, bucket_cap_mb=ddp["bucket_cap_mb"] if ddp["overlap"] else 1e9) if world > 1 else model
     x, y, tokens_per_sample = make_data(recipe, args.text)
+    # The ranks of a tensor group read the same batches (tp is the mesh's innermost dimension).
+    tp_size = args.tp[1] if args.tp else 1
     sampler = torch.utils.data.DistributedSampler(
-        torch.utils.data.TensorDataset(x, y), num_replicas=world, rank=rank,
+        torch.utils.data.TensorDataset(x, y), num_replicas=world // tp_size, rank=rank // tp_size,
         shuffle=recipe["data"]["shuffle"], seed=recipe["seed"], drop_last=not recipe["data"]["even_batches"])
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=t["per_device_batch_size"],
                                          sampler=sampler, drop_last=True)
@@ -302,7 +349,7 @@ def worker(rank, world, port, args, result_queue):
     else:
         # The engine's AdamW (Note [fused AdamW]) is PyTorch's fused kernel for fp32 CPU parameters,
         # as transformers' Trainer defaults to; anything else steps as the unfused loop.
-        fused = all(p.dtype == torch.float32 and p.device.type == "cpu" for p in trainable) and not args.hsdp
+        fused = all(p.dtype == torch.float32 and p.device.type == "cpu" for p in trainable) and not sharded
         opt = torch.optim.AdamW(trainable, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                                 weight_decay=o["weight_decay"], fused=fused)
     steps = args.max_steps or t["max_steps"]
@@ -328,8 +375,9 @@ def worker(rank, world, port, args, result_queue):
             if args.mixed_precision == "bf16-pure" and bx.is_floating_point():
                 bx, by = bx.to(torch.bfloat16), by.to(torch.bfloat16)
             sync = micro == k - 1 or world == 1
-            if args.hsdp:  # FSDP2: reduce the gradients in the last micro-step only, as no_sync does
-                wrapped.set_requires_gradient_sync(sync)
+            if sharded:  # FSDP2: reduce the gradients in the last micro-step only, as no_sync does
+                if hasattr(wrapped, "set_requires_gradient_sync"):
+                    wrapped.set_requires_gradient_sync(sync)
                 ctx = torch.enable_grad()
             else:
                 ctx = wrapped.no_sync() if (world > 1 and not sync) else torch.enable_grad()
@@ -339,8 +387,12 @@ def worker(rank, world, port, args, result_queue):
                 (loss / k if k > 1 else loss).backward()
             total += loss.item()
         # The global norm before clipping (a DTensor under FSDP2); an infinite bound clips nothing.
-        norm = torch.nn.utils.clip_grad_norm_(trainable, t["max_grad_norm"] if t["max_grad_norm"] > 0 else math.inf)
-        grad_norms.append((norm.full_tensor() if hasattr(norm, "full_tensor") else norm).item())
+        max_norm = t["max_grad_norm"] if t["max_grad_norm"] > 0 else math.inf
+        if args.tp:
+            grad_norms.append(clip_whole_norm(trainable, max_norm))
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(trainable, max_norm)
+            grad_norms.append((norm.full_tensor() if hasattr(norm, "full_tensor") else norm).item())
         opt.step()
         opt.zero_grad(set_to_none=True)
         local = torch.tensor([total / k], dtype=torch.float64)
@@ -349,7 +401,7 @@ def worker(rank, world, port, args, result_queue):
         losses.append(local.item() / world)
         times.append(time.perf_counter() - start)
     if rank == 0:
-        tokens = steps * k * t["per_device_batch_size"] * tokens_per_sample * world
+        tokens = steps * k * t["per_device_batch_size"] * tokens_per_sample * (world // tp_size)
         import resource
         result_queue.put({"losses": losses, "grad_norms": grad_norms, "step_times": times, "tokens": tokens,
                           "tokens_per_s": tokens / sum(times),
@@ -391,6 +443,9 @@ def main():
     parser.add_argument("--fp8-interval", type=int, default=1)
     parser.add_argument("--hsdp", type=lambda v: tuple(int(x) for x in v.split(",")), default=None,
                         help="R,S: FSDP2 over Accelerate's mesh of dp_replicate_size R x dp_shard_size S instead of DDP")
+    parser.add_argument("--tp", type=lambda v: tuple(int(x) for x in v.split(",")), default=None,
+                        help="S,T: dp_shard_size S x tp_size T on Accelerate's mesh (ColwiseParallel/RowwiseParallel, "
+                             "then FSDP2 over dp_shard when S > 1) instead of DDP")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()

@@ -291,14 +291,89 @@ private slots:
         QVERIFY(both.rank->stateLayout == both.page);
     }
 
+    // #46: dp_shard 2 x tp 2 is planned as the engine runs it (FSDP over each position of the
+    // tensor groups, no hybrid groups, one optimizer parameter per model parameter), and the
+    // estimate's layout is the rank's; tp alone runs under MULTI_GPU (on the CPU engine with
+    // use_cpu). What tensor parallelism does not combine with is refused with the reason.
+    void tensorParallelIsPlannedOrRefused()
+    {
+        const std::string kLlama = "demo-llama.yaml";
+        const auto both = bothReadings("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
+                                       "  fsdp_use_orig_params: false\n"
+                                       "parallelism_config:\n  parallelism_config_dp_shard_size: 2\n"
+                                       "  parallelism_config_tp_size: 2\n",
+                                       kLlama);
+        QVERIFY2(both.rank, qPrintable(describe(both.problems)));
+        QCOMPARE(both.rank->tensorParallelSize, 2);
+        QCOMPARE(both.rank->sharding->hybridGroupSize, 0);
+        QVERIFY(both.rank->sharding->useOrigParams);
+        QCOMPARE(both.rank->stateLayout.shardRanks, 2);
+        QCOMPARE(both.rank->stateLayout.tensorParallel, 2);
+        QVERIFY(both.rank->stateLayout == both.page);
+        const auto alone = bothReadings("distributed_type: MULTI_GPU\nnum_processes: 2\nuse_cpu: true\n"
+                                        "parallelism_config:\n  parallelism_config_tp_size: 2\n",
+                                        kLlama);
+        QVERIFY2(alone.rank, qPrintable(describe(alone.problems)));
+        QCOMPARE(alone.rank->tensorParallelSize, 2);
+        QVERIFY(!alone.rank->sharding);
+        const std::string tpKey = "parallelism_config.parallelism_config_tp_size";
+        for (const std::string& yaml :
+             {std::string("distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\nparallelism_config:\n"
+                          "  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: 2\n"
+                          "  parallelism_config_tp_size: 2\n"),
+              std::string("distributed_type: MULTI_GPU\nnum_processes: 4\nuse_cpu: true\nparallelism_config:\n"
+                          "  parallelism_config_dp_replicate_size: 2\n  parallelism_config_tp_size: 2\n"),
+              std::string("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n"
+                          "parallelism_config:\n  parallelism_config_tp_size: 2\n"),
+              std::string("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
+                          "  fsdp_activation_checkpointing: true\nparallelism_config:\n"
+                          "  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 2\n")}) {
+            const auto refused = bothReadings(yaml, kLlama);
+            QVERIFY2(!refused.rank && hasError(refused.problems, tpKey), qPrintable(QString::fromStdString(yaml)));
+        }
+        // Accelerate's runtime: FSDP with nothing to shard across.
+        const auto nothingToShard = bothReadings("distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
+                                                 "parallelism_config:\n  parallelism_config_tp_size: 2\n",
+                                                 kLlama);
+        QVERIFY(!nothingToShard.rank);
+        QVERIFY2(hasError(nothingToShard.problems, "parallelism_config.parallelism_config_dp_shard_size"),
+                 qPrintable(describe(nothingToShard.problems)));
+    }
+
+    // #46: each rank's tensor and data groups are Accelerate's device mesh for the same sizes
+    // (its tp and dp_shard groups, tests/tools/accelerate_oracle.py mesh).
+    void tensorParallelGroupsAreAcceleratesMesh_data()
+    {
+        QTest::addColumn<int>("shard");
+        QTest::addColumn<int>("tp");
+        QTest::newRow("tp 2") << 1 << 2;
+        QTest::newRow("2 x tp 2") << 2 << 2;
+        QTest::newRow("3 x tp 2") << 3 << 2;
+        QTest::newRow("2 x tp 4") << 2 << 4;
+    }
+    void tensorParallelGroupsAreAcceleratesMesh()
+    {
+        QFETCH(int, shard);
+        QFETCH(int, tp);
+        const int world = shard * tp;
+        std::string why;
+        const auto mesh = shardscope::testing::runOracle({"mesh", "1", std::to_string(shard), std::to_string(tp)}, why);
+        if (!mesh)
+            QFAIL(why.c_str());
+        for (int rank = 0; rank < world; ++rank) {
+            const auto ours = shardscope::parallel::tensorParallelGroupsOf(rank, world, tp);
+            const auto& theirs = (*mesh)["ranks"][rank];
+            QCOMPARE(ours.tensor, theirs["tp"].get<std::vector<int>>());
+            if (shard > 1)
+                QCOMPARE(ours.data, theirs["dp_shard"].get<std::vector<int>>());
+            else
+                QCOMPARE(ours.data, std::vector<int>{rank});
+        }
+    }
+
     // A parallelism_config dimension the engine does not run is refused, never ignored.
     void meshDimensionsTheEngineLacksAreRefused()
     {
-        const auto both = bothReadings("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
-                                       "parallelism_config:\n  parallelism_config_dp_shard_size: 2\n"
-                                       "  parallelism_config_tp_size: 2\n");
-        QVERIFY(!both.rank);
-        QVERIFY2(hasError(both.problems, "parallelism_config.parallelism_config_tp_size"), qPrintable(describe(both.problems)));
         // Context and sequence parallelism: refused before any rank starts, with the reason (#46).
         for (const char* dimension : {"cp_size", "sp_size"}) {
             const auto refused = bothReadings(
