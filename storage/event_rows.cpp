@@ -36,6 +36,8 @@ std::vector<MetricValue> stepMetrics(const protocol::StepEvent& event)
         {"comm.reduce_scatter", static_cast<double>(step->comm.reduceScatter)},
         {"comm.broadcast", static_cast<double>(step->comm.broadcast)},
     };
+    if (step->comm.tensorAllReduce > 0) // tensor parallelism's group; no row without it
+        values.push_back({"comm.tp_all_reduce", static_cast<double>(step->comm.tensorAllReduce)});
     // What a script's reporter could not know has no row (no row is not a 0).
     if (step->hasLr)
         values.push_back({k::kLr, step->lr});

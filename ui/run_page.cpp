@@ -1,6 +1,7 @@
 #include "ui/run_page.h"
 
 #include "engine/common/run_layout.h"
+#include "engine/plan/run_plan.h"
 #include "storage/metric_keys.h"
 #include "ui/history_service.h"
 #include "ui/format.h"
@@ -48,6 +49,9 @@ struct RunPage::Poll {
     QByteArray log;
     bool logShrunk = false; // the file is shorter than what was read: rotated or rewritten
     std::optional<QString> command; // a script run's command.sh, its command line; read once
+    // The engine's device mesh from plan.json, read with the command: its summary (empty for one
+    // data-parallel dimension) and each rank's place.
+    std::optional<config::MeshDescription> mesh;
     QString logsDir; // the folder `log` was read from
 };
 
@@ -165,6 +169,15 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
                              "select it to copy, or paste it into a shell to run the script again without Shardscope"));
     m_command->hide();
     layout->addWidget(m_command);
+
+    // An engine run over a device mesh (HSDP, tensor parallelism): its groups, each rank's place
+    // in them on hover.
+    m_mesh = new QLabel(this);
+    m_mesh->setObjectName(QStringLiteral("runMesh"));
+    m_mesh->setWordWrap(true);
+    m_mesh->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_mesh->hide();
+    layout->addWidget(m_mesh);
 
     auto* splitter = new QSplitter(Qt::Vertical, this);
     m_charts = new RunCharts(splitter);
@@ -325,6 +338,8 @@ void RunPage::closeRun()
     m_diagnosis->hide();
     m_command->clear();
     m_command->hide();
+    m_mesh->clear();
+    m_mesh->hide();
     m_commandRead = false;
 }
 
@@ -377,6 +392,9 @@ void RunPage::pollNow()
                     for (const QString& line : QString::fromUtf8(command.read(1 << 20)).split(QLatin1Char('\n')))
                         if (!line.isEmpty() && !line.startsWith(QLatin1Char('#')))
                             *poll->command = line; // the last command line (after the shebang and comments)
+                // A script run has no plan.json; an engine run's mesh is in it.
+                auto plan = config::loadPlan(RunLayout(dir).planFile().string());
+                poll->mesh = plan ? config::describeMesh(*plan) : config::MeshDescription{};
             }
             if (!dir.empty()) {
                 const std::string logsDir = poll->update && !poll->update->info.logsDir.empty()
@@ -415,6 +433,14 @@ void RunPage::applyPoll(Poll& poll)
         m_commandRead = true;
         m_command->setText(*poll.command);
         m_command->setVisible(!poll.command->isEmpty());
+    }
+    if (poll.mesh && !poll.mesh->empty()) {
+        m_mesh->setText(tr("Device mesh %1").arg(qs(poll.mesh->summary)));
+        QStringList ranks;
+        for (const auto& line : poll.mesh->ranks)
+            ranks << qs(line);
+        m_mesh->setToolTip(ranks.join(QLatin1Char('\n')));
+        m_mesh->show();
     }
     m_series.setRun(m_info.runId, m_info.worldSize);
     if (m_info.startedAt)

@@ -133,6 +133,7 @@ private:
     QLabel* m_error = nullptr;
     QLabel* m_alerts = nullptr; // the launcher's findings: stragglers, loss spikes
     QLineEdit* m_command = nullptr; // a script run's command line
+    QLabel* m_mesh = nullptr; // an engine run's device mesh (HSDP, tensor parallelism)
     bool m_commandRead = false; // command.sh looked for (once a run directory is known)
     QComboBox* m_xAxisBox = nullptr;
     QPushButton* m_followButton = nullptr; // checked while the charts follow the data

@@ -48,6 +48,9 @@ struct StepFootprint {
     std::int64_t allGathered = 0; // all-gather output
     std::int64_t reduceScattered = 0; // reduce-scatter input
     std::int64_t broadcast = 0; // the parameters' broadcast from rank 0, with the first step only
+    // Tensor parallelism: the split projections' all-reduces over the tensor group (activations
+    // forward, their gradients backward), apart from the data-parallel dimensions' above.
+    std::int64_t tensorAllReduced = 0;
 };
 
 class DataParallel {

@@ -14,43 +14,54 @@ namespace {
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
+// The tensor group and its traffic, as the autograd nodes carry them (saved_data holds no pointers).
+struct Link {
+    dist::Communicator* group;
+    std::shared_ptr<TensorParallelTraffic> traffic;
+};
+
 // The sum of `x` over the group, as a new tensor. Gloo sums only fp32 well on the CPU: a 16-bit
 // activation is summed in fp32 and cast back (as the data-parallel reductions do).
-at::Tensor allReduced(const at::Tensor& x, dist::Communicator& group)
+at::Tensor allReduced(const at::Tensor& x, const Link& link)
 {
+    dist::Communicator& group = *link.group;
     const bool widen = group.backendKind() == dist::BackendKind::Gloo && x.scalar_type() != at::kFloat
                        && x.scalar_type() != at::kDouble;
     at::Tensor sum = widen ? x.to(at::kFloat).contiguous() : x.contiguous().clone();
+    const std::int64_t bytes = sum.numel() * static_cast<std::int64_t>(sum.element_size());
+    link.traffic->allReduced += bytes;
+    profiler::SpanRecorder* recorder = link.traffic->recorder;
+    auto span = recorder ? recorder->begin(profiler::Lane::Communication, "all_reduce tp", "all_reduce tp", bytes)
+                         : profiler::SpanRecorder::kNoSpan;
     dist::waitFor(group.allreduce(sum));
+    if (recorder)
+        recorder->end(span);
     return widen ? sum.to(x.scalar_type()) : sum;
 }
 
-dist::Communicator& groupOf(torch::autograd::AutogradContext* ctx)
-{
-    return *reinterpret_cast<dist::Communicator*>(ctx->saved_data["group"].toInt());
-}
+Link linkOf(torch::autograd::AutogradContext* ctx) { return *reinterpret_cast<const Link*>(ctx->saved_data["link"].toInt()); }
 
 // Megatron's f: the input of a column-parallel projection, whole on every rank; each rank's
 // gradient of it covers only its output slice, so backward sums them.
 struct CopyToTensorParallel : torch::autograd::Function<CopyToTensorParallel> {
-    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, std::int64_t group)
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, std::int64_t link)
     {
-        ctx->saved_data["group"] = group;
+        ctx->saved_data["link"] = link;
         return x;
     }
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                    const torch::autograd::variable_list& grads)
     {
-        return {allReduced(grads[0], groupOf(ctx)), at::Tensor()};
+        return {allReduced(grads[0], linkOf(ctx)), at::Tensor()};
     }
 };
 
 // Megatron's g: a row-parallel projection's partial outputs summed forward; the whole output's
 // gradient is each rank's backward.
 struct ReduceFromTensorParallel : torch::autograd::Function<ReduceFromTensorParallel> {
-    static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x, std::int64_t group)
+    static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x, std::int64_t link)
     {
-        return allReduced(x, *reinterpret_cast<dist::Communicator*>(group));
+        return allReduced(x, *reinterpret_cast<const Link*>(link));
     }
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext*, const torch::autograd::variable_list& grads)
     {
@@ -72,7 +83,8 @@ int tensorParallelDim(const std::string& name)
     return -1;
 }
 
-void applyTensorParallel(models::CausalDecoderImpl& model, dist::Communicator& tensorGroup)
+void applyTensorParallel(models::CausalDecoderImpl& model, dist::Communicator& tensorGroup,
+                         std::shared_ptr<TensorParallelTraffic> traffic)
 {
     const int n = tensorGroup.size(), rank = tensorGroup.rank();
     const auto& c = model.config;
@@ -91,9 +103,11 @@ void applyTensorParallel(models::CausalDecoderImpl& model, dist::Communicator& t
                 item.value().set_data(item.value().detach().chunk(n, dim)[rank].contiguous().clone());
         }
     }
-    const auto group = reinterpret_cast<std::int64_t>(&tensorGroup);
-    const auto input = [group](const torch::Tensor& x) { return CopyToTensorParallel::apply(x, group); };
-    const auto output = [group](const torch::Tensor& x) { return ReduceFromTensorParallel::apply(x, group); };
+    // One link for every projection, owned by the functions that pass it (the model owns those).
+    auto link = std::make_shared<Link>(Link{&tensorGroup, std::move(traffic)});
+    const auto address = reinterpret_cast<std::int64_t>(link.get());
+    const auto input = [link, address](const torch::Tensor& x) { return CopyToTensorParallel::apply(x, address); };
+    const auto output = [link, address](const torch::Tensor& x) { return ReduceFromTensorParallel::apply(x, address); };
     for (auto& module : *model.model->layers) {
         auto* layer = module->as<models::DecoderLayer>();
         auto& attention = layer->self_attn;
@@ -108,9 +122,28 @@ void applyTensorParallel(models::CausalDecoderImpl& model, dist::Communicator& t
 }
 
 TensorParallelDataParallel::TensorParallelDataParallel(std::unique_ptr<DataParallel> inner, dist::Communicator& tensorGroup,
-                                                       bool dataParallelLeader)
-    : m_inner(std::move(inner)), m_group(tensorGroup), m_leader(dataParallelLeader)
+                                                       bool dataParallelLeader, std::shared_ptr<TensorParallelTraffic> traffic)
+    : m_inner(std::move(inner)), m_group(tensorGroup), m_leader(dataParallelLeader), m_traffic(std::move(traffic))
 {
+}
+
+void TensorParallelDataParallel::beginStep()
+{
+    m_traffic->allReduced = 0;
+    m_inner->beginStep();
+}
+
+StepFootprint TensorParallelDataParallel::stepFootprint() const
+{
+    StepFootprint footprint = m_inner->stepFootprint();
+    footprint.tensorAllReduced = m_traffic->allReduced;
+    return footprint;
+}
+
+void TensorParallelDataParallel::setRecorder(profiler::SpanRecorder* recorder)
+{
+    m_traffic->recorder = recorder;
+    m_inner->setRecorder(recorder);
 }
 
 double TensorParallelDataParallel::globalGradSquaredNorm(double local)

@@ -17,7 +17,10 @@
 
 #include "engine/dist/communicator.h"
 #include "engine/parallel/data_parallel.h"
+#include "profiler/span_recorder.h"
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -32,11 +35,21 @@ namespace shardscope::parallel {
 // transformers' parameter names ("model.layers.0.self_attn.q_proj.weight").
 int tensorParallelDim(const std::string& parameterName);
 
+// What the split projections' all-reduces (forward in the row-parallel ones, backward in the
+// column-parallel ones) moved over the tensor group, and where their spans go: the step event's
+// comm.tp_all_reduce and the trace's "all_reduce tp" collectives, apart from the data-parallel
+// dimensions' communication.
+struct TensorParallelTraffic {
+    std::atomic<std::int64_t> allReduced{0}; // input bytes since the last reset
+    profiler::SpanRecorder* recorder = nullptr;
+};
+
 // Splits the decoder's projections over `tensorGroup`: every rank keeps its slice of each split
 // parameter (the model must be whole and equal on every rank of the group) and its projections
-// communicate through the group. Throws where a split dimension (heads, key-value heads,
-// intermediate size) does not divide by the group's size.
-void applyTensorParallel(models::CausalDecoderImpl& model, dist::Communicator& tensorGroup);
+// communicate through the group, counting in `traffic`. Throws where a split dimension (heads,
+// key-value heads, intermediate size) does not divide by the group's size.
+void applyTensorParallel(models::CausalDecoderImpl& model, dist::Communicator& tensorGroup,
+                         std::shared_ptr<TensorParallelTraffic> traffic);
 
 // The data parallelism of one position of the tensor groups (`inner`, over the data-parallel
 // group), with every by-name operation made whole across the split: gathered parameters and
@@ -46,10 +59,11 @@ class TensorParallelDataParallel final : public DataParallel {
 public:
     // `dataParallelLeader`: this rank is in the first data-parallel position (dp rank 0), whose
     // tensor group gathers what rank 0 saves.
-    TensorParallelDataParallel(std::unique_ptr<DataParallel> inner, dist::Communicator& tensorGroup, bool dataParallelLeader);
+    TensorParallelDataParallel(std::unique_ptr<DataParallel> inner, dist::Communicator& tensorGroup, bool dataParallelLeader,
+                               std::shared_ptr<TensorParallelTraffic> traffic);
 
     NamedTensors namedOptimizerParameters() const override { return m_inner->namedOptimizerParameters(); }
-    void beginStep() override { m_inner->beginStep(); }
+    void beginStep() override;
     void prepareForBackward(bool synchronize) override { m_inner->prepareForBackward(synchronize); }
     void finishGradientSync() override { m_inner->finishGradientSync(); }
     // `local`: this rank's split gradients' squares plus its whole ones' divided by the group's
@@ -62,9 +76,10 @@ public:
     NamedTensors gatherByParameter(const PartOf& part, bool keep) override;
     void scatterByParameter(const std::map<std::string, at::Tensor>& full, const SetPart& set,
                             const std::string& source) override;
-    StepFootprint stepFootprint() const override { return m_inner->stepFootprint(); }
+    StepFootprint stepFootprint() const override; // with the tensor group's all-reduces
+
     std::string firstStepReport() const override;
-    void setRecorder(profiler::SpanRecorder* recorder) override { m_inner->setRecorder(recorder); }
+    void setRecorder(profiler::SpanRecorder* recorder) override;
 
     DataParallel& inner() { return *m_inner; }
 
@@ -77,6 +92,7 @@ private:
     std::unique_ptr<DataParallel> m_inner;
     dist::Communicator& m_group;
     bool m_leader;
+    std::shared_ptr<TensorParallelTraffic> m_traffic;
 };
 
 } // namespace shardscope::parallel

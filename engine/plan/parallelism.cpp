@@ -158,32 +158,6 @@ void readMesh(const AccelerateConfig& c, ParallelismSpec& s)
     s.spSize = size("sp_size");
 }
 
-// Which ranks shard and which replicate together (Accelerate's dp_replicate x dp_shard mesh, as
-// the engine makes its groups): "shard groups [0, 1] [2, 3], replicate groups [0, 2] [1, 3]", the
-// first few of each on a large world.
-std::string describeHybridGroups(int world, int groupSize)
-{
-    if (groupSize < 1 || world % groupSize != 0)
-        return {};
-    if (world > 64)
-        return "shard groups of " + std::to_string(groupSize) + " consecutive ranks, replicate groups of every "
-               + std::to_string(groupSize) + "th rank";
-    auto list = [](const std::vector<int>& ranks) {
-        std::string text;
-        for (int r : ranks)
-            text += (text.empty() ? "[" : ", ") + std::to_string(r);
-        return text + "]";
-    };
-    const int shardGroups = world / groupSize;
-    std::string shard, replicate;
-    for (int g = 0; g < std::min(shardGroups, 4); ++g)
-        shard += " " + list(parallel::hybridGroupsOf(g * groupSize, world, groupSize).shard);
-    for (int g = 0; g < std::min(groupSize, 4); ++g)
-        replicate += " " + list(parallel::hybridGroupsOf(g, world, groupSize).replicate);
-    return "shard groups" + shard + (shardGroups > 4 ? " ..." : "") + ", replicate groups" + replicate
-           + (groupSize > 4 ? " ..." : "");
-}
-
 } // namespace
 
 ParallelismReading interpretParallelism(const AccelerateConfig& config, const std::string& baseDir)
@@ -201,6 +175,30 @@ ParallelismReading interpretParallelism(const AccelerateConfig& config, const st
     return reading;
 }
 
+std::string describeMeshGroups(int world, int groupSize, const std::string& inner, const std::string& outer)
+{
+    if (groupSize < 1 || world % groupSize != 0)
+        return {};
+    if (world > 64)
+        return inner + " groups of " + std::to_string(groupSize) + " consecutive ranks, " + outer + " groups of every "
+               + std::to_string(groupSize) + "th rank";
+    auto list = [](const std::vector<int>& ranks) {
+        std::string text;
+        for (int r : ranks)
+            text += (text.empty() ? "[" : ", ") + std::to_string(r);
+        return text + "]";
+    };
+    // The same layout as hybridGroupsOf and tensorParallelGroupsOf: consecutive inner groups.
+    const int innerGroups = world / groupSize;
+    std::string consecutive, strided;
+    for (int g = 0; g < std::min(innerGroups, 4); ++g)
+        consecutive += " " + list(parallel::hybridGroupsOf(g * groupSize, world, groupSize).shard);
+    for (int g = 0; g < std::min(groupSize, 4); ++g)
+        strided += " " + list(parallel::hybridGroupsOf(g, world, groupSize).replicate);
+    return inner + " groups" + consecutive + (innerGroups > 4 ? " ..." : "") + ", " + outer + " groups" + strided
+           + (groupSize > 4 ? " ..." : "");
+}
+
 ModelStateLayout stateLayoutOf(const ParallelismSpec& spec, int numProcesses, int numMachines)
 {
     ModelStateLayout layout;
@@ -208,6 +206,10 @@ ModelStateLayout stateLayoutOf(const ParallelismSpec& spec, int numProcesses, in
     layout.tensorParallel = spec.deepSpeed ? 1 : std::max(1, spec.tpSize);
     const int ranks = std::max(1, numProcesses / layout.tensorParallel);
     layout.shardRanks = ranks;
+    if (layout.tensorParallel > 1)
+        layout.notes.push_back("tensor parallelism: the projections split over tp_size " + std::to_string(layout.tensorParallel)
+                               + " ranks, the layout below over the " + std::to_string(ranks) + " data-parallel ones; "
+                               + describeMeshGroups(std::max(1, numProcesses), layout.tensorParallel, "tensor", "data"));
     if (spec.fsdpShards()) {
         const std::string& strategy = spec.fsdpShardingStrategy;
         const bool hybrid = strategy.rfind("HYBRID", 0) == 0;
@@ -218,11 +220,11 @@ ModelStateLayout stateLayoutOf(const ParallelismSpec& spec, int numProcesses, in
         if (hybrid) {
             layout.shardRanks = std::max(1, ranks / std::max(1, numMachines));
             layout.notes.push_back("hybrid sharding: states sharded within a machine (" + std::to_string(layout.shardRanks)
-                                   + " ranks); " + describeHybridGroups(ranks, layout.shardRanks));
+                                   + " ranks); " + describeMeshGroups(ranks, layout.shardRanks, "shard", "replicate"));
         } else if (spec.dpShardSize > 1 && spec.dpShardSize < ranks) {
             layout.shardRanks = spec.dpShardSize;
             layout.notes.push_back("parallelism_config: states sharded over dp_shard_size " + std::to_string(spec.dpShardSize)
-                                   + " ranks; " + describeHybridGroups(ranks, spec.dpShardSize));
+                                   + " ranks; " + describeMeshGroups(ranks, spec.dpShardSize, "shard", "replicate"));
         }
         // CPU offload moves the shards, their gradients and the optimizer step to host memory; under
         // SHARD_GRAD_OP the device still holds the full parameters between forward and backward.

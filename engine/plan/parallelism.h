@@ -81,6 +81,12 @@ struct ParallelismReading {
 // `baseDir` resolves a relative deepspeed_config_file (else the config's own folder).
 ParallelismReading interpretParallelism(const AccelerateConfig& config, const std::string& baseDir = {});
 
+// Which ranks form each group of a two-dimensional mesh whose inner dimension takes `groupSize`
+// consecutive ranks (Accelerate's layout: dp_replicate x dp_shard, or data x tp): "shard groups
+// [0, 1] [2, 3], replicate groups [0, 2] [1, 3]" with inner "shard" and outer "replicate", the
+// first few of each on a large world; empty when groupSize does not divide world.
+std::string describeMeshGroups(int world, int groupSize, const std::string& inner, const std::string& outer);
+
 // Where each rank's model states live: what the memory estimate needs of a run's parallelism.
 struct ModelStateLayout {
     int zeroStage = 0; // 0 = replicated (DDP); every FSDP sharding strategy = 3 (FSDP shards the parameters)

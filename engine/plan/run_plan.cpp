@@ -350,6 +350,23 @@ void planTensorParallel(const PlanInputs& in, const EngineChoices& e, RunPlan& p
         problems.push_back(unsupported(key, size + " with model type " + model,
                                        "tensor parallelism splits the Llama, Mistral and Qwen2 decoders (transformers has "
                                        "a tp plan for those); set tp_size: 1 for this model"));
+    // A decoder's heads and features split evenly or not at all (read from the recipe's keys or
+    // the pretrained folder's config.json, where the launcher reads files).
+    if (in.recipe && isHfFamilyType(model) && (in.readRecipeFiles || plan.recipe.model.pretrained.empty())) {
+        if (auto a = resolveArchitecture(plan.recipe.model, in.recipeSource);
+            a && a->family == DecoderFamily::Gpt2 && model != "gpt2")
+            problems.push_back(unsupported(key, size + " with a GPT-2 model",
+                                           "tensor parallelism splits the Llama, Mistral and Qwen2 decoders (transformers "
+                                           "has a tp plan for those); set tp_size: 1 for this model"));
+        else if (a)
+            for (auto [what, count] : {std::pair{"num_attention_heads", a->numAttentionHeads},
+                                       {"num_key_value_heads", a->numKeyValueHeads},
+                                       {"intermediate_size", a->intermediateSize}})
+                if (count % e.tpSize != 0)
+                    problems.push_back(unsupported(key, size + " with the model's " + what + " " + std::to_string(count),
+                                                   std::string("each rank of a tensor group takes an equal share of the ") + what
+                                                       + "; choose a tp_size that divides it"));
+    }
     if (plan.recipe.model.lora.enabled)
         problems.push_back(unsupported(key, size + " with model.lora",
                                        "the adapters would have to be split with their projections, which this engine "
@@ -849,6 +866,30 @@ Result<void> faultsFromJson(const json& faults, const std::string& source, Fault
 }
 
 } // namespace
+
+MeshDescription describeMesh(const RunPlan& plan)
+{
+    MeshDescription mesh;
+    const int world = plan.numProcesses;
+    const int tp = plan.tensorParallelSize;
+    const int hybrid = plan.sharding ? plan.sharding->hybridGroupSize : 0;
+    const auto n = [](int v) { return std::to_string(v); };
+    if (tp > 1 && world % tp == 0) {
+        const int data = world / tp;
+        const std::string dataDim = plan.sharding ? "dp_shard" : "dp_replicate";
+        mesh.summary = (data > 1 ? dataDim + " " + n(data) + " x " : "") + "tp " + n(tp) + ": "
+                       + describeMeshGroups(world, tp, "tensor", "data");
+        for (int r = 0; r < world; ++r)
+            mesh.ranks.push_back("rank " + n(r) + ": tensor group " + n(r / tp) + " (its rank " + n(r % tp)
+                                 + "), data-parallel rank " + n(r / tp) + " of " + n(data));
+    } else if (hybrid > 0 && hybrid < world && world % hybrid == 0) {
+        mesh.summary = "dp_replicate " + n(world / hybrid) + " x dp_shard " + n(hybrid) + ": "
+                       + describeMeshGroups(world, hybrid, "shard", "replicate");
+        for (int r = 0; r < world; ++r)
+            mesh.ranks.push_back("rank " + n(r) + ": replica " + n(r / hybrid) + ", shard " + n(r % hybrid) + " of " + n(hybrid));
+    }
+    return mesh;
+}
 
 Result<RunPlan> planFromJson(const std::string& text, const std::string& source)
 {

@@ -160,6 +160,16 @@ PlanResult buildRunPlan(const PlanInputs& inputs);
 // The engine flags buildRunPlan understands, one per line with its meaning (for --help texts).
 std::string engineFlagHelp();
 
+// The run's device mesh for people (the Run page): empty for one data-parallel dimension; else
+// its dimensions and groups, and where each rank is in them (replica and shard, or tensor group
+// and data-parallel position), as the ranks form them.
+struct MeshDescription {
+    std::string summary; // "dp_shard 2 x tp 2: tensor groups [0, 1] [2, 3], data groups [0, 2] [1, 3]"
+    std::vector<std::string> ranks; // "rank 2: tensor group 1 (its rank 0), data-parallel rank 1 of 2"
+    bool empty() const { return summary.empty(); }
+};
+MeshDescription describeMesh(const RunPlan& plan);
+
 // plan.json: written by the launcher, read by every rank. Reading checks the format version and
 // every field's type and value; an error names the field.
 std::string planToJson(const RunPlan& plan);

@@ -78,7 +78,8 @@ json bodyJson(const EventBody& body)
                            {{"all_reduce", e.comm.allReduce},
                             {"all_gather", e.comm.allGather},
                             {"reduce_scatter", e.comm.reduceScatter},
-                            {"broadcast", e.comm.broadcast}}}};
+                            {"broadcast", e.comm.broadcast},
+                            {"tp_all_reduce", e.comm.tensorAllReduce}}}};
                 if (e.lossScale)
                     j["loss_scale"] = *e.lossScale;
                 if (e.hasLr)
@@ -377,6 +378,8 @@ Result<Event> decodeEvent(std::string_view line)
         comm.read("all_gather", e.comm.allGather);
         comm.read("reduce_scatter", e.comm.reduceScatter);
         comm.read("broadcast", e.comm.broadcast);
+        if (j.contains("comm") && j["comm"].contains("tp_all_reduce")) // since 2026-12-07
+            comm.read("tp_all_reduce", e.comm.tensorAllReduce);
         event.body = e;
     } else if (type == "eval") {
         EvalEvent e;

@@ -71,6 +71,7 @@ struct CommStats { // bytes moved by this rank in this step
     std::int64_t allGather = 0;
     std::int64_t reduceScatter = 0;
     std::int64_t broadcast = 0;
+    std::int64_t tensorAllReduce = 0; // tensor parallelism's all-reduces over the tp group (the rest: data-parallel)
 };
 
 struct StepEvent {

@@ -123,12 +123,13 @@ void Accelerator::prepareTensorParallel(models::TrainableModel& model)
         for (auto& p : model.parameters())
             dist::waitFor(m_comm->broadcast(p, 0));
     }
-    parallel::applyTensorParallel(*decoder, *m_tensorGroup);
+    auto traffic = std::make_shared<parallel::TensorParallelTraffic>();
+    parallel::applyTensorParallel(*decoder, *m_tensorGroup, traffic);
     if (!m_dataGroup)
         m_options.sharding.reset(); // one data-parallel position: nothing to shard over (planning refuses FSDP so)
     auto inner = makeDataParallel(model, m_dataGroup.get());
     m_dataParallel = std::make_unique<parallel::TensorParallelDataParallel>(std::move(inner), *m_tensorGroup,
-                                                                            dataParallelRank() == 0);
+                                                                            dataParallelRank() == 0, std::move(traffic));
 }
 
 void Accelerator::setRecorder(profiler::SpanRecorder* recorder) { m_dataParallel->setRecorder(recorder); }

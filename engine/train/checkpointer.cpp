@@ -128,14 +128,13 @@ std::int64_t Checkpointer::resume()
         m_acc.dataParallel().loadFullParameters(loaded->modelTensors, loaded->path);
     if (loaded->savedWorldSize) {
         loadFullOptimizerState(m_acc, m_optimizer, loaded->fullOptimizerTensors);
-        const auto layout = [](int dataParallel, int tensorParallel) {
-            const int ranks = dataParallel * tensorParallel;
-            return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks")
+        const int savedTp = loaded->savedTensorParallel, tp = m_acc.tensorParallelSize();
+        const auto ranks = [](int dataParallel, int tensorParallel) {
+            return std::to_string(dataParallel * tensorParallel)
                    + (tensorParallel > 1 ? " (tp_size " + std::to_string(tensorParallel) + ")" : "");
         };
-        m_events.emit(protocol::LogEvent{"info", "resharded the checkpoint from "
-                                                     + layout(*loaded->savedWorldSize, loaded->savedTensorParallel) + " to "
-                                                     + layout(m_acc.dataParallelSize(), m_acc.tensorParallelSize())});
+        m_events.emit(protocol::LogEvent{"info", "resharded the checkpoint from " + ranks(*loaded->savedWorldSize, savedTp)
+                                                     + " to " + ranks(m_acc.dataParallelSize(), tp) + " ranks"});
     } else {
         try {
             torch::load(m_optimizer, loaded->optimizerFile);

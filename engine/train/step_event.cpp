@@ -96,6 +96,7 @@ protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& 
         deviceMemory(acc.device(), e.mem); // the caching allocator's view, peak since the last step event
     e.phaseMemory = measured.phaseMemory;
     e.comm.allReduce = footprint.allReduced;
+    e.comm.tensorAllReduce = footprint.tensorAllReduced;
     e.comm.allGather = footprint.allGathered;
     e.comm.reduceScatter = footprint.reduceScattered;
     e.comm.broadcast = footprint.broadcast;

@@ -344,7 +344,7 @@ private slots:
         }
         bool said = false;
         for (const auto& e : toSplit.events)
-            said = said || e["message"].toString().contains("resharded the checkpoint from 1 rank to 2 ranks (tp_size 2)");
+            said = said || e["message"].toString().contains("resharded the checkpoint from 1 to 2 (tp_size 2) ranks");
         QVERIFY2(said, "the resume says it resharded across tp sizes");
     }
 

@@ -556,6 +556,14 @@ private slots:
         // The split halves the projections: fp32 parameters of the whole part plus half the split.
         const qint64 perRank = 4 * (shape.parameters - shape.splitParameters / 2) / shard;
         QCOMPARE(mem["params"].toInteger(), perRank);
+        // Communication per mesh dimension: over the tensor group, per layer and micro-step, the
+        // two row-parallel outputs forward and the five column-parallel inputs' gradients backward,
+        // each an fp32 [batch, sequence, hidden] activation; over dp_shard, FSDP's collectives.
+        const auto comm = run.lastStep["comm"].toObject();
+        const qint64 activation = 4 * parsed->perDeviceBatchSize * shape.sequence * shape.hidden;
+        QCOMPARE(comm["tp_all_reduce"].toInteger(), 7 * shape.layers * activation * parsed->gradientAccumulationSteps);
+        QCOMPARE(comm["reduce_scatter"].toInteger() > 0, shard > 1);
+        QCOMPARE(comm["all_gather"].toInteger() > 0, shard > 1);
     }
 
     void memoryAndCommunicationFollowTheStage_data()

@@ -4,6 +4,7 @@
 // log selected. With $SHARDSCOPE_LAUNCHER pointing at a real `shardscope`, launching the demo
 // recipe shows live points within seconds.
 
+#include "engine/plan/run_plan.h"
 #include "engine/protocol/events.h"
 #include "engine/recipe/recipe.h"
 #include "test_store.h"
@@ -576,6 +577,43 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(page.chart(QStringLiteral("loss"))->pointCount(0), 2, 1000);
         QTRY_COMPARE(page.info().status, storage::RunStatus::Completed);
         QCOMPARE(page.chart(QStringLiteral("memory"))->seriesCount(), 2);
+    }
+
+    // #46: an engine run over a device mesh shows its groups, and each rank's place in them on
+    // hover (from the run's plan.json); a run over one data-parallel dimension shows none.
+    void meshShowsEachRanksGroups()
+    {
+        QTemporaryDir dir;
+        const auto runDir = std::filesystem::path(dir.path().toStdString()) / "mesh";
+        std::filesystem::create_directories(runDir);
+        std::ofstream(runDir / "events.jsonl") << "";
+        config::RunPlan plan;
+        plan.numProcesses = 4;
+        plan.distributedType = "FSDP";
+        plan.runDir = runDir.string();
+        plan.tensorParallelSize = 2;
+        plan.sharding = parallel::ShardingOptions{};
+        std::ofstream(runDir / "plan.json") << config::planToJson(plan);
+        RunPage page;
+        page.openRunDirectory(runDir);
+        auto* mesh = page.findChild<QLabel*>(QStringLiteral("runMesh"));
+        QVERIFY(mesh);
+        QTRY_VERIFY(!mesh->isHidden());
+        QCOMPARE(mesh->text(),
+                 QStringLiteral("Device mesh dp_shard 2 x tp 2: tensor groups [0, 1] [2, 3], data groups [0, 2] [1, 3]"));
+        QVERIFY2(mesh->toolTip().contains(QStringLiteral("rank 3: tensor group 1 (its rank 1), data-parallel rank 1 of 2")),
+                 qPrintable(mesh->toolTip()));
+
+        const auto plain = std::filesystem::path(dir.path().toStdString()) / "plain";
+        std::filesystem::create_directories(plain);
+        std::ofstream(plain / "events.jsonl") << "";
+        plan.tensorParallelSize = 1;
+        plan.runDir = plain.string();
+        std::ofstream(plain / "plan.json") << config::planToJson(plan);
+        page.openRunDirectory(plain);
+        QTRY_VERIFY(!page.polling());
+        QTest::qWait(200);
+        QVERIFY(mesh->isHidden());
     }
 
     void scriptRunShowsItsCommand()

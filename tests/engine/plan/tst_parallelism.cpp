@@ -310,6 +310,19 @@ private slots:
         QCOMPARE(both.rank->stateLayout.shardRanks, 2);
         QCOMPARE(both.rank->stateLayout.tensorParallel, 2);
         QVERIFY(both.rank->stateLayout == both.page);
+        // What the Run page shows of it, and of HSDP's mesh.
+        const auto mesh = describeMesh(*both.rank);
+        QCOMPARE(mesh.summary, std::string("dp_shard 2 x tp 2: tensor groups [0, 1] [2, 3], data groups [0, 2] [1, 3]"));
+        QCOMPARE(mesh.ranks.at(1), std::string("rank 1: tensor group 0 (its rank 1), data-parallel rank 0 of 2"));
+        const auto hsdp = bothReadings("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
+                                       "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n"
+                                       "  parallelism_config_dp_shard_size: 2\n");
+        QVERIFY2(hsdp.rank, qPrintable(describe(hsdp.problems)));
+        const auto hybridMesh = describeMesh(*hsdp.rank);
+        QCOMPARE(hybridMesh.summary,
+                 std::string("dp_replicate 2 x dp_shard 2: shard groups [0, 1] [2, 3], replicate groups [0, 2] [1, 3]"));
+        QCOMPARE(hybridMesh.ranks.at(2), std::string("rank 2: replica 1, shard 0 of 2"));
+        QVERIFY(describeMesh(*bothReadings("distributed_type: FSDP\nnum_processes: 2\n").rank).empty());
         const auto alone = bothReadings("distributed_type: MULTI_GPU\nnum_processes: 2\nuse_cpu: true\n"
                                         "parallelism_config:\n  parallelism_config_tp_size: 2\n",
                                         kLlama);
@@ -327,7 +340,10 @@ private slots:
                           "parallelism_config:\n  parallelism_config_tp_size: 2\n"),
               std::string("distributed_type: FSDP\nnum_processes: 4\nfsdp_config:\n  fsdp_version: 2\n"
                           "  fsdp_activation_checkpointing: true\nparallelism_config:\n"
-                          "  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 2\n")}) {
+                          "  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 2\n"),
+              // The demo Llama's 2 key-value heads do not split 4 ways.
+              std::string("distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_version: 2\n"
+                          "parallelism_config:\n  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 4\n")}) {
             const auto refused = bothReadings(yaml, kLlama);
             QVERIFY2(!refused.rank && hasError(refused.problems, tpKey), qPrintable(QString::fromStdString(yaml)));
         }
