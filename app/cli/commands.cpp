@@ -21,6 +21,7 @@ void addAllCommands(CLI::App& app, CommandContext& context)
     addEstimateMemoryCommand(app, context);
     addDataCommand(app, context);
     addClustersCommand(app, context);
+    addTuneCommand(app, context);
 }
 
 std::string boundText(double value)

@@ -59,5 +59,6 @@ void addEstimateMemoryCommand(CLI::App& app, CommandContext& context);
 void addRunsCommand(CLI::App& app, CommandContext& context);
 void addDataCommand(CLI::App& app, CommandContext& context);
 void addClustersCommand(CLI::App& app, CommandContext& context);
+void addTuneCommand(CLI::App& app, CommandContext& context);
 
 } // namespace shardscope::cli

@@ -675,9 +675,10 @@ void Checker::machineChecks()
     const bool shardingOnCpu = (type == "MULTI_GPU" || type == "FSDP" || type == "DEEPSPEED") && m_c.boolField("use_cpu");
     if (wantsGpu && gpus == 0 && type != "NO" && shardingOnCpu)
         m_out.push_back({Severity::Warning, "use_cpu",
-                         "distributed_type " + type
-                             + " with use_cpu: true runs on Shardscope's CPU engine (Gloo); "
-                               "Accelerate itself would need GPUs for it"});
+                         "distributed_type " + type + " with use_cpu: true runs on Shardscope's CPU engine (Gloo); "
+                             + (type == "MULTI_GPU" ? std::string("Accelerate runs it on CPU ranks too (as MULTI_CPU, with "
+                                                                  "the file's parallelism_config)")
+                                                    : std::string("Accelerate itself would need GPUs for it"))});
     else if (wantsGpu && gpus == 0 && type != "NO")
         machine("distributed_type", "distributed_type " + type
                                         + " needs GPUs but this machine has none; use MULTI_CPU "

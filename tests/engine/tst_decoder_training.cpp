@@ -87,6 +87,16 @@ private:
             .arg(blockSize);
     }
 
+    // The folder of one hf_decoder_reference.py case (llama_gqa, qwen2_bias, mistral_linear),
+    // made on first use; empty with the reason in `why` when it could not be.
+    QString familyFolder(const QString& family, QString& why) const
+    {
+        const QString folder = m_dir.path() + "/models/" + family;
+        if (!QFile::exists(folder + "/config.json"))
+            runTool({kTools + "hf_decoder_reference.py", "--out", m_dir.path() + "/models", "--case", family}, why);
+        return why.isEmpty() ? folder : QString();
+    }
+
     // An Accelerate config of dp_shard_size `shard` x tp_size `tp` on CPU ranks: FSDP2 over
     // dp_shard (2D), or tp alone under MULTI_GPU (Accelerate runs both so with use_cpu). Its path,
     // or empty when it could not be written.
@@ -200,21 +210,35 @@ private slots:
     }
 
     // #46: HSDP from parallelism_config (dp_replicate_size 2 x dp_shard_size 2, 4 ranks) trains
-    // transformers' LlamaForCausalLM as PyTorch's own fully_shard does over Accelerate's own device
+    // transformers' model of each family as PyTorch's own fully_shard does over Accelerate's own device
     // mesh for the same sizes (ddp_reference.py --hsdp 2,2: ParallelismConfig.get_device_mesh),
     // from the same weights on the same data: 20 steps, losses and gradient norms within 1e-5.
+    void hsdpMatchesFullyShardOnAcceleratesMesh_data()
+    {
+        QTest::addColumn<QString>("family");
+        QTest::newRow("llama") << "llama_gqa";
+        QTest::newRow("qwen2") << "qwen2_bias";
+        QTest::newRow("mistral") << "mistral_linear";
+    }
     void hsdpMatchesFullyShardOnAcceleratesMesh()
     {
-        const QString config = m_dir.path() + "/hsdp-accelerate.yaml";
+        QFETCH(QString, family);
+        QString made;
+        const QString folder = familyFolder(family, made);
+        QVERIFY2(made.isEmpty(), qPrintable(made));
+        const QString name = "hsdp-" + family;
+        const QString config = m_dir.path() + "/" + name + "-accelerate.yaml";
         QVERIFY(shardscope::testing::writeHsdpConfig(config));
-        const QString initial = m_dir.path() + "/hsdp-initial.safetensors";
-        const auto run = testing::launchRecipe(m_dir.path(), "hsdp", recipe(), 4, {"--config_file", config},
+        const QString initial = m_dir.path() + "/" + name + "-initial.safetensors";
+        QString recipeText = recipe();
+        recipeText.replace(m_model, folder);
+        const auto run = testing::launchRecipe(m_dir.path(), name, recipeText, 4, {"--config_file", config},
                                                {"--dump-initial", initial});
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
         QString why;
-        const QString out = m_dir.path() + "/hsdp.reference.json";
-        runTool({kTools + "ddp_reference.py", "--recipe", m_dir.path() + "/hsdp.yaml", "--initial", initial, "--ranks", "4",
-                 "--hsdp", "2,2", "--out", out},
+        const QString out = m_dir.path() + "/" + name + ".reference.json";
+        runTool({kTools + "ddp_reference.py", "--recipe", m_dir.path() + "/" + name + ".yaml", "--initial", initial, "--ranks",
+                 "4", "--hsdp", "2,2", "--out", out},
                 why);
         QVERIFY2(why.isEmpty(), qPrintable(why));
         QFile result(out);
@@ -232,7 +256,8 @@ private slots:
         QCOMPARE(norms.size(), 20);
         const double lossDiff = testing::maxRelativeDifference(testing::rankZeroLosses(run), referenceLosses);
         const double normDiff = testing::maxRelativeDifference(norms, referenceNorms);
-        qInfo("HSDP 2 x 2 vs fully_shard on Accelerate's mesh: losses %.2e, gradient norms %.2e", lossDiff, normDiff);
+        qInfo("%s: HSDP 2 x 2 vs fully_shard on Accelerate's mesh: losses %.2e, gradient norms %.2e", qPrintable(family),
+              lossDiff, normDiff);
         QVERIFY2(lossDiff <= 1e-5, qPrintable(QStringLiteral("losses differ by %1").arg(lossDiff)));
         QVERIFY2(normDiff <= 1e-5, qPrintable(QStringLiteral("gradient norms differ by %1").arg(normDiff)));
     }
@@ -252,18 +277,16 @@ private slots:
         QTest::newRow("mistral tp 2") << "mistral_linear" << 1;
         QTest::newRow("llama dp_shard 2 x tp 2") << "llama_gqa" << 2;
         QTest::newRow("qwen2 dp_shard 2 x tp 2") << "qwen2_bias" << 2;
+        QTest::newRow("mistral dp_shard 2 x tp 2") << "mistral_linear" << 2;
     }
     void tensorParallelMatchesParallelizeModule()
     {
         QFETCH(QString, family);
         QFETCH(int, shard);
         const int tp = 2, ranks = shard * tp;
-        const QString folder = m_dir.path() + "/models/" + family;
-        if (!QFile::exists(folder + "/config.json")) {
-            QString why;
-            runTool({kTools + "hf_decoder_reference.py", "--out", m_dir.path() + "/models", "--case", family}, why);
-            QVERIFY2(why.isEmpty(), qPrintable(why));
-        }
+        QString made;
+        const QString folder = familyFolder(family, made);
+        QVERIFY2(made.isEmpty(), qPrintable(made));
         const QString name = QStringLiteral("tp-%1-%2").arg(family).arg(shard);
         const QString config = writeTensorParallelConfig(name, shard, tp);
         QVERIFY(!config.isEmpty());

@@ -536,7 +536,7 @@ private slots:
                                        + mesh + "  parallelism_config_dp_shard_size: 2\n"
                                  : "distributed_type: MULTI_GPU\nnum_processes: 2\nuse_cpu: true\n" + mesh);
         }
-        const QString text = shardscope::testing::llamaDemoRecipe(2);
+        const QString text = shardscope::testing::llamaDemoRecipe(2) + "profile: {start_step: 2, steps: 1}\n";
         const Run run = launchText(QStringLiteral("tp-memory-%1").arg(shard), ranks, text, {}, {"--config_file", config});
         QVERIFY2(run.exitCode == 0, qPrintable(run.output));
         const auto mem = run.lastStep["mem"].toObject();
@@ -564,6 +564,17 @@ private slots:
         QCOMPARE(comm["tp_all_reduce"].toInteger(), 7 * shape.layers * activation * parsed->gradientAccumulationSteps);
         QCOMPARE(comm["reduce_scatter"].toInteger() > 0, shard > 1);
         QCOMPARE(comm["all_gather"].toInteger() > 0, shard > 1);
+        // The trace of the profiled (last) step: the tensor group's all-reduces, one span each, as a
+        // collective of their own beside FSDP's.
+        auto traces = shardscope::profiler::readChromeTrace((run.runDir + "/traces/rank0.json").toStdString());
+        QVERIFY(traces && traces->size() == 1);
+        std::map<std::string, shardscope::profiler::CollectiveStats> kinds;
+        for (const auto& c : shardscope::profiler::analyseRank(traces->front()).collectives)
+            kinds[c.kind] = c;
+        QVERIFY(kinds.count("all_reduce tp"));
+        QCOMPARE(kinds["all_reduce tp"].count, 7 * shape.layers * parsed->gradientAccumulationSteps);
+        QCOMPARE(kinds["all_reduce tp"].bytes, comm["tp_all_reduce"].toInteger());
+        QCOMPARE(kinds.count("all_gather") > 0, shard > 1);
     }
 
     void memoryAndCommunicationFollowTheStage_data()
