@@ -1,4 +1,5 @@
 #include "ui/configure_page.h"
+#include "ui/tune_dialog.h"
 
 #include "engine/plan/machine_probe.h"
 #include "engine/accelerate/yaml_io.h"
@@ -19,6 +20,7 @@
 #include <QDateTime>
 #include <QDialog>
 #include <QDialogButtonBox>
+#include <QDir>
 #include <QFileInfo>
 #include <QFontDatabase>
 #include <QHBoxLayout>
@@ -95,6 +97,15 @@ void ConfigurePage::buildBottom(QWidget* parent)
         m_profile->setVisible(!cluster && !scriptMode()); // a job does not profile yet
     });
     connect(m_batchScriptButton, &QPushButton::clicked, this, [this] { showBatchScript(); });
+    m_tuneButton = new QPushButton(tr("Tune…"), bottom);
+    m_tuneButton->setObjectName(QStringLiteral("tuneButton"));
+    m_tuneButton->setToolTip(tr("Find the fastest sharding, micro-batch, checkpointing and offload of this recipe that fit a "
+                                "memory budget per rank: short trials, one at a time (`shardscope tune`)"));
+    connect(m_tuneButton, &QPushButton::clicked, this, [this] {
+        if (const QString why = tune(); !why.isEmpty())
+            showMessage(why, true);
+    });
+    launchRow->addWidget(m_tuneButton);
     launchRow->addWidget(m_launch);
     bottomLayout->addWidget(m_diagnosticView, 1);
     m_fixButton = new QPushButton(bottom);
@@ -710,6 +721,35 @@ QString ConfigurePage::showBatchScript()
         emit batchScriptShown();
     });
     m_dryRun->start(launcherProgram(), launchArguments(request));
+    return {};
+}
+
+QString ConfigurePage::tune()
+{
+    if (scriptMode())
+        return tr("Tune… tries the recipe in Shardscope's engine; choose \"Run the recipe (engine)\".");
+    if (!target().isEmpty())
+        return tr("Tune… runs its trials on this machine; choose \"This machine\" as the target.");
+    if (m_recipePath.isEmpty() || m_recipeModified)
+        return tr("Save the recipe first: the tuner's trials read it from its file.");
+    if (m_tuneDialog && m_tuneDialog->running()) {
+        m_tuneDialog->show();
+        return {};
+    }
+    // The chosen files go beside the recipe, or beside the history for a bundled example.
+    const QString outDir = isBundledExample(m_recipePath)
+                               ? QDir(QFileInfo(settingsFile()).absolutePath()).filePath(QStringLiteral("tuned"))
+                               : QFileInfo(m_recipePath).absolutePath();
+    QDir().mkpath(outDir);
+    const int processes = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
+    if (m_tuneDialog)
+        m_tuneDialog->deleteLater();
+    m_tuneDialog = new TuneDialog(m_recipePath, processes, outDir, this);
+    connect(m_tuneDialog, &TuneDialog::useChosen, this, [this](const QString& configPath, const QString& recipePath) {
+        openConfigFile(configPath);
+        openRecipeFile(recipePath);
+    });
+    m_tuneDialog->show();
     return {};
 }
 

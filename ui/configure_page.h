@@ -35,6 +35,7 @@ class QTabWidget;
 namespace shardscope::ui {
 
 class ConfigForm;
+class TuneDialog;
 class ConfigWizard;
 class DiagnosticModel;
 class FileBar;
@@ -126,6 +127,10 @@ public slots:
     // would submit now, shown in a dialog whose Submit submits exactly that (same run name, same
     // files); batchScriptShown when it is there. Empty on success, else why not.
     QString showBatchScript();
+    // Tune…: `shardscope tune` of the saved recipe with this config's process count, in a dialog;
+    // empty, or why not (a recipe not saved yet, a script run, a cluster target).
+    QString tune();
+    TuneDialog* tuneDialog() const { return m_tuneDialog; }
     QString batchScriptText() const;
     QString submitShownScript();
 
@@ -197,6 +202,8 @@ private:
     QPlainTextEdit* m_batchScriptView = nullptr;
     LaunchRequest m_shownRequest; // what the dialog's Submit submits
     bool m_targetsAsked = false;
+    QPushButton* m_tuneButton = nullptr;
+    TuneDialog* m_tuneDialog = nullptr;
 };
 
 } // namespace shardscope::ui
