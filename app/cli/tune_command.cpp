@@ -59,12 +59,16 @@ struct Candidate {
     bool offload = false;
     std::string config; // the Accelerate config's text
     double estimate = 0; // bytes per rank the budget is held to
+    MemoryEstimate fields; // the estimate's parts
     std::string dropped; // why it was not run (or stopped), empty while in the race
     // Measured, the latest round's.
     int rounds = 0;
     int steps = 0; // of its latest trial
     double tokensPerS = 0;
     double peak = 0; // bytes per rank, as `estimate` counts them
+    // The step events' largest kept model states of a rank (mem.params, mem.grads, mem.optimizer):
+    // what the estimate's fields are held to.
+    double params = 0, grads = 0, optimizer = 0;
     std::string run; // its run's name
     std::string outcome; // the run's status ("completed", "failed: ...")
 
@@ -99,6 +103,26 @@ std::optional<double> parseBytes(const std::string& text)
     if (it == units.end())
         return std::nullopt;
     return value * it->second;
+}
+
+// The smallest GPU's memory in bytes, as nvidia-smi reports it: the default budget on a GPU machine.
+std::optional<double> deviceMemory(bool gpu)
+{
+    const auto smi = findOnPath("nvidia-smi");
+    if (!gpu || !smi)
+        return std::nullopt;
+    auto result = runProgram(*smi, {"--query-gpu=memory.total", "--format=csv,noheader,nounits"}, std::chrono::seconds(20));
+    if (!result || result->status != 0)
+        return std::nullopt;
+    std::optional<double> smallest;
+    std::istringstream lines(result->output);
+    for (std::string line; std::getline(lines, line);) {
+        char* end = nullptr;
+        const double mebibytes = std::strtod(line.c_str(), &end);
+        if (end != line.c_str() && mebibytes > 0)
+            smallest = std::min(smallest.value_or(mebibytes * 1048576.0), mebibytes * 1048576.0);
+    }
+    return smallest;
 }
 
 // The Accelerate config of a candidate on this machine (the CPU engine where there is no GPU).
@@ -185,6 +209,7 @@ Result<std::vector<Candidate>> candidatesOf(const Recipe& recipe, const TuneArgs
                     const MemoryEstimate e = estimateMemory(modelShapeOf(variant), setup->precision, setup->sharding,
                                                             optimizerKindOf(recipe));
                     c.estimate = gpu ? e.deviceTotal() : e.modelStates() + e.hostTotal();
+                    c.fields = e;
                     out.push_back(std::move(c));
                 }
             }
@@ -203,7 +228,7 @@ void measure(Candidate& c, const fs::path& runDir, bool gpu)
         c.outcome += ": " + o.value("error", std::string());
     std::ifstream events(runDir / "events.jsonl");
     std::vector<double> speeds;
-    c.peak = 0;
+    c.peak = c.params = c.grads = c.optimizer = 0;
     for (std::string line; std::getline(events, line);) {
         const json e = json::parse(line, nullptr, false);
         if (!e.is_object() || e.value("type", "") != "step")
@@ -212,6 +237,11 @@ void measure(Candidate& c, const fs::path& runDir, bool gpu)
         const double peak = gpu ? m.value("peak_allocated", 0.0)
                                 : m.value("peak_params", 0.0) + m.value("peak_grads", 0.0) + m.value("optimizer", 0.0);
         c.peak = std::max(c.peak, peak);
+        // SHARD_GRAD_OP's estimate books the full parameters it holds from forward to backward as
+        // parameters (docs/MEMORY_ESTIMATE.md): its field is the peak's.
+        c.params = std::max(c.params, m.value(c.layout == "FSDP SHARD_GRAD_OP" ? "peak_params" : "params", 0.0));
+        c.grads = std::max(c.grads, m.value("grads", 0.0));
+        c.optimizer = std::max(c.optimizer, m.value("optimizer", 0.0));
         if (e.value("rank", -1) == 0 && e.value("step", 0) > 2)
             speeds.push_back(e.value("tokens_per_s", 0.0));
     }
@@ -354,6 +384,12 @@ json toJson(const Session& s, const std::vector<Candidate>& all, const Candidate
                           {"estimate_bytes", c.estimate},
                           {"measured_bytes", c.rounds ? json(c.peak) : json(nullptr)},
                           {"tokens_per_s", c.rounds ? json(c.tokensPerS) : json(nullptr)},
+                          {"estimate_fields",
+                           {{"params", c.fields.parameters + c.fields.hostParameters},
+                            {"grads", c.fields.gradients + c.fields.hostGradients},
+                            {"optimizer", c.fields.optimizer + c.fields.hostOptimizer}}},
+                          {"measured_fields",
+                           c.rounds ? json{{"params", c.params}, {"grads", c.grads}, {"optimizer", c.optimizer}} : json(nullptr)},
                           {"rounds", c.rounds},
                           {"steps", c.steps},
                           {"run", c.run},
@@ -431,10 +467,16 @@ int tune(const TuneArgs& args, const std::string& programPath)
     s.args = args;
     s.programPath = thisExecutable(programPath).string();
     s.gpu = probeMachine().gpuCount > 0;
-    auto budget = parseBytes(args.memoryBudget);
+    auto budget = args.memoryBudget.empty() ? deviceMemory(s.gpu) : parseBytes(args.memoryBudget);
     if (!budget) {
-        std::cerr << "shardscope tune: --memory_budget '" << args.memoryBudget
-                  << "' is not a size; write e.g. 300MB, 40GB or a number of bytes\n";
+        std::cerr << "shardscope tune: "
+                  << (args.memoryBudget.empty()
+                          ? std::string(s.gpu ? "nvidia-smi did not say how much memory this machine's GPUs have"
+                                              : "this machine has no GPU whose memory would be the budget")
+                                + "; give --memory_budget (bytes per rank, e.g. 300MB)"
+                          : "--memory_budget '" + args.memoryBudget
+                                + "' is not a size; write e.g. 300MB, 40GB or a number of bytes")
+                  << "\n";
         return 2;
     }
     s.budget = *budget;
@@ -508,8 +550,8 @@ void addTuneCommand(CLI::App& app, CommandContext& context)
         ->transform(numberIn({1, true, 1024, true}))
         ->capture_default_str();
     cmd->add_option("--memory_budget", args->memoryBudget,
-                    "Bytes per rank a setup may use (e.g. 300MB, 40GB): model states on CPU ranks, the device's peak on GPUs")
-        ->required();
+                    "Bytes per rank a setup may use (e.g. 300MB, 40GB): model states on CPU ranks, the device's peak on GPUs "
+                    "(default there: the smallest GPU's memory)");
     cmd->add_option("--time_budget", args->timeBudget, "Seconds for all trials together")
         ->transform(numberIn({1, true, 7 * 24 * 3600.0, false, " seconds"}))
         ->capture_default_str();

@@ -150,6 +150,10 @@ private slots:
         QVERIFY2(t.errors.contains("below every candidate's estimate") && t.errors.contains("the smallest is 7.54 MB")
                      && t.errors.contains("would fit"),
                  qPrintable(t.errors));
+        // No budget on a machine without a GPU (whose memory would be the default): asked for.
+        const Tuned none = tune(m_home.path(), m_recipe, {});
+        QCOMPARE(none.exitCode, 2);
+        QVERIFY2(none.errors.contains("give --memory_budget"), qPrintable(none.errors));
     }
 
     void timeBudgetIsKept()
