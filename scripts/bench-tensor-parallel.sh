@@ -48,7 +48,8 @@ ours() { # $1: dp_shard size
   config "$1" > "$work/accelerate-$1.yaml"
   "$bin" launch --config_file "$work/accelerate-$1.yaml" --recipe "$work/llama.yaml" --runs_dir "$work/runs" \
     --run_name "$run" -- --dump-initial "$work/init-$1.safetensors" >/dev/null
-  python3 "$root/tests/tools/events.py" "$work/runs/$run/events.jsonl" --ranks "$1" --warmup 2 throughput
+  # Each rank reports its share of the tokens (a tensor group's ranks split each batch): x all ranks.
+  python3 "$root/tests/tools/events.py" "$work/runs/$run/events.jsonl" --ranks $(($1 * 2)) --warmup 2 throughput
 }
 theirs() { # $1: dp_shard size
   local try

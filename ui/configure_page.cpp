@@ -744,7 +744,7 @@ QString ConfigurePage::tune()
     const int processes = static_cast<int>(std::max<std::int64_t>(1, currentConfig().intField("num_processes").value_or(1)));
     if (m_tuneDialog)
         m_tuneDialog->deleteLater();
-    m_tuneDialog = new TuneDialog(m_recipePath, processes, outDir, this);
+    m_tuneDialog = new TuneDialog(m_recipePath, processes, qs(currentConfig().mixedPrecision()), outDir, this);
     connect(m_tuneDialog, &TuneDialog::useChosen, this, [this](const QString& configPath, const QString& recipePath) {
         openConfigFile(configPath);
         openRecipeFile(recipePath);

@@ -27,8 +27,9 @@ QString mebibytes(double bytes) { return QStringLiteral("%1 MiB").arg(bytes / (1
 
 } // namespace
 
-TuneDialog::TuneDialog(const QString& recipePath, int numProcesses, const QString& outDir, QWidget* parent)
-    : QDialog(parent), m_recipePath(recipePath), m_numProcesses(numProcesses), m_outDir(outDir)
+TuneDialog::TuneDialog(const QString& recipePath, int numProcesses, const QString& mixedPrecision, const QString& outDir,
+                       QWidget* parent)
+    : QDialog(parent), m_recipePath(recipePath), m_numProcesses(numProcesses), m_mixedPrecision(mixedPrecision), m_outDir(outDir)
 {
     setObjectName(QStringLiteral("tuneDialog"));
     setWindowTitle(tr("Tune %1 on %2 ranks").arg(QFileInfo(recipePath).fileName()).arg(numProcesses));
@@ -105,16 +106,16 @@ QString TuneDialog::start(const QString& memoryBudget, int timeBudgetSeconds)
     connect(m_process, &QProcess::finished, this, [this](int exitCode, QProcess::ExitStatus status) {
         const QByteArray out = m_process->readAllStandardOutput();
         const QString errors = QString::fromUtf8(m_process->readAllStandardError()).trimmed();
-        m_process->deleteLater();
-        m_process = nullptr;
-        m_start->setEnabled(true);
         const QJsonObject report = QJsonDocument::fromJson(out).object();
         if (!report.isEmpty())
             showReport(report);
-        const bool ok = status == QProcess::NormalExit && exitCode == 0 && !report.value("best").isNull() && !report.isEmpty();
-        if (!ok)
-            m_status->setText(errors.isEmpty() ? tr("The tuner found no setup.") : errors);
-        emit finished(ok);
+        const bool ok = status == QProcess::NormalExit && exitCode == 0 && !report.isEmpty() && !report.value("best").isNull();
+        ended(ok, errors.isEmpty() ? tr("The tuner found no setup.") : errors);
+    });
+    // A tuner that cannot start never finishes: the dialog must not wait for it.
+    connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
+        if (error == QProcess::FailedToStart)
+            ended(false, tr("Cannot start %1: %2").arg(launcherProgram(), m_process->errorString()));
     });
     m_start->setEnabled(false);
     m_use->setEnabled(false);
@@ -122,9 +123,20 @@ QString TuneDialog::start(const QString& memoryBudget, int timeBudgetSeconds)
     m_process->start(launcherProgram(),
                      {QStringLiteral("tune"), QStringLiteral("--recipe"), m_recipePath, QStringLiteral("--num_processes"),
                       QString::number(m_numProcesses), QStringLiteral("--memory_budget"), memoryBudget.trimmed(),
-                      QStringLiteral("--time_budget"), QString::number(timeBudgetSeconds), QStringLiteral("--out"), m_outDir,
+                      QStringLiteral("--time_budget"), QString::number(timeBudgetSeconds), QStringLiteral("--mixed_precision"),
+                      m_mixedPrecision.isEmpty() ? QStringLiteral("no") : m_mixedPrecision, QStringLiteral("--out"), m_outDir,
                       QStringLiteral("--json")});
     return {};
+}
+
+void TuneDialog::ended(bool ok, const QString& why)
+{
+    m_process->deleteLater();
+    m_process = nullptr;
+    m_start->setEnabled(true);
+    if (!ok)
+        m_status->setText(why);
+    emit finished(ok);
 }
 
 int TuneDialog::trialRows() const { return m_table->rowCount(); }

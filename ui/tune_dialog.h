@@ -23,7 +23,9 @@ class TuneDialog : public QDialog {
 
 public:
     // `outDir`: where the chosen files go (the recipe's folder, or the workbench's for a bundled one).
-    TuneDialog(const QString& recipePath, int numProcesses, const QString& outDir, QWidget* parent = nullptr);
+    // `mixedPrecision`: the config's, which every trial keeps (the tuner never changes the numbers).
+    TuneDialog(const QString& recipePath, int numProcesses, const QString& mixedPrecision, const QString& outDir,
+               QWidget* parent = nullptr);
 
     // Starts the tuner with these budgets (the Start button's); empty, or why it cannot.
     QString start(const QString& memoryBudget, int timeBudgetSeconds);
@@ -40,9 +42,11 @@ signals:
 
 private:
     void showReport(const QJsonObject& report);
+    void ended(bool ok, const QString& why); // the tuner's process is gone
 
     QString m_recipePath;
     int m_numProcesses;
+    QString m_mixedPrecision;
     QString m_outDir;
     QLineEdit* m_budget = nullptr;
     QSpinBox* m_time = nullptr;

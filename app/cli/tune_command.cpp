@@ -13,6 +13,7 @@
 #include "engine/estimate/memory_estimate.h"
 #include "engine/plan/machine_probe.h"
 #include "engine/recipe/recipe.h"
+#include "storage/store_paths.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -282,6 +283,7 @@ struct Session {
     }
     int trials = 0;
     bool outOfTime = false;
+    double secondsPerStep = 0; // the last completed trial's, launch included
 
     double elapsed() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
 };
@@ -290,7 +292,8 @@ struct Session {
 bool runTrial(Session& s, Candidate& c, const fs::path& recipeFile, int steps)
 {
     const double left = s.args.timeBudget - s.elapsed();
-    if (left <= 1) {
+    // A trial the time left cannot hold is not started (as long as the last one took per step).
+    if (left <= 1 || (c.rounds > 0 && s.secondsPerStep * steps > left)) {
         s.outOfTime = true;
         return false;
     }
@@ -309,18 +312,32 @@ bool runTrial(Session& s, Candidate& c, const fs::path& recipeFile, int steps)
     variant.exportModel.enabled = false;
     const fs::path recipePath = folder / (c.run + ".yaml");
     std::ofstream(recipePath) << recipeToYaml(variant);
+    const auto trialStart = Clock::now();
     auto result = runProgram(s.programPath,
                              {"launch", "--config_file", config.string(), "--recipe", recipePath.string(), "--runs_dir",
                               s.args.runsDir, "--run_name", c.run, "--tag", s.id},
-                             std::chrono::milliseconds(static_cast<std::int64_t>(left * 1000)));
+                             std::chrono::milliseconds(static_cast<std::int64_t>(left * 1000)),
+                             std::chrono::seconds(5)); // then a stop, which the launcher records as cancelled
     if (result && result->timedOut) {
         s.outOfTime = true;
-        c.dropped = "stopped: the time budget ran out during its trial";
+        // What an earlier round measured stands; a first trial cut short measured nothing.
+        if (c.rounds == 0)
+            c.dropped = "stopped: the time budget ran out during its trial";
         return false;
     }
-    measure(c, fs::path(s.args.runsDir) / c.run, s.gpu);
+    Candidate measured = c;
+    measure(measured, fs::path(s.args.runsDir) / c.run, s.gpu);
+    if (measured.outcome != "completed" && c.rounds > 0) {
+        // A longer trial of a setup an earlier round measured failed: it is out of the race, and
+        // says why beside the numbers it had.
+        c.outcome = measured.outcome;
+        c.dropped = "its round " + std::to_string(c.rounds + 1) + " trial did not complete (" + measured.outcome + ")";
+        return true;
+    }
+    c = measured;
     ++c.rounds;
     c.steps = steps;
+    s.secondsPerStep = std::chrono::duration<double>(Clock::now() - trialStart).count() / steps;
     if (c.outcome != "completed") {
         // A trial that fails (out of memory, say) is a result: the launcher's last word says why.
         std::string why = result ? result->output : result.error().message, line;
@@ -411,14 +428,31 @@ json toJson(const Session& s, const std::vector<Candidate>& all, const Candidate
 // accumulation (the user's text kept, only those two values changed).
 Result<std::pair<std::string, std::string>> writeChoice(const Session& s, const Candidate& best)
 {
-    const fs::path recipe(s.args.recipe);
-    const fs::path folder = s.args.outDir.empty() ? recipe.parent_path() : fs::path(s.args.outDir);
-    std::ifstream in(recipe);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto edited = withRecipeValue(text.str(), "training.per_device_batch_size", std::to_string(best.microBatch));
-    if (edited)
-        edited = withRecipeValue(*edited, "training.gradient_accumulation_steps", std::to_string(best.accumulation));
+    const fs::path recipe = fs::absolute(s.args.recipe);
+    const fs::path folder = s.args.outDir.empty() ? recipe.parent_path() : fs::absolute(s.args.outDir);
+    Result<std::string> edited = makeError("unread");
+    std::error_code ec;
+    fs::create_directories(folder, ec);
+    if (fs::equivalent(folder, fs::absolute(recipe).parent_path(), ec)) {
+        // Beside the user's: their text, comments and relative paths kept, two values changed.
+        std::ifstream in(recipe);
+        std::stringstream text;
+        text << in.rdbuf();
+        edited = withRecipeValue(text.str(), "training.per_device_batch_size", std::to_string(best.microBatch));
+        if (edited)
+            edited = withRecipeValue(*edited, "training.gradient_accumulation_steps", std::to_string(best.accumulation));
+    } else {
+        // Elsewhere, relative paths would point nowhere: the recipe as read, its paths absolute.
+        auto read = loadRecipe(recipe.string());
+        if (!read)
+            return read.error();
+        read->perDeviceBatchSize = best.microBatch;
+        read->gradientAccumulationSteps = best.accumulation;
+        edited = "# " + recipe.filename().string()
+                 + " with the micro-batch and accumulation shardscope tune chose, its "
+                   "paths made absolute\n"
+                 + recipeToYaml(*read);
+    }
     if (!edited)
         return edited.error();
     const fs::path configPath = freshPath(folder / (recipe.stem().string() + ".tuned-accelerate.yaml"));
@@ -435,6 +469,9 @@ void race(Session& s, std::vector<Candidate>& all)
 {
     int steps = s.args.trialSteps;
     for (int round = 0; !s.outOfTime; ++round, steps *= 2) {
+        const auto alive = std::count_if(all.begin(), all.end(), [](const Candidate& c) { return c.dropped.empty(); });
+        if (round > 0 && alive <= 1)
+            return; // one left: it won
         std::vector<Candidate*> running;
         // Cheapest estimates first: what they measure teaches the margin before the larger ones run.
         std::vector<Candidate*> order;
@@ -504,8 +541,14 @@ int tune(const TuneArgs& args, const std::string& programPath)
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
     s.id = "tune-" + fs::path(args.recipe).stem().string() + "-" + stamp;
-    if (s.args.runsDir.empty())
-        s.args.runsDir = (fs::path(std::getenv("SHARDSCOPE_HOME") ? std::getenv("SHARDSCOPE_HOME") : ".") / "runs").string();
+    if (s.args.runsDir.empty()) { // where `shardscope launch` puts runs by default, beside the history
+        auto home = storage::shardscopeHome();
+        if (!home) {
+            std::cerr << "shardscope tune: " << home.error().message << "\n";
+            return 2;
+        }
+        s.args.runsDir = storage::runsFolder(*home).string();
+    }
     race(s, all);
 
     const Candidate* best = nullptr;

@@ -16,7 +16,8 @@ namespace shardscope {
 
 using Clock = std::chrono::steady_clock;
 
-Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args, std::chrono::milliseconds timeout)
+Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+                                 std::chrono::milliseconds grace)
 {
     int output[2];
     if (pipe2(output, O_CLOEXEC) != 0)
@@ -36,10 +37,16 @@ Result<ProgramResult> runProgram(const std::string& path, const std::vector<std:
         return pid.error();
     }
     ProgramResult result;
-    const auto deadline = Clock::now() + timeout;
+    auto deadline = Clock::now() + timeout;
     char buffer[4096];
     while (true) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0 && !result.timedOut && grace.count() > 0) {
+            result.timedOut = true;
+            kill(-*pid, SIGINT);
+            deadline = Clock::now() + grace;
+            continue;
+        }
         if (left <= 0) {
             result.timedOut = true;
             kill(-*pid, SIGKILL);

@@ -18,8 +18,10 @@ struct ProgramResult {
     bool timedOut = false;
     std::string output;
 };
-Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args,
-                                 std::chrono::milliseconds timeout);
+// At `timeout` the program is killed (SIGKILL to its process group); with a `grace`, it is first
+// sent SIGINT and given that long to end by itself (a launcher records its run as cancelled).
+Result<ProgramResult> runProgram(const std::string& path, const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+                                 std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 
 // `program` in a folder of PATH (an executable file there; empty entries are skipped, an unset PATH
 // is /usr/bin:/bin), as the first of them; none when no folder has it.

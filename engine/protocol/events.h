@@ -87,7 +87,7 @@ struct StepEvent {
     std::optional<double> lossScale; // fp16 only
     bool skipped = false;
     std::int64_t skippedSteps = 0; // optimizer steps skipped so far (fp16 overflow)
-    std::int64_t tokens = 0; // this rank, this step
+    std::int64_t tokens = 0; // this rank, this step (its share under tensor parallelism: the batch's / tp_size)
     std::int64_t samples = 0; // this rank, this step
     double stepTime = 0; // seconds
     double dataTime = 0; // seconds of stepTime this rank waited for its batches

@@ -83,7 +83,7 @@ protocol::StepEvent makeStepEvent(const StepMeasurement& measured, Accelerator& 
     e.waitTime = measured.waitTime;
     e.optimizerTime = measured.optimizerTime;
     e.computeTime = std::max(0.0, measured.stepTime - measured.dataTime - measured.waitTime - measured.optimizerTime);
-    e.tokensPerS = measured.stepTime > 0 ? static_cast<double>(e.tokens * acc.dataParallelSize()) / measured.stepTime : 0;
+    e.tokensPerS = measured.stepTime > 0 ? static_cast<double>(e.tokens * acc.numProcesses()) / measured.stepTime : 0;
 
     const parallel::StepFootprint footprint = acc.dataParallel().stepFootprint();
     e.mem.params = footprint.params;

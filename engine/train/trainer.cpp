@@ -375,7 +375,9 @@ Trainer::StepOutcome Trainer::trainStep(std::int64_t step)
     m.lr = lr;
     m.gradNorm = gradNorm;
     m.samples = micro.samples;
-    m.tokens = micro.samples * m_split->train.tokensPerSample;
+    // The tokens this rank's compute trained: a tensor group's ranks split each of its batches, so
+    // MFU, tokens/s and the tokens-seen axis (tokens x ranks) count each token once.
+    m.tokens = micro.samples * m_split->train.tokensPerSample / m_acc.tensorParallelSize();
     m.stepTime = secondsSince(stepStart);
     m.dataTime = micro.dataTime;
     m.waitTime = dist::secondsWaited() - waitedBefore;
@@ -490,10 +492,13 @@ double Trainer::evaluate()
     // (A tensor group evaluates one share together: its ranks run each forward's collectives.)
     for (std::int64_t i = m_acc.dataParallelRank(); i < eval.size(); i += m_acc.dataParallelSize())
         mine.push_back(i);
+    // Sharded units and split projections communicate in every forward: there a rank that saw the
+    // stop first must not leave a peer inside a collective, so the eval runs to its end.
+    const bool forwardsCommunicate = m_acc.sharded() != nullptr || m_acc.tensorParallelSize() > 1;
     for (std::size_t start = 0; start < mine.size(); start += batchSize) {
         // A stop (Ctrl-C, or the launcher stopping the run after a rank died) ends the eval at
         // the next batch instead of after all of them; every rank still joins the mean below.
-        if (stopRequested())
+        if (stopRequested() && !forwardsCommunicate)
             break;
         const auto len = std::min(batchSize, mine.size() - start);
         auto [inputs, targets] = eval.gather(mine.data() + start, static_cast<std::int64_t>(len));

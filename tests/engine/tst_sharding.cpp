@@ -564,6 +564,10 @@ private slots:
         QCOMPARE(comm["tp_all_reduce"].toInteger(), 7 * shape.layers * activation * parsed->gradientAccumulationSteps);
         QCOMPARE(comm["reduce_scatter"].toInteger() > 0, shard > 1);
         QCOMPARE(comm["all_gather"].toInteger() > 0, shard > 1);
+        // Each rank's tokens are its share (the tensor group splits each batch), so tokens x ranks,
+        // MFU and tokens/s count every token once.
+        QCOMPARE(run.lastStep["tokens"].toInteger(),
+                 parsed->perDeviceBatchSize * shape.sequence * parsed->gradientAccumulationSteps / 2);
         // The trace of the profiled (last) step: the tensor group's all-reduces, one span each, as a
         // collective of their own beside FSDP's (the window also holds the final eval's forwards).
         auto traces = shardscope::profiler::readChromeTrace((run.runDir + "/traces/rank0.json").toStdString());
