@@ -78,8 +78,10 @@ json bodyJson(const EventBody& body)
                            {{"all_reduce", e.comm.allReduce},
                             {"all_gather", e.comm.allGather},
                             {"reduce_scatter", e.comm.reduceScatter},
-                            {"broadcast", e.comm.broadcast},
-                            {"tp_all_reduce", e.comm.tensorAllReduce}}}};
+                            {"broadcast", e.comm.broadcast}}}};
+                // Only under tensor parallelism: every other run's lines stay as they were.
+                if (e.comm.tensorAllReduce > 0)
+                    j["comm"]["tp_all_reduce"] = e.comm.tensorAllReduce;
                 if (e.lossScale)
                     j["loss_scale"] = *e.lossScale;
                 if (e.hasLr)
