@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shardscope::parallel {
@@ -102,16 +103,11 @@ struct TensorParallelGroups {
     std::vector<int> data; // the mesh's data-parallel group (dp_shard, or dp_replicate)
 };
 
+// The same layout as hybridGroupsOf's: consecutive inner groups, strided outer ones.
 inline TensorParallelGroups tensorParallelGroupsOf(int rank, int world, int tpSize)
 {
-    TensorParallelGroups groups;
-    for (int r = 0; r < world; ++r) {
-        if (r / tpSize == rank / tpSize)
-            groups.tensor.push_back(r);
-        if (r % tpSize == rank % tpSize)
-            groups.data.push_back(r);
-    }
-    return groups;
+    HybridGroups groups = hybridGroupsOf(rank, world, tpSize);
+    return {std::move(groups.shard), std::move(groups.replicate)};
 }
 
 } // namespace shardscope::parallel

@@ -87,6 +87,30 @@ private:
             .arg(blockSize);
     }
 
+    // The run's 20 losses (rank 0's, the mean over ranks) and gradient norms against a
+    // ddp_reference.py result file, within 1e-5 relative.
+    void matchesReference(const testing::RecipeRun& run, const QString& out, const QString& what) const
+    {
+        QFile result(out);
+        QVERIFY(result.open(QIODevice::ReadOnly));
+        const QJsonObject reference = QJsonDocument::fromJson(result.readAll()).object();
+        QVector<double> referenceLosses, referenceNorms, norms;
+        for (const auto v : reference["losses"].toArray())
+            referenceLosses.push_back(v.toDouble());
+        for (const auto v : reference["grad_norms"].toArray())
+            referenceNorms.push_back(v.toDouble());
+        for (const auto& e : run.events)
+            if (e["type"] == "step" && e["rank"] == 0)
+                norms.push_back(e["grad_norm"].toDouble());
+        QCOMPARE(referenceLosses.size(), 20);
+        QCOMPARE(norms.size(), 20);
+        const double lossDiff = testing::maxRelativeDifference(testing::rankZeroLosses(run), referenceLosses);
+        const double normDiff = testing::maxRelativeDifference(norms, referenceNorms);
+        qInfo("%s: losses %.2e, gradient norms %.2e", qPrintable(what), lossDiff, normDiff);
+        QVERIFY2(lossDiff <= 1e-5, qPrintable(QStringLiteral("losses differ by %1").arg(lossDiff)));
+        QVERIFY2(normDiff <= 1e-5, qPrintable(QStringLiteral("gradient norms differ by %1").arg(normDiff)));
+    }
+
     // The folder of one hf_decoder_reference.py case (llama_gqa, qwen2_bias, mistral_linear),
     // made on first use; empty with the reason in `why` when it could not be.
     QString familyFolder(const QString& family, QString& why) const
@@ -241,25 +265,7 @@ private slots:
                  "4", "--hsdp", "2,2", "--out", out},
                 why);
         QVERIFY2(why.isEmpty(), qPrintable(why));
-        QFile result(out);
-        QVERIFY(result.open(QIODevice::ReadOnly));
-        const QJsonObject reference = QJsonDocument::fromJson(result.readAll()).object();
-        QVector<double> referenceLosses, referenceNorms, norms;
-        for (const auto v : reference["losses"].toArray())
-            referenceLosses.push_back(v.toDouble());
-        for (const auto v : reference["grad_norms"].toArray())
-            referenceNorms.push_back(v.toDouble());
-        for (const auto& e : run.events)
-            if (e["type"] == "step" && e["rank"] == 0)
-                norms.push_back(e["grad_norm"].toDouble());
-        QCOMPARE(referenceLosses.size(), 20);
-        QCOMPARE(norms.size(), 20);
-        const double lossDiff = testing::maxRelativeDifference(testing::rankZeroLosses(run), referenceLosses);
-        const double normDiff = testing::maxRelativeDifference(norms, referenceNorms);
-        qInfo("%s: HSDP 2 x 2 vs fully_shard on Accelerate's mesh: losses %.2e, gradient norms %.2e", qPrintable(family),
-              lossDiff, normDiff);
-        QVERIFY2(lossDiff <= 1e-5, qPrintable(QStringLiteral("losses differ by %1").arg(lossDiff)));
-        QVERIFY2(normDiff <= 1e-5, qPrintable(QStringLiteral("gradient norms differ by %1").arg(normDiff)));
+        matchesReference(run, out, family + ": HSDP 2 x 2 vs fully_shard on Accelerate's mesh");
     }
 
     // #46: tensor parallelism against PyTorch's own: the same Accelerate config's mesh, the
@@ -302,24 +308,7 @@ private slots:
                  QString::number(ranks), "--tp", QStringLiteral("%1,%2").arg(shard).arg(tp), "--out", out},
                 why);
         QVERIFY2(why.isEmpty(), qPrintable(why));
-        QFile result(out);
-        QVERIFY(result.open(QIODevice::ReadOnly));
-        const QJsonObject reference = QJsonDocument::fromJson(result.readAll()).object();
-        QVector<double> referenceLosses, referenceNorms, norms;
-        for (const auto v : reference["losses"].toArray())
-            referenceLosses.push_back(v.toDouble());
-        for (const auto v : reference["grad_norms"].toArray())
-            referenceNorms.push_back(v.toDouble());
-        for (const auto& e : run.events)
-            if (e["type"] == "step" && e["rank"] == 0)
-                norms.push_back(e["grad_norm"].toDouble());
-        QCOMPARE(referenceLosses.size(), 20);
-        QCOMPARE(norms.size(), 20);
-        const double lossDiff = testing::maxRelativeDifference(testing::rankZeroLosses(run), referenceLosses);
-        const double normDiff = testing::maxRelativeDifference(norms, referenceNorms);
-        qInfo("%s vs parallelize_module: losses %.2e, gradient norms %.2e", qPrintable(name), lossDiff, normDiff);
-        QVERIFY2(lossDiff <= 1e-5, qPrintable(QStringLiteral("losses differ by %1").arg(lossDiff)));
-        QVERIFY2(normDiff <= 1e-5, qPrintable(QStringLiteral("gradient norms differ by %1").arg(normDiff)));
+        matchesReference(run, out, name + " vs parallelize_module");
     }
 
     // #46: checkpoints and the Hugging Face export across tp sizes. With one data-parallel
