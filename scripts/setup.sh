@@ -5,7 +5,9 @@
 # second run on a set-up machine downloads nothing. What it installs:
 #   1. Debian packages: compilers and build tools, Qt 6, QCustomPlot (Qt 6 build), yaml-cpp,
 #      SQLite, nlohmann-json, CLI11, Xvfb (for screenshots), SLURM's daemons and client with munge
-#      (the tests' cluster: scripts/slurm-cluster.sh starts one on this machine).
+#      (the tests' cluster: scripts/slurm-cluster.sh starts one on this machine), OpenSSH's server
+#      and client (the tests' login node: an sshd of their own; the package's own service is not
+#      started by the install).
 #   2. Gloo headers (libgloo-dev from Debian sid) into .deps/gloo: the torch wheel ships
 #      ProcessGroupGloo.hpp but not the gloo headers it includes. See docs/BUILDING.md.
 #   3. A project-local virtual environment .venv with the pinned PyTorch wheel (libtorch comes
@@ -48,6 +50,7 @@ apt_packages=(
   libyaml-cpp-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev zlib1g-dev
   xvfb xauth python3-venv clang-format-14 clang-tidy-14 universal-ctags
   slurmctld slurmd slurm-client munge
+  openssh-server openssh-client
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -11,7 +11,9 @@
 #   scripts/slurm-cluster.sh status
 #
 # Environment: SLURM_LAB (default /tmp/shardscope-slurm-$USER), NODES (2), CPUS (CPUs per node, 2),
-# PORT_BASE (26817: the controller; nodes listen on PORT_BASE+100+i).
+# PORT_BASE (26817: the controller; nodes listen on PORT_BASE+100+i), HIDE_FROM_LAST_NODE (a folder
+# the last node does not see, as a node where a shared folder is not mounted: its slurmd runs in a
+# mount namespace of its own with an empty tmpfs over that folder; needs root).
 set -Eeuo pipefail
 
 LAB=${SLURM_LAB:-/tmp/shardscope-slurm-${USER:-$(id -un)}}
@@ -98,7 +100,14 @@ start() {
   slurmctld -D -f "$CONF" > "$LAB/log/slurmctld.stderr" 2>&1 &
   echo "slurmctld $!" >> "$LAB/run/ours.pids"
   for i in $(seq 1 "$NODES"); do
-    slurmd -D -f "$CONF" -N "n$i" > "$LAB/log/slurmd-n$i.stderr" 2>&1 &
+    if [ "$i" -eq "$NODES" ] && [ -n "${HIDE_FROM_LAST_NODE:-}" ]; then
+      # unshare and sh exec into slurmd, so $! is slurmd's PID; its jobs run in its mount
+      # namespace, which ends with them.
+      unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m shardscope-hidden "$1" && shift && exec "$@"' \
+        _ "$HIDE_FROM_LAST_NODE" slurmd -D -f "$CONF" -N "n$i" > "$LAB/log/slurmd-n$i.stderr" 2>&1 &
+    else
+      slurmd -D -f "$CONF" -N "n$i" > "$LAB/log/slurmd-n$i.stderr" 2>&1 &
+    fi
     echo "slurmd-n$i $!" >> "$LAB/run/ours.pids"
   done
   if ! wait_until 30 all_idle; then

@@ -31,7 +31,7 @@ QVariant RunStatsModel::data(const QModelIndex& index, int role) const
     if (role == Qt::TextAlignmentRole && index.column() != Run && index.column() != Status && index.column() != PeakMemory)
         return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
     if (role == Qt::ToolTipRole && index.column() == Run)
-        return qs(s.name);
+        return plainToolTip(qs(s.name));
     if (role == Qt::ToolTipRole && index.column() == Mfu && !s.mfuPeak.empty())
         return tr("MFU against %1").arg(qs(s.mfuPeak));
     if (role != Qt::DisplayRole)

@@ -200,7 +200,7 @@ void ComparePage::reloadRunList()
             for (std::size_t i = 0; i < (*runs)->size(); ++i) {
                 const auto& run = (**runs)[i];
                 auto* item = new QListWidgetItem(texts[static_cast<qsizetype>(i)], m_picker);
-                item->setToolTip(qs(run.name));
+                item->setToolTip(plainToolTip(qs(run.name)));
                 item->setData(Qt::UserRole, QVariant::fromValue<qint64>(run.id));
                 item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
                 item->setCheckState(std::find(m_runIds.begin(), m_runIds.end(), run.id) != m_runIds.end() ? Qt::Checked

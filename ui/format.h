@@ -23,6 +23,9 @@ QString statusText(storage::RunStatus status);
 // its start and its end (where a timestamp or a sweep's mode is) kept, the middle elided. Where
 // it is shown elided, the full name goes in a tooltip.
 QString elidedName(const QString& name, int maxChars = 60);
+// A tooltip that shows `text` as it is: Qt reads a tooltip that looks like markup as rich text, so
+// recorded text (a run's name, an imported error) goes in escaped, inside a paragraph.
+inline QString plainToolTip(const QString& text) { return QStringLiteral("<p>") + text.toHtmlEscaped() + QStringLiteral("</p>"); }
 QColor statusColor(storage::RunStatus status);
 // The workbench's colours, the same on every page. Tableau 10: distinguishable, and the order
 // W&B and TensorBoard users know; from index 10 on the ten again, darker, then lighter, ... (run

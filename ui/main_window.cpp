@@ -177,6 +177,7 @@ MainWindow::MainWindow(QWidget* parent, std::filesystem::path databaseFile)
     connect(m_runsPage, &RunsPage::runsLoaded, m_runPage, &RunPage::updateRunColor); // a colour chosen in Runs
     connect(m_runPage, &RunPage::pollFailed, this, [this](const QString& message) { statusBar()->showMessage(message, 10000); });
     statusBar()->showMessage(tr("History: %1").arg(QString::fromStdString(m_databaseFile.string())));
+    catchUpWithClusterRuns();
 
     restoreWindowGeometry();
     m_modeBar->setCurrentRow(0);
@@ -211,6 +212,17 @@ void MainWindow::showShortcuts()
             lines << QStringLiteral("%1  %2").arg(action->shortcut().toString(QKeySequence::NativeText),
                                                   action->text().remove(QLatin1Char('&')).remove(QStringLiteral("…")));
     m_shortcutsHelp->setText(lines.join(QLatin1Char('\n')));
+}
+
+void MainWindow::catchUpWithClusterRuns()
+{
+    // Cluster jobs go on while no workbench is open, and may have been submitted from another
+    // machine: their followers start now, and their runs appear in Runs as they record.
+    connect(m_runsPage, &RunsPage::clusterCatchUpFinished, this, [this](const QString& said) {
+        if (said.contains(QStringLiteral(" in the background ")))
+            statusBar()->showMessage(said, 30000);
+    });
+    m_runsPage->catchUpWithClusterRuns();
 }
 
 void MainWindow::connectRunPageEnds()

@@ -63,6 +63,7 @@ protected:
 private:
     void restoreWindowGeometry();
     void connectRunPageEnds(); // Resume, and the Trace page after a run seen live ends
+    void catchUpWithClusterRuns(); // followers for the cluster runs nobody follows (RunsPage's)
     void addWindowActions(); // Open run directory, Open trace, Refresh
     void showShortcuts();
 

@@ -163,7 +163,7 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const
         return {};
     case Qt::ToolTipRole:
         if (index.column() == Name)
-            return QStringLiteral("%1\n%2").arg(qs(run.name), qs(run.runDir));
+            return QStringLiteral("<p>%1<br>%2</p>").arg(qs(run.name).toHtmlEscaped(), qs(run.runDir).toHtmlEscaped());
         return {};
     case Qt::DisplayRole:
     case SortRole: {

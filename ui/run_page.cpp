@@ -62,6 +62,7 @@ void RunPage::buildHeader(QVBoxLayout* layout)
     auto* header = new QHBoxLayout;
     m_title = new QLabel(tr("No run open. Open one from Runs (double click) or launch one from Configure."), this);
     m_title->setObjectName(QStringLiteral("runTitle"));
+    m_title->setTextFormat(Qt::PlainText); // recorded text: shown, never read as markup (as m_error, ...)
     QFont titleFont = m_title->font();
     titleFont.setPointSize(titleFont.pointSize() + 3);
     titleFont.setBold(true);
@@ -140,6 +141,7 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
 
     m_error = new QLabel(this);
     m_error->setObjectName(QStringLiteral("runError"));
+    m_error->setTextFormat(Qt::PlainText);
     m_error->setWordWrap(true);
     m_error->setStyleSheet(QStringLiteral("QLabel { background: #fbe3e3; color: #8a1c1c; padding: 6px; border-radius: 3px; }"));
     m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -147,6 +149,7 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     layout->addWidget(m_error);
     m_diagnosis = new QLabel(this);
     m_diagnosis->setObjectName(QStringLiteral("runDiagnosis"));
+    m_diagnosis->setTextFormat(Qt::PlainText);
     m_diagnosis->setWordWrap(true);
     m_diagnosis->setStyleSheet(
         QStringLiteral("QLabel { background: #eef3fb; color: #1c3a6b; padding: 6px; border-radius: 3px; }"));
@@ -156,6 +159,7 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     // The launcher's findings while the run goes on (a straggler), above the charts.
     m_alerts = new QLabel(this);
     m_alerts->setObjectName(QStringLiteral("runAlerts"));
+    m_alerts->setTextFormat(Qt::PlainText);
     m_alerts->setWordWrap(true);
     m_alerts->setStyleSheet(QStringLiteral("QLabel { background: #fff4d6; color: #6b4a00; padding: 4px; border-radius: 3px; }"));
     m_alerts->hide();
@@ -523,7 +527,7 @@ void RunPage::updateHeader()
 {
     layoutCharts();
     m_title->setText(elidedName(qs(m_info.name)));
-    m_title->setToolTip(qs(m_info.name));
+    m_title->setToolTip(plainToolTip(qs(m_info.name)));
     m_status->setText(
         QStringLiteral("<b style=\"color:%1\">%2</b> · %3 · %4 · %5 ranks")
             .arg(statusColor(m_info.status).name(), statusText(m_info.status),

@@ -3,7 +3,9 @@
 #include "ui/history_service.h"
 
 #include "storage/run_store.h"
+#include "storage/store_paths.h"
 #include "ui/format.h"
+#include "ui/run_launcher.h"
 #include "ui/run_list_model.h"
 
 #include <QAction>
@@ -19,6 +21,7 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMessageBox>
+#include <QProcess>
 #include <QPushButton>
 #include <QTableView>
 #include <QTimer>
@@ -170,7 +173,48 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     refresh();
 }
 
-RunsPage::~RunsPage() = default;
+RunsPage::~RunsPage()
+{
+    // A catch-up still asking must not report into a page being torn down (the followers it has
+    // started live on: they are in sessions of their own).
+    if (m_catchUp) {
+        m_catchUp->disconnect(this);
+        m_catchUp->kill();
+        m_catchUp->waitForFinished(5000);
+    }
+}
+
+void RunsPage::catchUpWithClusterRuns()
+{
+    if (m_catchUp)
+        return; // one is on its way
+    // The followers record into this page's history: its folder is their home. A history file of
+    // another name is no Shardscope home (a test's): no cluster runs to catch up with.
+    if (m_databaseFile.filename() != storage::historyFile({}).filename() || m_databaseFile.parent_path().empty()) {
+        emit clusterCatchUpFinished({});
+        return;
+    }
+    m_catchUp = new QProcess(this);
+    m_catchUp->setProcessChannelMode(QProcess::MergedChannels);
+    connect(m_catchUp, &QProcess::finished, this, [this] {
+        const QString said = QString::fromUtf8(m_catchUp->readAll()).trimmed();
+        m_catchUp->deleteLater();
+        m_catchUp = nullptr;
+        if (said.contains(QStringLiteral(" in the background ")))
+            refresh();
+        emit clusterCatchUpFinished(said);
+    });
+    connect(m_catchUp, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
+        if (error != QProcess::FailedToStart)
+            return;
+        m_catchUp->deleteLater();
+        m_catchUp = nullptr;
+        emit clusterCatchUpFinished({});
+    });
+    m_catchUp->start(launcherProgram(), {QStringLiteral("runs"), QStringLiteral("--home"),
+                                         QString::fromStdString(m_databaseFile.parent_path().string()), QStringLiteral("follow"),
+                                         QStringLiteral("--all")});
+}
 
 QHBoxLayout* RunsPage::buildFilters()
 {

@@ -21,6 +21,7 @@ class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QMenu;
+class QProcess;
 class QTableView;
 class QTimer;
 
@@ -66,6 +67,12 @@ public:
     // What Runs lists above the table as queued (not started yet, so not in the history).
     QStringList queuedRuns() const;
 
+    // The cluster runs nobody follows here get a follower each, in the background (`shardscope runs
+    // follow --all`): this history's pending or running ones whose follower is gone (a closed
+    // workbench), and the user's runs submitted from another machine that shares the profiles'
+    // folders. The workbench asks once when it opens; clusterCatchUpFinished says what was done.
+    void catchUpWithClusterRuns();
+
 public slots:
     void refresh();
     void setQueuedRuns(const QStringList& names);
@@ -79,6 +86,8 @@ signals:
     void errorOccurred(const QString& message);
     // `operation`: "rename", "tags", "notes", "delete", "export"; `error` empty on success.
     void operationFinished(const QString& operation, const QString& error);
+    // What `shardscope runs follow --all` said (empty when it could not start).
+    void clusterCatchUpFinished(const QString& said);
 
 private:
     // The search box and the status, type, precision and tag filters, with the run count.
@@ -127,6 +136,7 @@ private:
     QLabel* m_queued = nullptr; // a sweep's runs waiting their turn
     QStringList m_queuedNames;
     QTimer* m_refreshTimer = nullptr;
+    QProcess* m_catchUp = nullptr; // `shardscope runs follow --all`, while it runs
 };
 
 } // namespace shardscope::ui

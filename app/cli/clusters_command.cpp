@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <map>
 #include <memory>
 
 namespace shardscope::cli {
@@ -29,21 +30,33 @@ int runClusters(const std::string& given)
     for (const auto& [name, p] : *profiles)
         std::cout << "[" << name << "] partition " << orDefault(p.partition, "(the cluster's default)") << ", time "
                   << orDefault(p.timeLimit, "(the partition's)") << ", shared folder "
-                  << orDefault(p.sharedFolder, "(none: set shared_folder)") << "\n";
-    if (auto client = cluster::SlurmClient::available(); !client) {
-        std::cout << "# partitions: " << client.error().message << "\n";
-        return 0;
+                  << orDefault(p.sharedFolder, "(none: set shared_folder)")
+                  << (p.login.empty() ? "" : ", SLURM on " + p.login + " over SSH") << "\n";
+    // SLURM's partitions as each place that runs its commands sees them: this machine, and each
+    // login node a profile names (over SSH).
+    std::map<std::string, cluster::ClusterProfile> places;
+    for (const auto& [name, p] : *profiles)
+        places.emplace(p.login, p);
+    if (places.empty())
+        places.emplace("", cluster::ClusterProfile{});
+    for (const auto& [login, profile] : places) {
+        const cluster::SlurmClient slurm(profile);
+        const std::string on = login.empty() ? "" : " on " + slurm.where();
+        if (auto client = slurm.available(); !client) {
+            std::cout << "# partitions" << on << ": " << client.error().message << "\n";
+            continue;
+        }
+        auto partitions = slurm.partitions();
+        if (!partitions) {
+            std::cout << "# partitions" << on << ": " << partitions.error().message << "\n";
+            continue;
+        }
+        std::cout << "# partitions (sinfo" << on << "):";
+        for (const auto& p : *partitions)
+            std::cout << " " << p.name << (p.isDefault ? " (default)" : "") << " " << (p.up ? "up" : "down") << " " << p.nodes
+                      << (p.nodes == 1 ? " node" : " nodes") << ";";
+        std::cout << "\n";
     }
-    auto partitions = cluster::SlurmClient().partitions();
-    if (!partitions) {
-        std::cout << "# partitions: " << partitions.error().message << "\n";
-        return 0;
-    }
-    std::cout << "# partitions (sinfo):";
-    for (const auto& p : *partitions)
-        std::cout << " " << p.name << (p.isDefault ? " (default)" : "") << " " << (p.up ? "up" : "down") << " " << p.nodes
-                  << (p.nodes == 1 ? " node" : " nodes") << ";";
-    std::cout << "\n";
     return 0;
 }
 

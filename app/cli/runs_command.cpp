@@ -66,6 +66,9 @@ struct RunsArgs {
     std::int64_t seed = 0;
     bool json = false;
     bool noStacks = false; // runs diagnose: no native stacks (gdb) of an engine run's ranks
+    // follow
+    bool all = false;
+    std::string profilesFile;
 };
 
 // A text table with a header row; numbers are right-aligned unless every cell is to be left-aligned
@@ -854,10 +857,28 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
         ->capture_default_str();
     diagnose->callback([args, &context] { context.exitCode = runDiagnose(*args); });
 
-    auto* follow = runs->add_subcommand("follow", "Follow a SLURM run whose launcher is gone (--detach, a closed terminal): "
-                                                  "its state, steps and end into this machine's history; Ctrl-C cancels the job");
-    follow->add_option("run", args->runs, "Run id or name")->required()->expected(1);
-    follow->callback([args, &context] { context.exitCode = followSlurmRun(args->runs.front()); });
+    auto* follow = runs->add_subcommand("follow", "Follow a SLURM run whose launcher is gone (--detach, a closed terminal, "
+                                                  "another machine): its state, steps and end into this machine's "
+                                                  "history; Ctrl-C cancels the job");
+    follow->add_option("run", args->runs, "Run id or name, or a cluster run's folder (one another machine submitted)")
+        ->expected(1);
+    follow->add_flag("--all", args->all,
+                     "Follow, each in the background, every run of the cluster profiles' shared folders that nobody "
+                     "follows here: this history's whose follower is gone, and yours submitted elsewhere");
+    follow->add_option("--cluster_profiles", args->profilesFile,
+                       "The profiles file: --all's shared folders, and the login node a run's profile names "
+                       "(default: $SHARDSCOPE_HOME/clusters.ini)");
+    follow->callback([args, &context] {
+        if (args->all == !args->runs.empty()) {
+            std::cerr << "shardscope runs follow: give a run (id, name or folder) or --all, one of them\n";
+            context.exitCode = 2;
+            return;
+        }
+        if (!args->home.empty()) // the followers --all starts use it too
+            ::setenv("SHARDSCOPE_HOME", args->home.c_str(), 1);
+        context.exitCode = followSlurmRun(
+            {args->runs.empty() ? std::string() : args->runs.front(), args->all, args->profilesFile, context.programPath});
+    });
 
     auto* import = runs->add_subcommand("import", "Add a run directory's events to the history (a script run under a plain "
                                                   "`accelerate launch`, whose shardscope reporter wrote events/rank<N>.jsonl)");

@@ -4,6 +4,7 @@
 #include "app/cluster/attempts.h"
 #include "app/cluster/job_watch.h"
 #include "app/cluster/slurm.h"
+#include "app/cluster/submission.h"
 #include "app/launcher/program.h"
 #include "app/launcher/run_import.h"
 #include "app/launcher/run_recorder.h"
@@ -11,16 +12,20 @@
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <thread>
 
 namespace shardscope::cli {
@@ -84,6 +89,19 @@ storage::RunAttempt attemptRow(const cluster::JobAttempt& a)
     row.resumedStep = a.resumedStep;
     row.resumedFrom = a.resumedFrom;
     return row;
+}
+
+// A job whose nodes did not all see the run folder ended before any rank started (the batch
+// script's probe): that, with the fix, is its end, not a silent rank.
+void explainUnseenFolder(storage::RunEnd& end, const std::vector<cluster::JobAttempt>& attempts, const fs::path& runDir)
+{
+    if (attempts.empty() || attempts.back().nodesWithoutFolder.empty())
+        return;
+    end.status = storage::RunStatus::Failed;
+    end.rootCauseRank.reset();
+    end.error = "node(s) " + attempts.back().nodesWithoutFolder + " do not see the run folder " + runDir.string()
+                + ", so the job ended before any rank started: the profile's shared_folder must be mounted at the same "
+                  "path on every node and on this machine. Mount it there, or choose a shared_folder that every node sees";
 }
 
 // One look at a job, for `launch` and `runs follow` alike: a Stop asked for (SIGINT) cancels it
@@ -191,15 +209,17 @@ public:
                          "must be mounted at the same path on every node), or the job failed before its script started; "
                          "`scontrol show job "
                       << m_jobId << "` or SLURM's log on the node says more\n";
-        if (auto gathered = cluster::gatherAttemptEvents(m_runDir, m_launch.numMachines, attempts); !gathered)
+        if (auto gathered = cluster::gatherAttemptEvents(m_runDir, m_launch.numMachines, attempts);
+            !gathered && (attempts.empty() || attempts.back().nodesWithoutFolder.empty()))
             std::cerr << "shardscope launch: warning: " << gathered.error().message << "\n";
         std::int64_t malformed = 0;
         auto events = readRunEvents(m_runDir, malformed);
         std::vector<std::string> nodeNames;
         if (auto names = m_slurm.hostnames(attempts.empty() ? state.nodes : attempts.back().nodes))
             nodeNames = *names;
-        const storage::RunEnd end = cluster::jobEnd(state, events ? *events : std::vector<protocol::Event>{},
-                                                    m_launch.numProcesses, m_perNode, nodeNames);
+        storage::RunEnd end = cluster::jobEnd(state, events ? *events : std::vector<protocol::Event>{}, m_launch.numProcesses,
+                                              m_perNode, nodeNames);
+        explainUnseenFolder(end, attempts, m_runDir);
         for (const auto& a : attempts)
             if (a.attempt > 0)
                 std::cout << "shardscope launch: attempt " << a.attempt << " resumed after step " << a.resumedStep << " from "
@@ -264,11 +284,32 @@ private:
     std::vector<double> m_lags;
 };
 
+// What another machine that sees the shared folder needs to follow the run (`runs follow DIR`):
+// run.json beside the batch script.
+void writeSubmissionRecord(const SlurmLaunch& launch, const cluster::ClusterProfile& profile, const PlannedShape& shape,
+                           std::int64_t jobId, double submittedAt, const fs::path& runDir)
+{
+    const cluster::Submission submission{launch.runName,
+                                         "slurm:" + std::to_string(jobId),
+                                         profile.name,
+                                         launch.numMachines,
+                                         launch.numProcesses,
+                                         shape.distributedType,
+                                         shape.mixedPrecision,
+                                         launch.tags,
+                                         cluster::currentUser(),
+                                         storage::LauncherIdentity::current().host,
+                                         submittedAt};
+    if (auto written = cluster::writeSubmission(runDir, submission); !written)
+        std::cerr << "shardscope launch: warning: " << written.error().message
+                  << "; another machine cannot follow this run (this one does)\n";
+}
+
 // SLURM's client on this machine, the profile's partition, and enough nodes in it.
 Result<void> checkCluster(const cluster::SlurmClient& slurm, const cluster::ClusterProfile& profile, const fs::path& profilesFile,
                           int nodes)
 {
-    if (auto client = cluster::SlurmClient::available(); !client)
+    if (auto client = slurm.available(); !client)
         return client.error();
     auto partitions = slurm.partitions();
     if (!partitions)
@@ -321,7 +362,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
             printError(fits.error().message);
             return 2;
         }
-    const cluster::SlurmClient slurm;
+    const cluster::SlurmClient slurm(*profile);
     if (!launch.dryRun)
         if (auto fits = checkCluster(slurm, *profile, profilesFile, launch.numMachines); !fits) {
             printError(fits.error().message);
@@ -368,6 +409,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
     }
     request.launchArgs.insert(request.launchArgs.end(), launch.nodeArgs.begin(), launch.nodeArgs.end());
     request.engineFlags = launch.engineFlags;
+    request.folderMarker = cluster::newFolderMarker();
     const fs::path script = runDir / "job.sbatch";
     if (launch.dryRun) {
         std::cout << cluster::batchScript(request);
@@ -375,6 +417,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
         return 0;
     }
     std::ofstream(script) << cluster::batchScript(request);
+    std::ofstream(cluster::folderMarkerFile(runDir)) << request.folderMarker << "\n";
     if (auto tested = slurm.testSubmit(script); !tested) {
         printError("SLURM refuses the job: " + tested.error().message + " (the script: " + script.string() + ")");
         return 2;
@@ -386,6 +429,7 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
         return 1;
     }
     std::ofstream(runDir / "slurm_job_id") << *jobId << "\n";
+    writeSubmissionRecord(launch, *profile, *shape, *jobId, submittedAt, runDir);
     std::cout << "shardscope launch: submitted job " << *jobId << " (" << launch.numMachines << " nodes; run folder "
               << runDir.string() << ")" << std::endl;
     JobFollower follower(slurm, *jobId, launch, runDir, request.processesPerNode, submittedAt);
@@ -439,8 +483,208 @@ void catchUp(storage::RunStore& store, std::int64_t runId, const fs::path& runDi
 
 } // namespace
 
-int followSlurmRun(const std::string& reference)
+namespace {
+
+// A cluster run's folder that is in no row of this history: its submission record (run.json) put
+// in as a pending run of its job, followed by this process. Another machine's run, or a run whose
+// row was lost. A name this history has already gets its job beside it.
+Result<std::int64_t> adoptFolder(storage::RunStore& store, const fs::path& runDir)
 {
+    auto submission = cluster::readSubmission(runDir);
+    if (!submission)
+        return submission.error();
+    storage::NewRun run;
+    run.name = submission->name;
+    if (store.resolveRun(run.name))
+        run.name += " (" + submission->job + ")";
+    run.runDir = fs::absolute(runDir).lexically_normal().string();
+    run.recipeText = readText(runDir / "recipe.yaml");
+    run.configText = readText(runDir / "config.yaml");
+    run.distributedType = submission->distributedType;
+    run.mixedPrecision = submission->mixedPrecision;
+    run.worldSize = submission->numProcesses;
+    run.tags = submission->tags;
+    run.notes = "SLURM job " + submission->job.substr(6) + " (" + std::to_string(submission->numMachines)
+                + " nodes), submitted by " + submission->user + " on " + submission->host + "; followed here";
+    auto id = store.createRun(run);
+    if (!id)
+        return id.error();
+    if (auto job = store.setJob(*id, submission->job); !job)
+        return job.error();
+    return *id;
+}
+
+// The run a `runs follow` reference names: an id or a name of this history, or a cluster run's
+// folder (its row, or a new one from the folder's run.json). `adopted`: the row was made here now.
+Result<std::int64_t> followedRun(storage::RunStore& store, const fs::path& home, const std::string& reference, bool& adopted)
+{
+    std::error_code ec;
+    if (!fs::is_directory(reference, ec))
+        return store.resolveRun(reference);
+    if (!fs::exists(fs::path(reference) / "slurm_job_id", ec))
+        return makeError(reference
+                         + " is not a cluster run's folder (it has no slurm_job_id); `runs follow` follows runs "
+                           "submitted with `launch --target slurm`");
+    if (auto owner = runOwningFolder(store, home, reference))
+        return owner->first;
+    adopted = true;
+    return adoptFolder(store, reference);
+}
+
+// SLURM forgets an ended job after a while (MinJobAge): then the run folder says how it ended, when
+// its last attempt's batch script saw its end. None when it did not (still running elsewhere, or
+// killed with its node: only SLURM could tell).
+std::optional<cluster::JobState> endFromFolder(const fs::path& runDir)
+{
+    const auto attempts = cluster::readAttempts(runDir);
+    if (attempts.empty() || attempts.back().endedAt <= 0)
+        return std::nullopt;
+    const auto& last = attempts.back();
+    return cluster::JobState{last.exitCode == 0 ? "COMPLETED" : "FAILED",
+                             "the job has left SLURM's memory; its end is what its batch script wrote", last.nodes,
+                             std::to_string(std::max(0, last.exitCode)) + ":0"};
+}
+
+// A follower of its own for `reference`, in the background: its own session (a closed terminal or
+// workbench does not end it), its output appended to `log`. Its pid.
+Result<pid_t> startFollower(const std::string& programPath, const std::string& reference, const fs::path& profilesFile,
+                            const fs::path& log)
+{
+    std::error_code ec;
+    fs::create_directories(log.parent_path(), ec);
+    const std::string program = thisExecutable(programPath).string();
+    int report[2];
+    if (::pipe2(report, O_CLOEXEC) != 0)
+        return makeError(std::string("cannot start a follower: ") + std::strerror(errno));
+    const pid_t child = ::fork();
+    if (child < 0)
+        return makeError(std::string("cannot start a follower: ") + std::strerror(errno));
+    if (child == 0) {
+        // Twice forked: the follower is no child of this short-lived process (no zombie, no
+        // parent-death signal), in a session of its own.
+        ::setsid();
+        const pid_t follower = ::fork();
+        if (follower != 0) {
+            (void)!::write(report[1], &follower, sizeof follower);
+            ::_exit(follower > 0 ? 0 : 1);
+        }
+        const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (out >= 0) {
+            ::dup2(out, STDOUT_FILENO);
+            ::dup2(out, STDERR_FILENO);
+        }
+        if (in >= 0)
+            ::dup2(in, STDIN_FILENO);
+        ::execl(program.c_str(), program.c_str(), "runs", "follow", reference.c_str(), "--cluster_profiles", profilesFile.c_str(),
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(report[1]);
+    pid_t follower = -1;
+    const bool told = ::read(report[0], &follower, sizeof follower) == static_cast<ssize_t>(sizeof follower);
+    ::close(report[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (!told || follower <= 0)
+        return makeError("cannot start a follower of " + reference);
+    return follower;
+}
+
+// Where to ask SLURM of a run: the profile its run.json names, from this machine's profiles (its
+// login node, if it has one); on this machine when it names none this machine has.
+cluster::SlurmClient clientOf(const fs::path& runDir, const fs::path& profilesFileGiven)
+{
+    auto submission = cluster::readSubmission(runDir);
+    if (!submission || submission->profile.empty())
+        return {};
+    auto profile = cluster::loadProfile(cluster::profilesFile(profilesFileGiven), submission->profile);
+    if (!profile)
+        return {};
+    const cluster::SlurmClient client(*profile);
+    if (!profile->login.empty())
+        std::cout << "shardscope runs follow: SLURM's commands on " << client.where() << " (profile [" << profile->name << "])"
+                  << std::endl;
+    return client;
+}
+
+// `runs follow --all`: every cluster run of the profiles' shared folders that no process follows
+// on this machine: this history's pending or running ones whose follower is gone, and this user's
+// runs submitted elsewhere that are not in it yet (another user's are left to `runs follow DIR`).
+int catchUpClusterRuns(const fs::path& profilesFileGiven, const std::string& programPath)
+{
+    const char* who = "shardscope runs follow";
+    const fs::path profilesFile = cluster::profilesFile(profilesFileGiven);
+    std::error_code ec;
+    if (!fs::exists(profilesFile, ec)) {
+        std::cout << who << ": no cluster profiles (" << profilesFile.string() << "): no cluster run to follow\n";
+        return 0;
+    }
+    auto profiles = cluster::loadProfiles(profilesFile);
+    auto home = storage::shardscopeHome();
+    storage::StoreOptions options;
+    options.markInterrupted = false;
+    auto store = home && profiles ? storage::RunStore::open(storage::historyFile(*home), options)
+                                  : Result<storage::RunStore>(home ? profiles.error() : home.error());
+    if (!store) {
+        std::cerr << who << ": " << store.error().message << "\n";
+        return 1;
+    }
+    const std::string user = cluster::currentUser();
+    std::set<fs::path> folders;
+    for (const auto& [name, profile] : *profiles)
+        if (!profile.sharedFolder.empty())
+            folders.insert(fs::weakly_canonical(fs::path(profile.sharedFolder) / "runs", ec));
+    int started = 0, othersLeft = 0;
+    for (const auto& folder : folders) {
+        for (const auto& entry : fs::directory_iterator(folder, ec)) {
+            const fs::path runDir = entry.path();
+            if (!fs::exists(runDir / "slurm_job_id", ec))
+                continue;
+            std::string reference = runDir.string();
+            if (auto owner = runOwningFolder(*store, *home, runDir)) {
+                auto details = store->run(owner->first);
+                if (!details || storage::isTerminal(details->summary.status)
+                    || storage::checkLiveness(details->launcher) != storage::Liveness::Gone)
+                    continue; // ended, or followed (here, or by a machine this one cannot ask)
+                reference = std::to_string(owner->first);
+            } else {
+                auto submission = cluster::readSubmission(runDir);
+                if (!submission) {
+                    std::cerr << who << ": warning: " << submission.error().message << "\n";
+                    continue;
+                }
+                if (submission->user != user) {
+                    ++othersLeft;
+                    continue;
+                }
+            }
+            const fs::path log = *home / "followers" / (runDir.filename().string() + ".log");
+            auto pid = startFollower(programPath, reference, profilesFile, log);
+            if (!pid) {
+                std::cerr << who << ": " << pid.error().message << "\n";
+                continue;
+            }
+            ++started;
+            std::cout << who << ": following " << runDir.filename().string() << " in the background (pid " << *pid
+                      << "; its output in " << log.string() << ")\n";
+        }
+    }
+    if (started == 0)
+        std::cout << who << ": every cluster run of " << profilesFile.string() << "'s shared folders is followed or has ended\n";
+    if (othersLeft > 0)
+        std::cout << who << ": " << othersLeft << " run" << (othersLeft == 1 ? "" : "s")
+                  << " of other users left alone (`shardscope runs follow DIR` follows one)\n";
+    return 0;
+}
+
+} // namespace
+
+int followSlurmRun(const FollowRequest& request)
+{
+    if (request.all)
+        return catchUpClusterRuns(request.profilesFile, request.programPath);
+    const std::string& reference = request.reference;
     auto home = storage::shardscopeHome();
     if (!home) {
         std::cerr << "shardscope runs follow: " << home.error().message << "\n";
@@ -449,7 +693,8 @@ int followSlurmRun(const std::string& reference)
     storage::StoreOptions options;
     options.markInterrupted = false;
     auto store = storage::RunStore::open(storage::historyFile(*home), options);
-    auto runId = store ? store->resolveRun(reference) : Result<std::int64_t>(store.error());
+    bool adopted = false;
+    auto runId = store ? followedRun(*store, *home, reference, adopted) : Result<std::int64_t>(store.error());
     auto details = runId ? store->run(*runId) : Result<storage::RunDetails>(runId.error());
     if (!details) {
         std::cerr << "shardscope runs follow: " << details.error().message << "\n";
@@ -466,12 +711,15 @@ int followSlurmRun(const std::string& reference)
                   << "\n";
         return 0;
     }
-    if (storage::checkLiveness(details->launcher) != storage::Liveness::Gone) {
+    if (!adopted && storage::checkLiveness(details->launcher) != storage::Liveness::Gone) {
         std::cerr << "shardscope runs follow: run " << summary.name << " is followed by its launcher (pid "
                   << details->launcher.pid << " on " << details->launcher.host
                   << "), which records it; Stop it there, or follow it from here once that one has gone\n";
         return 2;
     }
+    if (adopted)
+        std::cout << "shardscope runs follow: run " << summary.name << " (run " << *runId
+                  << ") put in this history from its folder's run.json" << std::endl;
     const std::int64_t jobId = std::atoll(summary.job.c_str() + 6);
     const fs::path runDir = summary.runDir;
     const int nodes = std::max(1, nodesOfScript(runDir));
@@ -482,7 +730,7 @@ int followSlurmRun(const std::string& reference)
     cancel.sa_handler = [](int) { g_cancelAsked.store(true); };
     sigaction(SIGINT, &cancel, nullptr);
     sigaction(SIGTERM, &cancel, nullptr);
-    const cluster::SlurmClient slurm;
+    const cluster::SlurmClient slurm = clientOf(runDir, request.profilesFile);
     JobWatch watch{slurm,
                    jobId,
                    "shardscope runs follow",
@@ -493,9 +741,14 @@ int followSlurmRun(const std::string& reference)
     auto lastCatchUp = std::chrono::steady_clock::now() - std::chrono::hours(1);
     cluster::JobState end;
     while (true) {
-        const auto state = watch.look();
-        if (!state)
-            return 1;
+        auto state = watch.look();
+        if (!state) {
+            // SLURM no longer knows the job: the folder may say how it ended.
+            state = endFromFolder(runDir);
+            if (!state)
+                return 1;
+            std::cout << "shardscope runs follow: " << state->reason << std::endl;
+        }
         if (state->ended() || std::chrono::steady_clock::now() - lastCatchUp > std::chrono::seconds(2)) {
             catchUp(*store, *runId, runDir, nodes);
             lastCatchUp = std::chrono::steady_clock::now();
@@ -513,8 +766,9 @@ int followSlurmRun(const std::string& reference)
     std::vector<std::string> nodeNames;
     if (auto names = slurm.hostnames(attempts.empty() ? end.nodes : attempts.back().nodes))
         nodeNames = *names;
-    const storage::RunEnd runEnd = cluster::jobEnd(end, events ? *events : std::vector<protocol::Event>{}, summary.worldSize,
-                                                   std::max(1, summary.worldSize / nodes), nodeNames);
+    storage::RunEnd runEnd = cluster::jobEnd(end, events ? *events : std::vector<protocol::Event>{}, summary.worldSize,
+                                             std::max(1, summary.worldSize / nodes), nodeNames);
+    explainUnseenFolder(runEnd, attempts, runDir);
     for (const auto& a : attempts)
         warnIf(store->recordAttempt(*runId, attemptRow(a)));
     warnIf(store->setStatusDetail(*runId, ""));

@@ -48,7 +48,16 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
 // terminal, a workbench on another machine) followed from here until its job ends: SLURM's state
 // into the history, the nodes' steps recorded as they come (what the history already has is not
 // recorded twice), the attempts and the end. Refused while its own launcher still follows it.
-// SIGINT cancels the job, as in `launch`. Returns the process's exit code.
-int followSlurmRun(const std::string& reference);
+// RUN may be a cluster run's folder that this history does not have (submitted from another
+// machine that shares the folder): its run.json puts it in. SIGINT cancels the job, as in
+// `launch`. With `all`: a follower in the background for each run of the profiles' shared folders
+// that nobody follows here (the workbench does this when it opens). Returns the exit code.
+struct FollowRequest {
+    std::string reference; // a run id or name, or a cluster run's folder
+    bool all = false;
+    std::filesystem::path profilesFile; // --all: $SHARDSCOPE_HOME/clusters.ini unless given
+    std::string programPath; // argv[0]: the followers --all starts run this program
+};
+int followSlurmRun(const FollowRequest& request);
 
 } // namespace shardscope::cli

@@ -4,6 +4,8 @@
 #include "engine/checkpoint/checkpoint_paths.h"
 #include "engine/protocol/events.h"
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -96,6 +98,11 @@ std::vector<JobAttempt> readAttempts(const fs::path& runDir)
         attempt.attempt = n;
         readAttemptFile(attemptDir(runDir, n) / "attempt.txt", attempt);
         readResume(nodeRunDir(runDir, n, 0) / "plan.json", attempt);
+        if (std::ifstream unseen(attemptDir(runDir, n) / "unseen_folder.txt"); unseen) {
+            std::string nodes;
+            std::getline(unseen, nodes);
+            attempt.nodesWithoutFolder = nodes.substr(0, nodes.find_last_not_of(" \t\r") + 1);
+        }
         attempts.push_back(attempt);
     }
     return attempts;
@@ -104,8 +111,14 @@ std::vector<JobAttempt> readAttempts(const fs::path& runDir)
 Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, const std::vector<JobAttempt>& attempts)
 {
     const fs::path target = runDir / "events.jsonl";
-    std::ofstream out(target, std::ios::binary | std::ios::trunc);
+    // Written beside it and renamed over it: another machine following the same run (its own
+    // `runs follow`) gathers into the same file, and a reader must never see it half written.
+    char host[256] = "";
+    ::gethostname(host, sizeof host - 1);
+    const fs::path partial = runDir / ("events.jsonl.partial-" + std::string(host) + "-" + std::to_string(::getpid()));
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
     std::int64_t written = 0;
+    std::string missing; // the first node of the last attempt that left no events file
     for (std::size_t a = 0; a < attempts.size(); ++a) {
         const JobAttempt* next = a + 1 < attempts.size() ? &attempts[a + 1] : nullptr;
         for (int node = 0; node < nodes; ++node) {
@@ -115,9 +128,10 @@ Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, cons
                 // An attempt cut short before this node's launcher started leaves nothing to gather.
                 if (next)
                     continue;
-                return makeError("node " + std::to_string(node) + " left no events in attempt "
-                                 + std::to_string(attempts[a].attempt) + " (" + file.string() + "); its launcher's output is in "
-                                 + (runDir / "slurm-<job>.out").string());
+                if (missing.empty())
+                    missing = "node " + std::to_string(node) + " left no events in attempt " + std::to_string(attempts[a].attempt)
+                              + " (" + file.string() + "); its launcher's output is in " + (runDir / "slurm-<job>.out").string();
+                continue; // the other nodes' are gathered all the same
             }
             for (std::string line; std::getline(in, line);) {
                 const std::string kept = keptLine(line, attempts[a], next);
@@ -128,9 +142,14 @@ Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, cons
             }
         }
     }
-    out.flush();
-    if (!out)
+    out.close();
+    std::error_code ec;
+    if (!out || (fs::rename(partial, target, ec), ec)) {
+        fs::remove(partial, ec);
         return makeError("cannot write " + target.string());
+    }
+    if (!missing.empty())
+        return makeError(missing);
     return written;
 }
 

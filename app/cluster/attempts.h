@@ -24,6 +24,9 @@ struct JobAttempt {
     int exitCode = -1; // the launchers' (srun's) exit code; -1: not seen
     std::int64_t resumedStep = 0; // the optimizer steps of the checkpoint it resumed from; 0: a fresh start
     std::string resumedFrom; // that checkpoint's folder
+    // The nodes that did not see the run folder ("n3 n4"; the batch script's probe): the attempt
+    // ended before any rank started. Empty: every node saw it.
+    std::string nodesWithoutFolder;
 };
 
 // The attempts in <runDir>/attempts/, in order (0, 1, ... while the folders go on). What a node's

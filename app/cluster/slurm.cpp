@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -162,7 +164,15 @@ Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& t
             current->sharedFolder = value;
         else if (key == "sbatch")
             current->extraSbatch.push_back(value);
-        else if (key == "warning_seconds") {
+        else if (key == "login") {
+            if (value.empty() || value.front() == '-' || value.find_first_of(" \t'\"") != std::string::npos)
+                return makeError(where + "login '" + value + "' is not an SSH destination (user@host or host)");
+            current->login = value;
+        } else if (key == "ssh_options") {
+            std::istringstream words(value);
+            for (std::string word; words >> word;)
+                current->sshOptions.push_back(word);
+        } else if (key == "warning_seconds") {
             char* end = nullptr;
             const long seconds = std::strtol(value.c_str(), &end, 10);
             if (value.empty() || *end != '\0' || seconds < 1 || seconds > 86400)
@@ -178,7 +188,7 @@ Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& t
         } else {
             return makeError(where + "unknown key '" + key
                              + "'; a profile has partition, cpus_per_task, time, warning_seconds, account, qos, "
-                               "shared_folder and sbatch");
+                               "shared_folder, sbatch, login and ssh_options");
         }
     }
     return profiles;
@@ -232,6 +242,16 @@ std::filesystem::path nodeRunDir(const std::filesystem::path& runDir, int attemp
     return attemptDir(runDir, attempt) / ("node" + std::to_string(node));
 }
 
+std::filesystem::path folderMarkerFile(const std::filesystem::path& runDir) { return runDir / ".shardscope-marker"; }
+
+std::string newFolderMarker()
+{
+    std::random_device random;
+    char text[33];
+    std::snprintf(text, sizeof text, "%08x%08x%08x%08x", random(), random(), random(), random());
+    return text;
+}
+
 std::string batchScript(const BatchRequest& r)
 {
     const ClusterProfile& p = r.profile;
@@ -277,8 +297,26 @@ std::string batchScript(const BatchRequest& r)
            "fi\n"
            "mkdir -p \"$run_dir/attempts/$attempt\"\n"
            "printf 'job_id=%s\\nnodes=%s\\nstarted=%s\\n' \"$SLURM_JOB_ID\" \"$SLURM_JOB_NODELIST\" \"$(date +%s)\" \\\n"
-           "  > \"$run_dir/attempts/$attempt/attempt.txt\"\n"
-           "# SIGTERM (a preemption, scancel, the time limit itself) reaches the launchers and ranks, which\n"
+           "  > \"$run_dir/attempts/$attempt/attempt.txt\"\n";
+    if (!r.folderMarker.empty())
+        out << "# Every node must see the run folder (the profile's shared_folder, mounted at the same path on\n"
+               "# every node): one task per node reads the marker written at submission. A node that cannot is\n"
+               "# named, and the job ends here, before any rank starts. (A task that prints nothing, killed by\n"
+               "# a signal, names no node.)\n"
+               "unseen=$(srun --nodes="
+            << r.nodes
+            << " --ntasks-per-node=1 bash -c '[ \"$(cat \"$1\" 2>/dev/null)\" = \"$2\" ] || echo \"unseen $SLURMD_NODENAME\"' "
+               "\\\n"
+               "  _ \"$run_dir/.shardscope-marker\" "
+            << config::shellQuote(r.folderMarker)
+            << " 2>/dev/null | sed -n 's/^unseen //p' | tr '\\n' ' ') || true\n"
+               "if [ -n \"${unseen// }\" ]; then\n"
+               "  echo \"$unseen\" > \"$run_dir/attempts/$attempt/unseen_folder.txt\"\n"
+               "  echo \"shardscope: node(s) $unseen do not see $run_dir: no rank started\"\n"
+               "  printf 'ended=%s\\nexit=%s\\n' \"$(date +%s)\" 3 >> \"$run_dir/attempts/$attempt/attempt.txt\"\n"
+               "  exit 3\n"
+               "fi\n";
+    out << "# SIGTERM (a preemption, scancel, the time limit itself) reaches the launchers and ranks, which\n"
            "# save a checkpoint; this shell waits for them instead of ending the job at once.\n"
            "trap 'echo \"shardscope: SIGTERM: the ranks save a checkpoint and stop\"' TERM\n"
            "# The head node (the allocation's first) by its address: node names need not resolve. (sed\n"
@@ -404,28 +442,67 @@ Result<std::int64_t> parseJobId(const std::string& text)
     return static_cast<std::int64_t>(value);
 }
 
-Result<void> SlurmClient::available()
+SlurmClient::SlurmClient(const ClusterProfile& profile) : m_login(profile.login), m_sshOptions(profile.sshOptions) { }
+
+std::string SlurmClient::where() const { return m_login.empty() ? "this machine" : "login node " + m_login; }
+
+Result<void> SlurmClient::available() const
 {
+    if (!m_login.empty()) {
+        if (!findOnPath("ssh"))
+            return makeError("ssh is not on PATH: the profile runs SLURM's commands on " + m_login
+                             + " over SSH (Debian: apt-get install openssh-client)");
+        if (auto sbatch = run("sbatch", {"--version"}); !sbatch)
+            return sbatch.error();
+        return {};
+    }
     for (const char* program : {"sbatch", "squeue", "scontrol", "sinfo"})
         if (!findOnPath(program))
             return makeError(std::string("no SLURM client on this machine: ") + program
-                             + " is not on PATH; install SLURM's client tools (Debian: slurm-client), or run on the "
-                               "cluster's login node");
+                             + " is not on PATH; install SLURM's client tools (Debian: slurm-client), run on the "
+                               "cluster's login node, or give the profile that login node (login = user@host) to run "
+                               "them there over SSH");
     return {};
 }
 
 Result<std::string> SlurmClient::run(const std::string& program, const std::vector<std::string>& args) const
 {
-    const auto path = findOnPath(program);
-    if (!path)
-        return makeError(program + " is not on PATH (SLURM's client tools)");
-    auto ran = runProgram(*path, args, std::chrono::seconds(60));
+    if (m_login.empty()) {
+        const auto path = findOnPath(program);
+        if (!path)
+            return makeError(program + " is not on PATH (SLURM's client tools)");
+        auto ran = runProgram(*path, args, std::chrono::seconds(60));
+        if (!ran)
+            return ran.error();
+        if (ran->timedOut)
+            return makeError(program + " did not answer within 60 s; is the SLURM controller up?");
+        if (ran->status != 0)
+            return makeError(program + " failed (exit " + std::to_string(ran->status) + "): " + trim(ran->output));
+        return ran->output;
+    }
+    const auto ssh = findOnPath("ssh");
+    if (!ssh)
+        return makeError("ssh is not on PATH (the profile runs SLURM's commands on " + m_login + ")");
+    std::string command = program;
+    for (const auto& arg : args)
+        command += " " + config::shellQuote(arg);
+    // No password prompt (a follower runs unattended), no host-key chatter mixed into the output
+    // that is parsed; the user's options (port, key) after ours.
+    std::vector<std::string> sshArgs{"-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "-o", "LogLevel=ERROR"};
+    sshArgs.insert(sshArgs.end(), m_sshOptions.begin(), m_sshOptions.end());
+    sshArgs.insert(sshArgs.end(), {m_login, "--", command});
+    auto ran = runProgram(*ssh, sshArgs, std::chrono::seconds(90));
     if (!ran)
         return ran.error();
     if (ran->timedOut)
-        return makeError(program + " did not answer within 60 s; is the SLURM controller up?");
+        return makeError(program + " on " + m_login + " did not answer within 90 s (over SSH); is the login node up?");
+    if (ran->status == 255)
+        return makeError("ssh to " + m_login + " failed: " + trim(ran->output)
+                         + " (it must log in without a prompt: a key in ssh-agent, or ssh_options = -i KEY)");
+    if (ran->status == 127)
+        return makeError(program + " is not on " + m_login + "'s PATH (SLURM's client tools on the login node)");
     if (ran->status != 0)
-        return makeError(program + " failed (exit " + std::to_string(ran->status) + "): " + trim(ran->output));
+        return makeError(program + " on " + m_login + " failed (exit " + std::to_string(ran->status) + "): " + trim(ran->output));
     return ran->output;
 }
 

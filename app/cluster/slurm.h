@@ -11,7 +11,8 @@
 //                   address from `scontrol show node` (node names need not resolve), a
 //                   rendezvous port derived from the job id; SIGUSR1 before the time limit, a
 //                   checkpoint on every rank, a requeue, and the next attempt resuming from it
-//   SlurmClient     sinfo, sbatch (--test-only, --parsable), squeue, scontrol
+//   SlurmClient     sinfo, sbatch (--test-only, --parsable), squeue, scontrol, scancel: on this
+//                   machine, or on a login node over SSH (the profile's login)
 // The parsing is kept apart from the running (parse*), so it is tested on SLURM's own text.
 // Qt-free and torch-free.
 
@@ -39,6 +40,10 @@ struct ClusterProfile {
     std::string qos;
     std::vector<std::string> extraSbatch; // more #SBATCH lines, as written (e.g. --gres=gpu:8)
     std::string sharedFolder; // seen by this machine and every node: runs go to <it>/runs/<name>
+    // SLURM's commands run on this login node over SSH ("user@host"; empty: on this machine, where
+    // they must then be installed). The shared folder must be at the same path here and there.
+    std::string login;
+    std::vector<std::string> sshOptions; // more of ssh's arguments (ssh_options = -p 2222 -i ~/.ssh/key)
 };
 
 // sbatch --time in seconds: "M", "M:S", "H:M:S", "D-H", "D-H:M", "D-H:M:S"; none for "" (the
@@ -55,7 +60,7 @@ Result<void> checkWarningFits(const ClusterProfile& profile);
 int gpusPerNode(const ClusterProfile& profile);
 
 // The profiles of an INI file: one [name] section each, keys partition, cpus_per_task, time,
-// warning_seconds, account, qos, shared_folder, sbatch (repeatable). An unknown key or a bad number is an error
+// warning_seconds, account, qos, shared_folder, sbatch (repeatable), login, ssh_options. An unknown key or a bad number is an error
 // naming the file, the line and the key.
 Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& text, const std::string& source);
 // The profiles file: `given`, else $SHARDSCOPE_HOME/clusters.ini (the workbench and the CLI share it).
@@ -78,8 +83,15 @@ struct BatchRequest {
     // SIGUSR1 before the time limit and a requeue (the engine's ranks save a checkpoint on it); a
     // user's script's Python ranks would die of the signal, so its job asks for neither.
     bool warnBeforeTimeLimit = true;
+    // What <runDir>/.shardscope-marker holds (written at submission): before any rank starts, one
+    // task per node reads it, and nodes that do not see the run folder (the shared folder not
+    // mounted there) are named in <attempt dir>/unseen_folder.txt and end the job. Empty: no probe.
+    std::string folderMarker;
 };
 std::string batchScript(const BatchRequest& request);
+// The marker file of a run folder, and a new token to write in it.
+std::filesystem::path folderMarkerFile(const std::filesystem::path& runDir);
+std::string newFolderMarker();
 // An attempt of the job (0, then one more after each requeue): <runDir>/attempts/<attempt>, with
 // attempt.txt (job_id=, nodes=, started=, then ended= and exit= when it ends in time).
 std::filesystem::path attemptDir(const std::filesystem::path& runDir, int attempt);
@@ -115,8 +127,13 @@ Result<std::int64_t> parseJobId(const std::string& text);
 
 class SlurmClient {
 public:
-    // Whether sbatch is on PATH; the error says how to get it.
-    static Result<void> available();
+    SlurmClient() = default; // SLURM's commands on this machine
+    explicit SlurmClient(const ClusterProfile& profile); // on the profile's login node when it has one
+    // Whether SLURM's commands can run: on PATH here, or ssh here and sbatch on the login node (asked
+    // once, without a password: BatchMode). The error says how to get there.
+    Result<void> available() const;
+    // "this machine" or "login node HOST": where the commands run, for messages.
+    std::string where() const;
     Result<std::vector<Partition>> partitions() const;
     // sbatch --test-only: SLURM checks the script against the cluster and queue without running it.
     Result<void> testSubmit(const std::filesystem::path& script) const;
@@ -130,7 +147,12 @@ public:
     Result<JobState> state(std::int64_t jobId) const;
 
 private:
+    // The one place a SLURM command runs: here, or as `ssh -o BatchMode=yes ... LOGIN -- program
+    // 'arg' ...` (each argument shell-quoted for the login node's shell).
     Result<std::string> run(const std::string& program, const std::vector<std::string>& args) const;
+
+    std::string m_login;
+    std::vector<std::string> m_sshOptions;
 };
 
 } // namespace shardscope::cluster

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -54,8 +55,10 @@ Result<void> checkRunFile(const fs::path& file, const fs::path& runDir)
 } // namespace
 
 // Every event of the directory, in time order (ranks' files interleaved by their timestamps).
-Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::int64_t& malformed)
+Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::int64_t& malformed,
+                                                   std::chrono::milliseconds deadline)
 {
+    const auto started = std::chrono::steady_clock::now();
     std::vector<fs::path> files;
     std::error_code ec;
     static const std::regex rankFile("rank[0-9]+\\.jsonl");
@@ -77,6 +80,13 @@ Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::
             return makeError("cannot read " + file.string());
         std::string line;
         while (std::getline(in, line)) {
+            // A regular file can still stall (a network filesystem that stopped answering): an
+            // import ends, with the file named, rather than never.
+            if (std::chrono::steady_clock::now() - started > deadline)
+                return makeError("reading " + file.string() + " took longer than "
+                                 + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(deadline).count())
+                                 + " s; is its filesystem answering? Copy the run folder to a local disk and import "
+                                   "that");
             if (line.empty())
                 continue;
             if (auto event = protocol::decodeEvent(line))
@@ -172,10 +182,10 @@ Result<std::string> importedName(const fs::path& runDir, const std::string& give
     return name;
 }
 
-// The history's run whose folder `runDir` is already, if any: a folder belongs to one run (deleting
-// a second row would delete the first run's files).
-std::optional<std::pair<std::int64_t, std::string>> ownerOf(const storage::RunStore& store, const fs::path& home,
-                                                            const fs::path& runDir)
+} // namespace
+
+std::optional<std::pair<std::int64_t, std::string>> runOwningFolder(const storage::RunStore& store, const fs::path& home,
+                                                                    const fs::path& runDir)
 {
     auto runs = store.listRuns();
     if (!runs)
@@ -193,8 +203,6 @@ std::optional<std::pair<std::int64_t, std::string>> ownerOf(const storage::RunSt
     }
     return std::nullopt;
 }
-
-} // namespace
 
 Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& runDirIn, const std::string& nameIn)
 {
@@ -217,7 +225,7 @@ Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& run
         if (auto existing = store->resolveRun(imported.name))
             return makeError("the history already has a run named " + imported.name + " (run " + std::to_string(*existing)
                              + "); give another name with --name");
-        if (auto owner = ownerOf(*store, home, runDir))
+        if (auto owner = runOwningFolder(*store, home, runDir))
             return makeError(runDir.string() + " is already the folder of run " + std::to_string(owner->first) + " ("
                              + owner->second + "); a folder belongs to one run (deleting the other would delete its files)");
     }

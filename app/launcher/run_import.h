@@ -9,13 +9,20 @@
 #include "engine/protocol/events.h"
 #include "storage/run_types.h"
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
 namespace shardscope {
+
+namespace storage {
+class RunStore;
+}
 
 struct ImportedRun {
     std::int64_t runId = 0;
@@ -27,14 +34,21 @@ struct ImportedRun {
 };
 
 // Every event of a run directory (events/rank<N>.jsonl and events.jsonl), in time order; lines that
-// are not events are counted in `malformed`.
-Result<std::vector<protocol::Event>> readRunEvents(const std::filesystem::path& runDir, std::int64_t& malformed);
+// are not events are counted in `malformed`. Reading for longer than `deadline` is an error.
+Result<std::vector<protocol::Event>> readRunEvents(const std::filesystem::path& runDir, std::int64_t& malformed,
+                                                   std::chrono::milliseconds deadline = std::chrono::minutes(5));
 
 // The run's end as its events tell it: failed when a rank reported its own error (the earliest is
 // the root cause), completed when every rank of `ranks` said done "completed", else failed as
 // unfinished (a rank never said how it ended: killed, or its files were copied mid-run).
 // `status` gets the word for it ("completed", "failed", "failed (unfinished)").
 storage::RunEnd endFromEvents(const std::vector<protocol::Event>& events, const std::set<int>& ranks, std::string& status);
+
+// The history's run whose folder `runDir` is already (its id and name), if any: a folder belongs to
+// one run (deleting a second row would delete the first run's files). Relative folders are `home`'s.
+std::optional<std::pair<std::int64_t, std::string>> runOwningFolder(const storage::RunStore& store,
+                                                                    const std::filesystem::path& home,
+                                                                    const std::filesystem::path& runDir);
 
 // `name` empty: the directory's name. Refused when the history already has a run of that name.
 Result<ImportedRun> importRunDirectory(const std::filesystem::path& home, const std::filesystem::path& runDir,

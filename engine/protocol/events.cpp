@@ -317,6 +317,12 @@ Result<Event> decodeEvent(std::string_view line)
     r.read("time", event.time, true);
     if (!error.empty())
         return makeError(error);
+    // Bounds a reader can trust: whoever reads a rank or world size builds per-rank tables from it
+    // (an imported world_size of 2e9 was a hang), and events are ordered by time (NaN is no order).
+    if (event.rank < 0 || event.rank >= kMaxRanks)
+        return makeError("rank " + std::to_string(event.rank) + " is not a rank (0 to " + std::to_string(kMaxRanks - 1) + ")");
+    if (!std::isfinite(event.time))
+        return makeError("time is not a finite number of seconds");
     if (event.version > kProtocolVersion)
         return makeError("event schema version " + std::to_string(event.version) + " is newer than this build's "
                          + std::to_string(kProtocolVersion) + "; update shardscope");
@@ -328,6 +334,9 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("device", e.device, true);
         r.read("torch", e.torch);
         r.read("world_size", e.worldSize, true);
+        if (error.empty() && (e.worldSize < 1 || e.worldSize > kMaxRanks))
+            error = "world_size " + std::to_string(e.worldSize) + " is not a number of ranks (1 to " + std::to_string(kMaxRanks)
+                    + ")";
         r.read("local_rank", e.localRank);
         r.read("machine_rank", e.machineRank);
         r.read("peak_flops", e.peakFlops);

@@ -21,6 +21,9 @@ namespace shardscope::protocol {
 
 // Bumped when a field changes meaning or disappears; new optional fields keep the version.
 inline constexpr int kProtocolVersion = 1;
+// The most ranks an event may speak of (a rank's number is below it): far beyond any job, and a
+// bound for whoever sizes a table by a world size read from a file.
+inline constexpr int kMaxRanks = 1 << 20;
 
 struct HelloEvent {
     std::int64_t pid = 0;

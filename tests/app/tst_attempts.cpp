@@ -112,6 +112,23 @@ private slots:
         QVERIFY(!missing.ok());
         QVERIFY2(missing.error().message.find("node 1 left no events in attempt 1") != std::string::npos,
                  missing.error().message.c_str());
+        // The other nodes' are gathered all the same (a node that has not started yet while the job
+        // is followed), and the file is replaced whole: no half-written file, no partial left.
+        const QByteArray gathered = testing::readFile(dir.filePath(QStringLiteral("events.jsonl")));
+        bool nodeZerosLastStep = false, nodeOnesEnd = false;
+        for (const QByteArray& text : gathered.split('\n'))
+            if (auto event = protocol::decodeEvent(text.toStdString())) {
+                const auto* s = std::get_if<protocol::StepEvent>(&event->body);
+                const auto* done = std::get_if<protocol::DoneEvent>(&event->body);
+                nodeZerosLastStep = nodeZerosLastStep || (s && s->step == 8);
+                nodeOnesEnd = nodeOnesEnd || (done && event->rank == 1 && done->status == "completed");
+            }
+        QVERIFY2(nodeZerosLastStep && !nodeOnesEnd, gathered.constData());
+        QVERIFY(QDir(dir.path()).entryList({QStringLiteral("events.jsonl.partial-*")}).isEmpty());
+        // Unseen nodes (the batch script's probe) are read with the attempt.
+        testing::writeFile(QString::fromStdString(attemptDir(run, 1).string()) + "/unseen_folder.txt", "n3 n4 \n");
+        QCOMPARE(readAttempts(run).back().nodesWithoutFolder, std::string("n3 n4"));
+        QVERIFY(readAttempts(run).front().nodesWithoutFolder.empty());
     }
 };
 

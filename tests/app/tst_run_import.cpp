@@ -9,6 +9,7 @@
 #include "storage/store_paths.h"
 #include "tests/common/recipe_run.h"
 
+#include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -186,6 +187,72 @@ private slots:
         auto half = importRunDirectory(root, root / "half");
         QVERIFY(half);
         QCOMPARE(half->status, std::string("failed (unfinished)"));
+    }
+
+    // #43 point 2: numbers an import sizes its work by are bounded: a hello saying 2e9 ranks (a
+    // table of every rank was built from it: tens of GB and no end) and a rank of INT_MAX (its
+    // successor overflowed) are lines that are not events; the import ends at once with what is true.
+    void hugeWorldAndRankAreNotTrusted()
+    {
+        QTemporaryDir home;
+        const fs::path root = home.path().toStdString();
+        writeRun(root / "huge", true);
+        {
+            std::ofstream out(root / "huge" / "events" / "rank0.jsonl", std::ios::app);
+            out << R"({"v":1,"type":"hello","rank":0,"time":99,"pid":1,"device":"cpu","world_size":2000000000})"
+                << "\n";
+            out << R"({"v":1,"type":"log","rank":2147483647,"time":99,"level":"info","message":"x"})"
+                << "\n";
+            out << R"({"v":1,"type":"log","rank":0,"time":NaN,"level":"info","message":"x"})"
+                << "\n";
+        }
+        QElapsedTimer clock;
+        clock.start();
+        auto imported = importRunDirectory(root, root / "huge");
+        QVERIFY2(imported, imported ? "" : imported.error().message.c_str());
+        QVERIFY(clock.elapsed() < 30000);
+        QCOMPARE(imported->malformed, std::int64_t(2 + 3));
+        QCOMPARE(imported->ranks, 2);
+        QCOMPARE(imported->status, std::string("completed"));
+        auto store = storage::RunStore::open(storage::historyFile(root));
+        QCOMPARE(store->run(imported->runId)->summary.worldSize, 2);
+        // A read that takes longer than its deadline ends, naming the file (a stalled filesystem).
+        std::int64_t malformed = 0;
+        auto late = readRunEvents(root / "huge", malformed, std::chrono::milliseconds(-1));
+        QVERIFY(!late);
+        QVERIFY2(late.error().message.find("took longer than") != std::string::npos
+                     && late.error().message.find(".jsonl took") != std::string::npos,
+                 late.error().message.c_str());
+    }
+
+    // #43 point 2: the folder of a run the launcher recorded (finished or still running) is that
+    // run's: importing it under another name is refused, so no second row can delete its files.
+    void launcherRunsFolderIsRefused()
+    {
+        QTemporaryDir home;
+        const fs::path root = home.path().toStdString();
+        auto store = storage::RunStore::open(storage::historyFile(root));
+        QVERIFY(store.ok());
+        for (const bool live : {false, true}) {
+            const std::string name = live ? "live" : "finished";
+            const fs::path runDir = root / "runs" / name;
+            writeRun(runDir, !live);
+            storage::NewRun run; // as `shardscope launch` records its run
+            run.name = name;
+            run.runDir = runDir.string();
+            run.worldSize = 2;
+            auto id = store->createRun(run);
+            QVERIFY(id.ok());
+            QVERIFY(store->markRunning(*id).ok());
+            if (!live)
+                QVERIFY(store->finishRun(*id, storage::RunEnd{}).ok());
+            auto copy = importRunDirectory(root, runDir, name + "-copy");
+            QVERIFY(!copy);
+            QVERIFY2(copy.error().message.find("is already the folder of run " + std::to_string(*id) + " (" + name + ")")
+                         != std::string::npos,
+                     copy.error().message.c_str());
+        }
+        QCOMPARE(store->listRuns()->size(), std::size_t(2));
     }
 
     void endAsTheEventsTellIt()

@@ -66,6 +66,17 @@ private slots:
                  unknown.error().message.c_str());
         QVERIFY(!parseProfiles("partition = gpu\n", "c.ini").ok()); // before any [profile]
         QVERIFY(!parseProfiles("[default]\ncpus_per_task = many\n", "c.ini").ok());
+        // A login node: ssh's destination, and its options word by word.
+        auto login = parseProfiles("[far]\nlogin = me@login1\nssh_options = -p 2222  -i /k/id\n", "c.ini");
+        QVERIFY2(login.ok(), login.ok() ? "" : login.error().message.c_str());
+        QCOMPARE(login->at("far").login, std::string("me@login1"));
+        QCOMPARE(login->at("far").sshOptions, (std::vector<std::string>{"-p", "2222", "-i", "/k/id"}));
+        for (const char* bad : {"login = -oProxyCommand=x\n", "login = me@a b\n", "login =\n"}) {
+            auto refused = parseProfiles(std::string("[far]\n") + bad, "c.ini");
+            QVERIFY2(!refused.ok() && refused.error().message.find("is not an SSH destination") != std::string::npos, bad);
+        }
+        QCOMPARE(SlurmClient(login->at("far")).where(), std::string("login node me@login1"));
+        QCOMPARE(SlurmClient().where(), std::string("this machine"));
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("clusters.ini"));
         QVERIFY(!loadProfile(file.toStdString(), "default").ok()); // no file: says what to write

@@ -6,7 +6,9 @@
 #include "tests/common/files.h"
 #include "tests/common/recipe_run.h"
 #include "tests/common/slurm_lab.h"
+#include "tests/common/ssh_login.h"
 
+#include <QDir>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QStandardPaths>
@@ -100,6 +102,33 @@ class TestSlurmCluster : public QObject {
         return QString::fromUtf8(p.readAll());
     }
 
+    // `shardscope ARGS` as another machine runs it: its own history (SHARDSCOPE_HOME=home), the
+    // same shared folder and cluster. Its exit code and output.
+    static std::pair<int, QString> onMachine(const QString& home, const QStringList& args, int timeoutMs = 60000)
+    {
+        QProcess p;
+        auto env = QProcessEnvironment::systemEnvironment();
+        if (!home.isEmpty())
+            env.insert(QStringLiteral("SHARDSCOPE_HOME"), home);
+        p.setProcessEnvironment(env);
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(testing::shardscopeBinary(), args);
+        p.waitForFinished(timeoutMs);
+        return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll())};
+    }
+
+    // No `runs follow` of `home` is left (the followers --all started have recorded their ends).
+    static bool followersGone(const QString& home)
+    {
+        for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+            const QByteArray cmdline = testing::readFile("/proc/" + pid + "/cmdline");
+            const QByteArray env = testing::readFile("/proc/" + pid + "/environ");
+            if (cmdline.contains(QByteArray("follow\0")) && env.contains("SHARDSCOPE_HOME=" + home.toUtf8() + '\0'))
+                return false;
+        }
+        return true;
+    }
+
 private slots:
     void initTestCase()
     {
@@ -107,7 +136,10 @@ private slots:
             QSKIP(qPrintable(why));
         m_dir.setAutoRemove(qEnvironmentVariableIsEmpty("SHARDSCOPE_KEEP_TEST_FILES")); // to read what the nodes left
         QString said;
-        QVERIFY2(m_cluster.start(m_dir.path(), 3, 2, 27817, &said), qPrintable(said));
+        // Node n3 does not see shared-partial (as a node where the shared folder is not mounted).
+        QVERIFY(QDir().mkpath(m_dir.filePath(QStringLiteral("shared-partial"))));
+        QVERIFY2(m_cluster.start(m_dir.path(), 3, 2, 27817, &said, m_dir.filePath(QStringLiteral("shared-partial"))),
+                 qPrintable(said));
         m_profiles = m_dir.filePath(QStringLiteral("clusters.ini"));
         testing::writeFile(m_profiles, "[default]\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8()
                                            + "\n[nope]\npartition = nope\nshared_folder = "
@@ -116,7 +148,8 @@ private slots:
                                            // tick once the time left is under warning + 30 s: here 29 to
                                            // 59 s into each attempt.
                                            + "\n[short]\ntime = 1\nwarning_seconds = 1\nshared_folder = "
-                                           + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n");
+                                           + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n[partial]\nshared_folder = "
+                                           + m_dir.filePath(QStringLiteral("shared-partial")).toUtf8() + "\n");
     }
 
     void cleanupTestCase()
@@ -380,6 +413,25 @@ private slots:
         QVERIFY(!QFile::exists(nodes.runDir + "/job.sbatch"));
     }
 
+    // A run folder one node does not see (the shared folder not mounted there): the batch script's
+    // probe names the node and ends the job before any rank starts; the run fails saying so and
+    // what to do, on no rank.
+    void folderANodeCannotSeeIsNamed()
+    {
+        const auto run = submit(QStringLiteral("unseen"), {"--num_processes", "3", "--num_machines", "3"},
+                                QStringLiteral("slurm:partial"));
+        QCOMPARE(run.exitCode, 1);
+        QVERIFY2(run.output.contains(QStringLiteral("node(s) n3 do not see the run folder")), qPrintable(run.output));
+        QVERIFY2(run.output.contains(QStringLiteral("must be mounted at the same path on every node")), qPrintable(run.output));
+        const QString folder = m_dir.filePath("shared-partial/runs/" + runName(QStringLiteral("unseen")));
+        QVERIFY(QFileInfo::exists(folder + "/attempts/0/unseen_folder.txt"));
+        QVERIFY2(!QFileInfo::exists(folder + "/attempts/0/node0"), "a launcher started"); // no rank ran
+        const QString shown = runsShow(runName(QStringLiteral("unseen")));
+        QVERIFY2(shown.contains(QRegularExpression(QStringLiteral("status +failed")))
+                     && shown.contains(QStringLiteral("n3 do not see")),
+                 qPrintable(shown));
+    }
+
     // --detach: the run is in the history at once, followed by no one; `runs follow` later takes it
     // over (its launcher is gone), records every step the nodes wrote and the end; once ended it
     // says so.
@@ -409,6 +461,172 @@ private slots:
         QVERIFY(follow.waitForFinished(60000));
         const QString again = QString::fromUtf8(follow.readAll());
         QVERIFY2(follow.exitCode() == 0 && again.contains(QStringLiteral("has ended: completed")), qPrintable(again));
+    }
+
+    // A run submitted from one machine is caught up with from another that sees the same shared
+    // folder and cluster: `runs follow --all` there puts it in that machine's history from the
+    // folder's run.json and follows it to its end in the background; back on the first machine,
+    // whose detached launcher is gone, `--all` takes it over too. A job SLURM has forgotten ends as
+    // its folder says; another user's run is left alone.
+    void runSubmittedElsewhereIsCaughtUp()
+    {
+        const QString shared = m_dir.filePath(QStringLiteral("shared-elsewhere"));
+        const QString profiles = m_dir.filePath(QStringLiteral("elsewhere.ini"));
+        testing::writeFile(profiles, "[elsewhere]\nshared_folder = " + shared.toUtf8() + "\n");
+        const QString name = runName(QStringLiteral("elsewhere"));
+        const QString recipe = m_dir.filePath(name + "-recipe.yaml");
+        testing::writeFile(recipe,
+                           QString(kRecipe).replace(QStringLiteral("max_steps: 6"), QStringLiteral("max_steps: 40")).toUtf8());
+        const auto [submitted, said] = onMachine({}, {"launch",
+                                                      "--target",
+                                                      "slurm:elsewhere",
+                                                      "--cluster_profiles",
+                                                      profiles,
+                                                      "--recipe",
+                                                      recipe,
+                                                      "--run_name",
+                                                      name,
+                                                      "--num_processes",
+                                                      "2",
+                                                      "--num_machines",
+                                                      "2",
+                                                      "--tag",
+                                                      "far",
+                                                      "--detach",
+                                                      "--",
+                                                      "--slow-rank",
+                                                      "1",
+                                                      "--slow-forward-ms",
+                                                      "50"});
+        QVERIFY2(submitted == 0, qPrintable(said));
+        const QString folder = shared + "/runs/" + name;
+        QVERIFY2(testing::readFile(folder + "/run.json").contains("\"user\""), qPrintable(folder));
+
+        // Machine B: nothing of it in its history, until --all.
+        const QString machineB = m_dir.filePath(QStringLiteral("machine-b"));
+        QVERIFY(QDir().mkpath(machineB));
+        QVERIFY(onMachine(machineB, {"runs", "show", name}).second.contains(QStringLiteral("no run")));
+        auto [code, caughtUp] = onMachine(machineB, {"runs", "follow", "--all", "--cluster_profiles", profiles});
+        QVERIFY2(code == 0 && caughtUp.contains("following " + name + " in the background"), qPrintable(caughtUp));
+        const QRegularExpression completed(QStringLiteral("status +completed"));
+        QTRY_VERIFY2_WITH_TIMEOUT(onMachine(machineB, {"runs", "show", name}).second.contains(completed),
+                                  qPrintable(onMachine(machineB, {"runs", "show", name}).second), 240000);
+        const QString shownB = onMachine(machineB, {"runs", "show", name}).second;
+        QVERIFY2(shownB.contains(QRegularExpression(QStringLiteral("steps +40"))) && shownB.contains(QStringLiteral("far"))
+                     && shownB.contains(QStringLiteral("slurm:")),
+                 qPrintable(shownB));
+        QVERIFY2(testing::readFile(machineB + "/followers/" + name + ".log").contains("put in this history from its folder"),
+                 qPrintable(testing::readFile(machineB + "/followers/" + name + ".log")));
+        QTRY_VERIFY_WITH_TIMEOUT(followersGone(machineB), 60000);
+        std::tie(code, caughtUp) = onMachine(machineB, {"runs", "follow", "--all", "--cluster_profiles", profiles});
+        QVERIFY2(code == 0 && caughtUp.contains(QStringLiteral("is followed or has ended")), qPrintable(caughtUp));
+
+        // Machine A: its launcher was detached, so nobody followed the run there; --all does now.
+        QVERIFY2(!runsShow(name).contains(completed), qPrintable(runsShow(name)));
+        std::tie(code, caughtUp) = onMachine({}, {"runs", "follow", "--all", "--cluster_profiles", profiles});
+        QVERIFY2(code == 0 && caughtUp.contains("following " + name + " in the background"), qPrintable(caughtUp));
+        QTRY_VERIFY2_WITH_TIMEOUT(runsShow(name).contains(completed), qPrintable(runsShow(name)), 120000);
+        QVERIFY2(runsShow(name).contains(QRegularExpression(QStringLiteral("steps +40"))), qPrintable(runsShow(name)));
+
+        // A job SLURM no longer knows: its folder's last attempt says how it ended.
+        const QString forgotten = runName(QStringLiteral("forgotten"));
+        QVERIFY(QProcess::execute(QStringLiteral("cp"), {"-a", folder, shared + "/runs/" + forgotten}) == 0);
+        testing::writeFile(shared + "/runs/" + forgotten + "/slurm_job_id", "99999999\n");
+        const QString json = QString::fromUtf8(testing::readFile(folder + "/run.json"));
+        QString edited = json;
+        edited.replace(QRegularExpression(QStringLiteral("slurm:[0-9]+")), QStringLiteral("slurm:99999999"))
+            .replace(name, forgotten);
+        testing::writeFile(shared + "/runs/" + forgotten + "/run.json", edited.toUtf8());
+        const QString machineC = m_dir.filePath(QStringLiteral("machine-c"));
+        QVERIFY(QDir().mkpath(machineC));
+        std::tie(code, caughtUp) = onMachine(machineC, {"runs", "follow", shared + "/runs/" + forgotten}, 120000);
+        QVERIFY2(code == 0 && caughtUp.contains(QStringLiteral("has left SLURM's memory")), qPrintable(caughtUp));
+        const QString shownC = onMachine(machineC, {"runs", "show", forgotten}).second;
+        QVERIFY2(shownC.contains(completed) && shownC.contains(QRegularExpression(QStringLiteral("steps +40"))),
+                 qPrintable(shownC));
+
+        // Another user's run is not taken into this user's history unasked.
+        const QString theirs = runName(QStringLiteral("theirs"));
+        QVERIFY(QProcess::execute(QStringLiteral("cp"), {"-a", folder, shared + "/runs/" + theirs}) == 0);
+        edited = json;
+        edited.replace(QRegularExpression(QStringLiteral("\"user\": *\"[^\"]*\"")), QStringLiteral("\"user\": \"someone-else\""))
+            .replace(name, theirs);
+        testing::writeFile(shared + "/runs/" + theirs + "/run.json", edited.toUtf8());
+        const QString machineD = m_dir.filePath(QStringLiteral("machine-d"));
+        QVERIFY(QDir().mkpath(machineD));
+        std::tie(code, caughtUp) = onMachine(machineD, {"runs", "follow", "--all", "--cluster_profiles", profiles});
+        QVERIFY2(code == 0 && caughtUp.contains(QStringLiteral("1 run of other users left alone")), qPrintable(caughtUp));
+        QVERIFY2(!caughtUp.contains("following " + theirs), qPrintable(caughtUp));
+        QTRY_VERIFY_WITH_TIMEOUT(followersGone(machineD), 120000);
+        QTRY_VERIFY_WITH_TIMEOUT(followersGone(qEnvironmentVariable("SHARDSCOPE_HOME")), 60000);
+    }
+
+    // A profile with a login node runs SLURM's commands there over SSH (a real sshd on this machine,
+    // whose sessions have the cluster's SLURM_CONF while this process's commands do not): listed,
+    // submitted, followed to its end by its launcher and by `runs follow` later; a login that
+    // fails is refused before submission with ssh's reason.
+    void loginNodeOverSsh()
+    {
+        if (const QString why = testing::SshLogin::unavailable(); !why.isEmpty())
+            QSKIP(qPrintable(why));
+        testing::SshLogin login;
+        QString said;
+        QVERIFY2(login.start(m_dir.path(), 27990, {"SLURM_CONF=" + qEnvironmentVariable("SLURM_CONF")}, &said), qPrintable(said));
+        const QString profiles = m_dir.filePath(QStringLiteral("login.ini"));
+        const QByteArray shared = m_dir.filePath(QStringLiteral("shared")).toUtf8();
+        testing::writeFile(profiles, "[login]\nlogin = " + login.destination().toUtf8()
+                                         + "\nssh_options = " + login.options().join(' ').toUtf8() + "\nshared_folder = " + shared
+                                         + "\n[unreachable]\nlogin = root@127.0.0.1\nssh_options = -p 1 -o "
+                                           "StrictHostKeyChecking=no\nshared_folder = "
+                                         + shared + "\n");
+        // This process's SLURM commands could not reach the cluster: only the login node's can.
+        auto here = [](const QStringList& args, int timeoutMs = 300000) {
+            QProcess p;
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.remove(QStringLiteral("SLURM_CONF"));
+            env.insert(QStringLiteral("SLURM_CONF"), QStringLiteral("/nonexistent/slurm.conf"));
+            p.setProcessEnvironment(env);
+            p.setProcessChannelMode(QProcess::MergedChannels);
+            p.start(testing::shardscopeBinary(), args);
+            p.waitForFinished(timeoutMs);
+            return std::pair{p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAll())};
+        };
+        auto [code, out] = here({"clusters", "--cluster_profiles", profiles});
+        QVERIFY2(
+            code == 0
+                && out.contains(QStringLiteral("partitions (sinfo on login node root@127.0.0.1): debug (default) up 3 nodes")),
+            qPrintable(out));
+        QVERIFY2(out.contains(QStringLiteral("SLURM on root@127.0.0.1 over SSH")), qPrintable(out));
+
+        const QString name = runName(QStringLiteral("over-ssh"));
+        const QString recipe = m_dir.filePath(name + "-recipe.yaml");
+        testing::writeFile(recipe, kRecipe.toUtf8());
+        const QStringList launch{"launch", "--cluster_profiles", profiles, "--recipe", recipe, "--num_processes",
+                                 "2",      "--num_machines",     "2"};
+        std::tie(code, out) = here(launch + QStringList{"--target", "slurm:login", "--run_name", name});
+        QVERIFY2(code == 0 && out.contains(QStringLiteral("ended COMPLETED")), qPrintable(out));
+        const auto events = testing::readEvents(m_dir.filePath("shared/runs/" + name + "/events.jsonl"));
+        QCOMPARE(std::count_if(events.begin(), events.end(), [](const QJsonObject& e) { return e["type"].toString() == "step"; }),
+                 2 * 6);
+        const QString commands = QString::fromUtf8(testing::readFile(login.commandLog()));
+        for (const char* ran : {"sinfo -h", "sbatch --test-only", "sbatch --parsable", "squeue -h", "scontrol -o show job"})
+            QVERIFY2(commands.contains(QLatin1String(ran)), qPrintable(ran + QStringLiteral(" not run there:\n") + commands));
+
+        // --detach, then `runs follow`: it asks the login node the run's profile names.
+        const QString later = runName(QStringLiteral("over-ssh-later"));
+        std::tie(code, out) = here(launch + QStringList{"--target", "slurm:login", "--run_name", later, "--detach"});
+        QVERIFY2(code == 0, qPrintable(out));
+        std::tie(code, out) = here({"runs", "follow", later, "--cluster_profiles", profiles});
+        QVERIFY2(code == 0 && out.contains(QStringLiteral("SLURM's commands on login node root@127.0.0.1"))
+                     && out.contains(QStringLiteral("ended COMPLETED")),
+                 qPrintable(out));
+
+        // A login node that does not answer: refused before anything is submitted.
+        const QString refused = runName(QStringLiteral("unreachable"));
+        std::tie(code, out) = here(launch + QStringList{"--target", "slurm:unreachable", "--run_name", refused});
+        QCOMPARE(code, 2);
+        QVERIFY2(out.contains(QStringLiteral("ssh to root@127.0.0.1 failed")), qPrintable(out));
+        QVERIFY(!QFileInfo::exists(m_dir.filePath("shared/runs/" + refused)));
     }
 
     // `shardscope clusters`: the profiles (one "[name]" line each: the workbench reads them) and

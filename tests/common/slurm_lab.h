@@ -25,7 +25,8 @@ public:
     }
 
     // Starts `nodes` nodes of `cpus` CPUs in <folder>/slurm; false with what the script said.
-    bool start(const QString& folder, int nodes, int cpus, int portBase, QString* said)
+    // `hiddenFromLastNode`: a folder the last node does not see (a shared folder not mounted there).
+    bool start(const QString& folder, int nodes, int cpus, int portBase, QString* said, const QString& hiddenFromLastNode = {})
     {
         // munged wants its socket's every parent folder searchable by all.
         QFile::setPermissions(folder, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadGroup | QFile::ExeGroup
@@ -34,6 +35,7 @@ public:
         m_nodes = nodes;
         m_cpus = cpus;
         m_portBase = portBase;
+        m_hidden = hiddenFromLastNode;
         m_started = run(QStringLiteral("start"), said);
         if (m_started)
             qputenv("SLURM_CONF", (m_lab + "/slurm.conf").toUtf8());
@@ -64,6 +66,8 @@ private:
         env.insert(QStringLiteral("NODES"), QString::number(m_nodes));
         env.insert(QStringLiteral("CPUS"), QString::number(m_cpus));
         env.insert(QStringLiteral("PORT_BASE"), QString::number(m_portBase));
+        if (!m_hidden.isEmpty())
+            env.insert(QStringLiteral("HIDE_FROM_LAST_NODE"), m_hidden);
         p.setProcessEnvironment(env);
         p.setProcessChannelMode(QProcess::MergedChannels);
         p.start(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/slurm-cluster.sh"), {verb});
@@ -73,7 +77,7 @@ private:
         return p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
     }
 
-    QString m_lab;
+    QString m_lab, m_hidden;
     int m_nodes = 0, m_cpus = 0, m_portBase = 0;
     bool m_started = false;
 };

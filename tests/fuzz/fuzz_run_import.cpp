@@ -2,7 +2,7 @@
 // input. The input is split at form feeds ('\f') into run.json, events/rank0.jsonl,
 // events/rank1.jsonl and events.jsonl (missing parts: no file). Invariants: the import never
 // crashes or throws; a refusal has a message; an import that succeeds has a name, and is
-// "completed" only with every rank heard from and at least one event; the history then holds the
+// "completed" only when every rank of the world it records said it completed; the history then holds the
 // run under that name with that status; the run folder is left as it was (import never deletes).
 
 #include "app/launcher/run_import.h"
@@ -15,6 +15,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <variant>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -69,6 +72,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(store.ok(), "the history does not open after an import");
         auto id = store->resolveRun(imported->name);
         FUZZ_CHECK(id.ok() && *id == imported->runId, "the imported run is not in the history under its name");
+        if (imported->status == "completed") {
+            // Every rank of the world the history records said it completed.
+            std::int64_t malformed = 0;
+            auto events = shardscope::readRunEvents(runDir, malformed);
+            std::set<int> completed;
+            for (const auto& event : events ? *events : std::vector<shardscope::protocol::Event>{})
+                if (const auto* done = std::get_if<shardscope::protocol::DoneEvent>(&event.body);
+                    done && done->status == "completed")
+                    completed.insert(event.rank);
+            auto details = store->run(imported->runId);
+            FUZZ_CHECK(details.ok(), "the imported run cannot be read back");
+            for (int rank = 0; rank < details->summary.worldSize; ++rank)
+                FUZZ_CHECK(completed.count(rank) == 1, "completed, but rank " + std::to_string(rank) + " of "
+                                                           + std::to_string(details->summary.worldSize) + " never said so");
+        }
     }
     std::size_t left = 0;
     for (const auto& part : parts)

@@ -28,6 +28,7 @@ struct SeedRun {
     int steps = 20;
     storage::RunStatus status = storage::RunStatus::Completed; // Running leaves it open
     std::optional<int> failingRank{};
+    std::string error{}; // the failing rank's message (default: "rank N raised: loss is NaN")
     std::string runDir{};
     bool mfu = false; // steps report mfu (0.30 + 0.01 x rank) and flops
     bool precisionEmulated = false; // the ranks' hellos say the precision is emulated (against float32's peak)
@@ -116,7 +117,7 @@ inline std::int64_t seedRun(const std::filesystem::path& db, const SeedRun& seed
     end.exitCode = seed.status == storage::RunStatus::Completed ? 0 : 1;
     end.rootCauseRank = seed.failingRank;
     if (seed.failingRank)
-        end.error = "rank " + std::to_string(*seed.failingRank) + " raised: loss is NaN";
+        end.error = seed.error.empty() ? "rank " + std::to_string(*seed.failingRank) + " raised: loss is NaN" : seed.error;
     if (auto done = (*writer)->finish(end); !done)
         qFatal("finish: %s", done.error().message.c_str());
     return *id;

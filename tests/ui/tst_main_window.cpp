@@ -191,7 +191,7 @@ private slots:
         window.openRun(longId);
         window.comparePage()->setRuns({longId, otherId});
         auto* title = window.runPage()->findChild<QLabel*>(QStringLiteral("runTitle"));
-        QTRY_VERIFY(title->toolTip() == QString::fromStdString("run" + longName));
+        QTRY_VERIFY(title->toolTip() == shardscope::ui::plainToolTip(QString::fromStdString("run" + longName)));
         QVERIFY2(title->text().size() < 80 && title->text().endsWith(QStringLiteral("20261203-101500")),
                  qPrintable(title->text()));
         for (auto mode : {MainWindow::Mode::Configure, MainWindow::Mode::Runs, MainWindow::Mode::Run, MainWindow::Mode::Compare,

@@ -507,6 +507,34 @@ private slots:
         QCOMPARE(loss->smoothedValues(0), ui::tensorBoardSmoothed(raw, 0.6));
     }
 
+    // #43 point 3, the GUI side: what a run recorded (an imported run's name and error may be anything
+    // its files said) is shown as text, never read as markup: a name or message with tags shows its
+    // tags, and no label or tooltip renders them.
+    void recordedTextIsShownAsText()
+    {
+        QTemporaryDir dir;
+        const auto db = dbIn(dir);
+        const std::string markup = "<b>bold</b><img src=\"/etc/passwd\"><a href=\"x\">status completed</a>";
+        const auto id = seedRun(db, {.name = "run " + markup,
+                                     .steps = 2,
+                                     .status = storage::RunStatus::Failed,
+                                     .failingRank = 0,
+                                     .error = "rank 0: " + markup});
+        RunPage page;
+        page.openStoreRun(db, id);
+        QTRY_VERIFY(!page.polling());
+        for (const char* name : {"runTitle", "runError", "runDiagnosis", "runAlerts"}) {
+            auto* label = page.findChild<QLabel*>(QLatin1String(name));
+            QVERIFY2(label && label->textFormat() == Qt::PlainText, name);
+        }
+        auto* error = page.findChild<QLabel*>(QStringLiteral("runError"));
+        QVERIFY2(error->text().contains(QString::fromStdString(markup)), qPrintable(error->text()));
+        // A tooltip is rich text when it looks like it: the name's tags are escaped inside one.
+        const QString tip = page.findChild<QLabel*>(QStringLiteral("runTitle"))->toolTip();
+        QVERIFY2(tip.contains(QStringLiteral("&lt;b&gt;bold&lt;/b&gt;")) && !tip.contains(QStringLiteral("<b>")),
+                 qPrintable(tip));
+    }
+
     void failedRunShowsFailingRank()
     {
         QTemporaryDir dir;

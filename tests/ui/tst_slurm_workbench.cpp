@@ -9,11 +9,14 @@
 #include "tests/common/files.h"
 #include "tests/common/slurm_lab.h"
 #include "ui/configure_page.h"
+#include "ui/run_list_model.h"
 #include "ui/run_page.h"
+#include "ui/runs_page.h"
 
 #include <QDialog>
 #include <QElapsedTimer>
 #include <QLabel>
+#include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -152,6 +155,45 @@ private slots:
         // Every step of both nodes reached the page (from the history, recorded as the nodes wrote them).
         auto* progress = runPage.findChild<QLabel*>(QStringLiteral("runProgress"));
         QTRY_VERIFY2_WITH_TIMEOUT(progress->text().contains(QStringLiteral("step 6/6")), qPrintable(progress->text()), 10000);
+    }
+
+    // A workbench opened on another machine (here: another home, the same cluster and shared
+    // folder) catches up with a run it did not submit: the Runs page starts its follower, the run
+    // appears in its history and the page, and is followed to completed.
+    void runsPageCatchesUpWithARunSubmittedElsewhere()
+    {
+        const QString elsewhere = m_dir.filePath(QStringLiteral("other-machine"));
+        QDir().mkpath(elsewhere);
+        const QString recipe = m_dir.filePath(QStringLiteral("elsewhere.yaml"));
+        testing::writeFile(recipe, kRecipe);
+        QProcess submit;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("SHARDSCOPE_HOME"), elsewhere);
+        submit.setProcessEnvironment(env);
+        submit.setProcessChannelMode(QProcess::MergedChannels);
+        const QString home = QString::fromStdString(m_db.parent_path().string());
+        submit.start(qEnvironmentVariable("SHARDSCOPE_LAUNCHER"),
+                     {"launch", "--target", "slurm:lab", "--cluster_profiles", home + "/clusters.ini", "--recipe", recipe,
+                      "--run_name", "submitted-elsewhere", "--num_processes", "2", "--num_machines", "2", "--detach"});
+        QVERIFY(submit.waitForFinished(60000));
+        QVERIFY2(submit.exitCode() == 0, submit.readAll().constData());
+
+        ui::RunsPage page(m_db);
+        QSignalSpy caughtUp(&page, &ui::RunsPage::clusterCatchUpFinished);
+        page.catchUpWithClusterRuns();
+        QVERIFY(caughtUp.wait(60000));
+        const QString said = caughtUp.first().first().toString();
+        QVERIFY2(said.contains(QStringLiteral("following submitted-elsewhere in the background")), qPrintable(said));
+        auto listed = [&page]() -> const storage::RunSummary* {
+            for (const auto& run : page.model()->runs())
+                if (run.name == "submitted-elsewhere")
+                    return &run;
+            return nullptr;
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(listed() != nullptr, 30000);
+        QVERIFY2(listed()->job.rfind("slurm:", 0) == 0, listed()->job.c_str());
+        QTRY_VERIFY_WITH_TIMEOUT(listed() && listed()->status == storage::RunStatus::Completed, 240000);
+        QCOMPARE(listed()->lastStep.value_or(0), std::int64_t(6));
     }
 
     // Stop on the Run page ends a running job: its ranks have stepped, then the job is cancelled.

@@ -161,11 +161,13 @@ private slots:
         QVERIFY2(fromPython.ok(), fromPython.ok() ? "" : fromPython.error().message.c_str());
         QVERIFY(std::isnan(std::get<StepEvent>(fromPython->body).loss));
         QCOMPARE(std::get<StepEvent>(fromPython->body).gradNorm, -std::numeric_limits<double>::infinity());
-        // (Not a raw string: moc misreads an escaped quote inside one.)
-        auto words = decodeEvent("{\"v\":1,\"type\":\"log\",\"rank\":0,\"time\":NaN,\"level\":\"info\","
-                                 "\"message\":\"loss is NaN, \\\"Infinity\\\"\"}");
+        // A bare NaN beside the words in a string: only the bare one is read as a number. (Not a raw
+        // string: moc misreads an escaped quote inside one.)
+        auto words = decodeEvent("{\"v\":1,\"type\":\"hello\",\"rank\":0,\"time\":1,\"pid\":1,\"device\":\"cpu\","
+                                 "\"world_size\":1,\"peak_flops\":NaN,\"host\":\"loss is NaN, \\\"Infinity\\\"\"}");
         QVERIFY2(words.ok(), words.ok() ? "" : words.error().message.c_str());
-        QCOMPARE(std::get<LogEvent>(words->body).message, std::string("loss is NaN, \"Infinity\""));
+        QCOMPARE(std::get<HelloEvent>(words->body).host, std::string("loss is NaN, \"Infinity\""));
+        QVERIFY(std::isnan(std::get<HelloEvent>(words->body).peakFlops));
     }
 
     void badLines_data()
@@ -192,6 +194,17 @@ private slots:
             << "field 'mem.rss' should be an integer";
         QTest::newRow("step without loss") << "{\"v\":1,\"type\":\"step\",\"rank\":0,\"time\":1,\"step\":1}"
                                            << "step event: missing field 'loss'";
+        // #43: bounds whoever reads a file can trust (an imported world_size of 2e9 sized a table).
+        QTest::newRow("negative rank") << "{\"v\":1,\"type\":\"log\",\"rank\":-1,\"time\":1,\"level\":\"info\",\"message\":\"x\"}"
+                                       << "rank -1 is not a rank (0 to 1048575)";
+        QTest::newRow("huge rank")
+            << "{\"v\":1,\"type\":\"log\",\"rank\":2147483647,\"time\":1,\"level\":\"info\",\"message\":\"x\"}"
+            << "rank 2147483647 is not a rank";
+        QTest::newRow("time NaN") << "{\"v\":1,\"type\":\"log\",\"rank\":0,\"time\":NaN,\"level\":\"info\",\"message\":\"x\"}"
+                                  << "time is not a finite number";
+        QTest::newRow("world of 2e9")
+            << "{\"v\":1,\"type\":\"hello\",\"rank\":0,\"time\":1,\"pid\":1,\"device\":\"cpu\",\"world_size\":2000000000}"
+            << "world_size 2000000000 is not a number of ranks";
     }
     void badLines()
     {
