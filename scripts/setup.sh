@@ -6,8 +6,8 @@
 #   1. Debian packages: compilers and build tools, Qt 6, QCustomPlot (Qt 6 build), yaml-cpp,
 #      SQLite, nlohmann-json, CLI11, Xvfb (for screenshots), SLURM's daemons and client with munge
 #      (the tests' cluster: scripts/slurm-cluster.sh starts one on this machine), OpenSSH's server
-#      and client (the tests' login node: an sshd of their own; the package's own service is not
-#      started by the install).
+#      and client (the tests' login node: an sshd of their own on 127.0.0.1; on a machine with
+#      systemd the package also enables the system's sshd, as any install of it does).
 #   2. Gloo headers (libgloo-dev from Debian sid) into .deps/gloo: the torch wheel ships
 #      ProcessGroupGloo.hpp but not the gloo headers it includes. See docs/BUILDING.md.
 #   3. A project-local virtual environment .venv with the pinned PyTorch wheel (libtorch comes

@@ -12,9 +12,9 @@ cd "$root"
 
 # Note [leftovers]: no test may leave a process or a mount behind (#43). What runs or is mounted
 # before the suite is not ours; what the suite started (ranks, launchers and cluster followers,
-# SLURM daemons, users' script launchers and their Python ranks from tests/tools or
-# resources/examples, gdb reading stacks, temporary file systems) must be gone within 30 s of its end.
-ours='shardscope-worker|/app/shardscope( |$)|slurmctld|slurmd|munged|accelerate|torchrun|fake_rank|/tests/tools/|/resources/examples/|gdb '
+# SLURM daemons, the tests' sshd, users' script launchers and their Python ranks from tests/tools
+# or resources/examples, gdb reading stacks, temporary file systems) must be gone within 30 s of its end.
+ours='shardscope-worker|/app/shardscope( |$)|slurmctld|slurmd|munged|accelerate|torchrun|fake_rank|/tests/tools/|/resources/examples/|gdb |sshd -D -f .*/ssh/sshd_config'
 processes() { pgrep -a -f -- "$ours" | sort || true; }
 tmp_mounts() { awk '$2 ~ "^/tmp/" {print $2}' /proc/mounts | sort || true; }
 before_processes=$(processes | awk '{print $1}')

@@ -1,4 +1,6 @@
 #include "ui/configure_page.h"
+
+#include "ui/cluster_profiles_dialog.h"
 #include "ui/tune_dialog.h"
 
 #include "engine/plan/machine_probe.h"
@@ -40,6 +42,13 @@
 #include <algorithm>
 
 namespace shardscope::ui {
+
+namespace {
+
+// The target choice's last item: it opens the cluster profiles' editor.
+constexpr const char* kEditProfiles = "edit-cluster-profiles";
+
+} // namespace
 
 // The problems (with the one-click fix), the script row, the message and Launch.
 void ConfigurePage::buildBottom(QWidget* parent)
@@ -91,7 +100,15 @@ void ConfigurePage::buildBottom(QWidget* parent)
     m_batchScriptButton->setToolTip(tr("Show the sbatch script Launch would submit, and submit it from there"));
     m_batchScriptButton->setVisible(false);
     launchRow->addWidget(m_batchScriptButton);
+    m_target->addItem(tr("Cluster profiles…"), QString::fromLatin1(kEditProfiles));
     connect(m_target, &QComboBox::currentIndexChanged, this, [this] {
+        if (m_target->currentData().toString() == QLatin1String(kEditProfiles)) {
+            const QSignalBlocker blocker(m_target);
+            m_target->setCurrentIndex(m_lastTargetIndex); // an action, not a target
+            editClusterProfiles();
+            return;
+        }
+        m_lastTargetIndex = m_target->currentIndex();
         const bool cluster = !target().isEmpty();
         m_batchScriptButton->setVisible(cluster);
         m_profile->setVisible(!cluster && !scriptMode()); // a job does not profile yet
@@ -634,8 +651,18 @@ QStringList ConfigurePage::targets() const
 {
     QStringList all;
     for (int i = 0; i < m_target->count(); ++i)
-        all << m_target->itemData(i).toString();
+        if (m_target->itemData(i).toString() != QLatin1String(kEditProfiles))
+            all << m_target->itemData(i).toString();
     return all;
+}
+
+ClusterProfilesDialog* ConfigurePage::editClusterProfiles()
+{
+    auto* dialog = new ClusterProfilesDialog(this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &ClusterProfilesDialog::profilesChanged, this, &ConfigurePage::refreshTargets);
+    dialog->open();
+    return dialog;
 }
 
 void ConfigurePage::refreshTargets()
@@ -668,11 +695,13 @@ void ConfigurePage::targetsListed(const QString& clustersOutput)
         m_target->removeItem(1);
     for (const QString& t : slurmTargets(clustersOutput))
         m_target->addItem(tr("SLURM: %1").arg(t.mid(QStringLiteral("slurm:").size())), t);
+    m_target->addItem(tr("Cluster profiles…"), QString::fromLatin1(kEditProfiles));
     // What `shardscope clusters` said (each profile, SLURM's partitions, or why there are none).
     m_target->setToolTip(tr("Where Launch runs: this machine, or a SLURM cluster profile "
                             "(`shardscope launch --target slurm:NAME`).\n\n%1")
                              .arg(clustersOutput.trimmed().isEmpty() ? tr("No cluster profiles.") : clustersOutput.trimmed()));
     m_target->setCurrentIndex(std::max(0, m_target->findData(chosen)));
+    m_lastTargetIndex = m_target->currentIndex();
     m_batchScriptButton->setVisible(!target().isEmpty());
     emit targetsLoaded();
 }

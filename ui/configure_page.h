@@ -34,6 +34,7 @@ class QTabWidget;
 
 namespace shardscope::ui {
 
+class ClusterProfilesDialog;
 class ConfigForm;
 class TuneDialog;
 class ConfigWizard;
@@ -120,9 +121,12 @@ public slots:
     // ($SHARDSCOPE_HOME/clusters.ini). False when no such target is offered.
     bool setTarget(const QString& target);
     QString target() const;
-    QStringList targets() const; // what the choice offers, "" first
+    QStringList targets() const; // the targets the choice offers, "" first
     // Asks `shardscope clusters` again (off the GUI thread: a process); targetsLoaded when done.
     void refreshTargets();
+    // The cluster profiles' editor (the target choice's last item, "Cluster profiles…"); what it
+    // saves is offered as a target at once.
+    ClusterProfilesDialog* editClusterProfiles();
     // A SLURM target's batch script, as `shardscope launch --dry-run` writes it for what Launch
     // would submit now, shown in a dialog whose Submit submits exactly that (same run name, same
     // files); batchScriptShown when it is there. Empty on success, else why not.
@@ -194,7 +198,8 @@ private:
     QComboBox* m_runKind = nullptr; // "Engine recipe" / "Accelerate script"
     QCheckBox* m_profile = nullptr; // an engine run's --profile
     ScriptPanel* m_scriptPanel = nullptr;
-    QComboBox* m_target = nullptr; // this machine, or a SLURM profile
+    QComboBox* m_target = nullptr; // this machine, or a SLURM profile; last, the profiles' editor
+    int m_lastTargetIndex = 0; // chosen before the editor's item was picked
     QPushButton* m_batchScriptButton = nullptr; // shown for a SLURM target
     QProcess* m_clusters = nullptr; // `shardscope clusters`, while it runs
     QProcess* m_dryRun = nullptr; // `shardscope launch --dry-run`, while it runs

@@ -531,12 +531,14 @@ void RunPage::updateHeader()
     m_status->setText(
         QStringLiteral("<b style=\"color:%1\">%2</b> · %3 · %4 · %5 ranks")
             .arg(statusColor(m_info.status).name(), statusText(m_info.status),
-                 qs(m_info.distributedType).isEmpty() ? tr("local") : qs(m_info.distributedType),
-                 tr("precision %1").arg(m_info.mixedPrecision.empty() ? QStringLiteral("?") : qs(m_info.mixedPrecision))
+                 // Recorded text (an imported run's, another machine's run.json): escaped in this rich label.
+                 qs(m_info.distributedType).isEmpty() ? tr("local") : qs(m_info.distributedType).toHtmlEscaped(),
+                 tr("precision %1")
+                         .arg(m_info.mixedPrecision.empty() ? QStringLiteral("?") : qs(m_info.mixedPrecision).toHtmlEscaped())
                      + (m_info.precisionEmulated ? tr(" (emulated on this hardware: slower than float32)") : QString()))
             .arg(m_info.worldSize));
     // What MFU is against, for whoever wonders about the MFU panel's scale.
-    m_status->setToolTip(m_info.mfuPeak.empty() ? QString() : tr("MFU against %1").arg(qs(m_info.mfuPeak)));
+    m_status->setToolTip(m_info.mfuPeak.empty() ? QString() : plainToolTip(tr("MFU against %1").arg(qs(m_info.mfuPeak))));
     // A cluster job: its id, and while it lives what the scheduler says (pending and why, the nodes).
     if (!m_info.job.empty()) {
         QString job = QStringLiteral(" · ") + qs(m_info.job).toHtmlEscaped();

@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +53,7 @@ Result<std::string> copyIn(const std::string& from, const fs::path& runDir, cons
 }
 
 std::atomic<bool> g_cancelAsked{false};
+std::atomic<bool> g_stopFollowing{false}; // `runs follow`: SIGTERM/SIGHUP end the following, not the job
 
 // What the history shows of the job while it is not running yet, or where it runs.
 std::string detailOf(const cluster::JobState& state)
@@ -540,6 +542,8 @@ std::optional<cluster::JobState> endFromFolder(const fs::path& runDir)
     if (attempts.empty() || attempts.back().endedAt <= 0)
         return std::nullopt;
     const auto& last = attempts.back();
+    if (last.exitCode == 75 || last.exitCode == 143) // checkpointed for a requeue: its next attempt may still come
+        return std::nullopt;
     return cluster::JobState{last.exitCode == 0 ? "COMPLETED" : "FAILED",
                              "the job has left SLURM's memory; its end is what its batch script wrote", last.nodes,
                              std::to_string(std::max(0, last.exitCode)) + ":0"};
@@ -557,17 +561,22 @@ Result<pid_t> startFollower(const std::string& programPath, const std::string& r
     if (::pipe2(report, O_CLOEXEC) != 0)
         return makeError(std::string("cannot start a follower: ") + std::strerror(errno));
     const pid_t child = ::fork();
-    if (child < 0)
-        return makeError(std::string("cannot start a follower: ") + std::strerror(errno));
+    if (child < 0) {
+        const int error = errno;
+        ::close(report[0]);
+        ::close(report[1]);
+        return makeError(std::string("cannot start a follower: ") + std::strerror(error));
+    }
     if (child == 0) {
         // Twice forked: the follower is no child of this short-lived process (no zombie, no
-        // parent-death signal), in a session of its own.
+        // parent-death signal), in a session of its own, in no folder a user may unmount.
         ::setsid();
         const pid_t follower = ::fork();
         if (follower != 0) {
             (void)!::write(report[1], &follower, sizeof follower);
             ::_exit(follower > 0 ? 0 : 1);
         }
+        (void)!::chdir("/");
         const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (out >= 0) {
@@ -576,36 +585,100 @@ Result<pid_t> startFollower(const std::string& programPath, const std::string& r
         }
         if (in >= 0)
             ::dup2(in, STDIN_FILENO);
-        ::execl(program.c_str(), program.c_str(), "runs", "follow", reference.c_str(), "--cluster_profiles", profilesFile.c_str(),
-                static_cast<char*>(nullptr));
+        const std::string args[] = {program, "runs", "follow", reference, "--cluster_profiles", profilesFile.string()};
+        std::vector<char*> argv;
+        for (const auto& arg : args)
+            argv.push_back(const_cast<char*>(arg.c_str()));
+        argv.push_back(nullptr);
+        ::execv(program.c_str(), argv.data());
+        const int error = errno; // exec failed: said through the pipe (a successful exec closes it)
+        (void)!::write(report[1], &error, sizeof error);
         ::_exit(127);
     }
     ::close(report[1]);
     pid_t follower = -1;
+    int execError = 0;
     const bool told = ::read(report[0], &follower, sizeof follower) == static_cast<ssize_t>(sizeof follower);
+    const bool execFailed = told && ::read(report[0], &execError, sizeof execError) == static_cast<ssize_t>(sizeof execError);
     ::close(report[0]);
     int status = 0;
     ::waitpid(child, &status, 0);
     if (!told || follower <= 0)
         return makeError("cannot start a follower of " + reference);
+    if (execFailed)
+        return makeError("cannot start a follower of " + reference + ": " + program + ": " + std::strerror(execError));
     return follower;
 }
 
-// Where to ask SLURM of a run: the profile its run.json names, from this machine's profiles (its
-// login node, if it has one); on this machine when it names none this machine has.
+// Where to ask SLURM of a run: a profile of this machine whose shared folder holds the run folder
+// (the one its run.json names first: two profiles may share a folder), with its login node if it
+// has one; on this machine when none does. A profile of the same name elsewhere may be another
+// cluster: the folder decides.
 cluster::SlurmClient clientOf(const fs::path& runDir, const fs::path& profilesFileGiven)
 {
+    auto profiles = cluster::loadProfiles(cluster::profilesFile(profilesFileGiven));
+    if (!profiles)
+        return {};
     auto submission = cluster::readSubmission(runDir);
-    if (!submission || submission->profile.empty())
+    const std::string named = submission ? submission->profile : std::string();
+    std::error_code ec;
+    const fs::path folder = fs::weakly_canonical(runDir, ec).parent_path();
+    const cluster::ClusterProfile* chosen = nullptr;
+    for (const auto& [name, profile] : *profiles)
+        if (!profile.sharedFolder.empty() && fs::weakly_canonical(fs::path(profile.sharedFolder) / "runs", ec) == folder
+            && (!chosen || name == named))
+            chosen = &profile;
+    if (!chosen)
         return {};
-    auto profile = cluster::loadProfile(cluster::profilesFile(profilesFileGiven), submission->profile);
-    if (!profile)
-        return {};
-    const cluster::SlurmClient client(*profile);
-    if (!profile->login.empty())
-        std::cout << "shardscope runs follow: SLURM's commands on " << client.where() << " (profile [" << profile->name << "])"
+    const cluster::SlurmClient client(*chosen);
+    if (!chosen->login.empty())
+        std::cout << "shardscope runs follow: SLURM's commands on " << client.where() << " (profile [" << chosen->name << "])"
                   << std::endl;
     return client;
+}
+
+// Whether this process's user owns the run folder's run.json (who submitted it: the file's owner,
+// not what it says, which anyone who can write the shared folder could write).
+bool ownedByThisUser(const fs::path& runDir)
+{
+    struct stat info { };
+    return ::stat((runDir / "run.json").c_str(), &info) == 0 && info.st_uid == ::geteuid();
+}
+
+// `runs follow --all` catches up with the user's runs submitted within this window, starting at
+// most this many followers at a time (each asks SLURM every few seconds).
+constexpr std::chrono::seconds kCatchUpWindow{7 * 24 * 3600};
+constexpr int kMostFollowers = 16;
+
+enum class CatchUp { Follow, Skip, OtherUsers, Old };
+
+// What `--all` does with a folder of a shared folder's runs/: follow it (`reference`: this
+// history's run id, or the folder), or not: no cluster run, ended or followed, another user's, or
+// submitted before the catch-up window.
+CatchUp judgeForCatchUp(storage::RunStore& store, const fs::path& home, const fs::path& runDir, std::string& reference)
+{
+    std::error_code ec;
+    if (!fs::exists(runDir / "slurm_job_id", ec))
+        return CatchUp::Skip;
+    if (auto owner = runOwningFolder(store, home, runDir)) {
+        auto details = store.run(owner->first);
+        if (!details || storage::isTerminal(details->summary.status)
+            || storage::checkLiveness(details->launcher) != storage::Liveness::Gone)
+            return CatchUp::Skip; // ended, or followed (here, or by a machine this one cannot ask)
+        reference = std::to_string(owner->first);
+        return CatchUp::Follow;
+    }
+    if (!ownedByThisUser(runDir))
+        return CatchUp::OtherUsers;
+    auto submission = cluster::readSubmission(runDir);
+    if (!submission) {
+        std::cerr << "shardscope runs follow: warning: " << submission.error().message << "\n";
+        return CatchUp::Skip;
+    }
+    if (submission->submittedAt < unixSeconds() - static_cast<double>(kCatchUpWindow.count()))
+        return CatchUp::Old; // long ended, most likely: `runs follow DIR` (or `runs import`) takes one
+    reference = runDir.string();
+    return CatchUp::Follow;
 }
 
 // `runs follow --all`: every cluster run of the profiles' shared folders that no process follows
@@ -630,34 +703,30 @@ int catchUpClusterRuns(const fs::path& profilesFileGiven, const std::string& pro
         std::cerr << who << ": " << store.error().message << "\n";
         return 1;
     }
-    const std::string user = cluster::currentUser();
     std::set<fs::path> folders;
     for (const auto& [name, profile] : *profiles)
         if (!profile.sharedFolder.empty())
             folders.insert(fs::weakly_canonical(fs::path(profile.sharedFolder) / "runs", ec));
-    int started = 0, othersLeft = 0;
+    int started = 0, othersLeft = 0, oldLeft = 0, overCap = 0;
     for (const auto& folder : folders) {
-        for (const auto& entry : fs::directory_iterator(folder, ec)) {
-            const fs::path runDir = entry.path();
-            if (!fs::exists(runDir / "slurm_job_id", ec))
+        for (fs::directory_iterator it(folder, ec), last; !ec && it != last; it.increment(ec)) {
+            const fs::path runDir = it->path();
+            std::string reference;
+            switch (judgeForCatchUp(*store, *home, runDir, reference)) {
+            case CatchUp::Skip:
                 continue;
-            std::string reference = runDir.string();
-            if (auto owner = runOwningFolder(*store, *home, runDir)) {
-                auto details = store->run(owner->first);
-                if (!details || storage::isTerminal(details->summary.status)
-                    || storage::checkLiveness(details->launcher) != storage::Liveness::Gone)
-                    continue; // ended, or followed (here, or by a machine this one cannot ask)
-                reference = std::to_string(owner->first);
-            } else {
-                auto submission = cluster::readSubmission(runDir);
-                if (!submission) {
-                    std::cerr << who << ": warning: " << submission.error().message << "\n";
-                    continue;
-                }
-                if (submission->user != user) {
-                    ++othersLeft;
-                    continue;
-                }
+            case CatchUp::OtherUsers:
+                ++othersLeft;
+                continue;
+            case CatchUp::Old:
+                ++oldLeft;
+                continue;
+            case CatchUp::Follow:
+                break;
+            }
+            if (started >= kMostFollowers) {
+                ++overCap;
+                continue;
             }
             const fs::path log = *home / "followers" / (runDir.filename().string() + ".log");
             auto pid = startFollower(programPath, reference, profilesFile, log);
@@ -675,7 +744,43 @@ int catchUpClusterRuns(const fs::path& profilesFileGiven, const std::string& pro
     if (othersLeft > 0)
         std::cout << who << ": " << othersLeft << " run" << (othersLeft == 1 ? "" : "s")
                   << " of other users left alone (`shardscope runs follow DIR` follows one)\n";
+    if (oldLeft > 0)
+        std::cout << who << ": " << oldLeft << " of your runs submitted over a week ago left alone (`shardscope runs "
+                  << "follow DIR` takes one)\n";
+    if (overCap > 0)
+        std::cout << who << ": " << overCap << " more of your runs not followed yet: at most " << kMostFollowers
+                  << " followers start at once; the next `runs follow --all` starts theirs\n";
     return 0;
+}
+
+// The end of a followed job into the history, as the submitting launcher would have recorded it:
+// every attempt's events gathered, the end decided from them and SLURM's state, each attempt. The
+// process's exit code.
+int recordFollowedEnd(storage::RunStore& store, std::int64_t runId, const storage::RunSummary& summary, const fs::path& runDir,
+                      int nodes, const cluster::SlurmClient& slurm, const cluster::JobState& end, bool sawItRun)
+{
+    const auto attempts = cluster::readAttempts(runDir);
+    std::int64_t malformed = 0;
+    auto events = readRunEvents(runDir, malformed);
+    std::vector<std::string> nodeNames;
+    if (auto names = slurm.hostnames(attempts.empty() ? end.nodes : attempts.back().nodes))
+        nodeNames = *names;
+    storage::RunEnd runEnd = cluster::jobEnd(end, events ? *events : std::vector<protocol::Event>{}, summary.worldSize,
+                                             std::max(1, summary.worldSize / nodes), nodeNames);
+    explainUnseenFolder(runEnd, attempts, runDir);
+    for (const auto& a : attempts)
+        warnIf(store.recordAttempt(runId, attemptRow(a)));
+    warnIf(store.setStatusDetail(runId, ""));
+    if (!sawItRun)
+        warnIf(store.markRunning(runId)); // a job that ran between two looks still ran
+    if (auto finished = store.finishRun(runId, runEnd); !finished) {
+        std::cerr << "shardscope runs follow: recording the end failed: " << finished.error().message << "\n";
+        return 1;
+    }
+    std::cout << "shardscope runs follow: job " << summary.job.substr(6) << " ended " << end.state << "; run " << summary.name
+              << " in the history: " << storage::statusName(runEnd.status) << " (" << attempts.size()
+              << (attempts.size() == 1 ? " attempt" : " attempts") << ")\n";
+    return runEnd.status == storage::RunStatus::Completed ? 0 : runEnd.status == storage::RunStatus::Cancelled ? 130 : 1;
 }
 
 } // namespace
@@ -726,11 +831,18 @@ int followSlurmRun(const FollowRequest& request)
     warnIf(store->adoptRun(*runId, storage::LauncherIdentity::current()));
     std::cout << "shardscope runs follow: following job " << jobId << " of run " << summary.name << " (" << nodes
               << " nodes; run folder " << runDir.string() << ")" << std::endl;
+    // SIGINT (Ctrl-C, the workbench's Stop) cancels the job; SIGTERM and SIGHUP (a logout, a
+    // shutdown, a kill of a background follower) only stop following it.
     struct sigaction cancel { };
     cancel.sa_handler = [](int) { g_cancelAsked.store(true); };
     sigaction(SIGINT, &cancel, nullptr);
-    sigaction(SIGTERM, &cancel, nullptr);
+    struct sigaction stop { };
+    stop.sa_handler = [](int) { g_stopFollowing.store(true); };
+    sigaction(SIGTERM, &stop, nullptr);
+    sigaction(SIGHUP, &stop, nullptr);
     const cluster::SlurmClient slurm = clientOf(runDir, request.profilesFile);
+    // Over SSH every look is a login: less often.
+    const auto pollInterval = slurm.where() == "this machine" ? std::chrono::milliseconds(500) : std::chrono::milliseconds(3000);
     JobWatch watch{slurm,
                    jobId,
                    "shardscope runs follow",
@@ -740,15 +852,27 @@ int followSlurmRun(const FollowRequest& request)
                    summary.status == storage::RunStatus::Running};
     auto lastCatchUp = std::chrono::steady_clock::now() - std::chrono::hours(1);
     cluster::JobState end;
-    while (true) {
+    int failedLooks = 0;
+    while (!g_stopFollowing.load()) {
         auto state = watch.look();
         if (!state) {
-            // SLURM no longer knows the job: the folder may say how it ended.
-            state = endFromFolder(runDir);
-            if (!state)
-                return 1;
+            // SLURM could not be asked (a controller or login node that did not answer): again,
+            // for a while. A job it says it does not know has ended: the folder may say how.
+            const auto known = slurm.knowsJob(jobId);
+            if (known && !*known)
+                state = endFromFolder(runDir);
+            if (!state) {
+                if (++failedLooks >= 10) {
+                    std::cerr << "shardscope runs follow: SLURM did not answer " << failedLooks
+                              << " times in a row; the run stays open (`runs follow` takes it up again)\n";
+                    return 1;
+                }
+                std::this_thread::sleep_for(pollInterval * failedLooks);
+                continue;
+            }
             std::cout << "shardscope runs follow: " << state->reason << std::endl;
         }
+        failedLooks = 0;
         if (state->ended() || std::chrono::steady_clock::now() - lastCatchUp > std::chrono::seconds(2)) {
             catchUp(*store, *runId, runDir, nodes);
             lastCatchUp = std::chrono::steady_clock::now();
@@ -757,31 +881,14 @@ int followSlurmRun(const FollowRequest& request)
             end = *state;
             break;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        std::this_thread::sleep_for(pollInterval);
     }
-    // The end, as the submitting launcher would have recorded it.
-    const auto attempts = cluster::readAttempts(runDir);
-    std::int64_t malformed = 0;
-    auto events = readRunEvents(runDir, malformed);
-    std::vector<std::string> nodeNames;
-    if (auto names = slurm.hostnames(attempts.empty() ? end.nodes : attempts.back().nodes))
-        nodeNames = *names;
-    storage::RunEnd runEnd = cluster::jobEnd(end, events ? *events : std::vector<protocol::Event>{}, summary.worldSize,
-                                             std::max(1, summary.worldSize / nodes), nodeNames);
-    explainUnseenFolder(runEnd, attempts, runDir);
-    for (const auto& a : attempts)
-        warnIf(store->recordAttempt(*runId, attemptRow(a)));
-    warnIf(store->setStatusDetail(*runId, ""));
-    if (!watch.running)
-        warnIf(store->markRunning(*runId)); // a job that ran between two looks still ran
-    if (auto finished = store->finishRun(*runId, runEnd); !finished) {
-        std::cerr << "shardscope runs follow: recording the end failed: " << finished.error().message << "\n";
-        return 1;
+    if (g_stopFollowing.load()) {
+        std::cout << "shardscope runs follow: stopped following job " << jobId << " (SIGTERM/SIGHUP: the job goes on; "
+                  << "`runs follow` takes it up again)" << std::endl;
+        return 0;
     }
-    std::cout << "shardscope runs follow: job " << jobId << " ended " << end.state << "; run " << summary.name
-              << " in the history: " << storage::statusName(runEnd.status) << " (" << attempts.size()
-              << (attempts.size() == 1 ? " attempt" : " attempts") << ")\n";
-    return runEnd.status == storage::RunStatus::Completed ? 0 : runEnd.status == storage::RunStatus::Cancelled ? 130 : 1;
+    return recordFollowedEnd(*store, *runId, summary, runDir, nodes, slurm, end, watch.running);
 }
 
 } // namespace shardscope::cli

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -232,6 +233,118 @@ Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std:
     return it->second;
 }
 
+std::string formatProfile(const ClusterProfile& p)
+{
+    std::ostringstream out;
+    out << "[" << p.name << "]\n";
+    const auto key = [&](const char* name, const std::string& value) {
+        if (!value.empty())
+            out << name << " = " << value << "\n";
+    };
+    key("partition", p.partition);
+    key("time", p.timeLimit);
+    if (p.warningSeconds != ClusterProfile{}.warningSeconds)
+        key("warning_seconds", std::to_string(p.warningSeconds));
+    key("account", p.account);
+    key("qos", p.qos);
+    if (p.cpusPerTask > 0)
+        key("cpus_per_task", std::to_string(p.cpusPerTask));
+    for (const auto& line : p.extraSbatch)
+        key("sbatch", line);
+    key("shared_folder", p.sharedFolder);
+    key("login", p.login);
+    std::string options;
+    for (const auto& option : p.sshOptions)
+        options += (options.empty() ? "" : " ") + option;
+    key("ssh_options", options);
+    return out.str();
+}
+
+std::string replaceProfileSection(const std::string& text, const std::string& name, const std::string& section)
+{
+    // Lines, each with its end; the section runs from its heading to the next heading (or the end).
+    std::vector<std::string> all;
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = text.find('\n', at);
+        const std::size_t next = end == std::string::npos ? text.size() : end + 1;
+        all.push_back(text.substr(at, next - at));
+        at = next;
+    }
+    const auto heading = [](const std::string& line) -> std::optional<std::string> {
+        const std::string t = trim(line);
+        if (t.size() < 3 || t.front() != '[' || t.back() != ']')
+            return std::nullopt;
+        return trim(t.substr(1, t.size() - 2));
+    };
+    std::size_t begin = all.size(), end = all.size();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        const auto h = heading(all[i]);
+        if (!h)
+            continue;
+        if (begin == all.size() && *h == name)
+            begin = i;
+        else if (begin != all.size()) {
+            end = i;
+            break;
+        }
+    }
+    std::string out;
+    if (begin == all.size()) { // a new section, after a blank line
+        out = text;
+        if (section.empty())
+            return out;
+        if (!out.empty() && out.back() != '\n')
+            out += '\n';
+        return out + (out.empty() ? "" : "\n") + section;
+    }
+    // Blank and comment lines just before the next heading stay with it (they are usually its).
+    std::size_t kept = end;
+    while (kept > begin + 1 && (trim(all[kept - 1]).empty() || trim(all[kept - 1])[0] == '#' || trim(all[kept - 1])[0] == ';'))
+        --kept;
+    for (std::size_t i = 0; i < begin; ++i)
+        out += all[i];
+    out += section;
+    for (std::size_t i = kept; i < all.size(); ++i)
+        out += all[i];
+    return out;
+}
+
+Result<void> saveProfile(const std::filesystem::path& file, const ClusterProfile& profile, bool remove)
+{
+    if (trim(profile.name).empty() || profile.name.find_first_of("[]\n") != std::string::npos)
+        return makeError("a profile's name is a word (no brackets, not empty): '" + profile.name + "'");
+    std::string before;
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec)) {
+        std::ifstream in(file);
+        std::stringstream text;
+        text << in.rdbuf();
+        if (!in.good() && !in.eof())
+            return makeError("cannot read " + file.string());
+        before = text.str();
+    }
+    const std::string after = replaceProfileSection(before, profile.name, remove ? std::string() : formatProfile(profile));
+    auto parsed = parseProfiles(after, file.string());
+    if (!parsed)
+        return makeError("not saved, the file would not load: " + parsed.error().message);
+    if (!remove && !parsed->count(profile.name))
+        return makeError("not saved: [" + profile.name + "] would not read back");
+    std::filesystem::create_directories(file.parent_path().empty() ? "." : file.parent_path(), ec);
+    if (!before.empty())
+        std::ofstream(file.string() + ".previous", std::ios::trunc) << before;
+    const std::string partial = file.string() + ".partial";
+    {
+        std::ofstream out(partial, std::ios::trunc);
+        out << after;
+        if (!out.flush())
+            return makeError("cannot write " + partial);
+    }
+    std::filesystem::rename(partial, file, ec);
+    if (ec)
+        return makeError("cannot write " + file.string() + ": " + ec.message());
+    return {};
+}
+
 std::filesystem::path attemptDir(const std::filesystem::path& runDir, int attempt)
 {
     return runDir / "attempts" / std::to_string(attempt);
@@ -297,16 +410,20 @@ std::string batchScript(const BatchRequest& r)
            "fi\n"
            "mkdir -p \"$run_dir/attempts/$attempt\"\n"
            "printf 'job_id=%s\\nnodes=%s\\nstarted=%s\\n' \"$SLURM_JOB_ID\" \"$SLURM_JOB_NODELIST\" \"$(date +%s)\" \\\n"
-           "  > \"$run_dir/attempts/$attempt/attempt.txt\"\n";
+           "  > \"$run_dir/attempts/$attempt/attempt.txt\"\n"
+           "# SIGTERM (a preemption, scancel, the time limit itself) reaches the launchers and ranks, which\n"
+           "# save a checkpoint; this shell waits for them instead of ending the job at once.\n"
+           "trap 'echo \"shardscope: SIGTERM: the ranks save a checkpoint and stop\"' TERM\n";
     if (!r.folderMarker.empty())
         out << "# Every node must see the run folder (the profile's shared_folder, mounted at the same path on\n"
-               "# every node): one task per node reads the marker written at submission. A node that cannot is\n"
-               "# named, and the job ends here, before any rank starts. (A task that prints nothing, killed by\n"
-               "# a signal, names no node.)\n"
+               "# every node): one task per node reads the marker written at submission (three tries: a network\n"
+               "# filesystem may not show a new file at once; 30 s each at most: a mount that hangs). A node that\n"
+               "# cannot is named, and the job ends here, before any rank starts. (A task that prints nothing,\n"
+               "# killed by a signal, names no node.)\n"
                "unseen=$(srun --nodes="
             << r.nodes
-            << " --ntasks-per-node=1 bash -c '[ \"$(cat \"$1\" 2>/dev/null)\" = \"$2\" ] || echo \"unseen $SLURMD_NODENAME\"' "
-               "\\\n"
+            << " --ntasks-per-node=1 bash -c 'for try in 1 2 3; do [ \"$(timeout -s KILL 30 cat \"$1\" 2>/dev/null)\" = \"$2\" ] "
+               "&& exit 0; sleep 2; done; echo \"unseen $SLURMD_NODENAME\"' \\\n"
                "  _ \"$run_dir/.shardscope-marker\" "
             << config::shellQuote(r.folderMarker)
             << " 2>/dev/null | sed -n 's/^unseen //p' | tr '\\n' ' ') || true\n"
@@ -316,10 +433,7 @@ std::string batchScript(const BatchRequest& r)
                "  printf 'ended=%s\\nexit=%s\\n' \"$(date +%s)\" 3 >> \"$run_dir/attempts/$attempt/attempt.txt\"\n"
                "  exit 3\n"
                "fi\n";
-    out << "# SIGTERM (a preemption, scancel, the time limit itself) reaches the launchers and ranks, which\n"
-           "# save a checkpoint; this shell waits for them instead of ending the job at once.\n"
-           "trap 'echo \"shardscope: SIGTERM: the ranks save a checkpoint and stop\"' TERM\n"
-           "# The head node (the allocation's first) by its address: node names need not resolve. (sed\n"
+    out << "# The head node (the allocation's first) by its address: node names need not resolve. (sed\n"
            "# reads the whole list: with head, scontrol could die of SIGPIPE and pipefail end the job.)\n"
            "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)\n"
            "head_addr=$(scontrol -o show node \"$head_node\" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p')\n"
@@ -368,10 +482,13 @@ std::string batchScript(const BatchRequest& r)
 Result<std::vector<Partition>> parsePartitions(const std::string& text)
 {
     std::vector<Partition> out;
+    std::string noise; // lines that are no partition (a login shell's warning over SSH)
     for (const auto& line : lines(text)) {
         const auto f = split(line, '|');
-        if (f.size() < 4)
-            return makeError("sinfo printed '" + line + "', not partition|avail|nodes|cpus");
+        if (f.size() < 4) {
+            noise += noise.empty() ? line : "; " + line;
+            continue;
+        }
         Partition p;
         p.name = f[0];
         if (!p.name.empty() && p.name.back() == '*') {
@@ -383,6 +500,8 @@ Result<std::vector<Partition>> parsePartitions(const std::string& text)
         p.cpusPerNode = std::atoi(f[3].c_str()); // "1" or "1+" (mixed nodes: the smallest)
         out.push_back(p);
     }
+    if (out.empty() && !noise.empty())
+        return makeError("sinfo printed '" + noise + "', not partition|avail|nodes|cpus");
     return out;
 }
 
@@ -486,9 +605,9 @@ Result<std::string> SlurmClient::run(const std::string& program, const std::vect
     std::string command = program;
     for (const auto& arg : args)
         command += " " + config::shellQuote(arg);
-    // No password prompt (a follower runs unattended), no host-key chatter mixed into the output
-    // that is parsed; the user's options (port, key) after ours.
-    std::vector<std::string> sshArgs{"-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "-o", "LogLevel=ERROR"};
+    // No password prompt (a follower runs unattended), no terminal input (-n), no host-key chatter
+    // mixed into the output that is parsed; the user's options (port, key) after ours.
+    std::vector<std::string> sshArgs{"-n", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20", "-o", "LogLevel=ERROR"};
     sshArgs.insert(sshArgs.end(), m_sshOptions.begin(), m_sshOptions.end());
     sshArgs.insert(sshArgs.end(), {m_login, "--", command});
     auto ran = runProgram(*ssh, sshArgs, std::chrono::seconds(90));
@@ -544,6 +663,16 @@ Result<std::vector<std::string>> SlurmClient::hostnames(const std::string& nodeL
     if (!text)
         return text.error();
     return lines(*text);
+}
+
+Result<bool> SlurmClient::knowsJob(std::int64_t jobId) const
+{
+    auto record = run("scontrol", {"-o", "show", "job", std::to_string(jobId)});
+    if (record)
+        return true;
+    if (record.error().message.find("Invalid job id") != std::string::npos)
+        return false;
+    return record.error();
 }
 
 Result<JobState> SlurmClient::state(std::int64_t jobId) const

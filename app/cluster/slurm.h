@@ -69,6 +69,16 @@ std::filesystem::path profilesFile(const std::filesystem::path& given = {});
 Result<std::map<std::string, ClusterProfile>> loadProfiles(const std::filesystem::path& file);
 // The profile `name` of `file`; without the file or the section: an error saying where to write it.
 Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std::string& name);
+// A profile as its [name] section of the profiles file (every key it sets, one a line).
+std::string formatProfile(const ClusterProfile& profile);
+// `text` (a profiles file) with the section [name] replaced by `section` (appended when it has
+// none; removed when `section` is empty). Everything else, the user's comments too, stays as it
+// was, byte for byte.
+std::string replaceProfileSection(const std::string& text, const std::string& name, const std::string& section);
+// Saves `profile` into `file` (replacing its section, or adding one) or, with `remove`, takes the
+// section out. The result is read back before it is written: a profile the file could not load is
+// refused and the file left as it was. The file before the change is kept beside it (<file>.previous).
+Result<void> saveProfile(const std::filesystem::path& file, const ClusterProfile& profile, bool remove = false);
 
 // What the batch script runs on each node.
 struct BatchRequest {
@@ -145,6 +155,9 @@ public:
     Result<std::vector<std::string>> hostnames(const std::string& nodeList) const;
     // squeue while the job is queued or running, scontrol after (SLURM keeps it MinJobAge seconds).
     Result<JobState> state(std::int64_t jobId) const;
+    // False when SLURM answers that it has no such job (it forgot it, MinJobAge after its end); an
+    // error when it could not be asked.
+    Result<bool> knowsJob(std::int64_t jobId) const;
 
 private:
     // The one place a SLURM command runs: here, or as `ssh -o BatchMode=yes ... LOGIN -- program

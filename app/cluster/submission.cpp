@@ -2,8 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
+
+#include <fstream>
 #include <sstream>
 #include <unistd.h>
 
@@ -55,11 +58,20 @@ Result<Submission> readSubmission(const fs::path& runDir)
         return makeError(file.string() + " does not exist: " + runDir.string()
                          + " is not a cluster run's folder, or was submitted by a Shardscope before run.json (`shardscope "
                            "runs import` records it once its job has ended)");
-    // A FIFO or a device would block or never end; a run.json is a few hundred bytes.
-    if (!fs::is_regular_file(status) || fs::file_size(file, ec) > (1u << 20))
+    // A FIFO or a device would block or never end; a run.json is a few hundred bytes. Opened without
+    // blocking and checked on the open file, so nothing swapped in after the check is read.
+    const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat info { };
+    if (fd < 0 || ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size > (1 << 20)) {
+        if (fd >= 0)
+            ::close(fd);
         return makeError(file.string() + " is not a regular file of a submission (at most 1 MiB)");
-    std::ifstream in(file);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
+    }
+    std::string content(static_cast<std::size_t>(info.st_size), '\0');
+    const ssize_t got = ::read(fd, content.data(), content.size());
+    ::close(fd);
+    content.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+    const auto j = nlohmann::json::parse(content, nullptr, false);
     if (!j.is_object())
         return makeError(file.string() + " is not a JSON object");
     Submission s;
@@ -83,7 +95,8 @@ Result<Submission> readSubmission(const fs::path& runDir)
                       count("num_machines", s.numMachines), count("num_processes", s.numProcesses)})
         if (!read)
             return read.error();
-    if (s.job.rfind("slurm:", 0) != 0 || s.job.size() == 6 || s.job.find_first_not_of("0123456789", 6) != std::string::npos)
+    if (s.job.rfind("slurm:", 0) != 0 || s.job.size() == 6 || s.job.size() > 6 + 18
+        || s.job.find_first_not_of("0123456789", 6) != std::string::npos)
         return makeError(file.string() + ": job is \"" + s.job + "\", not a SLURM job (\"slurm:<id>\")");
     if (j.contains("tags")) {
         if (!j["tags"].is_array())

@@ -27,6 +27,9 @@ private slots:
         QCOMPARE((*parts)[1].cpusPerNode, 64);
         QVERIFY(!(*parts)[1].up && !(*parts)[1].isDefault);
         QVERIFY(!parsePartitions("garbage\n").ok());
+        // A login shell's warning before sinfo's lines (over SSH) is not a partition, nor an error.
+        auto noisy = parsePartitions("bash: warning: setlocale: LC_ALL: cannot change locale (xx)\ndebug*|up|3|1\n");
+        QVERIFY(noisy.ok() && noisy->size() == 1 && noisy->front().name == "debug");
     }
 
     void jobsFromSqueueAndScontrol()
@@ -47,6 +50,56 @@ private slots:
         QVERIFY(!parseJobId("sbatch: error: Batch job submission failed").ok());
         QVERIFY(QString::fromStdString(pendingAdvice("PartitionNodeLimit")).contains(QStringLiteral("num_machines")));
         QVERIFY(QString::fromStdString(pendingAdvice("SomethingNew")).contains(QStringLiteral("SomethingNew")));
+    }
+
+    // A profile saved (the workbench's editor, `clusters --save`) replaces its own section only:
+    // the rest of the file, comments and all, stays byte for byte; a new one is appended; a removed
+    // one goes with its lines; what would not load is refused and the file left alone.
+    void profileSavedInPlace()
+    {
+        const std::string text = "# my clusters\n[default]\npartition = gpu # big\nshared_folder = /s\n\n"
+                                 "# the small one\n[small]\npartition = debug\nshared_folder = /s\n";
+        ClusterProfile changed;
+        changed.name = "default";
+        changed.partition = "a100";
+        changed.timeLimit = "01:00:00";
+        changed.extraSbatch = {"--exclusive"};
+        changed.sharedFolder = "/s";
+        QCOMPARE(replaceProfileSection(text, "default", formatProfile(changed)),
+                 std::string("# my clusters\n[default]\npartition = a100\ntime = 01:00:00\nsbatch = --exclusive\n"
+                             "shared_folder = /s\n\n# the small one\n[small]\npartition = debug\nshared_folder = /s\n"));
+        changed.name = "new";
+        QCOMPARE(replaceProfileSection(text, "new", formatProfile(changed)), text + "\n" + formatProfile(changed));
+        QCOMPARE(replaceProfileSection(text, "small", ""), std::string("# my clusters\n[default]\npartition = gpu # big\n"
+                                                                       "shared_folder = /s\n\n# the small one\n"));
+        // formatProfile reads back as itself.
+        changed.login = "me@login1";
+        changed.sshOptions = {"-p", "2222"};
+        changed.cpusPerTask = 8;
+        changed.warningSeconds = 300;
+        auto back = parseProfiles(formatProfile(changed), "x");
+        QVERIFY(back.ok());
+        const ClusterProfile& b = back->at("new");
+        QVERIFY(b.partition == changed.partition && b.timeLimit == changed.timeLimit && b.extraSbatch == changed.extraSbatch
+                && b.login == changed.login && b.sshOptions == changed.sshOptions && b.cpusPerTask == 8 && b.warningSeconds == 300
+                && b.sharedFolder == "/s");
+
+        QTemporaryDir dir;
+        const std::string file = dir.filePath(QStringLiteral("clusters.ini")).toStdString();
+        testing::writeFile(QString::fromStdString(file), QByteArray::fromStdString(text));
+        changed.name = "default";
+        changed.login = "-oProxyCommand=evil"; // would not load: refused, the file as it was
+        auto refused = saveProfile(file, changed);
+        QVERIFY(!refused.ok());
+        QVERIFY2(refused.error().message.find("not saved") != std::string::npos, refused.error().message.c_str());
+        QCOMPARE(testing::readFile(QString::fromStdString(file)).toStdString(), text);
+        changed.login.clear();
+        QVERIFY(saveProfile(file, changed).ok());
+        QCOMPARE(testing::readFile(QString::fromStdString(file + ".previous")).toStdString(), text); // the file before
+        QCOMPARE(loadProfile(file, "default")->partition, std::string("a100"));
+        QCOMPARE(loadProfile(file, "small")->partition, std::string("debug"));
+        QVERIFY(saveProfile(file, changed, true).ok());
+        QVERIFY(!loadProfile(file, "default").ok());
     }
 
     void profiles()

@@ -16,6 +16,7 @@
 #include <QtTest>
 
 #include <signal.h>
+#include <unistd.h>
 
 namespace testing = shardscope::testing;
 
@@ -123,7 +124,7 @@ class TestSlurmCluster : public QObject {
         for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
             const QByteArray cmdline = testing::readFile("/proc/" + pid + "/cmdline");
             const QByteArray env = testing::readFile("/proc/" + pid + "/environ");
-            if (cmdline.contains(QByteArray("follow\0")) && env.contains("SHARDSCOPE_HOME=" + home.toUtf8() + '\0'))
+            if (cmdline.contains(QByteArray("follow\0", 7)) && env.contains("SHARDSCOPE_HOME=" + home.toUtf8() + '\0'))
                 return false;
         }
         return true;
@@ -549,9 +550,11 @@ private slots:
         const QString theirs = runName(QStringLiteral("theirs"));
         QVERIFY(QProcess::execute(QStringLiteral("cp"), {"-a", folder, shared + "/runs/" + theirs}) == 0);
         edited = json;
-        edited.replace(QRegularExpression(QStringLiteral("\"user\": *\"[^\"]*\"")), QStringLiteral("\"user\": \"someone-else\""))
-            .replace(name, theirs);
+        edited.replace(name, theirs);
         testing::writeFile(shared + "/runs/" + theirs + "/run.json", edited.toUtf8());
+        // Whose it is: the file's owner (whatever it says of itself: anyone who writes the shared
+        // folder could write that), here another user's.
+        QCOMPARE(::chown(QString(shared + "/runs/" + theirs + "/run.json").toUtf8().constData(), 65534, 65534), 0);
         const QString machineD = m_dir.filePath(QStringLiteral("machine-d"));
         QVERIFY(QDir().mkpath(machineD));
         std::tie(code, caughtUp) = onMachine(machineD, {"runs", "follow", "--all", "--cluster_profiles", profiles});

@@ -8,14 +8,19 @@
 #include "storage/store_paths.h"
 #include "tests/common/files.h"
 #include "tests/common/slurm_lab.h"
+#include "ui/cluster_profiles_dialog.h"
 #include "ui/configure_page.h"
 #include "ui/run_list_model.h"
 #include "ui/run_page.h"
 #include "ui/runs_page.h"
 
+#include <QComboBox>
 #include <QDialog>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -194,6 +199,80 @@ private slots:
         QVERIFY2(listed()->job.rfind("slurm:", 0) == 0, listed()->job.c_str());
         QTRY_VERIFY_WITH_TIMEOUT(listed() && listed()->status == storage::RunStatus::Completed, 240000);
         QCOMPARE(listed()->lastStep.value_or(0), std::int64_t(6));
+        // Its follower, having recorded the end, is gone (nothing of the test left running).
+        const QByteArray ours = "SHARDSCOPE_HOME=" + home.toUtf8() + '\0';
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                for (const QString& pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs))
+                    if (testing::readFile("/proc/" + pid + "/cmdline").contains(QByteArray("follow\0", 7))
+                        && testing::readFile("/proc/" + pid + "/environ").contains(ours))
+                        return false;
+                return true;
+            }(),
+            60000);
+    }
+
+    // The cluster profiles edited in the workbench: the target choice's "Cluster profiles…" opens
+    // the editor, which offers SLURM's partitions (sinfo) for the partition; a new profile saved
+    // goes into clusters.ini beside the user's text (kept as it was) and is offered as a target at
+    // once; a profile the file could not load is refused with the reason; Remove takes it out.
+    void profilesAreEditedWithSlurmsPartitions()
+    {
+        const QString file = QString::fromStdString(m_db.parent_path().string()) + "/clusters.ini";
+        const QByteArray before = testing::readFile(file);
+        ui::ConfigurePage page(m_db);
+        QSignalSpy listed(&page, &ui::ConfigurePage::targetsLoaded);
+        page.refreshTargets();
+        QVERIFY(listed.wait(30000));
+        auto* choice = page.findChild<QComboBox*>(QStringLiteral("runTarget"));
+        QCOMPARE(choice->itemText(choice->count() - 1), QStringLiteral("Cluster profiles…"));
+        QVERIFY(!page.targets().contains(QStringLiteral("edit-cluster-profiles")));
+        choice->setCurrentIndex(choice->count() - 1); // opens the editor, the target stays
+        auto* dialog = page.findChild<ui::ClusterProfilesDialog*>();
+        QVERIFY(dialog);
+        QCOMPARE(page.target(), QString());
+        QTRY_COMPARE_WITH_TIMEOUT(dialog->profileNames(), QStringList{QStringLiteral("lab")}, 30000);
+        QVERIFY2(dialog->offeredPartitions().contains(QStringLiteral("debug")),
+                 qPrintable(dialog->offeredPartitions().join(',')));
+
+        QVERIFY(dialog->newProfile(QStringLiteral("made")));
+        QVERIFY(!dialog->newProfile(QStringLiteral("lab"))); // taken
+        QVERIFY(dialog->offeredPartitions().contains(QStringLiteral("debug")));
+        dialog->findChild<QComboBox*>(QStringLiteral("profilePartition"))->setCurrentText(QStringLiteral("debug"));
+        dialog->findChild<QLineEdit*>(QStringLiteral("profileTime"))->setText(QStringLiteral("00:30:00"));
+        dialog->findChild<QPlainTextEdit*>(QStringLiteral("profileSbatch"))->setPlainText(QStringLiteral("--exclusive\n"));
+        dialog->findChild<QLineEdit*>(QStringLiteral("profileSharedFolder"))->setText(m_dir.filePath(QStringLiteral("shared")));
+        QSignalSpy saved(dialog, &ui::ClusterProfilesDialog::saved);
+        QSignalSpy relisted(&page, &ui::ConfigurePage::targetsLoaded);
+        QSignalSpy reloaded(dialog, &ui::ClusterProfilesDialog::profilesLoaded);
+        QCOMPARE(dialog->saveCurrent(), QString());
+        QVERIFY(saved.wait(30000));
+        QVERIFY2(saved.first().at(0).toBool(), qPrintable(saved.first().at(1).toString()));
+        const QByteArray after = testing::readFile(file);
+        QVERIFY2(after.startsWith(before), after.constData()); // the user's text as it was
+        QVERIFY2(after.contains("[made]\npartition = debug\ntime = 00:30:00\nsbatch = --exclusive\nshared_folder = "),
+                 after.constData());
+        QVERIFY(relisted.wait(30000));
+        QVERIFY2(page.targets().contains(QStringLiteral("slurm:made")), qPrintable(page.targets().join(',')));
+
+        // A login the file could not load: refused, the file unchanged.
+        QTRY_VERIFY_WITH_TIMEOUT(!reloaded.isEmpty(), 30000); // the editor read the file again
+        QVERIFY(dialog->profileNames().contains(QStringLiteral("made")));
+        QVERIFY(dialog->selectProfile(QStringLiteral("made")));
+        dialog->findChild<QLineEdit*>(QStringLiteral("profileLogin"))->setText(QStringLiteral("-oProxyCommand=x"));
+        saved.clear();
+        QCOMPARE(dialog->saveCurrent(), QString());
+        QVERIFY(saved.wait(30000));
+        QVERIFY(!saved.first().at(0).toBool());
+        QVERIFY2(saved.first().at(1).toString().contains(QStringLiteral("is not an SSH destination")),
+                 qPrintable(saved.first().at(1).toString()));
+        QCOMPARE(testing::readFile(file), after);
+
+        saved.clear();
+        QCOMPARE(dialog->removeCurrent(), QString());
+        QVERIFY(saved.wait(30000));
+        QVERIFY(saved.first().at(0).toBool());
+        QCOMPARE(testing::readFile(file), before + "\n"); // back to the user's text (and the blank line before [made])
     }
 
     // Stop on the Run page ends a running job: its ranks have stepped, then the job is cancelled.
