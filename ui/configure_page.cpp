@@ -19,6 +19,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QDialog>
 #include <QDialogButtonBox>
@@ -455,9 +456,10 @@ void ConfigurePage::checkRecipeDataInBackground(const std::optional<config::Reci
     QThreadPool::globalInstance()->start([page = QPointer<ConfigurePage>(this), recipe = std::move(resolved), generation] {
         const auto checked = config::checkRecipeInputs(recipe);
         const QString problem = checked ? QString() : qs(checked.error().message);
-        // Delivered on the GUI thread, and only while the page lives (the context object).
+        // Delivered on the GUI thread (the application object's), where the page is looked at: a
+        // QPointer read here could race with the page's destruction (as trace_page and recipe_editor).
         QMetaObject::invokeMethod(
-            page.data(),
+            QCoreApplication::instance(),
             [page, generation, problem] {
                 if (!page || generation != page->m_dataCheckGeneration)
                     return;
