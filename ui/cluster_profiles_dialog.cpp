@@ -134,19 +134,25 @@ ClusterProfilesDialog::~ClusterProfilesDialog()
     }
 }
 
-void ClusterProfilesDialog::reload()
+QProcess* ClusterProfilesDialog::newClustersProcess(const std::function<void()>& failedToStart)
 {
-    if (m_process)
-        return;
-    m_process = new QProcess(this);
-    connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
+    auto* process = new QProcess(this);
+    connect(process, &QProcess::errorOccurred, this, [this, failedToStart](QProcess::ProcessError error) {
         if (error != QProcess::FailedToStart)
             return;
         m_process->deleteLater();
         m_process = nullptr;
         m_message->setText(tr("Cannot start %1 (set SHARDSCOPE_LAUNCHER).").arg(launcherProgram()));
-        emit profilesLoaded();
+        failedToStart();
     });
+    return process;
+}
+
+void ClusterProfilesDialog::reload()
+{
+    if (m_process)
+        return;
+    m_process = newClustersProcess([this] { emit profilesLoaded(); });
     connect(m_process, &QProcess::finished, this, [this](int code) {
         const QByteArray out = m_process->readAllStandardOutput();
         const QString errors = QString::fromUtf8(m_process->readAllStandardError()).trimmed();
@@ -293,7 +299,7 @@ void ClusterProfilesDialog::runChange(const QStringList& args, const QByteArray&
 {
     if (m_process)
         return;
-    m_process = new QProcess(this);
+    m_process = newClustersProcess([this] { emit saved(false, m_message->text()); });
     m_process->setProcessChannelMode(QProcess::MergedChannels);
     connect(m_process, &QProcess::finished, this, [this, selectAfter](int code) {
         const QString said = QString::fromUtf8(m_process->readAll()).trimmed();
@@ -311,14 +317,6 @@ void ClusterProfilesDialog::runChange(const QStringList& args, const QByteArray&
     connect(m_process, &QProcess::started, this, [this, input] {
         m_process->write(input); // the profile's JSON for --save; nothing for --remove
         m_process->closeWriteChannel();
-    });
-    connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
-        if (error != QProcess::FailedToStart)
-            return;
-        m_process->deleteLater();
-        m_process = nullptr;
-        m_message->setText(tr("Cannot start %1 (set SHARDSCOPE_LAUNCHER).").arg(launcherProgram()));
-        emit saved(false, m_message->text());
     });
     m_process->start(launcherProgram(), QStringList{QStringLiteral("clusters")} + args);
 }

@@ -13,6 +13,8 @@
 #include <QString>
 #include <QStringList>
 
+#include <functional>
+
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -54,6 +56,9 @@ private:
     void showProfile(int row);
     QJsonObject formProfile() const; // the form as `clusters --json` writes a profile
     void runChange(const QStringList& args, const QByteArray& input, const QString& selectAfter);
+    // A `shardscope clusters` process (m_process's), which says so and calls `failedToStart` when
+    // the program cannot start.
+    QProcess* newClustersProcess(const std::function<void()>& failedToStart);
 
     QListWidget* m_list = nullptr;
     QComboBox* m_partition = nullptr;
