@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs clang-tidy (the checks of .clang-tidy, warnings as errors) on the torch-free parts:
 # storage/, profiler/ (without CUPTI), engine/common, engine/accelerate, engine/recipe, engine/plan,
-# engine/estimate, engine/protocol. The lint_check test runs it. Usage: scripts/check-lint.sh BUILD_DIR (one with compile_commands.json).
+# engine/estimate, engine/protocol, app/runs. The lint_check test runs it. Usage: scripts/check-lint.sh BUILD_DIR (one with compile_commands.json).
 # The engine's torch translation units are left out: clang-tidy takes minutes on each here.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +12,7 @@ command -v "$tidy" >/dev/null \
 [ -f "$build/compile_commands.json" ] || { echo "check-lint: no $build/compile_commands.json; configure the build first" >&2; exit 2; }
 cd "$root"
 mapfile -t files < <(git ls-files 'storage/*.cpp' 'profiler/*.cpp' 'engine/common/*.cpp' 'engine/accelerate/*.cpp' \
-  'engine/recipe/*.cpp' 'engine/plan/*.cpp' 'engine/estimate/*.cpp' 'engine/protocol/*.cpp' ':!profiler/cupti' ':!profiler/bench' ':!storage/bench')
+  'engine/recipe/*.cpp' 'engine/plan/*.cpp' 'engine/estimate/*.cpp' 'engine/protocol/*.cpp' 'app/runs/*.cpp' ':!profiler/cupti' ':!profiler/bench' ':!storage/bench')
 # Only what the build compiled (a preset without a part has no entry for it).
 mapfile -t files < <(for f in "${files[@]}"; do grep -q "\"$root/$f\"" "$build/compile_commands.json" && echo "$f"; done)
 out=$(mktemp)

@@ -46,9 +46,6 @@ struct NumberRule {
 // a whole number as CLI11 reads one ("1e3": 1000).
 CLI::Validator numberIn(const NumberRule& rule);
 
-// shardscope-worker: the one beside shardscope, or $SHARDSCOPE_WORKER.
-std::string defaultWorkerPath(const std::string& programPath);
-
 bool isSubcommand(const char* word);
 int runCommandLine(int argc, char** argv);
 

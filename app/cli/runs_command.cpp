@@ -7,7 +7,8 @@
 #include "engine/common/text_format.h"
 #include "app/launcher/hang_report.h"
 #include "app/launcher/program.h"
-#include "app/launcher/run_import.h"
+#include "app/runs/local_run.h"
+#include "app/runs/run_import.h"
 #include "app/launcher/script_run.h"
 #include "engine/recipe/recipe.h"
 #include "engine/common/run_layout.h"
@@ -533,7 +534,7 @@ int runGenerate(const RunsArgs& args, const std::string& programPath)
                                         std::to_string(args.seed)};
     if (!tokenizer->empty())
         workerArgs.insert(workerArgs.end(), {"--tokenizer", *tokenizer});
-    auto ran = runProgram(defaultWorkerPath(programPath), workerArgs, std::chrono::minutes(10));
+    auto ran = runProgram(runs::defaultWorkerPath(programPath), workerArgs, std::chrono::minutes(10));
     if (!ran)
         return fail("generate", ran.error());
     // The worker prints one JSON line; around it (stdout and stderr come together) torch may warn.

@@ -6,7 +6,12 @@
 #include "app/cluster/slurm.h"
 #include "app/cluster/submission.h"
 #include "app/launcher/program.h"
-#include "app/launcher/run_import.h"
+#include "app/runs/local_run.h"
+#include "app/runs/run_import.h"
+#include "app/launcher/run_directory.h"
+#include "app/launcher/script_run.h"
+#include "engine/plan/precision_mode.h"
+#include "engine/recipe/recipe.h"
 #include "app/launcher/run_recorder.h"
 #include "engine/accelerate/yaml_io.h"
 #include "storage/run_store.h"
@@ -93,17 +98,10 @@ storage::RunAttempt attemptRow(const cluster::JobAttempt& a)
     return row;
 }
 
-// A job whose nodes did not all see the run folder ended before any rank started (the batch
-// script's probe): that, with the fix, is its end, not a silent rank.
-void explainUnseenFolder(storage::RunEnd& end, const std::vector<cluster::JobAttempt>& attempts, const fs::path& runDir)
+// The last attempt's nodes that did not see the run folder (the batch script's probe).
+std::string unseenFolderNodes(const std::vector<cluster::JobAttempt>& attempts)
 {
-    if (attempts.empty() || attempts.back().nodesWithoutFolder.empty())
-        return;
-    end.status = storage::RunStatus::Failed;
-    end.rootCauseRank.reset();
-    end.error = "node(s) " + attempts.back().nodesWithoutFolder + " do not see the run folder " + runDir.string()
-                + ", so the job ended before any rank started: the profile's shared_folder must be mounted at the same "
-                  "path on every node and on this machine. Mount it there, or choose a shared_folder that every node sees";
+    return attempts.empty() ? std::string() : attempts.back().nodesWithoutFolder;
 }
 
 // One look at a job, for `launch` and `runs follow` alike: a Stop asked for (SIGINT) cancels it
@@ -220,8 +218,7 @@ public:
         if (auto names = m_slurm.hostnames(attempts.empty() ? state.nodes : attempts.back().nodes))
             nodeNames = *names;
         storage::RunEnd end = cluster::jobEnd(state, events ? *events : std::vector<protocol::Event>{}, m_launch.numProcesses,
-                                              m_perNode, nodeNames);
-        explainUnseenFolder(end, attempts, m_runDir);
+                                              m_perNode, nodeNames, unseenFolderNodes(attempts), m_runDir.string());
         for (const auto& a : attempts)
             if (a.attempt > 0)
                 std::cout << "shardscope launch: attempt " << a.attempt << " resumed after step " << a.resumedStep << " from "
@@ -766,8 +763,8 @@ int recordFollowedEnd(storage::RunStore& store, std::int64_t runId, const storag
     if (auto names = slurm.hostnames(attempts.empty() ? end.nodes : attempts.back().nodes))
         nodeNames = *names;
     storage::RunEnd runEnd = cluster::jobEnd(end, events ? *events : std::vector<protocol::Event>{}, summary.worldSize,
-                                             std::max(1, summary.worldSize / nodes), nodeNames);
-    explainUnseenFolder(runEnd, attempts, runDir);
+                                             std::max(1, summary.worldSize / nodes), nodeNames, unseenFolderNodes(attempts),
+                                             runDir.string());
     for (const auto& a : attempts)
         warnIf(store.recordAttempt(runId, attemptRow(a)));
     warnIf(store.setStatusDetail(runId, ""));
@@ -889,6 +886,112 @@ int followSlurmRun(const FollowRequest& request)
         return 0;
     }
     return recordFollowedEnd(*store, *runId, summary, runDir, nodes, slurm, end, watch.running);
+}
+
+namespace {
+
+// What every SLURM launch takes from the command line.
+SlurmLaunch slurmLaunchOf(const runs::LaunchRequest& request, const std::string& programPath)
+{
+    SlurmLaunch launch;
+    launch.target = request.target;
+    launch.profilesFile = request.clusterProfiles;
+    launch.configFile = runs::configFileOf(request);
+    // The ranks and nodes: the flags, else the config's (as a local launch takes them); a config
+    // that does not load is reported by the plan's check.
+    launch.numProcesses = request.numProcesses;
+    launch.numMachines = request.numMachines;
+    if (auto loaded = launch.configFile.empty() ? Result<config::AccelerateConfig>(makeError(""))
+                                                : config::loadAccelerateConfig(launch.configFile)) {
+        if (!request.givenNumProcesses)
+            launch.numProcesses = static_cast<int>(loaded->intField("num_processes").value_or(launch.numProcesses));
+        if (!request.givenNumMachines)
+            launch.numMachines = static_cast<int>(loaded->intField("num_machines").value_or(launch.numMachines));
+    }
+    if (!request.mixedPrecision.empty())
+        launch.nodeArgs.insert(launch.nodeArgs.end(), {"--mixed_precision", request.mixedPrecision});
+    for (const auto& flag : request.accelerateFlags) // each node's launch merges them as this one does
+        launch.nodeArgs.push_back(flag.value ? flag.name + "=" + *flag.value : flag.name);
+    launch.engineFlags = request.workerArgs;
+    launch.dryRun = request.dryRun;
+    launch.detach = request.detach;
+    launch.noHistory = request.noHistory;
+    launch.tags = request.tags;
+    launch.programPath = programPath;
+    return launch;
+}
+
+// The launch as node 0 will plan it (a stand-in rendezvous: the batch script sets the real one).
+runs::LaunchRequest plannedAsANode(const runs::LaunchRequest& request, const SlurmLaunch& launch)
+{
+    runs::LaunchRequest planned = request;
+    planned.numProcesses = launch.numProcesses;
+    planned.numMachines = launch.numMachines;
+    planned.mainProcessIp = "127.0.0.1";
+    planned.mainProcessPort = 29500;
+    planned.machineRank = 0;
+    planned.givenIp = planned.givenPort = planned.givenMachineRank = true;
+    planned.givenNumMachines = planned.givenNumProcesses = true;
+    return planned;
+}
+
+// A user's Accelerate script on SLURM: each node's launcher runs the real `accelerate launch`
+// with that node's --machine_rank, the head's address and the job's port; the script and the
+// Python environment must be where every node finds them at the same path.
+int launchScriptOnSlurm(const runs::LaunchRequest& request, const std::string& programPath)
+{
+    auto python = resolvePython(request.python);
+    if (!python) {
+        printError(python.error().message);
+        return 2;
+    }
+    SlurmLaunch launch = slurmLaunchOf(request, programPath);
+    std::error_code ec;
+    launch.script = std::filesystem::absolute(request.script, ec).lexically_normal().string();
+    launch.python = std::filesystem::absolute(*python, ec).string();
+    launch.runName = request.runName.empty() ? timestampedRunId(std::filesystem::path(request.script).stem().string())
+                                             : request.runName;
+    const runs::LaunchRequest planned = plannedAsANode(request, launch);
+    return runSlurmLaunch(launch, [&](int gpusPerNode) {
+        runs::LaunchRequest node = planned;
+        if (gpusPerNode > 0)
+            node.machine = config::MachineInfo{gpusPerNode, true, true, {}};
+        auto accelerateConfig = runs::scriptConfig(node);
+        if (!accelerateConfig)
+            return std::optional<PlannedShape>();
+        const auto plan = runs::planScript(node, *accelerateConfig, launch.python, nullptr);
+        return plan ? std::optional<PlannedShape>(PlannedShape{plan->distributedType, plan->mixedPrecision}) : std::nullopt;
+    });
+}
+
+} // namespace
+
+int launchOnSlurm(const runs::LaunchRequest& request, const std::string& programPath)
+{
+    if (!request.script.empty())
+        return launchScriptOnSlurm(request, programPath);
+    auto recipe = config::loadRecipe(request.recipe);
+    if (!recipe) {
+        printError(recipe.error().message);
+        return 2;
+    }
+    SlurmLaunch launch = slurmLaunchOf(request, programPath);
+    launch.runName = request.runName.empty() ? timestampedRunId(recipe->name) : request.runName;
+    launch.recipe = request.recipe;
+    if (request.maxSteps > 0)
+        launch.nodeArgs.insert(launch.nodeArgs.end(), {"--max_steps", std::to_string(request.maxSteps)});
+    runs::LaunchRequest planned = plannedAsANode(request, launch);
+    return runSlurmLaunch(launch, [&](int gpusPerNode) {
+        // The nodes' GPUs, not this machine's (a login node may have none); what they support is
+        // checked again on the nodes at launch.
+        if (gpusPerNode > 0)
+            planned.machine = config::MachineInfo{gpusPerNode, true, true, {}};
+        int exitCode = 0;
+        const auto plan = runs::planRun(planned, *recipe, std::string(), exitCode);
+        return plan ? std::optional<PlannedShape>(
+                   PlannedShape{plan->distributedType, std::string(precision::modeName(plan->precision))})
+                    : std::nullopt;
+    });
 }
 
 } // namespace shardscope::cli

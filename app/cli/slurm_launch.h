@@ -6,6 +6,8 @@
 // reason and what to do, running on which nodes, its end state) unless --detach, and the nodes'
 // events put into this machine's history (never written over the shared folder).
 
+#include "app/runs/launch_request.h"
+
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -43,6 +45,11 @@ struct PlannedShape {
 // profile's GPUs per node (the submitting machine's own may be none): none when refused (it has
 // said why). Returns the process's exit code.
 int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<PlannedShape>(int gpusPerNode)>& checkPlan);
+
+// --target slurm[:PROFILE] of a launch request (runs::refusalsOf has passed it): the plan checked
+// here as a local launch of the same shape would be (on the profile's GPUs per node), then the job
+// written, checked and submitted (runSlurmLaunch). Returns the exit code.
+int launchOnSlurm(const runs::LaunchRequest& request, const std::string& programPath);
 
 // `shardscope runs follow RUN`: a cluster run whose submitting launcher is gone (--detach, a closed
 // terminal, a workbench on another machine) followed from here until its job ends: SLURM's state

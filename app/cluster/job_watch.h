@@ -41,12 +41,12 @@ private:
     std::int64_t m_malformed = 0;
 };
 
-// How a job ended, for the history: what the ranks said decides (a rank's own error is the root
-// cause; every rank done is a success, whatever SLURM's state), then SLURM's end state: CANCELLED
-// is a cancelled run; otherwise it failed, and a rank that went silent while its peers lost it
-// (its node's job step killed, the node down) is the root cause, named with its node. `nodeNames`
-// are the nodes of the last attempt in SLURM's order (node M runs ranks M*perNode ..).
+// How a job ended, for the history: SLURM's end state and the ranks' events handed to the one
+// decision of a run's end (runs::decideRunEnd, app/runs/run_end.h). `nodeNames` are the nodes of
+// the last attempt in SLURM's order (node M runs ranks M*perNode ..); `nodesWithoutFolder` those of
+// its nodes that did not see the run folder `runDir` (the batch script's probe).
 storage::RunEnd jobEnd(const JobState& state, const std::vector<protocol::Event>& events, int worldSize, int processesPerNode,
-                       const std::vector<std::string>& nodeNames);
+                       const std::vector<std::string>& nodeNames, const std::string& nodesWithoutFolder = {},
+                       const std::string& runDir = {});
 
 } // namespace shardscope::cluster

@@ -98,8 +98,10 @@ void RunMonitor::onEventLine(int rank, std::string_view line)
     }
     if (const auto* saved = std::get_if<protocol::CheckpointEvent>(&event->body); saved && saved->kind == "state")
         m_lastCheckpoint = saved->path;
-    if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body))
+    if (const auto* error = std::get_if<protocol::ErrorEvent>(&event->body)) {
         m_reported.push_back({event->rank, event->time, error->kind});
+        m_reportedMessages.push_back(error->message);
+    }
     if (!m_eventsPath.empty()) {
         // Buffered: written by tick() (every ~50 ms) and at the end, not per line — the launcher
         // shares the cores with the ranks, and a syscall per event shows in small models' speed.
@@ -207,6 +209,12 @@ std::optional<double> RunMonitor::doneAt(int rank) const
 {
     const auto found = m_done.find(rank);
     return found == m_done.end() ? std::nullopt : std::optional<double>(found->second.time);
+}
+
+std::string RunMonitor::doneStatusOf(int rank) const
+{
+    const auto found = m_done.find(rank);
+    return found == m_done.end() ? std::string() : found->second.status;
 }
 
 bool RunMonitor::isEnding(int rank) const

@@ -49,6 +49,8 @@ public:
     int malformedLines() const { return m_malformed; }
     // Error events as they came (rank, the event's time, kind), for LaunchOutcome::blameFirstOwnError.
     const std::vector<ReportedError>& reportedErrors() const { return m_reported; }
+    // Their messages, one for each of reportedErrors().
+    const std::vector<std::string>& reportedErrorMessages() const { return m_reportedMessages; }
     // Whether rank reported its `done` or an `error` event (it is on its way out).
     bool isEnding(int rank) const;
     // A run whose loss has been non-finite for `steps` steps in a row (rank 0's events; fp16's
@@ -61,6 +63,8 @@ public:
     // When rank reported its `done` event (the event's time, seconds since the epoch): a script
     // rank's process ends right after it, unseen by the launcher (torchrun starts it).
     std::optional<double> doneAt(int rank) const;
+    // The status of rank's `done` event ("completed", "checkpointed", ...); empty: none yet.
+    std::string doneStatusOf(int rank) const;
     // The ranks that reported a `done` event with status "completed".
     std::set<int> completedRanks() const { return ranksDone("completed"); }
     // The ranks that reported a `done` event with this status ("checkpointed", ...).
@@ -107,6 +111,7 @@ private:
     std::optional<protocol::StepEvent> m_lastStep;
     std::vector<std::string> m_errors;
     std::vector<ReportedError> m_reported;
+    std::vector<std::string> m_reportedMessages;
     struct Beat {
         protocol::HeartbeatEvent event;
         std::chrono::steady_clock::time_point at;

@@ -58,39 +58,7 @@ Result<std::unique_ptr<RunRecorder>> RunRecorder::resume(const std::filesystem::
 
 RunRecorder::~RunRecorder() = default;
 
-void RunRecorder::record(const protocol::Event& event)
-{
-    storage::writeEventRows(*m_writer, event);
-    if (const auto* error = std::get_if<protocol::ErrorEvent>(&event.body))
-        m_errors.emplace_back(event.rank, error->kind + ": " + error->message);
-}
-
-storage::RunEnd RunRecorder::endOf(const LaunchOutcome& outcome, const std::string& rootCauseLog) const
-{
-    storage::RunEnd end;
-    end.status = outcome.cancelled       ? storage::RunStatus::Cancelled
-                 : outcome.exitCode == 0 ? storage::RunStatus::Completed
-                                         : storage::RunStatus::Failed;
-    end.exitCode = outcome.exitCode;
-    end.rootCauseRank = outcome.rootCauseRank;
-    for (const auto& r : outcome.ranks)
-        end.rankExitCodes.emplace_back(r.rank, r.status());
-    if (outcome.rootCauseRank) {
-        for (const auto& [rank, message] : m_errors)
-            if (rank == *outcome.rootCauseRank)
-                end.error += message + "\n";
-        for (const auto& r : outcome.ranks)
-            if (r.rank == *outcome.rootCauseRank)
-                end.error += r.describe() + "\n";
-        if (!rootCauseLog.empty())
-            end.error += "last log lines:\n" + rootCauseLog;
-    }
-    if (!outcome.abortReason.empty())
-        end.error += outcome.abortReason + "\n";
-    if (!outcome.reason.empty())
-        end.error += outcome.reason + "\n";
-    return end;
-}
+void RunRecorder::record(const protocol::Event& event) { storage::writeEventRows(*m_writer, event); }
 
 Result<void> RunRecorder::finish(const storage::RunEnd& end, std::chrono::milliseconds patience)
 {

@@ -1,7 +1,8 @@
 #pragma once
 
 // The launcher's side of the run history: creates the run's row, turns each decoded event into
-// store rows (through storage's batching RunWriter), and records how the run ended. The store
+// store rows (through storage's batching RunWriter), and records how the run ended (as
+// runs::decideRunEnd decided it). The store
 // never stops a run: if it cannot be opened or written, the run goes on and the launcher says so.
 
 #include "app/launcher/launcher.h"
@@ -35,8 +36,6 @@ public:
     ~RunRecorder();
 
     void record(const protocol::Event& event);
-    // The run's end from the launch outcome; `rootCauseLog` is the failing rank's log tail.
-    storage::RunEnd endOf(const LaunchOutcome& outcome, const std::string& rootCauseLog) const;
     // Records the end. A history that cannot be written (a full disk) is retried for up to
     // `patience`; the error says what failed when it still cannot.
     Result<void> finish(const storage::RunEnd& end, std::chrono::milliseconds patience = std::chrono::seconds(10));
@@ -48,7 +47,6 @@ private:
 
     std::int64_t m_runId = 0;
     std::unique_ptr<storage::RunWriter> m_writer;
-    std::vector<std::pair<int, std::string>> m_errors; // (rank, "kind: message") from error events
     std::optional<storage::RunAttempt> m_attempt; // a continued run's attempt: its end recorded with the run's
     std::filesystem::path m_history;
 };

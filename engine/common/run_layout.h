@@ -6,6 +6,7 @@
 //
 //   config.yaml  recipe.yaml (or script.yaml, command.sh)  plan.json  events.jsonl  outcome.json
 //   logs/rank<N>.log  traces/rank<N>.json  checkpoints/step_<N>/  export/  flight/  hang_report.txt
+//   attempts/<N>/ (a continued run's or a requeued job's later attempts, each a run folder)
 
 #include <filesystem>
 #include <string>
@@ -35,6 +36,10 @@ public:
     std::filesystem::path flightDir() const { return m_dir / "flight"; }
     // The launcher's report of a hang (app/launcher/hang_report.h), as text.
     std::filesystem::path hangReportFile() const { return m_dir / "hang_report.txt"; }
+    // A run that went on after it ended (--continue_run) or a requeued cluster job: attempt N ran
+    // in attempts/<N>/, a run folder of its own.
+    std::filesystem::path attemptsDir() const { return m_dir / "attempts"; }
+    std::filesystem::path attemptDir(int attempt) const { return attemptsDir() / std::to_string(attempt); }
 
     // The file names inside logs/ and traces/, for code that is handed only those folders.
     static std::string rankLogName(int rank) { return "rank" + std::to_string(rank) + ".log"; }

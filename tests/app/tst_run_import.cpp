@@ -1,9 +1,9 @@
-// `shardscope runs import` (app/launcher/run_import.h): a run directory's per-rank event files, as
+// `shardscope runs import` (app/runs/run_import.h): a run directory's per-rank event files, as
 // the Python reporter writes them without a launcher, become a run in the history with its end
 // as the events tell it; a second import of the same name, and a directory without events, are
 // refused with the reason.
 
-#include "app/launcher/run_import.h"
+#include "app/runs/run_import.h"
 #include "engine/protocol/events.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"

@@ -1,11 +1,11 @@
-// Fuzz target: `shardscope runs import` (app/launcher/run_import.h) on a run folder made from the
+// Fuzz target: `shardscope runs import` (app/runs/run_import.h) on a run folder made from the
 // input. The input is split at form feeds ('\f') into run.json, events/rank0.jsonl,
 // events/rank1.jsonl and events.jsonl (missing parts: no file). Invariants: the import never
 // crashes or throws; a refusal has a message; an import that succeeds has a name, and is
 // "completed" only when every rank of the world it records said it completed; the history then holds the
 // run under that name with that status; the run folder is left as it was (import never deletes).
 
-#include "app/launcher/run_import.h"
+#include "app/runs/run_import.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 #include "tests/fuzz/fuzz_check.h"

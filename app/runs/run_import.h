@@ -38,12 +38,6 @@ struct ImportedRun {
 Result<std::vector<protocol::Event>> readRunEvents(const std::filesystem::path& runDir, std::int64_t& malformed,
                                                    std::chrono::milliseconds deadline = std::chrono::minutes(5));
 
-// The run's end as its events tell it: failed when a rank reported its own error (the earliest is
-// the root cause), completed when every rank of `ranks` said done "completed", else failed as
-// unfinished (a rank never said how it ended: killed, or its files were copied mid-run).
-// `status` gets the word for it ("completed", "failed", "failed (unfinished)").
-storage::RunEnd endFromEvents(const std::vector<protocol::Event>& events, const std::set<int>& ranks, std::string& status);
-
 // The history's run whose folder `runDir` is already (its id and name), if any: a folder belongs to
 // one run (deleting a second row would delete the first run's files). Relative folders are `home`'s.
 std::optional<std::pair<std::int64_t, std::string>> runOwningFolder(const storage::RunStore& store,

@@ -1,6 +1,7 @@
-#include "app/launcher/run_import.h"
+#include "app/runs/run_import.h"
 
 #include "app/launcher/run_recorder.h"
+#include "app/runs/run_end.h"
 #include "engine/protocol/events.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
@@ -98,37 +99,6 @@ Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::
     std::stable_sort(events.begin(), events.end(),
                      [](const protocol::Event& a, const protocol::Event& b) { return a.time < b.time; });
     return events;
-}
-
-storage::RunEnd endFromEvents(const std::vector<protocol::Event>& events, const std::set<int>& ranks, std::string& status)
-{
-    storage::RunEnd end;
-    std::map<int, std::string> done;
-    for (const auto& event : events) {
-        if (const auto* d = std::get_if<protocol::DoneEvent>(&event.body))
-            done[event.rank] = d->status;
-        if (const auto* e = std::get_if<protocol::ErrorEvent>(&event.body);
-            e && e->kind != protocol::kPeerLostKind && !end.rootCauseRank) {
-            end.rootCauseRank = event.rank;
-            end.error = e->kind + ": " + e->message;
-        }
-    }
-    const bool allCompleted = std::all_of(ranks.begin(), ranks.end(),
-                                          [&](int r) { return done.count(r) && done.at(r) == "completed"; });
-    if (end.rootCauseRank) {
-        end.status = storage::RunStatus::Failed;
-        status = "failed";
-    } else if (allCompleted) {
-        end.status = storage::RunStatus::Completed;
-        end.exitCode = 0;
-        status = "completed";
-    } else {
-        // Not a success it was not: the history has no "unknown", so failed, saying why.
-        end.status = storage::RunStatus::Failed;
-        end.error = "not every rank reported its end (killed, or its files were copied while it ran)";
-        status = "failed (unfinished)";
-    }
-    return end;
 }
 
 namespace {
@@ -261,8 +231,12 @@ Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& run
     for (int r = 0; r < run.worldSize; ++r)
         world.insert(r);
     world.insert(ranks.begin(), ranks.end());
-    const storage::RunEnd end = endFromEvents(*events, world, imported.status);
-    if (auto finished = (*recorder)->finish(end); !finished)
+    runs::RunEvidence evidence;
+    evidence.ranks = runs::testimonyOf(*events);
+    evidence.world = world;
+    const runs::RunVerdict verdict = runs::decideRunEnd(evidence);
+    imported.status = verdict.word;
+    if (auto finished = (*recorder)->finish(verdict.end); !finished)
         return finished.error();
     imported.runId = (*recorder)->runId();
     imported.ranks = static_cast<int>(ranks.size());
