@@ -1,6 +1,7 @@
 #include "ui/cluster_profiles_dialog.h"
 
 #include "ui/run_launcher.h"
+#include "ui/shardscope_command.h"
 
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -13,10 +14,11 @@
 #include <QMessageBox>
 #include <QInputDialog>
 #include <QPlainTextEdit>
-#include <QProcess>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QVBoxLayout>
+
+#include <utility>
 
 namespace shardscope::ui {
 
@@ -123,58 +125,57 @@ ClusterProfilesDialog::ClusterProfilesDialog(QWidget* parent) : QDialog(parent)
     layout->addWidget(buttons);
     connect(m_list, &QListWidget::currentRowChanged, this, &ClusterProfilesDialog::showProfile);
     resize(760, 480);
+    m_command = new ShardscopeCommand(this);
+    connect(m_command, &ShardscopeCommand::finished, this, &ClusterProfilesDialog::commandFinished);
     reload();
 }
 
 ClusterProfilesDialog::~ClusterProfilesDialog()
 {
-    if (m_process) { // its answer must not reach a dialog being torn down; a save finishes first
-        m_process->disconnect(this);
-        m_process->waitForFinished(10000);
-    }
-}
-
-QProcess* ClusterProfilesDialog::newClustersProcess(const std::function<void()>& failedToStart)
-{
-    auto* process = new QProcess(this);
-    connect(process, &QProcess::errorOccurred, this, [this, failedToStart](QProcess::ProcessError error) {
-        if (error != QProcess::FailedToStart)
-            return;
-        m_process->deleteLater();
-        m_process = nullptr;
-        m_message->setText(tr("Cannot start %1 (set SHARDSCOPE_LAUNCHER).").arg(launcherProgram()));
-        failedToStart();
-    });
-    return process;
+    m_command->dropAnswer(10000); // its answer must not reach a dialog being torn down; a save finishes first
 }
 
 void ClusterProfilesDialog::reload()
 {
-    if (m_process)
+    if (m_command->running())
         return;
-    m_process = newClustersProcess([this] { emit profilesLoaded(); });
-    connect(m_process, &QProcess::finished, this, [this](int code) {
-        const QByteArray out = m_process->readAllStandardOutput();
-        const QString errors = QString::fromUtf8(m_process->readAllStandardError()).trimmed();
-        m_process->deleteLater();
-        m_process = nullptr;
-        const QJsonObject all = QJsonDocument::fromJson(out).object();
-        m_profiles = all.value(QStringLiteral("profiles")).toArray();
-        m_file->setText(tr("Profiles of %1 (`shardscope launch --target slurm:NAME` reads them)")
-                            .arg(all.value(QStringLiteral("file")).toString()));
-        if (code != 0)
-            m_message->setText(errors.isEmpty() ? tr("shardscope clusters failed") : errors);
-        QSignalBlocker blocker(m_list);
-        m_list->clear();
-        for (const auto& p : m_profiles)
-            m_list->addItem(p.toObject().value(QStringLiteral("name")).toString());
-        blocker.unblock();
-        if (!selectProfile(m_selectAfterLoad) && m_list->count() > 0)
-            m_list->setCurrentRow(0);
-        m_selectAfterLoad.clear();
-        emit profilesLoaded();
-    });
-    m_process->start(launcherProgram(), {QStringLiteral("clusters"), QStringLiteral("--json")});
+    m_changeSelects.reset();
+    m_command->start({QStringLiteral("clusters"), QStringLiteral("--json")});
+}
+
+void ClusterProfilesDialog::commandFinished(const CommandAnswer& answer)
+{
+    const std::optional<QString> change = std::exchange(m_changeSelects, std::nullopt);
+    if (!answer.started) {
+        m_message->setText(tr("Cannot start %1 (set SHARDSCOPE_LAUNCHER).").arg(launcherProgram()));
+        if (change)
+            emit saved(false, m_message->text());
+        else
+            emit profilesLoaded();
+    } else if (change) {
+        changed(answer, *change);
+    } else {
+        listed(answer);
+    }
+}
+
+void ClusterProfilesDialog::listed(const CommandAnswer& answer)
+{
+    const QJsonObject all = answer.json.object();
+    m_profiles = all.value(QStringLiteral("profiles")).toArray();
+    m_file->setText(tr("Profiles of %1 (`shardscope launch --target slurm:NAME` reads them)")
+                        .arg(all.value(QStringLiteral("file")).toString()));
+    if (!answer.succeeded())
+        m_message->setText(answer.error.isEmpty() ? tr("shardscope clusters failed") : answer.error);
+    QSignalBlocker blocker(m_list);
+    m_list->clear();
+    for (const auto& p : m_profiles)
+        m_list->addItem(p.toObject().value(QStringLiteral("name")).toString());
+    blocker.unblock();
+    if (!selectProfile(m_selectAfterLoad) && m_list->count() > 0)
+        m_list->setCurrentRow(0);
+    m_selectAfterLoad.clear();
+    emit profilesLoaded();
 }
 
 QStringList ClusterProfilesDialog::profileNames() const
@@ -279,7 +280,7 @@ QString ClusterProfilesDialog::saveCurrent()
         return tr("No profile to save: New… makes one.");
     if (m_sharedFolder->text().trimmed().isEmpty())
         return tr("A profile needs its shared folder: the folder this machine and every node see, where runs go.");
-    if (m_process)
+    if (m_command->running())
         return tr("Busy: the last change is still being written.");
     runChange({QStringLiteral("--save"), currentProfile()}, QJsonDocument(formProfile()).toJson(), currentProfile());
     return {};
@@ -289,7 +290,7 @@ QString ClusterProfilesDialog::removeCurrent()
 {
     if (currentProfile().isEmpty())
         return tr("No profile to remove.");
-    if (m_process)
+    if (m_command->running())
         return tr("Busy: the last change is still being written.");
     runChange({QStringLiteral("--remove"), currentProfile()}, {}, {});
     return {};
@@ -297,28 +298,24 @@ QString ClusterProfilesDialog::removeCurrent()
 
 void ClusterProfilesDialog::runChange(const QStringList& args, const QByteArray& input, const QString& selectAfter)
 {
-    if (m_process)
+    if (m_command->running())
         return;
-    m_process = newClustersProcess([this] { emit saved(false, m_message->text()); });
-    m_process->setProcessChannelMode(QProcess::MergedChannels);
-    connect(m_process, &QProcess::finished, this, [this, selectAfter](int code) {
-        const QString said = QString::fromUtf8(m_process->readAll()).trimmed();
-        m_process->deleteLater();
-        m_process = nullptr;
-        m_message->setText(said);
-        const bool ok = code == 0;
-        if (ok) {
-            m_selectAfterLoad = selectAfter;
-            reload();
-            emit profilesChanged();
-        }
-        emit saved(ok, said);
-    });
-    connect(m_process, &QProcess::started, this, [this, input] {
-        m_process->write(input); // the profile's JSON for --save; nothing for --remove
-        m_process->closeWriteChannel();
-    });
-    m_process->start(launcherProgram(), QStringList{QStringLiteral("clusters")} + args);
+    m_changeSelects = selectAfter;
+    // The profile's JSON on standard input for --save; nothing for --remove.
+    m_command->start(QStringList{QStringLiteral("clusters")} + args, ShardscopeCommand::Output::Text, input);
+}
+
+void ClusterProfilesDialog::changed(const CommandAnswer& answer, const QString& selectAfter)
+{
+    const QString said = answer.text.trimmed();
+    m_message->setText(said);
+    const bool ok = answer.succeeded();
+    if (ok) {
+        m_selectAfterLoad = selectAfter;
+        reload();
+        emit profilesChanged();
+    }
+    emit saved(ok, said);
 }
 
 QString ClusterProfilesDialog::message() const { return m_message->text(); }

@@ -13,17 +13,19 @@
 #include <QString>
 #include <QStringList>
 
-#include <functional>
+#include <optional>
 
 class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListWidget;
 class QPlainTextEdit;
-class QProcess;
 class QSpinBox;
 
 namespace shardscope::ui {
+
+struct CommandAnswer;
+class ShardscopeCommand;
 
 class ClusterProfilesDialog : public QDialog {
     Q_OBJECT
@@ -56,9 +58,9 @@ private:
     void showProfile(int row);
     QJsonObject formProfile() const; // the form as `clusters --json` writes a profile
     void runChange(const QStringList& args, const QByteArray& input, const QString& selectAfter);
-    // A `shardscope clusters` process (m_process's), which says so and calls `failedToStart` when
-    // the program cannot start.
-    QProcess* newClustersProcess(const std::function<void()>& failedToStart);
+    void commandFinished(const CommandAnswer& answer); // a listing's or a change's answer
+    void listed(const CommandAnswer& answer); // `clusters --json`
+    void changed(const CommandAnswer& answer, const QString& selectAfter); // `clusters --save/--remove`
 
     QListWidget* m_list = nullptr;
     QComboBox* m_partition = nullptr;
@@ -73,7 +75,8 @@ private:
     QLineEdit* m_sshOptions = nullptr;
     QLabel* m_message = nullptr;
     QLabel* m_file = nullptr;
-    QProcess* m_process = nullptr; // a `shardscope clusters` on its way
+    ShardscopeCommand* m_command = nullptr; // a `shardscope clusters` on its way
+    std::optional<QString> m_changeSelects; // set while the command is a change: the profile to select after it
     QJsonArray m_profiles; // as --json printed them, plus new ones not saved yet
     QString m_selectAfterLoad;
 };

@@ -22,30 +22,26 @@
 #include <filesystem>
 #include <optional>
 
-class QCheckBox;
-class QComboBox;
-class QDialog;
-class QProcess;
-class QLabel;
-class QListView;
 class QPlainTextEdit;
-class QPushButton;
 class QTabWidget;
 
 namespace shardscope::ui {
 
+class BatchScriptDialog;
 class ClusterProfilesDialog;
 class ConfigForm;
-class TuneDialog;
 class ConfigWizard;
 class DiagnosticModel;
 class FileBar;
 class HistoryService;
 class LaunchController;
+class LaunchPanel;
 class MemoryChart;
+class RecipeDataCheck;
 class RecipeEditor;
-class ScriptPanel;
 class StartPanel;
+class TuneDialog;
+class TuneStarter;
 
 class ConfigurePage : public QWidget {
     Q_OBJECT
@@ -53,11 +49,12 @@ public:
     // databaseFile: the run history a launched run is looked up in.
     // `history`: the workbench's history service (where a launched run is looked for); none: its own.
     explicit ConfigurePage(std::filesystem::path databaseFile, QWidget* parent = nullptr, HistoryService* history = nullptr);
-    ~ConfigurePage() override;
+    // A `shardscope clusters` or dry run still running is killed with its part, its answer dropped.
+    ~ConfigurePage() override = default;
 
     ConfigWizard* wizard() const { return m_wizard; }
     ConfigForm* form() const { return m_form; }
-    DiagnosticModel* diagnosticModel() const { return m_diagnostics; }
+    DiagnosticModel* diagnosticModel() const;
     const config::AccelerateConfig& currentConfig() const;
     QString previewText() const;
     // Null when the recipe does not parse or the config names no sharding the estimate knows.
@@ -117,12 +114,13 @@ public slots:
     // In script mode, the command the launcher will run, as a shell would take it; else empty.
     QString scriptCommand() const;
 
-    // Where Launch runs: "" (this machine) or "slurm:NAME", a profile `shardscope clusters` lists
-    // ($SHARDSCOPE_HOME/clusters.ini). False when no such target is offered.
+    // Where Launch runs: "" (this machine) or "slurm:NAME", a profile `shardscope clusters --json`
+    // lists ($SHARDSCOPE_HOME/clusters.ini). False when no such target is offered.
     bool setTarget(const QString& target);
     QString target() const;
     QStringList targets() const; // the targets the choice offers, "" first
-    // Asks `shardscope clusters` again (off the GUI thread: a process); targetsLoaded when done.
+    // Asks `shardscope clusters --json` again (ui/target_choice.h, in the background);
+    // targetsLoaded when done.
     void refreshTargets();
     // The cluster profiles' editor (the target choice's last item, "Cluster profiles…"); what it
     // saves is offered as a target at once.
@@ -134,7 +132,7 @@ public slots:
     // Tune…: `shardscope tune` of the saved recipe with this config's process count, in a dialog;
     // empty, or why not (a recipe not saved yet, a script run, a cluster target).
     QString tune();
-    TuneDialog* tuneDialog() const { return m_tuneDialog; }
+    TuneDialog* tuneDialog() const;
     QString batchScriptText() const;
     QString submitShownScript();
 
@@ -151,7 +149,7 @@ protected:
     void showEvent(QShowEvent* event) override; // the first time: the cluster targets listed
 
 private:
-    void buildBottom(QWidget* parent);
+    void connectBottom();
     void connectFileBarAndStartPanel();
     void useCpuRanks(); // MULTI_CPU, 2 processes, use_cpu: what runs on any machine
     void configChanged(bool modified);
@@ -163,7 +161,6 @@ private:
     void remember(const QString& key, const QString& path) const;
     // What Launch would start now (unsaved files copied to scratch files); empty, or why not.
     QString prepareLaunch(LaunchRequest& request);
-    void targetsListed(const QString& clustersOutput);
 
     std::filesystem::path m_databaseFile;
     config::MachineInfo m_machine; // probed once: GPUs and what they support
@@ -172,15 +169,12 @@ private:
     QString m_recipePath;
     bool m_configModified = false;
     QString m_openError; // the last Open that failed, until a config is opened, saved or edited
-    // The recipe's data as last read (checkRecipeDataInBackground): what it was read for, what it
-    // said, and which reading is the latest.
-    std::string m_dataCheckKey;
-    QString m_dataProblem;
-    std::uint64_t m_dataCheckGeneration = 0;
     bool m_recipeModified = false;
     ConfigureCheck m_check; // of what is on screen
 
     LaunchController* m_launcher = nullptr;
+    RecipeDataCheck* m_dataCheck = nullptr; // the recipe's data files, read in the background
+    TuneStarter* m_tune = nullptr; // Tune… and its dialog
     FileBar* m_fileBar = nullptr;
     StartPanel* m_startPanel = nullptr; // the first-run path
     QTabWidget* m_tabs = nullptr;
@@ -189,26 +183,9 @@ private:
     RecipeEditor* m_recipeEditor = nullptr;
     QPlainTextEdit* m_preview = nullptr;
     MemoryChart* m_memoryChart = nullptr;
-    DiagnosticModel* m_diagnostics = nullptr;
-    QListView* m_diagnosticView = nullptr;
-    QLabel* m_problems = nullptr;
-    QLabel* m_message = nullptr;
-    QPushButton* m_launch = nullptr;
-    QPushButton* m_fixButton = nullptr; // "Fix: …", shown when a problem has a one-click fix
-    QComboBox* m_runKind = nullptr; // "Engine recipe" / "Accelerate script"
-    QCheckBox* m_profile = nullptr; // an engine run's --profile
-    ScriptPanel* m_scriptPanel = nullptr;
-    QComboBox* m_target = nullptr; // this machine, or a SLURM profile; last, the profiles' editor
-    int m_lastTargetIndex = 0; // chosen before the editor's item was picked
-    QPushButton* m_batchScriptButton = nullptr; // shown for a SLURM target
-    QProcess* m_clusters = nullptr; // `shardscope clusters`, while it runs
-    QProcess* m_dryRun = nullptr; // `shardscope launch --dry-run`, while it runs
-    QDialog* m_batchScriptDialog = nullptr;
-    QPlainTextEdit* m_batchScriptView = nullptr;
-    LaunchRequest m_shownRequest; // what the dialog's Submit submits
+    LaunchPanel* m_bottom = nullptr; // the problems, the script's row, the target and Launch
+    BatchScriptDialog* m_batchScript = nullptr; // made by the first Batch script…
     bool m_targetsAsked = false;
-    QPushButton* m_tuneButton = nullptr;
-    TuneDialog* m_tuneDialog = nullptr;
 };
 
 } // namespace shardscope::ui

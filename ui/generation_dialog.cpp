@@ -1,6 +1,6 @@
 #include "ui/generation_dialog.h"
 
-#include "ui/run_launcher.h"
+#include "ui/shardscope_command.h"
 
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
@@ -10,7 +10,6 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QPlainTextEdit>
-#include <QProcess>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTextBrowser>
@@ -61,6 +60,8 @@ GenerationDialog::GenerationDialog(QWidget* parent) : QDialog(parent)
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
     layout->addWidget(buttons);
     connect(m_generate, &QPushButton::clicked, this, &GenerationDialog::generate);
+    m_command = new ShardscopeCommand(this);
+    connect(m_command, &ShardscopeCommand::finished, this, &GenerationDialog::finish);
     resize(560, 420);
 }
 
@@ -75,47 +76,37 @@ void GenerationDialog::setRun(const QString& runDir, const QString& runName)
 
 QString GenerationDialog::status() const { return m_status->text(); }
 
+bool GenerationDialog::busy() const { return m_command->running(); }
+
 void GenerationDialog::generate()
 {
-    if (m_process || m_runDir.isEmpty())
+    if (m_command->running() || m_runDir.isEmpty())
         return;
     m_askedPrompt = m_prompt->toPlainText();
-    m_process = new QProcess(this);
-    m_process->setProcessChannelMode(QProcess::SeparateChannels);
     m_generate->setEnabled(false);
     m_status->setText(tr("Generating…"));
-    connect(m_process, &QProcess::finished, this, [this](int exitCode) { finish(exitCode); });
-    connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
-        if (error == QProcess::FailedToStart)
-            finish(-1);
-    });
-    m_process->start(launcherProgram(),
-                     {QStringLiteral("runs"), QStringLiteral("generate"), m_runDir, QStringLiteral("--prompt"), m_askedPrompt,
+    m_command->start({QStringLiteral("runs"), QStringLiteral("generate"), m_runDir, QStringLiteral("--prompt"), m_askedPrompt,
                       QStringLiteral("--max_new_tokens"), QString::number(m_maxNewTokens->value()),
                       QStringLiteral("--temperature"), QString::number(m_temperature->value()), QStringLiteral("--seed"),
                       QString::number(m_seed->value()), QStringLiteral("--json")});
 }
 
-void GenerationDialog::finish(int exitCode)
+void GenerationDialog::finish(const CommandAnswer& answer)
 {
-    QProcess* process = m_process;
-    m_process = nullptr;
-    process->deleteLater();
     m_generate->setEnabled(true);
-    const QByteArray out = process->readAllStandardOutput().trimmed();
-    const QString errors = QString::fromUtf8(process->readAllStandardError()).trimmed();
-    const QJsonObject answer = QJsonDocument::fromJson(out.mid(out.lastIndexOf('\n') + 1)).object();
-    if (process->error() == QProcess::FailedToStart) {
-        m_status->setText(tr("Could not run %1: %2").arg(process->program(), process->errorString()));
-    } else if (exitCode != 0 || !answer.contains(QLatin1String("text"))) {
+    const QJsonObject reply = answer.json.object();
+    if (!answer.started) {
+        m_status->setText(tr("Could not run %1: %2").arg(answer.program, answer.error));
+    } else if (answer.exitCode != 0 || !reply.contains(QLatin1String("text"))) {
         // The command's own words: what is missing and what to do (no export yet, a script run, ...).
-        m_status->setText(errors.isEmpty() ? tr("shardscope runs generate failed (exit %1)").arg(exitCode) : errors);
+        m_status->setText(answer.error.isEmpty() ? tr("shardscope runs generate failed (exit %1)").arg(answer.exitCode)
+                                                 : answer.error);
     } else {
-        m_continuation = answer[QLatin1String("text")].toString();
+        m_continuation = reply[QLatin1String("text")].toString();
         m_output->setHtml(QStringLiteral("<p style='white-space: pre-wrap'>%1<b>%2</b></p>")
                               .arg(m_askedPrompt.toHtmlEscaped(), m_continuation.toHtmlEscaped()));
-        const int tokens = static_cast<int>(answer[QLatin1String("ids")].toArray().size());
-        m_status->setText(answer[QLatin1String("ended_at_eos")].toBool()
+        const int tokens = static_cast<int>(reply[QLatin1String("ids")].toArray().size());
+        m_status->setText(reply[QLatin1String("ended_at_eos")].toBool()
                               ? tr("%n token(s), ending with the end-of-text token (the continuation in bold).", nullptr, tokens)
                               : tr("%n token(s): the most asked for (the continuation in bold).", nullptr, tokens));
     }

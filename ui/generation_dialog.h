@@ -9,12 +9,14 @@
 class QDoubleSpinBox;
 class QLabel;
 class QPlainTextEdit;
-class QProcess;
 class QPushButton;
 class QSpinBox;
 class QTextBrowser;
 
 namespace shardscope::ui {
+
+struct CommandAnswer;
+class ShardscopeCommand;
 
 class GenerationDialog : public QDialog {
     Q_OBJECT
@@ -23,7 +25,7 @@ public:
 
     void setRun(const QString& runDir, const QString& runName); // the run whose export is tried
     void generate(); // as the Generate button
-    bool busy() const { return m_process != nullptr; }
+    bool busy() const;
     QString continuation() const { return m_continuation; } // the last text generated, without the prompt
     QString status() const; // the line under the text: what was done, or what went wrong
 
@@ -36,7 +38,7 @@ signals:
     void generated(); // a continuation, or an error, is shown
 
 private:
-    void finish(int exitCode);
+    void finish(const CommandAnswer& answer);
 
     QString m_runDir;
     QPlainTextEdit* m_prompt = nullptr;
@@ -46,7 +48,7 @@ private:
     QPushButton* m_generate = nullptr;
     QTextBrowser* m_output = nullptr;
     QLabel* m_status = nullptr;
-    QProcess* m_process = nullptr;
+    ShardscopeCommand* m_command = nullptr; // `shardscope runs generate --json`
     QString m_askedPrompt;
     QString m_continuation;
 };

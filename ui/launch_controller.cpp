@@ -1,5 +1,6 @@
 #include "ui/launch_controller.h"
 
+#include "engine/accelerate/yaml_io.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
 #include "ui/history_service.h"
@@ -47,6 +48,28 @@ QString LaunchController::scratchFile(const QString& fileName) const
     QDir dir(home ? QString::fromStdString(home->string()) : QDir::tempPath());
     dir.mkpath(QStringLiteral("configure"));
     return dir.filePath(QStringLiteral("configure/") + fileName);
+}
+
+QString LaunchController::setRunFiles(LaunchRequest& request, const ScreenFiles& screen) const
+{
+    // The launcher reads files, and Launch writes none the user did not save: what is on screen
+    // and unsaved goes to a copy for this run under $SHARDSCOPE_HOME/configure; the opened files
+    // (bundled examples among them) stay as they are, and so does their "modified" mark.
+    request.configFile = screen.configPath;
+    if (screen.configModified || screen.configPath.isEmpty()) {
+        request.configFile = scratchFile(request.runName + QStringLiteral("-config.yaml"));
+        if (auto r = config::saveAccelerateConfig(*screen.config, request.configFile.toStdString()); !r)
+            return QString::fromStdString(r.error().message);
+    }
+    if (!screen.recipeRun)
+        return {};
+    request.recipeFile = screen.recipePath;
+    if (screen.recipeModified || screen.recipePath.isEmpty()) {
+        request.recipeFile = scratchFile(request.runName + QStringLiteral("-recipe.yaml"));
+        if (auto r = config::writeTextFile(request.recipeFile.toStdString(), screen.recipeText()); !r)
+            return QString::fromStdString(r.error().message);
+    }
+    return {};
 }
 
 QString LaunchController::start(LaunchRequest request)

@@ -7,6 +7,7 @@
 
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
+#include "ui/cluster_catch_up.h"
 #include "ui/compare_page.h"
 #include "ui/configure_page.h"
 #include "ui/run_page.h"
@@ -219,7 +220,7 @@ void MainWindow::catchUpWithClusterRuns()
     // Cluster jobs go on while no workbench is open, and may have been submitted from another
     // machine: their followers start now, and their runs appear in Runs as they record.
     connect(m_runsPage, &RunsPage::clusterCatchUpFinished, this, [this](const QString& said) {
-        if (said.contains(QStringLiteral(" in the background ")))
+        if (ClusterCatchUp::startedFollowers(said))
             statusBar()->showMessage(said, 30000);
     });
     m_runsPage->catchUpWithClusterRuns();

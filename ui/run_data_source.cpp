@@ -75,6 +75,46 @@ std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText)
     return config::Recipe{}.maxSteps; // the recipe schema's default
 }
 
+RunFiles RunDataSource::readFiles(const RunInfo& info, int rank, std::uint64_t logOffset, bool readCommand) const
+{
+    RunFiles files;
+    if (info.runDir.empty())
+        return files;
+    const RunLayout layout(info.runDir);
+    if (readCommand) {
+        files.command = std::string();
+        std::ifstream command(layout.commandFile(), std::ios::binary);
+        std::string text(1 << 20, '\0');
+        command.read(text.data(), static_cast<std::streamsize>(text.size()));
+        text.resize(static_cast<std::size_t>(std::max<std::streamsize>(0, command.gcount())));
+        std::size_t from = 0;
+        while (from < text.size()) {
+            const std::size_t end = std::min(text.find('\n', from), text.size());
+            if (end > from && text[from] != '#')
+                *files.command = text.substr(from, end - from); // the last command line (after the shebang and comments)
+            from = end + 1;
+        }
+        // A script run has no plan.json; an engine run's mesh is in it.
+        auto plan = config::loadPlan(layout.planFile().string());
+        files.mesh = plan ? config::describeMesh(*plan) : config::MeshDescription{};
+    }
+    files.logsDir = info.logsDir.empty() ? layout.logsDir().string() : info.logsDir;
+    std::ifstream log(fs::path(files.logsDir) / RunLayout::rankLogName(rank), std::ios::binary | std::ios::ate);
+    if (!log)
+        return files;
+    files.logOffset = logOffset;
+    const auto size = static_cast<std::uint64_t>(std::max<std::streamoff>(0, log.tellg()));
+    if (size < logOffset) {
+        files.logShrunk = true;
+        return files;
+    }
+    files.log.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size - logOffset, 4 * 1024 * 1024))); // the rest next time
+    log.seekg(static_cast<std::streamoff>(logOffset));
+    log.read(files.log.data(), static_cast<std::streamsize>(files.log.size()));
+    files.log.resize(static_cast<std::size_t>(std::max<std::streamsize>(0, log.gcount())));
+    return files;
+}
+
 StoreRunSource::StoreRunSource(fs::path databaseFile, std::int64_t runId, int rowsPerPoll)
     : m_databaseFile(std::move(databaseFile)), m_runId(runId), m_rowsPerPoll(rowsPerPoll)
 {

@@ -8,6 +8,7 @@
 // Each poll() returns only what is new since the previous one, so the page appends.
 
 #include "engine/common/result.h"
+#include "engine/plan/run_plan.h"
 #include "storage/run_types.h"
 
 #include <cstdint>
@@ -49,11 +50,31 @@ struct RunUpdate {
     bool more = false; // the poll stopped at its row limit: poll again right away
 };
 
+// What the Run page shows beside the rows, read from the run's directory where poll() runs.
+struct RunFiles {
+    // Asked for once (readCommand): a script run's command line (the last command of its
+    // command.sh; empty for an engine run), and an engine run's device mesh from its plan.json
+    // (empty for one data-parallel dimension, or a script run).
+    std::optional<std::string> command;
+    std::optional<config::MeshDescription> mesh;
+    std::string logsDir; // the folder the log was read from; empty: no run directory known yet
+    // The rank's log from `logOffset` on (4 MiB at most: the rest next time); logOffset stays 0
+    // when there is no log file yet.
+    std::uint64_t logOffset = 0;
+    std::string log;
+    bool logShrunk = false; // the file is shorter than what was read: rotated or rewritten
+};
+
 class RunDataSource {
 public:
     virtual ~RunDataSource() = default;
     virtual Result<RunUpdate> poll() = 0;
     virtual std::string describe() const = 0; // "history run 12", "events.jsonl in <dir>"
+
+    // The files of the run `info` describes (its runDir, and logsDir: the newest attempt's logs,
+    // else the run directory's): its command and mesh when `readCommand`, and `rank`'s log from
+    // `logOffset`. Nothing when the run directory is not known yet.
+    RunFiles readFiles(const RunInfo& info, int rank, std::uint64_t logOffset, bool readCommand) const;
 };
 
 class StoreRunSource final : public RunDataSource {

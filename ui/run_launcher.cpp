@@ -1,11 +1,11 @@
 #include "ui/run_launcher.h"
 
+#include "ui/shardscope_command.h"
+
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
-#include <QProcess>
-#include <QRegularExpression>
 
 namespace shardscope::ui {
 
@@ -46,15 +46,6 @@ QStringList splitCommandLine(const QString& text)
     if (inWord)
         words << word;
     return words;
-}
-
-QStringList slurmTargets(const QString& clustersOutput)
-{
-    static const QRegularExpression profileLine(QStringLiteral("^\\[([^\\]]+)\\]"), QRegularExpression::MultilineOption);
-    QStringList targets;
-    for (auto it = profileLine.globalMatch(clustersOutput); it.hasNext();)
-        targets << QStringLiteral("slurm:") + it.next().captured(1);
-    return targets;
 }
 
 QString sweepTag(const QString& sweepName) { return QStringLiteral("sweep:") + sweepName; }
@@ -100,22 +91,11 @@ LaunchResult launchDetached(const LaunchRequest& request)
         result.error = QCoreApplication::translate("RunLauncher", "No launcher at %1 (set SHARDSCOPE_LAUNCHER).").arg(program);
         return result;
     }
-    QProcess process;
-    process.setProgram(program);
-    process.setArguments(launchArguments(request));
     // The ranks' output goes to the run directory's logs; the launcher's own to outputFile, read
     // back when it stops before the run appears in the history.
-    if (request.outputFile.isEmpty()) {
-        process.setStandardOutputFile(QProcess::nullDevice());
-        process.setStandardErrorFile(QProcess::nullDevice());
-    } else {
+    if (!request.outputFile.isEmpty())
         QDir().mkpath(QFileInfo(request.outputFile).absolutePath());
-        process.setStandardOutputFile(request.outputFile, QIODevice::Truncate);
-        process.setStandardErrorFile(request.outputFile, QIODevice::Append);
-    }
-    result.started = process.startDetached(&result.pid);
-    if (!result.started)
-        result.error = process.errorString();
+    result.started = ShardscopeCommand::startDetached(launchArguments(request), request.outputFile, &result.pid, &result.error);
     return result;
 }
 

@@ -59,10 +59,8 @@ QStringList splitCommandLine(const QString& text);
 // The `shardscope` executable: $SHARDSCOPE_LAUNCHER when set, else the one next to this program.
 QString launcherProgram();
 QStringList launchArguments(const LaunchRequest& request);
+// `shardscope launch` started detached (ShardscopeCommand::startDetached): the run outlives the window.
 LaunchResult launchDetached(const LaunchRequest& request);
-
-// The SLURM targets `shardscope clusters` lists ("slurm:NAME" for each "[NAME] ..." line).
-QStringList slurmTargets(const QString& clustersOutput);
 
 // The tag a precision sweep's runs share in the history: Runs filters a sweep by it.
 QString sweepTag(const QString& sweepName);

@@ -1,7 +1,5 @@
 #include "ui/run_page.h"
 
-#include "engine/common/run_layout.h"
-#include "engine/plan/run_plan.h"
 #include "storage/metric_keys.h"
 #include "ui/history_service.h"
 #include "ui/format.h"
@@ -9,26 +7,19 @@
 #include "ui/metric_chart.h"
 #include "ui/rank_log_view.h"
 #include "ui/run_charts.h"
-#include "ui/run_launcher.h"
+#include "ui/run_header.h"
+#include "ui/shardscope_command.h"
 
-#include <QComboBox>
 #include <QDateTime>
-#include <QFile>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
-#include <QMenu>
-#include <QPlainTextEdit>
-#include <QProcess>
-#include <QPushButton>
-#include <QSlider>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTextBrowser>
 #include <QTimer>
 #include <QVBoxLayout>
 
-#include <cmath>
 #include <csignal>
 
 namespace shardscope::ui {
@@ -39,105 +30,21 @@ double nowSeconds() { return static_cast<double>(QDateTime::currentMSecsSinceEpo
 
 } // namespace
 
-// What one poll brings back from the history thread: the run's new rows, and the selected
-// rank's log from the offset the page had read to.
+// What one poll brings back from the history thread: the run's new rows, and the files the
+// page shows beside them (the selected rank's log from the offset the page had read to).
 struct RunPage::Poll {
     std::uint64_t generation = 0;
     std::uint64_t logGeneration = 0;
     Result<RunUpdate> update = makeError("not polled");
-    std::uint64_t logOffset = 0; // where `log` starts
-    QByteArray log;
-    bool logShrunk = false; // the file is shorter than what was read: rotated or rewritten
-    std::optional<QString> command; // a script run's command.sh, its command line; read once
-    // The engine's device mesh from plan.json, read with the command: its summary (empty for one
-    // data-parallel dimension) and each rank's place.
-    std::optional<config::MeshDescription> mesh;
-    QString logsDir; // the folder `log` was read from
+    RunFiles files;
 };
-
-// The run's name on a line of its own (a long one never pushes Stop off-screen), then its
-// status, progress, smoothing, the x axis, Follow and Stop.
-void RunPage::buildHeader(QVBoxLayout* layout)
-{
-    auto* header = new QHBoxLayout;
-    m_title = new QLabel(tr("No run open. Open one from Runs (double click) or launch one from Configure."), this);
-    m_title->setObjectName(QStringLiteral("runTitle"));
-    m_title->setTextFormat(Qt::PlainText); // recorded text: shown, never read as markup (as m_error, ...)
-    QFont titleFont = m_title->font();
-    titleFont.setPointSize(titleFont.pointSize() + 3);
-    titleFont.setBold(true);
-    m_title->setFont(titleFont);
-    m_status = new QLabel(this);
-    m_status->setObjectName(QStringLiteral("runStatus"));
-    m_status->setWordWrap(true); // a cluster job's scheduler text is long: it wraps, never widens the window
-    m_progress = new QLabel(this);
-    m_progress->setObjectName(QStringLiteral("runProgress"));
-    m_xAxisBox = new QComboBox(this);
-    m_xAxisBox->setObjectName(QStringLiteral("xAxisMode"));
-    m_xAxisBox->addItems({tr("x: step"), tr("x: time"), tr("x: tokens")});
-    // TensorBoard's smoothing slider (0: raw), for every chart of the page.
-    m_smoothingSlider = new QSlider(Qt::Horizontal, this);
-    m_smoothingSlider->setObjectName(QStringLiteral("smoothing"));
-    m_smoothingSlider->setRange(0, 99);
-    m_smoothingSlider->setFixedWidth(110);
-    m_smoothingSlider->setToolTip(tr("Smoothing: TensorBoard's debiased exponential moving average; the raw curve "
-                                     "stays faint behind. 0: off"));
-    m_smoothingLabel = new QLabel(tr("smoothing 0"), this);
-    m_chartsButton = new QPushButton(tr("Charts"), this);
-    m_chartsButton->setObjectName(QStringLiteral("chartsButton"));
-    m_chartsButton->setToolTip(tr("Show or hide charts; right-click a chart to hide or enlarge it. The layout is "
-                                  "remembered"));
-    m_chartsButton->setMenu(new QMenu(m_chartsButton));
-    connect(m_chartsButton->menu(), &QMenu::aboutToShow, this, [this] { m_charts->fillMenu(m_chartsButton->menu()); });
-    m_followButton = new QPushButton(tr("Follow"), this);
-    m_followButton->setObjectName(QStringLiteral("followButton"));
-    m_followButton->setCheckable(true);
-    m_followButton->setChecked(true);
-    m_followButton->setToolTip(tr("Checked: the charts follow new data. A zoom or drag stops that (a view that ends at "
-                                  "the newest step keeps sliding); click, or double-click a chart, to follow again"));
-    m_stopButton = new QPushButton(tr("Stop"), this);
-    m_stopButton->setObjectName(QStringLiteral("stopButton"));
-    m_stopButton->setToolTip(tr("Stop the run: SIGINT (Ctrl-C) to its launcher, which stops every rank after its step"));
-    m_stopButton->setEnabled(false);
-    m_diagnoseButton = new QPushButton(tr("Diagnose"), this);
-    m_diagnoseButton->setObjectName(QStringLiteral("diagnoseButton"));
-    m_diagnoseButton->setToolTip(tr("Ask the ranks where they are: the collective they wait in, the rank that never "
-                                    "entered it, each rank's last collective (shardscope runs diagnose)"));
-    m_diagnoseButton->setEnabled(false);
-    m_resumeButton = new QPushButton(tr("Resume"), this);
-    m_resumeButton->setObjectName(QStringLiteral("resumeButton"));
-    m_resumeButton->setToolTip(tr("Go on with this failed or stopped run from its newest checkpoint, as the same run "
-                                  "(its next attempt): shardscope launch --continue_run"));
-    m_resumeButton->setEnabled(false);
-    m_tryModelButton = new QPushButton(tr("Try model…"), this);
-    m_tryModelButton->setObjectName(QStringLiteral("tryModelButton"));
-    m_tryModelButton->setToolTip(tr("Continue a prompt with the model this run exported, with its tokenizer "
-                                    "(shardscope runs generate)"));
-    m_tryModelButton->setEnabled(false);
-    // The title on a line of its own: a long run name never pushes Stop off-screen.
-    layout->addWidget(m_title);
-    header->addWidget(m_status);
-    header->addSpacing(12);
-    header->addWidget(m_progress);
-    header->addStretch(1);
-    header->addWidget(m_smoothingLabel);
-    header->addWidget(m_smoothingSlider);
-    header->addWidget(m_xAxisBox);
-    header->addWidget(m_chartsButton);
-    header->addWidget(m_followButton);
-    header->addWidget(m_tryModelButton);
-    header->addWidget(m_resumeButton);
-    header->addWidget(m_diagnoseButton);
-    header->addWidget(m_stopButton);
-    layout->addLayout(header);
-}
 
 RunPage::RunPage(QWidget* parent, HistoryService* history)
     : QWidget(parent), m_history(history ? history : new HistoryService(this))
 {
     auto* layout = new QVBoxLayout(this);
-
-    buildHeader(layout);
+    m_header = new RunHeader(this);
+    layout->addWidget(m_header);
 
     m_error = new QLabel(this);
     m_error->setObjectName(QStringLiteral("runError"));
@@ -210,23 +117,23 @@ RunPage::RunPage(QWidget* parent, HistoryService* history)
     m_pollTimer = new QTimer(this);
     m_pollTimer->setInterval(500);
     connect(m_pollTimer, &QTimer::timeout, this, &RunPage::pollNow);
-    connect(m_xAxisBox, &QComboBox::currentIndexChanged, this, [this](int index) {
+    connect(m_header, &RunHeader::xAxisChosen, this, [this](int index) {
         setXAxisMode(index == 1 ? XAxis::Time : index == 2 ? XAxis::Tokens : XAxis::Step);
     });
-    connect(m_followButton, &QPushButton::clicked, this, [this] {
+    connect(m_header, &RunHeader::followRequested, this, [this] {
         m_group->setFollowing(true);
-        m_followButton->setChecked(true);
+        m_header->setFollowing(true);
     });
-    connect(m_group, &ChartGroup::followingChanged, m_followButton, &QPushButton::setChecked);
-    connect(m_smoothingSlider, &QSlider::valueChanged, this, [this](int value) { setSmoothing(value / 100.0); });
-    connect(m_stopButton, &QPushButton::clicked, this, &RunPage::stopRun);
-    connect(m_diagnoseButton, &QPushButton::clicked, this, &RunPage::diagnoseRun);
-    connect(m_resumeButton, &QPushButton::clicked, this, [this] {
-        m_resumeButton->setEnabled(false); // once: the launcher takes it from here
-        emit resumeRequested(m_info.runId);
-    });
+    connect(m_group, &ChartGroup::followingChanged, m_header, &RunHeader::setFollowing);
+    connect(m_header, &RunHeader::chartsMenuRequested, m_charts, &RunCharts::fillMenu);
+    connect(m_header, &RunHeader::smoothingChosen, this, &RunPage::setSmoothing);
+    connect(m_header, &RunHeader::stopRequested, this, &RunPage::stopRun);
+    connect(m_header, &RunHeader::diagnoseRequested, this, &RunPage::diagnoseRun);
+    connect(m_header, &RunHeader::resumeRequested, this, [this] { emit resumeRequested(m_info.runId); });
+    connect(m_header, &RunHeader::tryModelRequested, this, &RunPage::tryModel);
+    m_diagnose = new ShardscopeCommand(this);
+    connect(m_diagnose, &ShardscopeCommand::finished, this, &RunPage::showDiagnosis);
     connect(m_log, &RankLogView::reloadRequested, this, &RunPage::pollNow);
-    connect(m_tryModelButton, &QPushButton::clicked, this, &RunPage::tryModel);
 }
 
 void RunPage::tryModel()
@@ -387,35 +294,10 @@ void RunPage::pollNow()
             poll->generation = generation;
             poll->logGeneration = logGeneration;
             poll->update = source->poll();
-            // The log of the rank shown: the run directory is known after the first poll.
-            const std::string dir = poll->update ? poll->update->info.runDir : runDir;
-            if (!dir.empty() && readCommand) {
-                QFile command(QString::fromStdString(RunLayout(dir).commandFile().string()));
-                poll->command = QString();
-                if (command.open(QIODevice::ReadOnly))
-                    for (const QString& line : QString::fromUtf8(command.read(1 << 20)).split(QLatin1Char('\n')))
-                        if (!line.isEmpty() && !line.startsWith(QLatin1Char('#')))
-                            *poll->command = line; // the last command line (after the shebang and comments)
-                // A script run has no plan.json; an engine run's mesh is in it.
-                auto plan = config::loadPlan(RunLayout(dir).planFile().string());
-                poll->mesh = plan ? config::describeMesh(*plan) : config::MeshDescription{};
-            }
-            if (!dir.empty()) {
-                const std::string logsDir = poll->update && !poll->update->info.logsDir.empty()
-                                                ? poll->update->info.logsDir
-                                                : RunLayout(dir).logsDir().string();
-                poll->logsDir = QString::fromStdString(logsDir);
-                QFile file(QString::fromStdString((std::filesystem::path(logsDir) / RunLayout::rankLogName(rank)).string()));
-                if (file.open(QIODevice::ReadOnly)) {
-                    poll->logOffset = logOffset;
-                    if (static_cast<std::uint64_t>(file.size()) < logOffset) {
-                        poll->logShrunk = true;
-                    } else {
-                        file.seek(static_cast<qint64>(logOffset));
-                        poll->log = file.read(4 * 1024 * 1024); // the rest next poll
-                    }
-                }
-            }
+            // The run directory is known after the first poll.
+            RunInfo known;
+            known.runDir = runDir;
+            poll->files = source->readFiles(poll->update ? poll->update->info : known, rank, logOffset, readCommand);
             return poll;
         },
         [this](std::shared_ptr<Poll> poll) { applyPoll(*poll); });
@@ -433,15 +315,16 @@ void RunPage::applyPoll(Poll& poll)
     RunUpdate& update = *poll.update;
     m_info = update.info;
     m_sawLive = m_sawLive || !storage::isTerminal(m_info.status);
-    if (poll.command) {
+    const RunFiles& files = poll.files;
+    if (files.command) {
         m_commandRead = true;
-        m_command->setText(*poll.command);
-        m_command->setVisible(!poll.command->isEmpty());
+        m_command->setText(qs(*files.command));
+        m_command->setVisible(!files.command->empty());
     }
-    if (poll.mesh && !poll.mesh->empty()) {
-        m_mesh->setText(tr("Device mesh %1").arg(qs(poll.mesh->summary)));
+    if (files.mesh && !files.mesh->empty()) {
+        m_mesh->setText(tr("Device mesh %1").arg(qs(files.mesh->summary)));
         QStringList ranks;
-        for (const auto& line : poll.mesh->ranks)
+        for (const auto& line : files.mesh->ranks)
             ranks << qs(line);
         m_mesh->setToolTip(ranks.join(QLatin1Char('\n')));
         m_mesh->show();
@@ -464,20 +347,20 @@ void RunPage::applyPoll(Poll& poll)
     updateMemoryNote();
     updateUnreportedNotes();
     m_log->setRanks(m_info.worldSize, m_info.rootCauseRank);
-    if (!poll.logsDir.isEmpty() && poll.logsDir != m_logsDir) {
+    if (!files.logsDir.empty() && qs(files.logsDir) != m_logsDir) {
         // Another attempt began (Resume, a requeue): its logs from their start.
         const bool first = m_logsDir.isEmpty();
-        m_logsDir = poll.logsDir;
+        m_logsDir = qs(files.logsDir);
         if (!first) {
             m_log->restart();
             m_pollAgain = true;
         }
     }
-    if (poll.logGeneration == m_log->generation() && poll.logOffset == m_log->offset()) {
-        if (poll.logShrunk)
+    if (poll.logGeneration == m_log->generation() && files.logOffset == m_log->offset()) {
+        if (files.logShrunk)
             m_log->restart();
         else
-            m_log->append(poll.log);
+            m_log->append(QByteArray::fromStdString(files.log));
     }
     updateHeader();
     emit runUpdated();
@@ -499,7 +382,7 @@ void RunPage::setXAxisMode(XAxis mode)
 {
     if (mode == m_series.xAxis())
         return;
-    m_xAxisBox->setCurrentIndex(mode == XAxis::Time ? 1 : mode == XAxis::Tokens ? 2 : 0);
+    m_header->setXAxisIndex(mode == XAxis::Time ? 1 : mode == XAxis::Tokens ? 2 : 0);
     for (auto* c : m_charts->charts()) {
         c->clearData();
         c->setXLabel(mode == XAxis::Time     ? tr("seconds since start")
@@ -512,12 +395,7 @@ void RunPage::setXAxisMode(XAxis mode)
 
 void RunPage::setSmoothing(double weight)
 {
-    m_smoothingLabel->setText(tr("smoothing %1").arg(weight, 0, 'f', 2));
-    const int position = static_cast<int>(std::lround(weight * 100));
-    if (m_smoothingSlider->value() != position) {
-        const QSignalBlocker blocker(m_smoothingSlider);
-        m_smoothingSlider->setValue(position);
-    }
+    m_header->setSmoothing(weight);
     m_group->setSmoothing(weight);
 }
 
@@ -526,53 +404,7 @@ QString RunPage::liveRunName() const { return m_source && !storage::isTerminal(m
 void RunPage::updateHeader()
 {
     layoutCharts();
-    m_title->setText(elidedName(qs(m_info.name)));
-    m_title->setToolTip(plainToolTip(qs(m_info.name)));
-    m_status->setText(
-        QStringLiteral("<b style=\"color:%1\">%2</b> · %3 · %4 · %5 ranks")
-            .arg(statusColor(m_info.status).name(), statusText(m_info.status),
-                 // Recorded text (an imported run's, another machine's run.json): escaped in this rich label.
-                 qs(m_info.distributedType).isEmpty() ? tr("local") : qs(m_info.distributedType).toHtmlEscaped(),
-                 tr("precision %1")
-                         .arg(m_info.mixedPrecision.empty() ? QStringLiteral("?") : qs(m_info.mixedPrecision).toHtmlEscaped())
-                     + (m_info.precisionEmulated ? tr(" (emulated on this hardware: slower than float32)") : QString()))
-            .arg(m_info.worldSize));
-    // What MFU is against, for whoever wonders about the MFU panel's scale.
-    m_status->setToolTip(m_info.mfuPeak.empty() ? QString() : plainToolTip(tr("MFU against %1").arg(qs(m_info.mfuPeak))));
-    // A cluster job: its id, and while it lives what the scheduler says (pending and why, the nodes).
-    if (!m_info.job.empty()) {
-        QString job = QStringLiteral(" · ") + qs(m_info.job).toHtmlEscaped();
-        if (!storage::isTerminal(m_info.status) && !m_info.statusDetail.empty())
-            job += QStringLiteral(" · ") + qs(m_info.statusDetail).toHtmlEscaped();
-        m_status->setText(m_status->text() + job);
-    }
-    QString progress;
-    const std::int64_t lastStep = m_series.lastStep();
-    if (m_info.startedAt) {
-        const double end = m_info.endedAt.value_or(nowSeconds());
-        const double elapsed = end - *m_info.startedAt;
-        progress = tr("elapsed %1").arg(formatDuration(elapsed));
-        if (lastStep >= 0) {
-            // The recipe's max_steps is the target unless --max_steps overrode it (then the
-            // stored recipe is stale and only the step count is shown).
-            const bool knownTarget = m_info.maxSteps && *m_info.maxSteps >= lastStep;
-            progress = (knownTarget ? tr("step %1/%2").arg(lastStep).arg(*m_info.maxSteps) : tr("step %1").arg(lastStep))
-                       + QStringLiteral(" · ") + progress;
-            if (!storage::isTerminal(m_info.status) && m_info.maxSteps && lastStep > 0 && *m_info.maxSteps > lastStep) {
-                const double perStep = elapsed / static_cast<double>(lastStep);
-                progress += tr(" · ETA %1").arg(formatDuration(perStep * static_cast<double>(*m_info.maxSteps - lastStep)));
-            }
-        }
-    }
-    m_progress->setText(progress);
-    const bool live = !storage::isTerminal(m_info.status);
-    m_stopButton->setEnabled(live && m_info.launcher.pid > 0);
-    m_diagnoseButton->setEnabled(live && !m_info.runDir.empty() && !m_diagnoseProcess);
-    // A run of this machine's history that ended short: the launcher checks it has a checkpoint.
-    const bool endedShort = storage::isTerminal(m_info.status) && m_info.status != storage::RunStatus::Completed;
-    m_resumeButton->setEnabled(endedShort && m_info.runId > 0 && m_info.job.empty());
-    // A completed run has exported its model (where its recipe asked; the command says when not).
-    m_tryModelButton->setEnabled(m_info.status == storage::RunStatus::Completed && !m_info.runDir.empty() && m_info.writesText);
+    m_header->showRun(m_info, m_series.lastStep(), m_diagnose->running(), nowSeconds());
     if (m_info.status == storage::RunStatus::Failed || !m_info.error.empty()) {
         QString text = m_info.rootCauseRank ? tr("Failed on rank %1: ").arg(*m_info.rootCauseRank) : tr("Failed: ");
         text += m_info.error.empty() ? tr("(no message)") : qs(m_info.error);
@@ -604,37 +436,27 @@ void RunPage::stopRun()
     // As Ctrl-C: the launcher stops every rank after its step and records the run as cancelled.
     // (SIGTERM would have the ranks save a checkpoint first: for a scheduler's preemption.)
     ::kill(static_cast<pid_t>(m_info.launcher.pid), SIGINT);
-    m_stopButton->setEnabled(false);
+    m_header->setStopEnabled(false);
     pollNow();
 }
 
 void RunPage::diagnoseRun()
 {
-    if (m_diagnoseProcess || m_info.runDir.empty())
+    if (m_diagnose->running() || m_info.runDir.empty())
         return;
-    m_diagnoseProcess = new QProcess(this);
-    m_diagnoseProcess->setProcessChannelMode(QProcess::MergedChannels);
-    m_diagnoseButton->setEnabled(false);
+    m_header->setDiagnoseEnabled(false);
     m_diagnosis->setText(tr("Asking the ranks…"));
     m_diagnosis->show();
-    QProcess* process = m_diagnoseProcess;
-    const std::string askedRun = m_info.runDir;
-    auto done = [this, process, askedRun] {
-        QString answer = QString::fromUtf8(process->readAll()).trimmed();
-        if (process->error() == QProcess::FailedToStart)
-            answer = tr("Could not run %1: %2").arg(process->program(), process->errorString());
-        if (m_info.runDir == askedRun) // the page may show another run by now
-            m_diagnosis->setText(answer.isEmpty() ? tr("shardscope runs diagnose said nothing") : answer);
-        m_diagnoseProcess = nullptr;
-        process->deleteLater();
-        m_diagnoseButton->setEnabled(!storage::isTerminal(m_info.status));
-    };
-    connect(process, &QProcess::finished, this, done);
-    connect(process, &QProcess::errorOccurred, this, [process, done](QProcess::ProcessError error) {
-        if (error == QProcess::FailedToStart)
-            done();
-    });
-    process->start(launcherProgram(), {QStringLiteral("runs"), QStringLiteral("diagnose"), qs(m_info.runDir)});
+    // What it says is shown as it is (the ranks' stacks too, which --json leaves out).
+    m_diagnose->start({QStringLiteral("runs"), QStringLiteral("diagnose"), qs(m_info.runDir)}, ShardscopeCommand::Output::Text);
+}
+
+void RunPage::showDiagnosis(const CommandAnswer& answer)
+{
+    const QString said = answer.started ? answer.text.trimmed() : tr("Could not run %1: %2").arg(answer.program, answer.error);
+    if (answer.arguments.value(2) == qs(m_info.runDir)) // the page may show another run by now
+        m_diagnosis->setText(said.isEmpty() ? tr("shardscope runs diagnose said nothing") : said);
+    m_header->setDiagnoseEnabled(!storage::isTerminal(m_info.status));
 }
 
 // The charts, and their layout (ui/run_charts.h).

@@ -20,25 +20,23 @@
 #include <memory>
 #include <vector>
 
-class QComboBox;
 class QLabel;
 class QLineEdit;
-class QProcess;
-class QPushButton;
-class QSlider;
 class QTabWidget;
 class QTextBrowser;
 class QTimer;
-class QVBoxLayout;
 
 namespace shardscope::ui {
 
 class ChartGroup;
+struct CommandAnswer;
 class GenerationDialog;
 class HistoryService;
 class MetricChart;
 class RankLogView;
 class RunCharts;
+class RunHeader;
+class ShardscopeCommand;
 
 class RunPage : public QWidget {
     Q_OBJECT
@@ -112,7 +110,7 @@ private:
     void showSamples(); // m_sampleSteps in the Samples tab, newest step first
     struct Poll; // what one poll brings back
     void applyPoll(Poll& poll);
-    void buildHeader(QVBoxLayout* layout);
+    void showDiagnosis(const CommandAnswer& answer);
 
     HistoryService* m_history = nullptr;
     // Shared with the poll in flight, which may outlive a switch to another run.
@@ -127,26 +125,15 @@ private:
     RunSeries m_series{[this](const QString& name) { return chart(name); }};
 
     QTimer* m_pollTimer = nullptr;
-    QLabel* m_title = nullptr;
-    QLabel* m_status = nullptr;
-    QLabel* m_progress = nullptr;
+    RunHeader* m_header = nullptr; // the name, status, progress and the page's controls
     QLabel* m_error = nullptr;
     QLabel* m_alerts = nullptr; // the launcher's findings: stragglers, loss spikes
     QLineEdit* m_command = nullptr; // a script run's command line
     QLabel* m_mesh = nullptr; // an engine run's device mesh (HSDP, tensor parallelism)
     bool m_commandRead = false; // command.sh looked for (once a run directory is known)
-    QComboBox* m_xAxisBox = nullptr;
-    QPushButton* m_followButton = nullptr; // checked while the charts follow the data
-    QSlider* m_smoothingSlider = nullptr;
-    QLabel* m_smoothingLabel = nullptr;
-    QPushButton* m_stopButton = nullptr;
-    QPushButton* m_diagnoseButton = nullptr;
-    QPushButton* m_resumeButton = nullptr;
-    QPushButton* m_tryModelButton = nullptr; // opens m_generationDialog on the run's export
     GenerationDialog* m_generationDialog = nullptr;
     QLabel* m_diagnosis = nullptr; // what `shardscope runs diagnose` answered
-    QProcess* m_diagnoseProcess = nullptr; // running it; null when none runs
-    QPushButton* m_chartsButton = nullptr; // its menu shows and hides charts
+    ShardscopeCommand* m_diagnose = nullptr; // `shardscope runs diagnose`
     RunCharts* m_charts = nullptr;
     ChartGroup* m_group = nullptr; // the charts' shared x axis
     RankLogView* m_log = nullptr;

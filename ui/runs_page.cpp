@@ -1,18 +1,16 @@
 #include "ui/runs_page.h"
 
-#include "ui/history_service.h"
-
 #include "storage/run_store.h"
-#include "storage/store_paths.h"
+#include "ui/cluster_catch_up.h"
 #include "ui/format.h"
-#include "ui/run_launcher.h"
+#include "ui/history_service.h"
+#include "ui/run_filter_bar.h"
 #include "ui/run_list_model.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCheckBox>
 #include <QColorDialog>
-#include <QComboBox>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -21,7 +19,6 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMessageBox>
-#include <QProcess>
 #include <QPushButton>
 #include <QTableView>
 #include <QTimer>
@@ -33,38 +30,16 @@
 
 namespace shardscope::ui {
 
-namespace {
-
-constexpr storage::RunStatus kStatuses[] = {storage::RunStatus::Pending,   storage::RunStatus::Running,
-                                            storage::RunStatus::Completed, storage::RunStatus::Failed,
-                                            storage::RunStatus::Cancelled, storage::RunStatus::Interrupted};
-
-// Keeps the current choice of a filter combo box while its items change.
-void setChoices(QComboBox* box, const QStringList& values)
-{
-    const QString current = box->currentData().toString();
-    const QSignalBlocker blocker(box);
-    while (box->count() > 1)
-        box->removeItem(1);
-    for (const auto& value : values)
-        box->addItem(value, value);
-    const int index = box->findData(current);
-    box->setCurrentIndex(index < 0 ? 0 : index);
-}
-
-} // namespace
-
 RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryService* history)
     : QWidget(parent), m_databaseFile(std::move(databaseFile)), m_history(history ? history : new HistoryService(this)),
       m_store(std::make_shared<HistoryConnection>(m_databaseFile, storage::StoreOptions{}))
 {
     auto* layout = new QVBoxLayout(this);
-
-    layout->addLayout(buildFilters());
-
     m_model = new RunListModel(this);
     m_proxy = new RunFilterProxyModel(this);
     m_proxy->setSourceModel(m_model);
+    m_filters = new RunFilterBar(m_model, m_proxy, this);
+    layout->addWidget(m_filters);
     m_view = new QTableView(this);
     m_view->setObjectName(QStringLiteral("runTable"));
     m_view->setModel(m_proxy);
@@ -138,27 +113,6 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     connect(m_view, &QTableView::doubleClicked, this,
             [this](const QModelIndex& index) { emit runOpened(index.data(RunListModel::RunIdRole).toLongLong()); });
     connect(m_view, &QTableView::customContextMenuRequested, this, &RunsPage::showContextMenu);
-    connect(m_search, &QLineEdit::textChanged, this, [this](const QString& text) {
-        m_proxy->setTextFilter(text);
-        updateCount();
-    });
-    connect(m_statusBox, &QComboBox::currentIndexChanged, this, [this] {
-        const int status = m_statusBox->currentData().toInt();
-        m_proxy->setStatusFilter(status < 0 ? std::nullopt : std::optional(static_cast<storage::RunStatus>(status)));
-        updateCount();
-    });
-    connect(m_typeBox, &QComboBox::currentIndexChanged, this, [this] {
-        m_proxy->setTypeFilter(m_typeBox->currentData().toString());
-        updateCount();
-    });
-    connect(m_precisionBox, &QComboBox::currentIndexChanged, this, [this] {
-        m_proxy->setPrecisionFilter(m_precisionBox->currentData().toString());
-        updateCount();
-    });
-    connect(m_tagBox, &QComboBox::currentIndexChanged, this, [this] {
-        m_proxy->setTagFilter(m_tagBox->currentData().toString());
-        updateCount();
-    });
     auto* deleteAction = new QAction(this);
     deleteAction->setShortcut(QKeySequence::Delete);
     deleteAction->setShortcutContext(Qt::WidgetWithChildrenShortcut);
@@ -170,90 +124,16 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     m_refreshTimer->setInterval(3000);
     connect(m_refreshTimer, &QTimer::timeout, this, &RunsPage::refresh);
     m_refreshTimer->start();
-    refresh();
-}
-
-RunsPage::~RunsPage()
-{
-    // A catch-up still asking must not report into a page being torn down (the followers it has
-    // started live on: they are in sessions of their own).
-    if (m_catchUp) {
-        m_catchUp->disconnect(this);
-        m_catchUp->kill();
-        m_catchUp->waitForFinished(5000);
-    }
-}
-
-void RunsPage::catchUpWithClusterRuns()
-{
-    if (m_catchUp)
-        return; // one is on its way
-    // The followers record into this page's history: its folder is their home. A history file of
-    // another name is no Shardscope home (a test's): no cluster runs to catch up with.
-    if (m_databaseFile.filename() != storage::historyFile({}).filename() || m_databaseFile.parent_path().empty()) {
-        emit clusterCatchUpFinished({});
-        return;
-    }
-    m_catchUp = new QProcess(this);
-    m_catchUp->setProcessChannelMode(QProcess::MergedChannels);
-    connect(m_catchUp, &QProcess::finished, this, [this] {
-        const QString said = QString::fromUtf8(m_catchUp->readAll()).trimmed();
-        m_catchUp->deleteLater();
-        m_catchUp = nullptr;
-        if (said.contains(QStringLiteral(" in the background ")))
+    m_catchUp = new ClusterCatchUp(m_databaseFile, this);
+    connect(m_catchUp, &ClusterCatchUp::finished, this, [this](const QString& said) {
+        if (ClusterCatchUp::startedFollowers(said))
             refresh();
         emit clusterCatchUpFinished(said);
     });
-    connect(m_catchUp, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
-        if (error != QProcess::FailedToStart)
-            return;
-        m_catchUp->deleteLater();
-        m_catchUp = nullptr;
-        emit clusterCatchUpFinished({});
-    });
-    m_catchUp->start(launcherProgram(), {QStringLiteral("runs"), QStringLiteral("--home"),
-                                         QString::fromStdString(m_databaseFile.parent_path().string()), QStringLiteral("follow"),
-                                         QStringLiteral("--all")});
+    refresh();
 }
 
-QHBoxLayout* RunsPage::buildFilters()
-{
-    auto* filters = new QHBoxLayout;
-    m_search = new QLineEdit(this);
-    m_search->setObjectName(QStringLiteral("runSearch"));
-    m_search->setPlaceholderText(tr("Search name, tags, directory…  (Ctrl+F)"));
-    m_search->setClearButtonEnabled(true);
-    auto* focusSearch = new QAction(this);
-    focusSearch->setShortcut(QKeySequence::Find);
-    connect(focusSearch, &QAction::triggered, m_search, [this] {
-        m_search->setFocus();
-        m_search->selectAll();
-    });
-    addAction(focusSearch);
-    m_statusBox = new QComboBox(this);
-    m_statusBox->setObjectName(QStringLiteral("statusFilter"));
-    m_statusBox->addItem(tr("Any status"), -1);
-    for (auto status : kStatuses)
-        m_statusBox->addItem(statusText(status), static_cast<int>(status));
-    m_typeBox = new QComboBox(this);
-    m_typeBox->setObjectName(QStringLiteral("typeFilter"));
-    m_typeBox->addItem(tr("Any type"), QString());
-    m_precisionBox = new QComboBox(this);
-    m_precisionBox->setObjectName(QStringLiteral("precisionFilter"));
-    m_precisionBox->addItem(tr("Any precision"), QString());
-    m_tagBox = new QComboBox(this);
-    m_tagBox->setObjectName(QStringLiteral("tagFilter"));
-    m_tagBox->addItem(tr("Any tag"), QString());
-    m_count = new QLabel(this);
-    m_count->setObjectName(QStringLiteral("runCount"));
-    filters->addWidget(m_search, 2);
-    filters->addWidget(m_statusBox);
-    filters->addWidget(m_typeBox);
-    filters->addWidget(m_precisionBox);
-    filters->addWidget(m_tagBox);
-    filters->addWidget(m_count);
-    return filters;
-}
+void RunsPage::catchUpWithClusterRuns() { m_catchUp->start(); }
 
 void RunsPage::setQueuedRuns(const QStringList& names)
 {
@@ -327,8 +207,7 @@ void RunsPage::applyRuns(std::vector<storage::RunSummary> runs, const QString& e
     m_model->setRuns(std::move(runs));
     if (first)
         m_view->resizeColumnsToContents();
-    updateFilterChoices();
-    updateCount();
+    m_filters->updateChoices();
     if (!selected.empty() && selectedRunIds().empty())
         selectRun(selected.front());
     emit runsLoaded();
@@ -363,24 +242,6 @@ void RunsPage::fillColumnsMenu()
         });
     }
 }
-
-void RunsPage::updateFilterChoices()
-{
-    std::set<QString> types, precisions, tags;
-    for (const auto& run : m_model->runs()) {
-        if (!run.distributedType.empty())
-            types.insert(qs(run.distributedType));
-        if (!run.mixedPrecision.empty())
-            precisions.insert(qs(run.mixedPrecision));
-        for (const auto& tag : run.tags)
-            tags.insert(qs(tag));
-    }
-    setChoices(m_typeBox, QStringList(types.begin(), types.end()));
-    setChoices(m_precisionBox, QStringList(precisions.begin(), precisions.end()));
-    setChoices(m_tagBox, QStringList(tags.begin(), tags.end()));
-}
-
-void RunsPage::updateCount() { m_count->setText(tr("%1 of %2 runs").arg(m_proxy->rowCount()).arg(m_model->rowCount())); }
 
 std::vector<std::int64_t> RunsPage::selectedRunIds() const
 {

@@ -16,12 +16,8 @@
 #include <memory>
 #include <vector>
 
-class QComboBox;
-class QHBoxLayout;
 class QLabel;
-class QLineEdit;
 class QMenu;
-class QProcess;
 class QTableView;
 class QTimer;
 
@@ -31,9 +27,11 @@ class RunStore;
 
 namespace shardscope::ui {
 
+class ClusterCatchUp;
 class HistoryConnection;
 class HistoryService;
 class RunListModel;
+class RunFilterBar;
 class RunFilterProxyModel;
 
 class RunsPage : public QWidget {
@@ -41,7 +39,9 @@ class RunsPage : public QWidget {
 public:
     // `history`: the workbench's history service, where every store job runs; none: its own.
     explicit RunsPage(std::filesystem::path databaseFile, QWidget* parent = nullptr, HistoryService* history = nullptr);
-    ~RunsPage() override;
+    // A catch-up still asking is killed with the page, its answer dropped (the followers it has
+    // started live on: they are in sessions of their own).
+    ~RunsPage() override = default;
 
     RunListModel* model() const { return m_model; }
     RunFilterProxyModel* proxy() const { return m_proxy; }
@@ -90,12 +90,8 @@ signals:
     void clusterCatchUpFinished(const QString& said);
 
 private:
-    // The search box and the status, type, precision and tag filters, with the run count.
-    QHBoxLayout* buildFilters();
     void applyRuns(std::vector<storage::RunSummary> runs, const QString& error);
-    void updateFilterChoices();
     void fillColumnsMenu(); // the keys that differ between the runs, checked where shown
-    void updateCount();
     using StoreOperation = std::function<Result<void>(storage::RunStore&)>;
     // Runs `operation` on the history thread; a failure is reported (in a message box too when
     // `tellUser`), a success refreshes the list.
@@ -127,16 +123,11 @@ private:
     QMenu* m_columnsMenu = nullptr; // the config and recipe keys that may be columns
     RunFilterProxyModel* m_proxy = nullptr;
     QTableView* m_view = nullptr;
-    QComboBox* m_statusBox = nullptr;
-    QComboBox* m_typeBox = nullptr;
-    QComboBox* m_precisionBox = nullptr;
-    QComboBox* m_tagBox = nullptr;
-    QLineEdit* m_search = nullptr;
-    QLabel* m_count = nullptr;
+    RunFilterBar* m_filters = nullptr; // the search box, the choices and the count
     QLabel* m_queued = nullptr; // a sweep's runs waiting their turn
     QStringList m_queuedNames;
     QTimer* m_refreshTimer = nullptr;
-    QProcess* m_catchUp = nullptr; // `shardscope runs follow --all`, while it runs
+    ClusterCatchUp* m_catchUp = nullptr; // `shardscope runs follow --all`
 };
 
 } // namespace shardscope::ui

@@ -1,6 +1,7 @@
 #include "ui/tune_dialog.h"
 
 #include "ui/run_launcher.h"
+#include "ui/shardscope_command.h"
 
 #include <QDialogButtonBox>
 #include <QFileInfo>
@@ -11,7 +12,6 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
-#include <QProcess>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -93,35 +93,21 @@ TuneDialog::TuneDialog(const QString& recipePath, int numProcesses, const QStrin
         accept();
     });
     layout->addWidget(buttons);
+    m_command = new ShardscopeCommand(this);
+    connect(m_command, &ShardscopeCommand::finished, this, &TuneDialog::ended);
     resize(900, 640);
 }
 
 QString TuneDialog::start(const QString& memoryBudget, int timeBudgetSeconds)
 {
-    if (m_process)
+    if (m_command->running())
         return tr("The tuner is running.");
     if (memoryBudget.trimmed().isEmpty())
         return tr("Give a memory budget per rank (e.g. 300MB).");
-    m_process = new QProcess(this);
-    connect(m_process, &QProcess::finished, this, [this](int exitCode, QProcess::ExitStatus status) {
-        const QByteArray out = m_process->readAllStandardOutput();
-        const QString errors = QString::fromUtf8(m_process->readAllStandardError()).trimmed();
-        const QJsonObject report = QJsonDocument::fromJson(out).object();
-        if (!report.isEmpty())
-            showReport(report);
-        const bool ok = status == QProcess::NormalExit && exitCode == 0 && !report.isEmpty() && !report.value("best").isNull();
-        ended(ok, errors.isEmpty() ? tr("The tuner found no setup.") : errors);
-    });
-    // A tuner that cannot start never finishes: the dialog must not wait for it.
-    connect(m_process, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
-        if (error == QProcess::FailedToStart)
-            ended(false, tr("Cannot start %1: %2").arg(launcherProgram(), m_process->errorString()));
-    });
     m_start->setEnabled(false);
     m_use->setEnabled(false);
     m_status->setText(tr("Tuning… (every trial appears in Runs as it runs)"));
-    m_process->start(launcherProgram(),
-                     {QStringLiteral("tune"), QStringLiteral("--recipe"), m_recipePath, QStringLiteral("--num_processes"),
+    m_command->start({QStringLiteral("tune"), QStringLiteral("--recipe"), m_recipePath, QStringLiteral("--num_processes"),
                       QString::number(m_numProcesses), QStringLiteral("--memory_budget"), memoryBudget.trimmed(),
                       QStringLiteral("--time_budget"), QString::number(timeBudgetSeconds), QStringLiteral("--mixed_precision"),
                       m_mixedPrecision.isEmpty() ? QStringLiteral("no") : m_mixedPrecision, QStringLiteral("--out"), m_outDir,
@@ -129,13 +115,20 @@ QString TuneDialog::start(const QString& memoryBudget, int timeBudgetSeconds)
     return {};
 }
 
-void TuneDialog::ended(bool ok, const QString& why)
+bool TuneDialog::running() const { return m_command->running(); }
+
+void TuneDialog::ended(const CommandAnswer& answer)
 {
-    m_process->deleteLater();
-    m_process = nullptr;
+    const QJsonObject report = answer.json.object();
+    if (!report.isEmpty())
+        showReport(report);
+    const bool ok = answer.succeeded() && !report.isEmpty() && !report.value("best").isNull();
     m_start->setEnabled(true);
+    // A tuner that cannot start never finishes: its answer says so, and the dialog waits no more.
     if (!ok)
-        m_status->setText(why);
+        m_status->setText(!answer.started          ? tr("Cannot start %1: %2").arg(launcherProgram(), answer.error)
+                          : answer.error.isEmpty() ? tr("The tuner found no setup.")
+                                                   : answer.error);
     emit finished(ok);
 }
 

@@ -11,12 +11,14 @@
 class QCustomPlot;
 class QLabel;
 class QLineEdit;
-class QProcess;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
 
 namespace shardscope::ui {
+
+struct CommandAnswer;
+class ShardscopeCommand;
 
 class TuneDialog : public QDialog {
     Q_OBJECT
@@ -29,7 +31,7 @@ public:
 
     // Starts the tuner with these budgets (the Start button's); empty, or why it cannot.
     QString start(const QString& memoryBudget, int timeBudgetSeconds);
-    bool running() const { return m_process != nullptr; }
+    bool running() const;
     int trialRows() const;
     QString best() const { return m_report.value("best").toString(); }
     QString chosenConfig() const { return m_report.value("config").toString(); }
@@ -42,7 +44,7 @@ signals:
 
 private:
     void showReport(const QJsonObject& report);
-    void ended(bool ok, const QString& why); // the tuner's process is gone
+    void ended(const CommandAnswer& answer); // the tuner's process is gone
 
     QString m_recipePath;
     int m_numProcesses;
@@ -55,7 +57,7 @@ private:
     QLabel* m_status = nullptr;
     QTableWidget* m_table = nullptr;
     QCustomPlot* m_chart = nullptr;
-    QProcess* m_process = nullptr;
+    ShardscopeCommand* m_command = nullptr; // `shardscope tune --json`
     QJsonObject m_report;
 };
 

@@ -7,7 +7,7 @@
 #include "app/launcher/program.h"
 #include "app/runs/tune_trials.h"
 #include "app/runs/tuner.h"
-#include "engine/common/byte_format.h"
+#include "engine/estimate/memory_estimate.h"
 #include "engine/common/byte_size.h"
 #include "engine/plan/machine_probe.h"
 #include "storage/store_paths.h"
@@ -44,7 +44,7 @@ struct TuneArgs {
     bool json = false;
 };
 
-std::string bytes(double b) { return formatBytes(b); }
+std::string bytes(double b) { return config::formatBytes(b); } // the estimate's units
 
 // The request of the command line; an error names the option.
 Result<runs::TuneRequest> requestOf(const TuneArgs& args)

@@ -1,7 +1,6 @@
 #include "app/runs/tuner.h"
 
 #include "engine/accelerate/yaml_io.h"
-#include "engine/common/byte_format.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -16,7 +15,9 @@ namespace {
 namespace fs = std::filesystem;
 using config::DataParallelLayout;
 
-std::string bytes(double b) { return formatBytes(b); }
+// The estimate's units ("7.54 MB", as `accelerate estimate-memory` prints them), beside which the
+// measured bytes are read.
+std::string bytes(double b) { return config::formatBytes(b); }
 
 // A new file beside `wanted` when it exists (name-2.yaml, name-3.yaml, ...): nothing of the
 // user's is overwritten.
