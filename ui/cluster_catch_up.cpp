@@ -3,6 +3,9 @@
 #include "storage/store_paths.h"
 #include "ui/shardscope_command.h"
 
+#include <QJsonArray>
+#include <QJsonObject>
+
 namespace shardscope::ui {
 
 ClusterCatchUp::ClusterCatchUp(std::filesystem::path databaseFile, QObject* parent)
@@ -13,7 +16,15 @@ ClusterCatchUp::ClusterCatchUp(std::filesystem::path databaseFile, QObject* pare
 
 bool ClusterCatchUp::running() const { return m_command->running(); }
 
-bool ClusterCatchUp::startedFollowers(const QString& said) { return said.contains(QStringLiteral(" in the background ")); }
+QString ClusterCatchUp::saidIn(const QJsonDocument& answer)
+{
+    return answer.object().value(QStringLiteral("said")).toString().trimmed();
+}
+
+int ClusterCatchUp::startedIn(const QJsonDocument& answer)
+{
+    return static_cast<int>(answer.object().value(QStringLiteral("started")).toArray().size());
+}
 
 void ClusterCatchUp::start()
 {
@@ -22,15 +33,18 @@ void ClusterCatchUp::start()
     // The followers record into this history: its folder is their home. A history file of
     // another name is no Shardscope home (a test's): no cluster runs to catch up with.
     if (m_databaseFile.filename() != storage::historyFile({}).filename() || m_databaseFile.parent_path().empty()) {
-        emit finished({});
+        emit finished({}, 0);
         return;
     }
     m_command->start({QStringLiteral("runs"), QStringLiteral("--home"),
                       QString::fromStdString(m_databaseFile.parent_path().string()), QStringLiteral("follow"),
-                      QStringLiteral("--all")},
-                     ShardscopeCommand::Output::Text);
+                      QStringLiteral("--all"), QStringLiteral("--json")},
+                     ShardscopeCommand::Output::Json);
 }
 
-void ClusterCatchUp::answered(const CommandAnswer& answer) { emit finished(answer.started ? answer.text.trimmed() : QString()); }
+void ClusterCatchUp::answered(const CommandAnswer& answer)
+{
+    emit finished(answer.started ? saidIn(answer.json) : QString(), answer.started ? startedIn(answer.json) : 0);
+}
 
 } // namespace shardscope::ui

@@ -4,8 +4,9 @@
 // --home HOME follow --all` for the history's home. That covers this history's pending or running
 // cluster runs whose follower is gone (a closed workbench), and the user's runs submitted from
 // another machine that shares the profiles' folders. The followers live on in sessions of their
-// own; what the command said comes back as it said it (finished).
+// own; what the command said comes back with how many it started (its --json answer).
 
+#include <QJsonDocument>
 #include <QObject>
 #include <QString>
 
@@ -27,13 +28,14 @@ public:
     void start();
     bool running() const;
 
-    // Whether what `runs follow --all` said tells of a follower started. `runs follow` has no
-    // --json yet: this is the one place that reads its text.
-    static bool startedFollowers(const QString& said);
+    // What `runs follow --all --json` answered: its words, and the followers it started.
+    static QString saidIn(const QJsonDocument& answer);
+    static int startedIn(const QJsonDocument& answer);
 
 signals:
-    // What the command said, trimmed (empty when it could not start or was not asked).
-    void finished(const QString& said);
+    // What the command said, trimmed (empty when it could not start or was not asked), and how
+    // many followers it started.
+    void finished(const QString& said, int started);
 
 private:
     void answered(const CommandAnswer& answer);

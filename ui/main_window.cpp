@@ -219,8 +219,8 @@ void MainWindow::catchUpWithClusterRuns()
 {
     // Cluster jobs go on while no workbench is open, and may have been submitted from another
     // machine: their followers start now, and their runs appear in Runs as they record.
-    connect(m_runsPage, &RunsPage::clusterCatchUpFinished, this, [this](const QString& said) {
-        if (ClusterCatchUp::startedFollowers(said))
+    connect(m_runsPage, &RunsPage::clusterCatchUpFinished, this, [this](const QString& said, int started) {
+        if (started > 0)
             statusBar()->showMessage(said, 30000);
     });
     m_runsPage->catchUpWithClusterRuns();

@@ -155,7 +155,7 @@ Result<RunUpdate> StoreRunSource::poll()
     for (const auto& attempt : details->attempts)
         newestAttempt = std::max(newestAttempt, attempt.attempt);
     if (newestAttempt > 0) {
-        const fs::path attemptLogs = fs::path(s.runDir) / "attempts" / std::to_string(newestAttempt) / "logs";
+        const fs::path attemptLogs = RunLayout(RunLayout(s.runDir).attemptDir(newestAttempt)).logsDir();
         std::error_code ec;
         if (fs::is_directory(attemptLogs, ec))
             update.info.logsDir = attemptLogs.string();

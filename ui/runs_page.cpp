@@ -125,10 +125,10 @@ RunsPage::RunsPage(std::filesystem::path databaseFile, QWidget* parent, HistoryS
     connect(m_refreshTimer, &QTimer::timeout, this, &RunsPage::refresh);
     m_refreshTimer->start();
     m_catchUp = new ClusterCatchUp(m_databaseFile, this);
-    connect(m_catchUp, &ClusterCatchUp::finished, this, [this](const QString& said) {
-        if (ClusterCatchUp::startedFollowers(said))
+    connect(m_catchUp, &ClusterCatchUp::finished, this, [this](const QString& said, int started) {
+        if (started > 0)
             refresh();
-        emit clusterCatchUpFinished(said);
+        emit clusterCatchUpFinished(said, started);
     });
     refresh();
 }

@@ -87,7 +87,7 @@ signals:
     // `operation`: "rename", "tags", "notes", "delete", "export"; `error` empty on success.
     void operationFinished(const QString& operation, const QString& error);
     // What `shardscope runs follow --all` said (empty when it could not start).
-    void clusterCatchUpFinished(const QString& said);
+    void clusterCatchUpFinished(const QString& said, int started);
 
 private:
     void applyRuns(std::vector<storage::RunSummary> runs, const QString& error);

@@ -58,8 +58,12 @@ constexpr const char* kTimeoutUnit = " (seconds; 2592000 is 30 days)";
 void addLaunchCommand(CLI::App& app, CommandContext& context)
 {
     auto args = std::make_shared<runs::LaunchRequest>();
-    auto* cmd = app.add_subcommand("launch", "Start N local ranks of the engine and supervise them "
-                                             "(arguments after -- go to every rank)");
+    auto* cmd = app.add_subcommand(
+        "launch", "Run a recipe on Shardscope's engine, or your own Accelerate script through the real `accelerate launch`, "
+                  "on this machine's ranks or a SLURM cluster (--target), and record it in the run history. Takes "
+                  "`accelerate launch`'s flags and command line too: `shardscope launch --multi_gpu train.py ...` is "
+                  "`accelerate launch --multi_gpu train.py ...`, watched (arguments after -- go to the script, or to "
+                  "every rank of a recipe)");
     auto* numProcesses = cmd->add_option("--num_processes", args->numProcesses, "Number of ranks in all (over every machine)")
                              ->transform(numberIn({1, true, 1024, true}))
                              ->capture_default_str();

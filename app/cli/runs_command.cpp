@@ -3,7 +3,7 @@
 
 #include "app/cli/commands.h"
 #include "storage/config_diff.h"
-#include "app/cli/slurm_launch.h"
+#include "app/cluster/follower.h"
 #include "engine/common/text_format.h"
 #include "app/launcher/hang_report.h"
 #include "app/launcher/program.h"
@@ -866,6 +866,7 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
     follow->add_flag("--all", args->all,
                      "Follow, each in the background, every run of the cluster profiles' shared folders that nobody "
                      "follows here: this history's whose follower is gone, and yours submitted elsewhere");
+    follow->add_flag("--json", args->json, "With --all: what it started as JSON ({\"started\": [...], \"said\": ...})");
     follow->add_option("--cluster_profiles", args->profilesFile,
                        "The profiles file: --all's shared folders, and the login node a run's profile names "
                        "(default: $SHARDSCOPE_HOME/clusters.ini)");
@@ -877,8 +878,8 @@ void addRunsCommand(CLI::App& app, CommandContext& context)
         }
         if (!args->home.empty()) // the followers --all starts use it too
             ::setenv("SHARDSCOPE_HOME", args->home.c_str(), 1);
-        context.exitCode = followSlurmRun(
-            {args->runs.empty() ? std::string() : args->runs.front(), args->all, args->profilesFile, context.programPath});
+        context.exitCode = cluster::followRun({args->runs.empty() ? std::string() : args->runs.front(), args->all,
+                                               args->profilesFile, context.programPath, args->json});
     });
 
     auto* import = runs->add_subcommand("import", "Add a run directory's events to the history (a script run under a plain "

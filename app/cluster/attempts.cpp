@@ -3,6 +3,7 @@
 #include "app/cluster/slurm.h"
 #include "engine/checkpoint/checkpoint_paths.h"
 #include "engine/protocol/events.h"
+#include "engine/common/run_layout.h"
 
 #include <unistd.h>
 
@@ -96,9 +97,9 @@ std::vector<JobAttempt> readAttempts(const fs::path& runDir)
     for (int n = 0; fs::is_directory(attemptDir(runDir, n), ec); ++n) {
         JobAttempt attempt;
         attempt.attempt = n;
-        readAttemptFile(attemptDir(runDir, n) / "attempt.txt", attempt);
-        readResume(nodeRunDir(runDir, n, 0) / "plan.json", attempt);
-        if (std::ifstream unseen(attemptDir(runDir, n) / "unseen_folder.txt"); unseen) {
+        readAttemptFile(RunLayout(runDir).attemptRecordFile(n), attempt);
+        readResume(RunLayout(nodeRunDir(runDir, n, 0)).planFile(), attempt);
+        if (std::ifstream unseen(RunLayout(runDir).unseenFolderFile(n)); unseen) {
             std::string nodes;
             std::getline(unseen, nodes);
             attempt.nodesWithoutFolder = nodes.substr(0, nodes.find_last_not_of(" \t\r") + 1);
@@ -110,7 +111,7 @@ std::vector<JobAttempt> readAttempts(const fs::path& runDir)
 
 Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, const std::vector<JobAttempt>& attempts)
 {
-    const fs::path target = runDir / "events.jsonl";
+    const fs::path target = RunLayout(runDir).eventsFile();
     // Written beside it and renamed over it: another machine following the same run (its own
     // `runs follow`) gathers into the same file, and a reader must never see it half written.
     char host[256] = "";
@@ -122,7 +123,7 @@ Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, cons
     for (std::size_t a = 0; a < attempts.size(); ++a) {
         const JobAttempt* next = a + 1 < attempts.size() ? &attempts[a + 1] : nullptr;
         for (int node = 0; node < nodes; ++node) {
-            const fs::path file = nodeRunDir(runDir, attempts[a].attempt, node) / "events.jsonl";
+            const fs::path file = RunLayout(nodeRunDir(runDir, attempts[a].attempt, node)).eventsFile();
             std::ifstream in(file, std::ios::binary);
             if (!in) {
                 // An attempt cut short before this node's launcher started leaves nothing to gather.

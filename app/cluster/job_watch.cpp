@@ -1,6 +1,7 @@
 #include "app/cluster/job_watch.h"
 
 #include "app/runs/run_end.h"
+#include "engine/common/run_layout.h"
 
 #include <fstream>
 
@@ -16,7 +17,7 @@ std::int64_t EventsTail::readNew(const std::function<void(const protocol::Event&
     std::error_code ec;
     for (int attempt = 0; fs::is_directory(attemptDir(m_runDir, attempt), ec); ++attempt) {
         for (int node = 0; node < m_nodes; ++node) {
-            const fs::path file = nodeRunDir(m_runDir, attempt, node) / "events.jsonl";
+            const fs::path file = RunLayout(nodeRunDir(m_runDir, attempt, node)).eventsFile();
             std::ifstream in(file, std::ios::binary);
             if (!in)
                 continue; // not started yet

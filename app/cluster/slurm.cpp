@@ -1,6 +1,7 @@
 #include "app/cluster/slurm.h"
 
 #include "app/launcher/program.h"
+#include "engine/common/run_layout.h"
 #include "engine/plan/script_plan.h"
 #include "storage/store_paths.h"
 
@@ -347,15 +348,15 @@ Result<void> saveProfile(const std::filesystem::path& file, const ClusterProfile
 
 std::filesystem::path attemptDir(const std::filesystem::path& runDir, int attempt)
 {
-    return runDir / "attempts" / std::to_string(attempt);
+    return RunLayout(runDir).attemptDir(attempt);
 }
 
 std::filesystem::path nodeRunDir(const std::filesystem::path& runDir, int attempt, int node)
 {
-    return attemptDir(runDir, attempt) / ("node" + std::to_string(node));
+    return RunLayout(runDir).nodeDir(attempt, node);
 }
 
-std::filesystem::path folderMarkerFile(const std::filesystem::path& runDir) { return runDir / ".shardscope-marker"; }
+std::filesystem::path folderMarkerFile(const std::filesystem::path& runDir) { return RunLayout(runDir).folderMarkerFile(); }
 
 std::string newFolderMarker()
 {
@@ -365,9 +366,47 @@ std::string newFolderMarker()
     return text;
 }
 
+namespace {
+
+// The batch script's first step: every node reads the marker written at submission, or the job
+// ends before any rank starts, naming the nodes that could not.
+void writeFolderProbe(std::ostream& out, const BatchRequest& r)
+{
+    const RunLayout shell("$run_dir"); // the run folder's names as the script's shell spells them
+    const std::string attemptRecord = shell.attemptRecordFile("$attempt").string();
+    out << "# Every node must see the run folder (the profile's shared_folder, mounted at the same path on\n"
+           "# every node): one task per node reads the marker written at submission (three tries: a network\n"
+           "# filesystem may not show a new file at once; 30 s each at most: a mount that hangs). A node that\n"
+           "# cannot is named, and the job ends here, before any rank starts. (A task that prints nothing,\n"
+           "# killed by a signal, names no node.)\n"
+           "unseen=$(srun --nodes="
+        << r.nodes
+        << " --ntasks-per-node=1 bash -c 'for try in 1 2 3; do [ \"$(timeout -s KILL 30 cat \"$1\" 2>/dev/null)\" = \"$2\" ] "
+           "&& exit 0; sleep 2; done; echo \"unseen $SLURMD_NODENAME\"' \\\n"
+           "  _ \""
+        << shell.folderMarkerFile().string() << "\" " << config::shellQuote(r.folderMarker)
+        << " 2>/dev/null | sed -n 's/^unseen //p' | tr '\\n' ' ') || true\n"
+           "if [ -n \"${unseen// }\" ]; then\n"
+           "  echo \"$unseen\" > \""
+        << shell.unseenFolderFile("$attempt").string()
+        << "\"\n"
+           "  echo \"shardscope: node(s) $unseen do not see $run_dir: no rank started\"\n"
+           "  printf 'ended=%s\\nexit=%s\\n' \"$(date +%s)\" 3 >> \""
+        << attemptRecord
+        << "\"\n"
+           "  exit 3\n"
+           "fi\n";
+}
+
+} // namespace
+
 std::string batchScript(const BatchRequest& r)
 {
     const ClusterProfile& p = r.profile;
+    // The run folder's names as the script's shell spells them ("$run_dir/attempts/$attempt/...").
+    const RunLayout shell("$run_dir");
+    const std::string attemptDir = shell.attemptDir("$attempt").string();
+    const std::string attemptRecord = shell.attemptRecordFile("$attempt").string();
     std::ostringstream out;
     out << "#!/bin/bash\n";
     out << "#SBATCH --job-name=" << r.runName << "\n";
@@ -383,7 +422,7 @@ std::string batchScript(const BatchRequest& r)
         out << "#SBATCH --account=" << p.account << "\n";
     if (!p.qos.empty())
         out << "#SBATCH --qos=" << p.qos << "\n";
-    out << "#SBATCH --output=" << (r.runDir / "slurm-%j.out").string() << "\n";
+    out << "#SBATCH --output=" << RunLayout(r.runDir).slurmOutputPattern().string() << "\n";
     out << "#SBATCH --open-mode=append\n";
     if (r.warnBeforeTimeLimit) {
         out << "#SBATCH --requeue\n";
@@ -405,34 +444,25 @@ std::string batchScript(const BatchRequest& r)
            "# manifest.json is written last), which every node and attempt shares.\n"
            "attempt=${SLURM_RESTART_COUNT:-0}\n"
            "resume=()\n"
-           "if compgen -G \"$run_dir/checkpoints/step_*/manifest.json\" > /dev/null; then\n"
-           "  resume=(--resume_from_checkpoint \"$run_dir/checkpoints\")\n"
+           "if compgen -G \""
+        << shell.checkpointsDir().string()
+        << "/step_*/manifest.json\" > /dev/null; then\n"
+           "  resume=(--resume_from_checkpoint \""
+        << shell.checkpointsDir().string()
+        << "\")\n"
            "fi\n"
-           "mkdir -p \"$run_dir/attempts/$attempt\"\n"
+           "mkdir -p \""
+        << attemptDir
+        << "\"\n"
            "printf 'job_id=%s\\nnodes=%s\\nstarted=%s\\n' \"$SLURM_JOB_ID\" \"$SLURM_JOB_NODELIST\" \"$(date +%s)\" \\\n"
-           "  > \"$run_dir/attempts/$attempt/attempt.txt\"\n"
+           "  > \""
+        << attemptRecord
+        << "\"\n"
            "# SIGTERM (a preemption, scancel, the time limit itself) reaches the launchers and ranks, which\n"
            "# save a checkpoint; this shell waits for them instead of ending the job at once.\n"
            "trap 'echo \"shardscope: SIGTERM: the ranks save a checkpoint and stop\"' TERM\n";
     if (!r.folderMarker.empty())
-        out << "# Every node must see the run folder (the profile's shared_folder, mounted at the same path on\n"
-               "# every node): one task per node reads the marker written at submission (three tries: a network\n"
-               "# filesystem may not show a new file at once; 30 s each at most: a mount that hangs). A node that\n"
-               "# cannot is named, and the job ends here, before any rank starts. (A task that prints nothing,\n"
-               "# killed by a signal, names no node.)\n"
-               "unseen=$(srun --nodes="
-            << r.nodes
-            << " --ntasks-per-node=1 bash -c 'for try in 1 2 3; do [ \"$(timeout -s KILL 30 cat \"$1\" 2>/dev/null)\" = \"$2\" ] "
-               "&& exit 0; sleep 2; done; echo \"unseen $SLURMD_NODENAME\"' \\\n"
-               "  _ \"$run_dir/.shardscope-marker\" "
-            << config::shellQuote(r.folderMarker)
-            << " 2>/dev/null | sed -n 's/^unseen //p' | tr '\\n' ' ') || true\n"
-               "if [ -n \"${unseen// }\" ]; then\n"
-               "  echo \"$unseen\" > \"$run_dir/attempts/$attempt/unseen_folder.txt\"\n"
-               "  echo \"shardscope: node(s) $unseen do not see $run_dir: no rank started\"\n"
-               "  printf 'ended=%s\\nexit=%s\\n' \"$(date +%s)\" 3 >> \"$run_dir/attempts/$attempt/attempt.txt\"\n"
-               "  exit 3\n"
-               "fi\n";
+        writeFolderProbe(out, r);
     out << "# The head node (the allocation's first) by its address: node names need not resolve. (sed\n"
            "# reads the whole list: with head, scontrol could die of SIGPIPE and pipefail end the job.)\n"
            "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | sed -n 1p)\n"
@@ -459,8 +489,9 @@ std::string batchScript(const BatchRequest& r)
         << r.nodes << " --num_processes " << r.nodes * r.processesPerNode
         << " --machine_rank \"$SLURM_NODEID\" \\\n"
            "    --main_process_ip \"$SHARDSCOPE_HEAD_ADDR\" --main_process_port \"$SHARDSCOPE_HEAD_PORT\" \\\n"
-           "    --runs_dir \"$1\" --run_name \"node$SLURM_NODEID\" --no_history \"${@:2}\"' \\\n  "
-        << config::shellQuote(r.shardscope) << " \"$run_dir/attempts/$attempt\" --checkpoints_dir \"$run_dir/checkpoints\"";
+           "    --runs_dir \"$1\" --run_name \""
+        << RunLayout::nodeFolderName("$SLURM_NODEID") << "\" --no_history \"${@:2}\"' \\\n  " << config::shellQuote(r.shardscope)
+        << " \"" << attemptDir << "\" --checkpoints_dir \"" << shell.checkpointsDir().string() << "\"";
     for (const auto& arg : r.launchArgs)
         out << " " << config::shellQuote(arg);
     out << " \"${resume[@]}\"";
@@ -470,7 +501,9 @@ std::string batchScript(const BatchRequest& r)
             out << " " << config::shellQuote(flag);
     }
     out << " || status=$?\n"
-           "printf 'ended=%s\\nexit=%s\\n' \"$(date +%s)\" \"$status\" >> \"$run_dir/attempts/$attempt/attempt.txt\"\n"
+           "printf 'ended=%s\\nexit=%s\\n' \"$(date +%s)\" \"$status\" >> \""
+        << attemptRecord
+        << "\"\n"
            "if [ \"$status\" -eq 75 ]; then\n"
            "  echo \"shardscope: every rank saved a checkpoint before the time limit; requeueing job $SLURM_JOB_ID\"\n"
            "  scontrol requeue \"$SLURM_JOB_ID\"\n"

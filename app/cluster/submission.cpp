@@ -1,5 +1,7 @@
 #include "app/cluster/submission.h"
 
+#include "engine/common/run_layout.h"
+
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -15,8 +17,6 @@ namespace shardscope::cluster {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* kFileName = "run.json";
 
 } // namespace
 
@@ -34,8 +34,8 @@ Result<void> writeSubmission(const fs::path& runDir, const Submission& s)
     j["user"] = s.user;
     j["host"] = s.host;
     j["submitted"] = s.submittedAt;
-    const fs::path file = runDir / kFileName;
-    const fs::path partial = runDir / (std::string(kFileName) + ".partial");
+    const fs::path file = RunLayout(runDir).submissionFile();
+    const fs::path partial = file.string() + ".partial";
     {
         std::ofstream out(partial, std::ios::trunc);
         out << j.dump(2) << "\n";
@@ -51,7 +51,7 @@ Result<void> writeSubmission(const fs::path& runDir, const Submission& s)
 
 Result<Submission> readSubmission(const fs::path& runDir)
 {
-    const fs::path file = runDir / kFileName;
+    const fs::path file = RunLayout(runDir).submissionFile();
     std::error_code ec;
     const auto status = fs::status(file, ec);
     if (ec || !fs::exists(status))

@@ -132,4 +132,53 @@ Result<pid_t> spawnChild(const std::string& path, std::vector<std::string> argv,
     return pid;
 }
 
+Result<pid_t> spawnDetached(const std::string& path, std::vector<std::string> argv, const std::string& logFile)
+{
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0)
+        return makeError("pipe failed: " + errnoText(errno));
+    auto argvC = cStrings(argv);
+    const pid_t child = fork();
+    if (child < 0) {
+        const int error = errno;
+        close(report[0]);
+        close(report[1]);
+        return makeError("fork failed: " + errnoText(error));
+    }
+    if (child == 0) {
+        // Only async-signal-safe calls from here to exec.
+        setsid();
+        const pid_t detached = fork();
+        if (detached != 0) {
+            (void)!write(report[1], &detached, sizeof detached);
+            _exit(detached > 0 ? 0 : 1);
+        }
+        (void)!chdir("/");
+        const int out = open(logFile.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (out >= 0) {
+            dup2(out, STDOUT_FILENO);
+            dup2(out, STDERR_FILENO);
+        }
+        if (in >= 0)
+            dup2(in, STDIN_FILENO);
+        execv(path.c_str(), argvC.data());
+        const int error = errno; // exec failed: said through the pipe (a successful exec closes it)
+        (void)!write(report[1], &error, sizeof error);
+        _exit(127);
+    }
+    close(report[1]);
+    pid_t detached = -1;
+    int execError = 0;
+    const bool told = read(report[0], &detached, sizeof detached) == static_cast<ssize_t>(sizeof detached);
+    const bool execFailed = told && read(report[0], &execError, sizeof execError) == static_cast<ssize_t>(sizeof execError);
+    close(report[0]);
+    waitpid(child, nullptr, 0);
+    if (!told || detached <= 0)
+        return makeError("fork failed");
+    if (execFailed)
+        return makeError("cannot execute " + path + ": " + errnoText(execError));
+    return detached;
+}
+
 } // namespace shardscope

@@ -38,4 +38,11 @@ struct ChildFds {
 Result<pid_t> spawnChild(const std::string& path, std::vector<std::string> argv, std::vector<std::string> env,
                          const ChildFds& fds, const sigset_t& originalMask);
 
+// Starts `path` with `argv` detached from this process: forked twice (no child of this one: no
+// zombie, no parent-death signal), in a session of its own (a closed terminal or workbench does
+// not end it), in / (no folder a user may unmount), stdin from /dev/null, stdout and stderr
+// appended to `logFile`, this process's environment. Returns its pid, or why it could not start
+// (fork, or exec: reported back through a close-on-exec pipe).
+Result<pid_t> spawnDetached(const std::string& path, std::vector<std::string> argv, const std::string& logFile);
+
 } // namespace shardscope

@@ -445,7 +445,7 @@ std::unique_ptr<TrainingRun> prepareScriptRun(const LaunchRequest& request, Laun
     options.numMachines = plan.numMachines;
     options.machineRank = plan.machineRank;
     options.launcherStartsRanks = true;
-    options.eventPipeDirectory = (std::filesystem::path(run->runDir.path) / ".events").string();
+    options.eventPipeDirectory = run->runDir.layout().eventPipesDir().string();
     options.extraEnvironment = plan.environment;
     options.extraEnvironment.push_back("SHARDSCOPE_RUN_DIR=" + run->runDir.path);
     // Where a profiled script writes its torch.profiler traces so that they are picked up after

@@ -2,6 +2,7 @@
 
 #include "app/launcher/run_recorder.h"
 #include "app/runs/run_end.h"
+#include "engine/common/run_layout.h"
 #include "engine/protocol/events.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
@@ -63,11 +64,12 @@ Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::
     std::vector<fs::path> files;
     std::error_code ec;
     static const std::regex rankFile("rank[0-9]+\\.jsonl");
-    for (fs::directory_iterator it(runDir / "events", ec), end; !ec && it != end; it.increment(ec))
+    const RunLayout layout(runDir);
+    for (fs::directory_iterator it(layout.reporterEventsDir(), ec), end; !ec && it != end; it.increment(ec))
         if (std::regex_match(it->path().filename().string(), rankFile))
             files.push_back(it->path());
-    if (fs::exists(runDir / "events.jsonl", ec))
-        files.push_back(runDir / "events.jsonl");
+    if (fs::exists(layout.eventsFile(), ec))
+        files.push_back(layout.eventsFile());
     if (files.empty())
         return makeError(runDir.string()
                          + " has no events (neither events/rank<N>.jsonl, which the shardscope Python "
@@ -107,7 +109,7 @@ namespace {
 // of the wrong type is an error naming the file and the key.
 Result<void> readRunJson(const fs::path& runDir, storage::NewRun& run)
 {
-    const fs::path file = runDir / "run.json";
+    const fs::path file = RunLayout(runDir).submissionFile();
     std::error_code ec;
     if (!fs::exists(file, ec))
         return {};
@@ -209,12 +211,13 @@ Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& run
             run.worldSize = std::max(run.worldSize, hello->worldSize);
     }
     run.worldSize = std::max(run.worldSize, ranks.empty() ? 1 : *ranks.rbegin() + 1);
-    for (const auto& [file, text] : {std::pair{"config.yaml", &run.configText}, {"script.yaml", &run.recipeText}}) {
-        if (!fs::exists(runDir / file, ec))
+    const RunLayout layout(runDir);
+    for (const auto& [file, text] : {std::pair{layout.configFile(), &run.configText}, {layout.scriptFile(), &run.recipeText}}) {
+        if (!fs::exists(file, ec))
             continue;
-        if (auto usable = checkRunFile(runDir / file, runDir); !usable)
+        if (auto usable = checkRunFile(file, runDir); !usable)
             return usable.error();
-        std::ifstream in(runDir / file);
+        std::ifstream in(file);
         text->assign(std::istreambuf_iterator<char>(in), {});
     }
     // What the reporter knew of the run without a launcher (run.json): how Accelerate ran it.

@@ -603,8 +603,18 @@ std::string stateDictTypeName(StateDictType type)
 std::string engineFlagHelp()
 {
     std::string help;
-    for (const auto& f : engineFlags())
+    int testOnly = 0;
+    for (const auto& f : engineFlags()) {
+        // The reliability tests' faults are not for users: counted, not listed.
+        if (std::string_view(f.help).rfind("fault injection:", 0) == 0) {
+            ++testOnly;
+            continue;
+        }
         help += "  --" + std::string(f.name) + (f.takesValue ? (f.takesList ? " NAME..." : " VALUE") : "") + "  " + f.help + "\n";
+    }
+    if (testOnly > 0)
+        help += "  (and " + std::to_string(testOnly)
+                + " fault-injection flags for Shardscope's own tests: docs/RELIABILITY.md)\n";
     return help;
 }
 

@@ -1,6 +1,6 @@
-// The cluster catch-up: `shardscope runs --home HOME follow --all` for the history's home, its
-// words handed back as said (and read for the followers it started); a history that is not a
-// Shardscope home's asks nothing; one at a time; a launcher that cannot start says nothing.
+// The cluster catch-up: `shardscope runs --home HOME follow --all --json` for the history's home,
+// its words and the followers it started read from its answer; a history that is not a Shardscope
+// home's asks nothing; one at a time; a launcher that cannot start says nothing.
 
 #include "tests/ui/fake_launcher.h"
 #include "ui/cluster_catch_up.h"
@@ -21,9 +21,11 @@ class TestClusterCatchUp : public QObject {
 private slots:
     void aHomeAsksForEveryRunNobodyFollows()
     {
-        FakeLauncher fake(m_dir.path(), shardscope::testing::recordArguments()
-                                            + "echo 'shardscope runs follow: following run-7 in the background (pid 42; its "
-                                              "output in f.log)'\n");
+        FakeLauncher fake(m_dir.path(),
+                          shardscope::testing::recordArguments()
+                              + "echo '{\"started\": [{\"run\": \"run-7\", \"pid\": 42, \"log\": \"f.log\"}], "
+                                "\"said\": \"shardscope runs follow: following run-7 in the background (pid 42; its "
+                                "output in f.log)\\n\"}'\n");
         ClusterCatchUp catchUp(m_dir.filePath(QStringLiteral("history.sqlite")).toStdString());
         QSignalSpy finished(&catchUp, &ClusterCatchUp::finished);
         catchUp.start();
@@ -33,9 +35,9 @@ private slots:
         QCOMPARE(finished.count(), 1);
         const QString said = finished.first().first().toString();
         QCOMPARE(said, QStringLiteral("shardscope runs follow: following run-7 in the background (pid 42; its output in f.log)"));
-        QVERIFY(ClusterCatchUp::startedFollowers(said));
+        QCOMPARE(finished.first().at(1).toInt(), 1);
         QCOMPARE(fake.arguments(), (QStringList{QStringLiteral("runs"), QStringLiteral("--home"), m_dir.path(),
-                                                QStringLiteral("follow"), QStringLiteral("--all")}));
+                                                QStringLiteral("follow"), QStringLiteral("--all"), QStringLiteral("--json")}));
         QVERIFY(!catchUp.running());
     }
 
@@ -65,20 +67,19 @@ private slots:
 
     void followersStarted_data()
     {
-        QTest::addColumn<QString>("said");
-        QTest::addColumn<bool>("started");
-        QTest::newRow("one") << "shardscope runs follow: following a in the background (pid 1; its output in x)" << true;
-        QTest::newRow("none") << "shardscope runs follow: every cluster run of c.ini's shared folders is followed or has ended"
-                              << false;
-        QTest::newRow("others") << "shardscope runs follow: 2 runs of other users left alone" << false;
-        QTest::newRow("empty") << QString() << false;
+        QTest::addColumn<QByteArray>("answer");
+        QTest::addColumn<int>("started");
+        QTest::newRow("one") << QByteArray(R"({"started": [{"run": "a", "pid": 1, "log": "x"}], "said": "following a"})") << 1;
+        QTest::newRow("none") << QByteArray(R"({"started": [], "said": "every cluster run is followed or has ended"})") << 0;
+        QTest::newRow("not json") << QByteArray("following a in the background") << 0;
+        QTest::newRow("empty") << QByteArray() << 0;
     }
 
     void followersStarted()
     {
-        QFETCH(QString, said);
-        QFETCH(bool, started);
-        QCOMPARE(ClusterCatchUp::startedFollowers(said), started);
+        QFETCH(QByteArray, answer);
+        QFETCH(int, started);
+        QCOMPARE(ClusterCatchUp::startedIn(QJsonDocument::fromJson(answer)), started);
     }
 };
 
