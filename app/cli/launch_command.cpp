@@ -30,7 +30,8 @@ int runLaunchCommand(const runs::LaunchRequest& given, const std::string& progra
     const std::vector<std::string> refusals = runs::refusalsOf(given);
     for (const std::string& refusal : refusals)
         printError(refusal);
-    if (!refusals.empty() || !runs::reportAccelerateFlags(given))
+    const bool flagsUsable = runs::reportAccelerateFlags(given); // its problems said too
+    if (!refusals.empty() || !flagsUsable)
         return 2;
     runs::LaunchRequest request = given;
     if (!request.continueRun.empty()) {

@@ -57,13 +57,6 @@ Result<runs::TuneRequest> requestOf(const TuneArgs& args)
     request.outDir = args.outDir;
     request.mixedPrecision = args.mixedPrecision;
     request.gpu = config::probeMachine().gpuCount > 0;
-    for (const std::string& given : args.layouts) {
-        const auto layout = config::layoutNamed(given);
-        if (!layout)
-            return makeError("--layouts: '" + given
-                             + "' is not a layout; choose among DDP, FULL_SHARD, SHARD_GRAD_OP, ZeRO-1, ZeRO-2, ZeRO-3");
-        request.layouts.push_back(*layout);
-    }
     if (args.memoryBudget.empty()) {
         const auto device = request.gpu ? runs::smallestGpuMemory() : std::nullopt;
         if (!device)
@@ -75,13 +68,33 @@ Result<runs::TuneRequest> requestOf(const TuneArgs& args)
         return makeError("--memory_budget " + problem);
     }
     request.runsDir = args.runsDir;
-    if (request.runsDir.empty()) { // where `shardscope launch` puts runs by default, beside the history
-        auto home = storage::shardscopeHome();
-        if (!home)
-            return home.error();
-        request.runsDir = storage::runsFolder(*home).string();
-    }
     return request;
+}
+
+// --layouts, by the names users write.
+Result<std::vector<config::DataParallelLayout>> layoutsOf(const TuneArgs& args)
+{
+    std::vector<config::DataParallelLayout> layouts;
+    for (const std::string& given : args.layouts) {
+        const auto layout = config::layoutNamed(given);
+        if (!layout)
+            return makeError("--layouts: '" + given
+                             + "' is not a layout; choose among DDP, FULL_SHARD, SHARD_GRAD_OP, ZeRO-1, ZeRO-2, ZeRO-3");
+        layouts.push_back(*layout);
+    }
+    return layouts;
+}
+
+// The trials' runs go where `shardscope launch` puts runs by default, beside the history.
+Result<void> resolveRunsDir(runs::TuneRequest& request)
+{
+    if (!request.runsDir.empty())
+        return {};
+    auto home = storage::shardscopeHome();
+    if (!home)
+        return home.error();
+    request.runsDir = storage::runsFolder(*home).string();
+    return {};
 }
 
 std::string sessionIdOf(const std::string& recipeFile)
@@ -155,9 +168,21 @@ int tune(const TuneArgs& args, const std::string& programPath)
     const auto started = std::chrono::steady_clock::now();
     auto request = requestOf(args);
     auto recipe = request ? config::loadRecipe(args.recipe) : Result<config::Recipe>(request.error());
-    auto candidates = recipe ? runs::candidatesOf(*recipe, *request) : Result<std::vector<Candidate>>(recipe.error());
+    auto layouts = recipe ? layoutsOf(args) : Result<std::vector<config::DataParallelLayout>>(recipe.error());
+    if (layouts)
+        request->layouts = *layouts;
+    auto candidates = layouts ? runs::candidatesOf(*recipe, *request) : Result<std::vector<Candidate>>(layouts.error());
     if (!candidates) {
         std::cerr << "shardscope tune: " << candidates.error().message << "\n";
+        return 2;
+    }
+    std::vector<Candidate>& all = *candidates;
+    if (std::none_of(all.begin(), all.end(), [&](const Candidate& c) { return c.estimate <= request->memoryBudget; })) {
+        std::cerr << "shardscope tune: " << runs::budgetBelowEveryEstimate(all, request->memoryBudget) << "\n";
+        return 2;
+    }
+    if (auto resolved = resolveRunsDir(*request); !resolved) {
+        std::cerr << "shardscope tune: " << resolved.error().message << "\n";
         return 2;
     }
     request->sessionId = sessionIdOf(args.recipe);
@@ -165,12 +190,7 @@ int tune(const TuneArgs& args, const std::string& programPath)
     runs::TuneSession session(*request, runner, [started] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     });
-    std::vector<Candidate>& all = *candidates;
     session.prune(all);
-    if (std::none_of(all.begin(), all.end(), [](const Candidate& c) { return c.dropped.empty(); })) {
-        std::cerr << "shardscope tune: " << runs::budgetBelowEveryEstimate(all, request->memoryBudget) << "\n";
-        return 2;
-    }
     session.race(all, *recipe);
     const Candidate* best = runs::bestOf(all);
     std::string configOut, recipeOut;

@@ -306,7 +306,10 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
     std::ofstream(script) << cluster::batchScript(request);
     std::ofstream(cluster::folderMarkerFile(runDir)) << request.folderMarker << "\n";
     if (auto tested = slurm.testSubmit(script); !tested) {
-        printError("SLURM refuses the job: " + tested.error().message + " (the script: " + script.string() + ")");
+        // Nothing was submitted: the folder made for it goes, so that the name can be used again.
+        fs::remove_all(runDir, ec);
+        printError("SLURM refuses the job: " + tested.error().message
+                   + " (nothing was submitted and its run folder is removed; --dry_run prints the batch script)");
         return 2;
     }
     const double submittedAt = unixSeconds();

@@ -197,11 +197,11 @@ std::optional<JobState> followJob(JobWatch& watch, const fs::path& runDir, const
             if (!state) {
                 if (++failedLooks >= options.patience) {
                     std::cerr << watch.who << ": SLURM did not answer " << failedLooks
-                              << " times in a row; the run stays open (`shardscope runs follow` takes it up again)\n";
+                              << " times in a row; the run stays open (`runs follow` takes it up again)\n";
                     return std::nullopt;
                 }
                 ingest(false);
-                std::this_thread::sleep_for(options.pollInterval * failedLooks);
+                std::this_thread::sleep_for(options.retryInterval * failedLooks);
                 continue;
             }
             std::cout << watch.who << ": " << state->reason << std::endl;
@@ -220,11 +220,12 @@ std::optional<JobState> endFromFolder(const fs::path& runDir)
     const auto attempts = cluster::readAttempts(runDir);
     if (attempts.empty() || attempts.back().endedAt <= 0)
         return std::nullopt;
+    // SLURM keeps a requeued or preempted job under its id while it waits: one it no longer knows
+    // has no attempt to come. Stopped by SIGTERM (143: scancel, a preemption) is cancelled; the
+    // rest is what the batch script saw (75: a requeue asked for that never ran).
     const auto& last = attempts.back();
-    if (last.exitCode == 75 || last.exitCode == 143) // checkpointed for a requeue: its next attempt may still come
-        return std::nullopt;
-    return cluster::JobState{last.exitCode == 0 ? "COMPLETED" : "FAILED",
-                             "the job has left SLURM's memory; its end is what its batch script wrote", last.nodes,
+    const std::string state = last.exitCode == 0 ? "COMPLETED" : last.exitCode == 143 ? "CANCELLED" : "FAILED";
+    return cluster::JobState{state, "the job has left SLURM's memory; its end is what its batch script wrote", last.nodes,
                              std::to_string(std::max(0, last.exitCode)) + ":0"};
 }
 
@@ -313,6 +314,7 @@ int followRun(const FollowRequest& request)
     auto lastCatchUp = std::chrono::steady_clock::now() - std::chrono::hours(1);
     FollowOptions following;
     following.pollInterval = pollInterval;
+    following.retryInterval = pollInterval;
     const auto end = followJob(watch, runDir, following, [&](bool ended) {
         if (ended || std::chrono::steady_clock::now() - lastCatchUp > std::chrono::seconds(2)) {
             catchUp(*store, *runId, runDir, nodes);

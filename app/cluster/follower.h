@@ -55,6 +55,8 @@ struct JobWatch {
 
 struct FollowOptions {
     std::chrono::milliseconds pollInterval{500}; // between looks
+    // After the Nth look in a row SLURM left unanswered, N times this before the next.
+    std::chrono::milliseconds retryInterval{500};
     int patience = 10; // looks in a row SLURM may leave unanswered before the run is left open
 };
 

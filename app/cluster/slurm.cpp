@@ -228,9 +228,20 @@ Result<ClusterProfile> loadProfile(const std::filesystem::path& file, const std:
             names += (names.empty() ? "" : ", ") + n;
         return makeError(file.string() + " has no profile [" + name + "]" + (names.empty() ? "" : "; it has " + names));
     }
-    if (it->second.sharedFolder.empty())
+    const std::string& folder = it->second.sharedFolder;
+    if (folder.empty())
         return makeError("profile [" + name + "] of " + file.string()
                          + " names no shared_folder: the folder this machine and every node see, where the run goes");
+    // The nodes' launchers find the run by this path, and the batch script's #SBATCH lines carry
+    // it (SLURM's --output): an absolute path that those lines hold as it is.
+    if (!std::filesystem::path(folder).is_absolute())
+        return makeError("profile [" + name + "] of " + file.string() + ": shared_folder " + folder
+                         + " is relative; give the absolute path every node mounts it at (e.g. /shared/you/shardscope)");
+    if (const auto bad = folder.find_first_of(" \t\n\r\"'\\%$`"); bad != std::string::npos)
+        return makeError("profile [" + name + "] of " + file.string() + ": shared_folder " + folder + " holds '"
+                         + (folder[bad] == '\n' ? std::string("\\n") : std::string(1, folder[bad]))
+                         + "', which a batch script's #SBATCH lines cannot carry; use a folder whose path has none of "
+                           "space, quotes, backslash, %, $ or `");
     return it->second;
 }
 

@@ -162,6 +162,11 @@ Result<pid_t> spawnDetached(const std::string& path, std::vector<std::string> ar
         }
         if (in >= 0)
             dup2(in, STDIN_FILENO);
+        // Whatever this process blocks (a launcher blocks the signals it reads), the detached
+        // program handles its own.
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
         execv(path.c_str(), argvC.data());
         const int error = errno; // exec failed: said through the pipe (a successful exec closes it)
         (void)!write(report[1], &error, sizeof error);

@@ -21,48 +21,50 @@ std::vector<std::string> refusalsOf(const LaunchRequest& request)
     if (!request.continueRun.empty()
         && (!local || !request.script.empty() || !request.resumeFrom.empty() || !request.runName.empty()
             || !request.runsDir.empty() || request.noHistory))
-        refusals.push_back("--continue_run goes on with a run of this machine's history, in its folder, from its newest "
-                           "checkpoint: it takes no --target, --script, --resume_from_checkpoint, --run_name, --runs_dir or "
-                           "--no_history");
+        refusals.emplace_back("--continue_run goes on with a run of this machine's history, in its folder, from its newest "
+                              "checkpoint: it takes no --target, --script, --resume_from_checkpoint, --run_name, --runs_dir or "
+                              "--no_history");
     if (!request.recipe.empty() && !request.script.empty())
-        refusals.push_back("--recipe and --script are two kinds of run; give one (a recipe trains Shardscope's engine, a "
-                           "script runs your own Accelerate script)");
+        refusals.emplace_back("--recipe and --script are two kinds of run; give one (a recipe trains Shardscope's engine, a "
+                              "script runs your own Accelerate script)");
     if (!request.script.empty() && request.maxSteps > 0)
-        refusals.push_back("--max_steps sets a recipe's training.max_steps; a script takes its own step count: pass it after "
-                           "-- (for example -- --max_steps "
-                           + std::to_string(request.maxSteps) + ")");
+        refusals.emplace_back("--max_steps sets a recipe's training.max_steps; a script takes its own step count: pass it after "
+                              "-- (for example -- --max_steps "
+                              + std::to_string(request.maxSteps) + ")");
     if (local) {
         if (request.dryRun || request.detach)
-            refusals.push_back("--dry_run and --detach are for --target slurm (a local launch runs in the foreground; the "
-                               "workbench starts it detached)");
+            refusals.emplace_back("--dry_run and --detach are for --target slurm (a local launch runs in the foreground; the "
+                                  "workbench starts it detached)");
         // (runLaunch refuses these too, for every other caller; a training launch's plan checks
         // them with the config's values.)
-        if (request.recipe.empty() && request.numMachines == 1 && !isLoopbackHost(request.mainProcessIp))
-            refusals.push_back("--main_process_ip " + request.mainProcessIp
-                               + " would open the rendezvous store, which has no authentication, to the network for a run "
-                                 "on this machine alone; leave it unset (127.0.0.1), or give --num_machines N for a job over "
-                                 "several machines");
-        if (request.recipe.empty() && request.numProcesses % request.numMachines != 0)
-            refusals.push_back("--num_processes " + std::to_string(request.numProcesses) + " is not a multiple of --num_machines "
-                               + std::to_string(request.numMachines)
-                               + "; num_processes counts the ranks of all machines together");
+        // (A continued run is a recipe's: its recipe and process count come with the continuation.)
+        const bool workerCommand = request.recipe.empty() && request.continueRun.empty();
+        if (workerCommand && request.numMachines == 1 && !isLoopbackHost(request.mainProcessIp))
+            refusals.emplace_back("--main_process_ip " + request.mainProcessIp
+                                  + " would open the rendezvous store, which has no authentication, to the network for a run "
+                                    "on this machine alone; leave it unset (127.0.0.1), or give --num_machines N for a job over "
+                                    "several machines");
+        if (workerCommand && request.numProcesses % request.numMachines != 0)
+            refusals.emplace_back("--num_processes " + std::to_string(request.numProcesses)
+                                  + " is not a multiple of --num_machines " + std::to_string(request.numMachines)
+                                  + "; num_processes counts the ranks of all machines together");
         return refusals;
     }
     if (request.target != "slurm" && request.target.rfind("slurm:", 0) != 0) {
-        refusals.push_back("--target " + request.target + " is not local, slurm or slurm:PROFILE");
+        refusals.emplace_back("--target " + request.target + " is not local, slurm or slurm:PROFILE");
         return refusals;
     }
     for (const auto& [given, flag] : {std::pair{request.givenMachineRank, "--machine_rank"},
                                       {request.givenIp, "--main_process_ip"},
                                       {request.givenPort, "--main_process_port"}})
         if (given)
-            refusals.push_back(std::string(flag)
-                               + " is the batch script's to set on each node under --target slurm; leave it out");
+            refusals.emplace_back(std::string(flag)
+                                  + " is the batch script's to set on each node under --target slurm; leave it out");
     if (!request.resumeFrom.empty() || request.profile)
-        refusals.push_back("--target slurm resumes by itself (a requeued job) and does not profile yet; "
-                           "--resume_from_checkpoint and --profile are not taken there");
+        refusals.emplace_back("--target slurm resumes by itself (a requeued job) and does not profile yet; "
+                              "--resume_from_checkpoint and --profile are not taken there");
     if (request.recipe.empty() && request.script.empty())
-        refusals.push_back("--target slurm needs --recipe R (or --script S)");
+        refusals.emplace_back("--target slurm needs --recipe R (or --script S)");
     return refusals;
 }
 
@@ -172,7 +174,7 @@ std::string readText(const std::string& path)
 // --mixed_precision included), not only what the file said. The file's own bytes without flags.
 std::string ranConfigText(const LaunchRequest& request, const std::string& copiedFile)
 {
-    const std::string text = readText(copiedFile);
+    std::string text = readText(copiedFile);
     const config::LaunchOverrides o = launchOverridesOf(request);
     if (!o.numProcesses && !o.numMachines && !o.machineRank && !o.mainProcessIp && !o.mainProcessPort && !o.mixedPrecision
         && !flagsSetConfigKeys(request))

@@ -13,17 +13,17 @@ bool Testimony::heardFrom(int rank) const
     return found != ranks.end() && found->second.heard;
 }
 
-bool Testimony::saidDone(int rank, const std::string& status) const
+bool Testimony::endedWith(int rank, const std::string& status) const
 {
     const auto found = ranks.find(rank);
-    return found != ranks.end() && found->second.done == status;
+    return found != ranks.end() && found->second.saidDone && found->second.done == status;
 }
 
 std::set<int> Testimony::ranksDone(const std::string& status) const
 {
     std::set<int> out;
     for (const auto& [rank, words] : ranks)
-        if (words.done == status)
+        if (words.saidDone && words.done == status)
             out.insert(rank);
     return out;
 }
@@ -31,7 +31,7 @@ std::set<int> Testimony::ranksDone(const std::string& status) const
 std::optional<double> Testimony::doneAt(int rank) const
 {
     const auto found = ranks.find(rank);
-    if (found == ranks.end() || found->second.done.empty())
+    if (found == ranks.end() || !found->second.saidDone)
         return std::nullopt;
     return found->second.doneAt;
 }
@@ -60,6 +60,7 @@ Testimony testimonyOf(const std::vector<protocol::Event>& events)
         RankWords& words = t.ranks[event.rank];
         words.heard = true;
         if (const auto* done = std::get_if<protocol::DoneEvent>(&event.body)) {
+            words.saidDone = true;
             words.done = done->status;
             words.doneAt = event.time;
         } else if (const auto* error = std::get_if<protocol::ErrorEvent>(&event.body)) {
@@ -89,6 +90,7 @@ Testimony testimonyOf(const RunMonitor& monitor, const std::vector<int>& ranks)
         words.pid = monitor.pidOf(rank);
         words.lastStep = monitor.lastStepOf(rank);
         if (const auto done = monitor.doneAt(rank)) {
+            words.saidDone = true;
             words.doneAt = *done;
             words.done = monitor.doneStatusOf(rank);
         }
@@ -250,7 +252,7 @@ RunVerdict eventsEnd(const RunEvidence& evidence)
         end.error = own->kind + ": " + said.messageOf(static_cast<std::size_t>(own - said.errors.begin()));
     }
     const bool allCompleted = std::all_of(evidence.world.begin(), evidence.world.end(),
-                                          [&](int r) { return said.saidDone(r, "completed"); });
+                                          [&](int r) { return said.endedWith(r, "completed"); });
     if (end.rootCauseRank) {
         end.status = storage::RunStatus::Failed;
         verdict.word = "failed";

@@ -38,7 +38,8 @@ namespace shardscope::runs {
 // What one rank said of itself in its events.
 struct RankWords {
     bool heard = false; // any event at all (a script without Shardscope's reporter sends none)
-    std::string done; // the status of its `done` event ("completed", "checkpointed", ...); empty: none
+    bool saidDone = false; // it sent its `done` event
+    std::string done; // that event's status ("completed", "checkpointed", ...)
     double doneAt = 0; // that event's time, seconds since the epoch
     std::optional<std::int64_t> pid; // the process id it said hello with
     std::int64_t lastStep = 0;
@@ -53,7 +54,7 @@ struct Testimony {
     std::string eventFileTrouble; // what events.jsonl could not take (a full disk), empty when nothing
 
     bool heardFrom(int rank) const;
-    bool saidDone(int rank, const std::string& status) const;
+    bool endedWith(int rank, const std::string& status) const; // its `done` said this status
     std::set<int> ranksDone(const std::string& status) const;
     std::optional<double> doneAt(int rank) const;
     std::int64_t lastStepOf(int rank) const;

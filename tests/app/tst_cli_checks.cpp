@@ -6,6 +6,8 @@
 #include "tests/common/files.h"
 #include "tests/common/recipe_run.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -145,6 +147,30 @@ private slots:
         QVERIFY2(dump.exitCode != 0 && dump.output.contains(QStringLiteral("exists; --dump-params writes a new file")),
                  qPrintable(dump.output));
         QVERIFY(testing::readFile(mine).contains("loss")); // untouched
+    }
+
+    // #57 item 2: a run name with a newline, a slash, a space and a quote is a run id on every
+    // target: on SLURM the batch script holds it as the local launch would name the run, and no
+    // line of it runs what followed the newline; `..` is no run name.
+    void clusterRunNamesAreRunIds()
+    {
+        QTemporaryDir home;
+        const QString profiles = home.filePath(QStringLiteral("clusters.ini"));
+        testing::writeFile(profiles, "[default]\nshared_folder = " + home.filePath(QStringLiteral("shared")).toUtf8() + "\n");
+        const QString recipe = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-mlp.yaml");
+        const auto shown = runCli(home, {"launch", "--target", "slurm", "--dry_run", "--cluster_profiles", profiles, "--recipe",
+                                         recipe, "--run_name", "../evil\ntouch /tmp/owned \"it's\""});
+        QVERIFY2(shown.exitCode == 0, qPrintable(shown.output));
+        QVERIFY2(shown.output.contains(QStringLiteral("#SBATCH --job-name=..-evil-touch--tmp-owned--it-s-\n")),
+                 qPrintable(shown.output));
+        QVERIFY2(!shown.output.contains(QStringLiteral("\ntouch")), qPrintable(shown.output));
+        QVERIFY(shown.output.contains(home.filePath(QStringLiteral("shared/runs/..-evil-touch--tmp-owned--it-s-"))));
+        const auto dots = runCli(home, {"launch", "--target", "slurm", "--dry_run", "--cluster_profiles", profiles, "--recipe",
+                                        recipe, "--run_name", ".."});
+        QCOMPARE(dots.exitCode, 2);
+        QVERIFY2(dots.output.contains(QStringLiteral("run name '..' cannot be used as a run id")), qPrintable(dots.output));
+        QVERIFY(!QFileInfo::exists(home.filePath(QStringLiteral("shared/runs")))
+                || QDir(home.filePath(QStringLiteral("shared/runs"))).isEmpty());
     }
 };
 

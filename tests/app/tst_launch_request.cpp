@@ -48,6 +48,8 @@ private slots:
         LaunchRequest continued;
         continued.continueRun = "demo-1";
         QVERIFY(refusalsOf(continued).empty());
+        continued.numMachines = 2; // its process count comes with the continuation: no worker-command rule
+        QVERIFY(refusalsOf(continued).empty());
         LaunchRequest bareWorker; // the worker's own command line, no run folder
         bareWorker.numProcesses = 4;
         bareWorker.numMachines = 2;

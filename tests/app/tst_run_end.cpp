@@ -292,9 +292,12 @@ private slots:
     void testimonyOfEvents()
     {
         const Testimony t = testimonyOf(
-            eventsOf(hello(0) + step(0, 3, 110) + error(0, "peer", "x", 111) + done(0, "failed", 112)));
+            eventsOf(hello(0) + step(0, 3, 110) + error(0, "peer", "x", 111) + done(0, "failed", 112) + done(1, "", 113)));
         QVERIFY(t.heardFrom(0));
-        QVERIFY(!t.heardFrom(1));
+        QVERIFY(!t.heardFrom(2));
+        QVERIFY(t.isEnding(1)); // a done without a status still says it ends
+        QVERIFY(!t.endedWith(1, "completed"));
+        QVERIFY(t.endedWith(0, "failed"));
         QCOMPARE(t.lastStepOf(0), std::int64_t(3));
         QVERIFY(t.isEnding(0));
         QCOMPARE(t.doneAt(0).value_or(0), 112.0);

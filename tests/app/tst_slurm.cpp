@@ -137,6 +137,20 @@ private slots:
         auto noFolder = loadProfile(file.toStdString(), "default");
         QVERIFY(!noFolder.ok() && noFolder.error().message.find("shared_folder") != std::string::npos);
         QVERIFY(!loadProfile(file.toStdString(), "other").ok());
+        // #57: a shared folder the batch script's #SBATCH lines cannot carry, or a relative one
+        // (where every node's launcher looks is an absolute path), is refused with the fix.
+        for (const auto& [folder, said] : std::vector<std::pair<std::string, std::string>>{
+                 {"shared/runs", "is relative; give the absolute path"},
+                 {"/shared/my runs", "holds ' ', which a batch script's #SBATCH lines cannot carry"},
+                 {"/shared/it's", "holds ''', which a batch script"},
+                 {"/shared/100%", "holds '%'"}}) {
+            testing::writeFile(file, QByteArray::fromStdString("[default]\nshared_folder = " + folder + "\n"));
+            auto refused = loadProfile(file.toStdString(), "default");
+            QVERIFY2(!refused.ok() && refused.error().message.find(said) != std::string::npos,
+                     refused.ok() ? folder.c_str() : refused.error().message.c_str());
+        }
+        testing::writeFile(file, "[default]\nshared_folder = /shared/me\n");
+        QVERIFY(loadProfile(file.toStdString(), "default").ok());
         ClusterProfile gpus;
         QCOMPARE(gpusPerNode(gpus), 0);
         gpus.extraSbatch = {"--exclusive", "--gres=gpu:h100:8"};

@@ -545,6 +545,28 @@ private slots:
         const QString shownC = onMachine(machineC, {"runs", "show", forgotten}).second;
         QVERIFY2(shownC.contains(completed) && shownC.contains(QRegularExpression(QStringLiteral("steps +40"))),
                  qPrintable(shownC));
+        // #57 item 3: a cancelled job SLURM no longer knows (its batch script saw exit 143, its ranks
+        // never said they finished) ends cancelled from its folder instead of staying pending.
+        const QString cancelled = runName(QStringLiteral("forgotten-cancelled"));
+        const QString cancelledDir = shared + "/runs/" + cancelled;
+        QVERIFY(QProcess::execute(QStringLiteral("cp"), {"-a", folder, cancelledDir}) == 0);
+        testing::writeFile(cancelledDir + "/slurm_job_id", "99999998\n");
+        QString cancelledJson = json;
+        cancelledJson.replace(QRegularExpression(QStringLiteral("slurm:[0-9]+")), QStringLiteral("slurm:99999998"))
+            .replace(name, cancelled);
+        testing::writeFile(cancelledDir + "/run.json", cancelledJson.toUtf8());
+        QVERIFY(QProcess::execute(QStringLiteral("sed"), {"-i", "s/^exit=.*/exit=143/", cancelledDir + "/attempts/0/attempt.txt"})
+                == 0);
+        QVERIFY(
+            QProcess::execute(QStringLiteral("bash"), {"-c",
+                                                       "for f in \"$1\"/events.jsonl \"$1\"/attempts/*/node*/events.jsonl; do "
+                                                       "sed -i '/\"type\":\"done\"/d' \"$f\"; done",
+                                                       "_", cancelledDir})
+            == 0);
+        std::tie(code, caughtUp) = onMachine(machineC, {"runs", "follow", cancelledDir}, 120000);
+        QVERIFY2(caughtUp.contains(QStringLiteral("has left SLURM's memory")), qPrintable(caughtUp));
+        const QString shownCancelled = onMachine(machineC, {"runs", "show", cancelled}).second;
+        QVERIFY2(shownCancelled.contains(QStringLiteral("cancelled")), qPrintable(shownCancelled));
 
         // Another user's run is not taken into this user's history unasked.
         const QString theirs = runName(QStringLiteral("theirs"));
