@@ -219,6 +219,38 @@ Result<void> checkCluster(const cluster::SlurmClient& slurm, const cluster::Clus
     return {};
 }
 
+// The batch script's request: the run's inputs copied into its folder (the nodes read them
+// there; a dry run copies nothing), each node's launch arguments.
+Result<BatchRequest> batchRequestOf(const SlurmLaunch& launch, const ClusterProfile& profile, const fs::path& runDir)
+{
+    cluster::BatchRequest request;
+    request.profile = profile;
+    request.runName = launch.runName;
+    request.runDir = runDir;
+    request.nodes = launch.numMachines;
+    request.processesPerNode = launch.numProcesses / launch.numMachines;
+    request.shardscope = thisExecutable(launch.programPath).string();
+    if (!launch.recipe.empty()) {
+        auto recipe = copyIn(launch.recipe, RunLayout(runDir).recipeFile(), launch.dryRun);
+        if (!recipe)
+            return recipe.error();
+        request.launchArgs = {"--recipe", *recipe};
+    } else {
+        // The script stays where it is (it may import its neighbours): the nodes must see that path.
+        request.launchArgs = {"--script", launch.script, "--python", launch.python};
+        request.warnBeforeTimeLimit = false;
+    }
+    if (!launch.configFile.empty()) {
+        auto config = copyIn(launch.configFile, RunLayout(runDir).configFile(), launch.dryRun);
+        if (!config)
+            return config.error();
+        request.launchArgs.insert(request.launchArgs.end(), {"--config_file", *config});
+    }
+    request.launchArgs.insert(request.launchArgs.end(), launch.nodeArgs.begin(), launch.nodeArgs.end());
+    request.engineFlags = launch.engineFlags;
+    return request;
+}
+
 } // namespace
 
 int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<PlannedShape>(int gpusPerNode)>& checkPlan)
@@ -267,35 +299,12 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
         printError("cannot create " + runDir.string() + " in the profile's shared folder: " + ec.message());
         return 2;
     }
-    cluster::BatchRequest request;
-    request.profile = *profile;
-    request.runName = launch.runName;
-    request.runDir = runDir;
-    request.nodes = launch.numMachines;
-    request.processesPerNode = launch.numProcesses / launch.numMachines;
-    request.shardscope = thisExecutable(launch.programPath).string();
-    if (!launch.recipe.empty()) {
-        auto recipe = copyIn(launch.recipe, RunLayout(runDir).recipeFile(), launch.dryRun);
-        if (!recipe) {
-            printError(recipe.error().message);
-            return 2;
-        }
-        request.launchArgs = {"--recipe", *recipe};
-    } else {
-        // The script stays where it is (it may import its neighbours): the nodes must see that path.
-        request.launchArgs = {"--script", launch.script, "--python", launch.python};
-        request.warnBeforeTimeLimit = false;
+    auto batch = batchRequestOf(launch, *profile, runDir);
+    if (!batch) {
+        printError(batch.error().message);
+        return 2;
     }
-    if (!launch.configFile.empty()) {
-        auto config = copyIn(launch.configFile, RunLayout(runDir).configFile(), launch.dryRun);
-        if (!config) {
-            printError(config.error().message);
-            return 2;
-        }
-        request.launchArgs.insert(request.launchArgs.end(), {"--config_file", *config});
-    }
-    request.launchArgs.insert(request.launchArgs.end(), launch.nodeArgs.begin(), launch.nodeArgs.end());
-    request.engineFlags = launch.engineFlags;
+    cluster::BatchRequest& request = *batch;
     request.folderMarker = cluster::newFolderMarker();
     const fs::path script = RunLayout(runDir).batchScriptFile();
     if (launch.dryRun) {
@@ -331,8 +340,13 @@ int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<
         return 0;
     }
     // Ctrl-C, or the workbench's Stop (SIGINT), cancels the job; its end is still followed.
-    cancelJobOnSignals({SIGINT, SIGTERM});
+    // SIGTERM and SIGHUP (a logout, a shutdown) only stop following it, as they do `runs follow`.
+    cancelJobOnSignals({SIGINT});
+    stopFollowingOnSignals({SIGTERM, SIGHUP});
     const auto end = follower.follow();
+    if (!end && followingStopped())
+        std::cout << "shardscope launch: stopped following job " << *jobId << " (SIGTERM/SIGHUP: the job goes on; `shardscope "
+                  << "runs follow " << launch.runName << "` takes it up)" << std::endl;
     if (!end)
         return 1;
     std::cout << "shardscope launch: job " << *jobId << " ended " << end->state << " (exit " << end->exitCode << ")\n";

@@ -295,12 +295,13 @@ int followRun(const FollowRequest& request)
     const fs::path runDir = summary.runDir;
     const int nodes = std::max(1, nodesOfScript(runDir));
     warnIf(store->adoptRun(*runId, storage::LauncherIdentity::current()));
-    std::cout << "shardscope runs follow: following job " << jobId << " of run " << summary.name << " (" << nodes
-              << " nodes; run folder " << runDir.string() << ")" << std::endl;
     // SIGINT (Ctrl-C, the workbench's Stop) cancels the job; SIGTERM and SIGHUP (a logout, a
-    // shutdown, a kill of a background follower) only stop following it.
+    // shutdown, a kill of a background follower) only stop following it. (Before it says it
+    // follows: a Stop that answers that line must find them.)
     cancelJobOnSignals({SIGINT});
     stopFollowingOnSignals({SIGTERM, SIGHUP});
+    std::cout << "shardscope runs follow: following job " << jobId << " of run " << summary.name << " (" << nodes
+              << " nodes; run folder " << runDir.string() << ")" << std::endl;
     const cluster::SlurmClient slurm = clientOf(runDir, request.profilesFile);
     // Over SSH every look is a login: less often.
     const auto pollInterval = slurm.where() == "this machine" ? std::chrono::milliseconds(500) : std::chrono::milliseconds(3000);

@@ -150,7 +150,10 @@ private slots:
                                            // 59 s into each attempt.
                                            + "\n[short]\ntime = 1\nwarning_seconds = 1\nshared_folder = "
                                            + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n[partial]\nshared_folder = "
-                                           + m_dir.filePath(QStringLiteral("shared-partial")).toUtf8() + "\n");
+                                           + m_dir.filePath(QStringLiteral("shared-partial")).toUtf8()
+                                           // More memory than any node has: sbatch --test-only refuses it.
+                                           + "\n[hungry]\nsbatch = --mem=99999999\nshared_folder = "
+                                           + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n");
     }
 
     void cleanupTestCase()
@@ -328,6 +331,31 @@ private slots:
         QVERIFY2(shown.contains(QStringLiteral("cancelled"))
                      && shown.contains(QRegularExpression(QStringLiteral("job +slurm:[0-9]+"))),
                  qPrintable(shown));
+
+        // #57 item 7: SIGTERM (a logout, a shutdown) to the submitting launcher stops following, not
+        // the job: it goes on, and `runs follow` takes it up (whose Stop cancels it).
+        QProcess terminated;
+        startSubmit(terminated, QStringLiteral("terminated"),
+                    {"--num_processes", "2", "--num_machines", "2", "--", "--slow-rank", "1", "--slow-forward-ms", "100"},
+                    QStringLiteral("slurm"), recipe);
+        QTRY_VERIFY_WITH_TIMEOUT(stepsOf(runDir(QStringLiteral("terminated")) + "/attempts/0/node0/events.jsonl") >= 3, 60000);
+        ::kill(static_cast<pid_t>(terminated.processId()), SIGTERM);
+        const auto left = finished(terminated, QStringLiteral("terminated"), 60000);
+        QVERIFY2(left.exitCode == 1 && left.output.contains(QStringLiteral("stopped following job")), qPrintable(left.output));
+        const QString jobId =
+            QString::fromUtf8(testing::readFile(runDir(QStringLiteral("terminated")) + "/slurm_job_id")).trimmed();
+        QCOMPARE(squeueState(jobId), QStringLiteral("RUNNING"));
+        QProcess takenUp;
+        takenUp.setProcessChannelMode(QProcess::MergedChannels);
+        takenUp.start(testing::shardscopeBinary(), {"runs", "follow", runName(QStringLiteral("terminated"))});
+        QString followed;
+        QTRY_VERIFY_WITH_TIMEOUT((followed += QString::fromUtf8(takenUp.readAll())).contains(QStringLiteral("following job")),
+                                 60000);
+        ::kill(static_cast<pid_t>(takenUp.processId()), SIGINT); // its Stop
+        QVERIFY(takenUp.waitForFinished(120000));
+        followed += QString::fromUtf8(takenUp.readAll());
+        QVERIFY2(takenUp.exitCode() == 130 && followed.contains(QStringLiteral("ended CANCELLED")), qPrintable(followed));
+        QVERIFY2(runsShow(runName(QStringLiteral("terminated"))).contains(QStringLiteral("cancelled")), qPrintable(followed));
     }
 
     // Killing one node's process mid-run fails the run and names that rank and node, not the peer
@@ -412,6 +440,13 @@ private slots:
         QVERIFY2(nodes.output.contains(QStringLiteral("partition debug has 3 nodes and the run asks for 4")),
                  qPrintable(nodes.output));
         QVERIFY(!QFile::exists(nodes.runDir + "/job.sbatch"));
+        // #57 item 7: a job SLURM's own check refuses leaves no run folder behind to block its name.
+        const auto hungry = submit(QStringLiteral("refused-by-sbatch"), {}, QStringLiteral("slurm:hungry"));
+        QCOMPARE(hungry.exitCode, 2);
+        QVERIFY2(hungry.output.contains(QStringLiteral("SLURM refuses the job"))
+                     && hungry.output.contains(QStringLiteral("its run folder is removed")),
+                 qPrintable(hungry.output));
+        QVERIFY2(!QFileInfo::exists(hungry.runDir), qPrintable(hungry.runDir));
     }
 
     // A run folder one node does not see (the shared folder not mounted there): the batch script's
