@@ -36,14 +36,6 @@ namespace {
 
 void printError(const std::string& message) { std::cerr << "shardscope launch: error: " << message << "\n"; }
 
-std::string readText(const std::string& path)
-{
-    std::ifstream in(path);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
-}
-
 } // namespace
 
 std::string defaultWorkerPath(const std::string& programPath)
@@ -362,7 +354,8 @@ std::unique_ptr<TrainingRun> prepareTrainingRun(const LaunchRequest& request, La
     const RunLayout layout = run->runDir.layout();
     storage::NewRun newRun;
     newRun.name = run->runDir.id;
-    newRun.recipeText = readText(layout.recipeFile().string());
+    auto recipeText = config::readTextFile(layout.recipeFile().string());
+    newRun.recipeText = recipeText ? *recipeText : std::string();
     newRun.configText = fs::exists(layout.configFile()) ? ranConfigText(request, layout.configFile().string()) : std::string();
     newRun.runDir = run->runDir.path;
     newRun.distributedType = p.distributedType;
