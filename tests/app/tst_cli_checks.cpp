@@ -172,6 +172,24 @@ private slots:
         QVERIFY(!QFileInfo::exists(home.filePath(QStringLiteral("shared/runs")))
                 || QDir(home.filePath(QStringLiteral("shared/runs"))).isEmpty());
     }
+
+    // #57 item 12: `launch --help` says what launch runs and that it takes accelerate launch's
+    // flags and command line; the test-only fault-injection flags are not offered to users.
+    void launchHelpSaysWhatItTakes()
+    {
+        QTemporaryDir home;
+        const auto help = runCli(home, {"launch", "--help"});
+        QCOMPARE(help.exitCode, 0);
+        QVERIFY2(help.output.startsWith(QStringLiteral("Run a recipe on Shardscope's engine, or your own Accelerate script"))
+                     && help.output.contains(QStringLiteral("Takes `accelerate launch`'s flags and command line too")),
+                 qPrintable(help.output));
+        QVERIFY2(!help.output.contains(QStringLiteral("Start N local ranks")), qPrintable(help.output));
+        QVERIFY2(!help.output.contains(QStringLiteral("--inject-nonfinite-grad"))
+                     && !help.output.contains(QStringLiteral("--fill-disk-at-step")),
+                 qPrintable(help.output));
+        QVERIFY2(help.output.contains(QStringLiteral("fault-injection flags for Shardscope's own tests")),
+                 qPrintable(help.output));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCliChecks)
