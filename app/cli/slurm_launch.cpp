@@ -51,14 +51,6 @@ SlurmLaunch slurmLaunchOf(const runs::LaunchRequest& request, const std::string&
     return launch;
 }
 
-// The run's name, made a run id as a local launch makes it (letters, digits, '-', '_', '.'; any
-// other character, a newline or a slash, becomes '-'): the folder stays inside the shared
-// folder's runs/, and the batch script's #SBATCH lines hold it as it is.
-Result<std::string> clusterRunName(const runs::LaunchRequest& request, const std::string& defaultStem)
-{
-    return sanitizeRunId(request.runName.empty() ? timestampedRunId(defaultStem) : request.runName);
-}
-
 // The launch as node 0 will plan it (a stand-in rendezvous: the batch script sets the real one).
 runs::LaunchRequest plannedAsANode(const runs::LaunchRequest& request, const SlurmLaunch& launch)
 {
@@ -87,12 +79,8 @@ int launchScriptOnSlurm(const runs::LaunchRequest& request, const std::string& p
     std::error_code ec;
     launch.script = std::filesystem::absolute(request.script, ec).lexically_normal().string();
     launch.python = std::filesystem::absolute(*python, ec).string();
-    auto runName = clusterRunName(request, std::filesystem::path(request.script).stem().string());
-    if (!runName) {
-        printError(runName.error().message);
-        return 2;
-    }
-    launch.runName = *runName;
+    launch.runName = request.runName.empty() ? timestampedRunId(std::filesystem::path(request.script).stem().string())
+                                             : request.runName;
     const runs::LaunchRequest planned = plannedAsANode(request, launch);
     return cluster::runSlurmLaunch(launch, [&](int gpusPerNode) {
         runs::LaunchRequest node = planned;
@@ -118,12 +106,7 @@ int launchOnSlurm(const runs::LaunchRequest& request, const std::string& program
         return 2;
     }
     SlurmLaunch launch = slurmLaunchOf(request, programPath);
-    auto runName = clusterRunName(request, recipe->name);
-    if (!runName) {
-        printError(runName.error().message);
-        return 2;
-    }
-    launch.runName = *runName;
+    launch.runName = request.runName.empty() ? timestampedRunId(recipe->name) : request.runName;
     launch.recipe = request.recipe;
     if (request.maxSteps > 0)
         launch.nodeArgs.insert(launch.nodeArgs.end(), {"--max_steps", std::to_string(request.maxSteps)});

@@ -4,9 +4,11 @@
 #include "app/cluster/attempts.h"
 #include "app/cluster/follower.h"
 #include "app/cluster/job_watch.h"
+#include "app/cluster/batch_script.h"
 #include "app/cluster/slurm.h"
 #include "app/cluster/submission.h"
 #include "app/launcher/program.h"
+#include "app/launcher/run_directory.h"
 #include "app/launcher/run_recorder.h"
 #include "app/runs/run_import.h"
 #include "engine/common/run_layout.h"
@@ -253,8 +255,18 @@ Result<BatchRequest> batchRequestOf(const SlurmLaunch& launch, const ClusterProf
 
 } // namespace
 
-int runSlurmLaunch(const SlurmLaunch& launch, const std::function<std::optional<PlannedShape>(int gpusPerNode)>& checkPlan)
+int runSlurmLaunch(const SlurmLaunch& given, const std::function<std::optional<PlannedShape>(int gpusPerNode)>& checkPlan)
 {
+    // The run's name made a run id as a local run's folder name is (createRunDirectory): a newline
+    // or a slash becomes '-', so the folder stays in the shared folder's runs/ and the batch
+    // script's #SBATCH lines hold the name as it is.
+    SlurmLaunch launch = given;
+    if (auto id = sanitizeRunId(given.runName); id) {
+        launch.runName = *id;
+    } else {
+        printError(id.error().message);
+        return 2;
+    }
     const auto colon = launch.target.find(':');
     const std::string profileName = colon == std::string::npos ? "default" : launch.target.substr(colon + 1);
     auto home = storage::shardscopeHome();

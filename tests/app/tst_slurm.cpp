@@ -2,6 +2,7 @@
 // same from 21.08 to 25.11), cluster profiles, and the batch script, which runs here with stand-ins
 // for srun and scontrol to show that each node's task takes its own machine rank.
 
+#include "app/cluster/batch_script.h"
 #include "app/cluster/slurm.h"
 #include "tests/common/files.h"
 
