@@ -7,11 +7,14 @@
 #include "app/runs/continuation.h"
 #include "app/runs/launch_request.h"
 #include "app/runs/local_run.h"
+#include "app/runs/request_file.h"
 #include "engine/accelerate/launch_flags.h"
 #include "engine/plan/run_plan.h"
 #include "storage/store_paths.h"
 
 #include <CLI/CLI.hpp>
+
+#include <algorithm>
 
 #include <filesystem>
 #include <iostream>
@@ -50,6 +53,32 @@ int runLaunchCommand(const runs::LaunchRequest& given, const std::string& progra
     return runs::runLocally(request, programPath);
 }
 
+// `--request FILE` (a cluster run's request.json, which each node's launcher runs): the file says
+// what to run; the command line only where this launcher's part runs (nodePlaceOptions).
+Result<runs::LaunchRequest> requestOfFile(const CLI::App& cmd, const std::string& file, const runs::LaunchRequest& commandLine,
+                                          const CommandContext& context)
+{
+    const auto& allowed = runs::nodePlaceOptions();
+    std::vector<std::string> extra;
+    for (const CLI::Option* option : cmd.get_options())
+        if (option->count() > 0 && std::find(allowed.begin(), allowed.end(), option->get_name()) == allowed.end())
+            extra.push_back(option->get_name());
+    for (const auto& flag : context.accelerateLaunchFlags)
+        extra.push_back(flag.first);
+    if (!extra.empty()) {
+        std::string names;
+        for (const auto& name : extra)
+            names += (names.empty() ? "" : ", ") + name;
+        return makeError("--request " + file + " says what to run; " + names
+                         + " cannot go with it (only where this launcher's part runs: --machine_rank, "
+                           "--main_process_ip, --runs_dir, ...); change the request file or launch without it");
+    }
+    auto fromFile = runs::readRequestFile(file);
+    if (!fromFile)
+        return fromFile.error();
+    return runs::placedAsGiven(std::move(*fromFile), commandLine);
+}
+
 // Seconds of a timeout: the launcher counts them in milliseconds, and a month is past any wait.
 constexpr double kLongestTimeout = 30 * 24 * 3600.0;
 constexpr const char* kTimeoutUnit = " (seconds; 2592000 is 30 days)";
@@ -59,6 +88,7 @@ constexpr const char* kTimeoutUnit = " (seconds; 2592000 is 30 days)";
 void addLaunchCommand(CLI::App& app, CommandContext& context)
 {
     auto args = std::make_shared<runs::LaunchRequest>();
+    auto requestFile = std::make_shared<std::string>();
     auto* cmd = app.add_subcommand(
         "launch", "Run a recipe on Shardscope's engine, or your own Accelerate script through the real `accelerate launch`, "
                   "on this machine's ranks or a SLURM cluster (--target), and record it in the run history. Takes "
@@ -142,6 +172,10 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
                     "The cluster profiles file (default $SHARDSCOPE_HOME/clusters.ini)");
     cmd->add_flag("--dry_run,--dry-run", args->dryRun, "--target slurm: print the batch script, submit nothing");
     cmd->add_flag("--detach", args->detach, "--target slurm: return once the job is submitted");
+    cmd->add_option("--request", *requestFile,
+                    "Run what a launch request file says (a cluster run's request.json, which every node's launcher "
+                    "runs); with it only where this part runs: --machine_rank, --main_process_ip/port, --runs_dir, "
+                    "--run_name, --checkpoints_dir, --resume_from_checkpoint, --no_history");
     cmd->add_option("worker_args", args->workerArgs,
                     "After --: with --recipe, engine flags (below); without, the worker's own command line");
     cmd->footer("Engine flags (after --, with --recipe; they win over the config):\n" + config::engineFlagHelp());
@@ -157,7 +191,17 @@ void addLaunchCommand(CLI::App& app, CommandContext& context)
         args->givenMachineRank = machineRank->count() > 0;
         args->givenIp = ip->count() > 0;
         args->givenPort = port->count() > 0;
-        context.exitCode = runLaunchCommand(*args, context.programPath);
+        if (requestFile->empty()) {
+            context.exitCode = runLaunchCommand(*args, context.programPath);
+            return;
+        }
+        auto request = requestOfFile(*cmd, *requestFile, *args, context);
+        if (!request) {
+            printError(request.error().message);
+            context.exitCode = 2;
+            return;
+        }
+        context.exitCode = runLaunchCommand(*request, context.programPath);
     });
 }
 

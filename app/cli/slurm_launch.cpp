@@ -20,29 +20,41 @@ namespace {
 
 void printError(const std::string& message) { std::cerr << "shardscope launch: error: " << message << "\n"; }
 
-// What every SLURM launch takes from the command line.
+// What every SLURM launch takes from the command line: where it goes, and what every node runs.
 SlurmLaunch slurmLaunchOf(const runs::LaunchRequest& request, const std::string& programPath)
 {
     SlurmLaunch launch;
     launch.target = request.target;
     launch.profilesFile = request.clusterProfiles;
-    launch.configFile = runs::configFileOf(request);
+    // What the nodes run: the request less where it goes and its history's bookkeeping, which are
+    // this launcher's (each node's launcher gets its place on its command line).
+    runs::LaunchRequest& node = launch.node;
+    node.worker = request.worker;
+    node.workerArgs = request.workerArgs;
+    node.recipe = request.recipe;
+    node.configFile = runs::configFileOf(request);
+    node.maxSteps = request.maxSteps;
+    node.mixedPrecision = request.mixedPrecision;
+    node.profile = request.profile;
+    node.tags = request.tags;
+    node.heartbeatTimeout = request.heartbeatTimeout;
+    node.maxNonfiniteSteps = request.maxNonfiniteSteps;
+    node.stragglers = request.stragglers;
+    node.lossSpikes = request.lossSpikes;
+    node.rendezvousTimeout = request.rendezvousTimeout;
+    node.accelerateFlags = request.accelerateFlags; // each node's launch merges them as this one does
     // The ranks and nodes: the flags, else the config's (as a local launch takes them); a config
     // that does not load is reported by the plan's check.
-    launch.numProcesses = request.numProcesses;
-    launch.numMachines = request.numMachines;
-    if (auto loaded = launch.configFile.empty() ? Result<config::AccelerateConfig>(makeError(""))
-                                                : config::loadAccelerateConfig(launch.configFile)) {
+    node.numProcesses = request.numProcesses;
+    node.numMachines = request.numMachines;
+    if (auto loaded = node.configFile.empty() ? Result<config::AccelerateConfig>(makeError(""))
+                                              : config::loadAccelerateConfig(node.configFile)) {
         if (!request.givenNumProcesses)
-            launch.numProcesses = static_cast<int>(loaded->intField("num_processes").value_or(launch.numProcesses));
+            node.numProcesses = static_cast<int>(loaded->intField("num_processes").value_or(node.numProcesses));
         if (!request.givenNumMachines)
-            launch.numMachines = static_cast<int>(loaded->intField("num_machines").value_or(launch.numMachines));
+            node.numMachines = static_cast<int>(loaded->intField("num_machines").value_or(node.numMachines));
     }
-    if (!request.mixedPrecision.empty())
-        launch.nodeArgs.insert(launch.nodeArgs.end(), {"--mixed_precision", request.mixedPrecision});
-    for (const auto& flag : request.accelerateFlags) // each node's launch merges them as this one does
-        launch.nodeArgs.push_back(flag.value ? flag.name + "=" + *flag.value : flag.name);
-    launch.engineFlags = request.workerArgs;
+    node.givenNumProcesses = node.givenNumMachines = true;
     launch.dryRun = request.dryRun;
     launch.detach = request.detach;
     launch.noHistory = request.noHistory;
@@ -55,8 +67,8 @@ SlurmLaunch slurmLaunchOf(const runs::LaunchRequest& request, const std::string&
 runs::LaunchRequest plannedAsANode(const runs::LaunchRequest& request, const SlurmLaunch& launch)
 {
     runs::LaunchRequest planned = request;
-    planned.numProcesses = launch.numProcesses;
-    planned.numMachines = launch.numMachines;
+    planned.numProcesses = launch.node.numProcesses;
+    planned.numMachines = launch.node.numMachines;
     planned.mainProcessIp = "127.0.0.1";
     planned.mainProcessPort = 29500;
     planned.machineRank = 0;
@@ -77,8 +89,8 @@ int launchScriptOnSlurm(const runs::LaunchRequest& request, const std::string& p
     }
     SlurmLaunch launch = slurmLaunchOf(request, programPath);
     std::error_code ec;
-    launch.script = std::filesystem::absolute(request.script, ec).lexically_normal().string();
-    launch.python = std::filesystem::absolute(*python, ec).string();
+    launch.node.script = std::filesystem::absolute(request.script, ec).lexically_normal().string();
+    launch.node.python = std::filesystem::absolute(*python, ec).string();
     launch.runName = request.runName.empty() ? timestampedRunId(std::filesystem::path(request.script).stem().string())
                                              : request.runName;
     const runs::LaunchRequest planned = plannedAsANode(request, launch);
@@ -89,7 +101,7 @@ int launchScriptOnSlurm(const runs::LaunchRequest& request, const std::string& p
         auto accelerateConfig = runs::scriptConfig(node);
         if (!accelerateConfig)
             return std::optional<PlannedShape>();
-        const auto plan = runs::planScript(node, *accelerateConfig, launch.python, nullptr);
+        const auto plan = runs::planScript(node, *accelerateConfig, launch.node.python, nullptr);
         return plan ? std::optional<PlannedShape>(PlannedShape{plan->distributedType, plan->mixedPrecision}) : std::nullopt;
     });
 }
@@ -107,9 +119,6 @@ int launchOnSlurm(const runs::LaunchRequest& request, const std::string& program
     }
     SlurmLaunch launch = slurmLaunchOf(request, programPath);
     launch.runName = request.runName.empty() ? timestampedRunId(recipe->name) : request.runName;
-    launch.recipe = request.recipe;
-    if (request.maxSteps > 0)
-        launch.nodeArgs.insert(launch.nodeArgs.end(), {"--max_steps", std::to_string(request.maxSteps)});
     runs::LaunchRequest planned = plannedAsANode(request, launch);
     return cluster::runSlurmLaunch(launch, [&](int gpusPerNode) {
         // The nodes' GPUs, not this machine's (a login node may have none); what they support is

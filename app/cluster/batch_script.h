@@ -21,8 +21,8 @@ struct BatchRequest {
     int nodes = 1;
     int processesPerNode = 1;
     std::string shardscope; // the shardscope binary every node runs (absolute, on a shared path)
-    std::vector<std::string> launchArgs; // the rest of each node's `shardscope launch` (--recipe, --config_file, ...)
-    std::vector<std::string> engineFlags; // after `--`
+    std::vector<std::string> launchArgs; // the rest of each node's `shardscope launch` (--request <run folder>/request.json)
+    std::vector<std::string> engineFlags; // after `--` (a launch request carries its own)
     // SIGUSR1 before the time limit and a requeue (the engine's ranks save a checkpoint on it); a
     // user's script's Python ranks would die of the signal, so its job asks for neither.
     bool warnBeforeTimeLimit = true;

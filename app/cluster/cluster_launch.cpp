@@ -10,6 +10,7 @@
 #include "app/launcher/program.h"
 #include "app/launcher/run_directory.h"
 #include "app/launcher/run_recorder.h"
+#include "app/runs/request_file.h"
 #include "app/runs/run_import.h"
 #include "engine/common/run_layout.h"
 #include "engine/common/wall_clock.h"
@@ -23,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace shardscope::cluster {
 
@@ -54,7 +56,7 @@ public:
     SubmittedRun(const cluster::SlurmClient& slurm, std::int64_t jobId, const SlurmLaunch& launch, fs::path runDir,
                  int processesPerNode, double submittedAt)
         : m_slurm(slurm), m_jobId(jobId), m_launch(launch), m_runDir(std::move(runDir)), m_perNode(processesPerNode),
-          m_tail(m_runDir, launch.numMachines), m_submittedAt(submittedAt)
+          m_tail(m_runDir, launch.node.numMachines), m_submittedAt(submittedAt)
     {
     }
 
@@ -68,8 +70,8 @@ public:
         run.runDir = m_runDir.string();
         run.recipeText = runFileText(RunLayout(m_runDir).recipeFile());
         run.configText = runFileText(RunLayout(m_runDir).configFile());
-        run.worldSize = m_launch.numProcesses;
-        run.notes = "SLURM job " + std::to_string(m_jobId) + " (" + std::to_string(m_launch.numMachines) + " nodes)";
+        run.worldSize = m_launch.node.numProcesses;
+        run.notes = "SLURM job " + std::to_string(m_jobId) + " (" + std::to_string(m_launch.node.numMachines) + " nodes)";
         auto recorder = RunRecorder::start(home, run, RunRecorder::Starts::Later);
         auto store = storage::RunStore::open(storage::historyFile(home));
         if (!recorder || !store) {
@@ -106,10 +108,10 @@ public:
                          "must be mounted at the same path on every node), or the job failed before its script started; "
                          "`scontrol show job "
                       << m_jobId << "` or SLURM's log on the node says more\n";
-        if (auto gathered = cluster::gatherAttemptEvents(m_runDir, m_launch.numMachines, attempts);
+        if (auto gathered = cluster::gatherAttemptEvents(m_runDir, m_launch.node.numMachines, attempts);
             !gathered && (attempts.empty() || attempts.back().nodesWithoutFolder.empty()))
             std::cerr << "shardscope launch: warning: " << gathered.error().message << "\n";
-        const JobOutcome outcome = decideJobEnd(m_slurm, m_runDir, state, m_launch.numProcesses, m_perNode);
+        const JobOutcome outcome = decideJobEnd(m_slurm, m_runDir, state, m_launch.node.numProcesses, m_perNode);
         const storage::RunEnd& end = outcome.end;
         for (const auto& a : attempts)
             if (a.attempt > 0)
@@ -181,8 +183,8 @@ void writeSubmissionRecord(const SlurmLaunch& launch, const cluster::ClusterProf
     const cluster::Submission submission{launch.runName,
                                          "slurm:" + std::to_string(jobId),
                                          profile.name,
-                                         launch.numMachines,
-                                         launch.numProcesses,
+                                         launch.node.numMachines,
+                                         launch.node.numProcesses,
                                          shape.distributedType,
                                          shape.mixedPrecision,
                                          launch.tags,
@@ -221,35 +223,40 @@ Result<void> checkCluster(const cluster::SlurmClient& slurm, const cluster::Clus
     return {};
 }
 
-// The batch script's request: the run's inputs copied into its folder (the nodes read them
-// there; a dry run copies nothing), each node's launch arguments.
-Result<BatchRequest> batchRequestOf(const SlurmLaunch& launch, const ClusterProfile& profile, const fs::path& runDir)
+// The batch script's request: the run's inputs copied into its folder and the request every node
+// runs written beside them (the nodes read them there; a dry run writes nothing and shows the
+// request after the script).
+Result<BatchRequest> batchRequestOf(const SlurmLaunch& launch, const ClusterProfile& profile, const fs::path& runDir,
+                                    runs::LaunchRequest& node)
 {
+    const RunLayout layout(runDir);
     cluster::BatchRequest request;
     request.profile = profile;
     request.runName = launch.runName;
     request.runDir = runDir;
-    request.nodes = launch.numMachines;
-    request.processesPerNode = launch.numProcesses / launch.numMachines;
+    request.nodes = launch.node.numMachines;
+    request.processesPerNode = launch.node.numProcesses / launch.node.numMachines;
     request.shardscope = thisExecutable(launch.programPath).string();
-    if (!launch.recipe.empty()) {
-        auto recipe = copyIn(launch.recipe, RunLayout(runDir).recipeFile(), launch.dryRun);
+    node = launch.node;
+    if (!node.recipe.empty()) {
+        auto recipe = copyIn(node.recipe, layout.recipeFile(), launch.dryRun);
         if (!recipe)
             return recipe.error();
-        request.launchArgs = {"--recipe", *recipe};
+        node.recipe = *recipe;
     } else {
         // The script stays where it is (it may import its neighbours): the nodes must see that path.
-        request.launchArgs = {"--script", launch.script, "--python", launch.python};
         request.warnBeforeTimeLimit = false;
     }
-    if (!launch.configFile.empty()) {
-        auto config = copyIn(launch.configFile, RunLayout(runDir).configFile(), launch.dryRun);
+    if (!node.configFile.empty()) {
+        auto config = copyIn(node.configFile, layout.configFile(), launch.dryRun);
         if (!config)
             return config.error();
-        request.launchArgs.insert(request.launchArgs.end(), {"--config_file", *config});
+        node.configFile = *config;
     }
-    request.launchArgs.insert(request.launchArgs.end(), launch.nodeArgs.begin(), launch.nodeArgs.end());
-    request.engineFlags = launch.engineFlags;
+    if (!launch.dryRun)
+        if (auto written = runs::writeRequestFile(node, layout.requestFile()); !written)
+            return written.error();
+    request.launchArgs = {"--request", layout.requestFile().string()};
     return request;
 }
 
@@ -276,26 +283,26 @@ int runSlurmLaunch(const SlurmLaunch& given, const std::function<std::optional<P
         printError(profile.error().message);
         return 2;
     }
-    if (launch.recipe.empty() == launch.script.empty()) {
+    if (launch.node.recipe.empty() == launch.node.script.empty()) {
         printError("--target slurm runs a recipe (--recipe R) or a user's script (--script S), one of them");
         return 2;
     }
-    if (launch.numProcesses % launch.numMachines != 0) {
-        printError("--num_processes " + std::to_string(launch.numProcesses) + " is not a multiple of --num_machines "
-                   + std::to_string(launch.numMachines) + " (the nodes)");
+    if (launch.node.numProcesses % launch.node.numMachines != 0) {
+        printError("--num_processes " + std::to_string(launch.node.numProcesses) + " is not a multiple of --num_machines "
+                   + std::to_string(launch.node.numMachines) + " (the nodes)");
         return 2;
     }
     const auto shape = checkPlan(cluster::gpusPerNode(*profile));
     if (!shape)
         return 2;
-    if (!launch.recipe.empty()) // a script's job asks for no warning
+    if (!launch.node.recipe.empty()) // a script's job asks for no warning
         if (auto fits = cluster::checkWarningFits(*profile); !fits) {
             printError(fits.error().message);
             return 2;
         }
     const cluster::SlurmClient slurm(*profile);
     if (!launch.dryRun)
-        if (auto fits = checkCluster(slurm, *profile, profilesFile, launch.numMachines); !fits) {
+        if (auto fits = checkCluster(slurm, *profile, profilesFile, launch.node.numMachines); !fits) {
             printError(fits.error().message);
             return 2;
         }
@@ -311,8 +318,10 @@ int runSlurmLaunch(const SlurmLaunch& given, const std::function<std::optional<P
         printError("cannot create " + runDir.string() + " in the profile's shared folder: " + ec.message());
         return 2;
     }
-    auto batch = batchRequestOf(launch, *profile, runDir);
+    runs::LaunchRequest node;
+    auto batch = batchRequestOf(launch, *profile, runDir, node);
     if (!batch) {
+        fs::remove_all(runDir, ec); // nothing was submitted: the name stays free
         printError(batch.error().message);
         return 2;
     }
@@ -322,6 +331,10 @@ int runSlurmLaunch(const SlurmLaunch& given, const std::function<std::optional<P
     if (launch.dryRun) {
         std::cout << cluster::batchScript(request);
         std::cout << "# (not submitted, nothing written: --dry-run; a submission writes it to " << script.string() << ")\n";
+        std::cout << "# What every node's launcher runs (" << RunLayout(runDir).requestFile().string() << "):\n";
+        std::istringstream lines(runs::requestToJson(node));
+        for (std::string line; std::getline(lines, line);)
+            std::cout << "#   " << line << "\n";
         return 0;
     }
     std::ofstream(script) << cluster::batchScript(request);
@@ -341,7 +354,7 @@ int runSlurmLaunch(const SlurmLaunch& given, const std::function<std::optional<P
     }
     std::ofstream(RunLayout(runDir).jobIdFile()) << *jobId << "\n";
     writeSubmissionRecord(launch, *profile, *shape, *jobId, submittedAt, runDir);
-    std::cout << "shardscope launch: submitted job " << *jobId << " (" << launch.numMachines << " nodes; run folder "
+    std::cout << "shardscope launch: submitted job " << *jobId << " (" << launch.node.numMachines << " nodes; run folder "
               << runDir.string() << ")" << std::endl;
     SubmittedRun follower(slurm, *jobId, launch, runDir, request.processesPerNode, submittedAt);
     if (!launch.noHistory && home)

@@ -8,6 +8,8 @@
 // events put into this machine's history (never written over the shared folder). Qt-free and
 // torch-free.
 
+#include "app/runs/launch_request.h"
+
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -20,14 +22,12 @@ struct SlurmLaunch {
     std::string target; // "slurm" or "slurm:PROFILE"
     std::filesystem::path profilesFile; // $SHARDSCOPE_HOME/clusters.ini unless given
     std::string runName;
-    std::string recipe; // a recipe run's, or
-    std::string script; // a user's Accelerate script (absolute), run with
-    std::string python; // this interpreter's accelerate (absolute; the nodes' path too)
-    std::string configFile; // empty: none
-    int numProcesses = 1; // over every node
-    int numMachines = 1; // nodes
-    std::vector<std::string> nodeArgs; // more of each node's `shardscope launch` (--max_steps, ...)
-    std::vector<std::string> engineFlags; // a script run's: the script's arguments
+    // What every node's launcher runs, written into the run folder (request.json) with the recipe
+    // and config copied beside it: a recipe (a path here) or a user's script (absolute, where every
+    // node sees it) with its python, the config file (empty: none), accelerate launch's flags,
+    // the engine's flags or the script's arguments (workerArgs), and the ranks over the nodes
+    // (numProcesses over numMachines, resolved from the flags and the config).
+    runs::LaunchRequest node;
     bool dryRun = false;
     bool detach = false;
     bool noHistory = false;

@@ -7,7 +7,7 @@
 //   config.yaml  recipe.yaml (or script.yaml, command.sh)  plan.json  events.jsonl  outcome.json
 //   logs/rank<N>.log  traces/rank<N>.json  checkpoints/step_<N>/  export/  flight/  hang_report.txt
 //   attempts/<N>/ (a continued run's or a requeued job's later attempts, each a run folder)
-//   a cluster run's: job.sbatch  slurm_job_id  slurm-<job>.out  run.json  .shardscope-marker
+//   a cluster run's: job.sbatch  request.json  slurm_job_id  slurm-<job>.out  run.json  .shardscope-marker
 //     attempts/<N>/attempt.txt  attempts/<N>/unseen_folder.txt  attempts/<N>/node<M>/
 //   a script run's: .events/rank<N>.fifo, or without a launcher events/rank<N>.jsonl
 
@@ -46,12 +46,14 @@ public:
     std::filesystem::path attemptDir(int attempt) const { return attemptDir(std::to_string(attempt)); }
     std::filesystem::path attemptDir(const std::string& attempt) const { return attemptsDir() / attempt; }
 
-    // A cluster run's (app/cluster). In the run folder: the batch script, SLURM's job id and its
+    // A cluster run's (app/cluster). In the run folder: the batch script, the request every node's
+    // launcher runs (runs/request_file.h: data, not arguments parsed again), SLURM's job id and its
     // output (SLURM's file name pattern), the submission record another machine follows it by
     // (a script run's reporter writes a run.json too), and the marker every node must read before
     // any rank starts. In each attempt's folder: its record (job, nodes, start and end), the nodes
     // that could not see the run folder, and node<M>/, the run folder of that node's launcher.
     std::filesystem::path batchScriptFile() const { return m_dir / "job.sbatch"; }
+    std::filesystem::path requestFile() const { return m_dir / "request.json"; } // what every node's launcher runs
     std::filesystem::path jobIdFile() const { return m_dir / "slurm_job_id"; }
     std::filesystem::path slurmOutputPattern() const { return m_dir / "slurm-%j.out"; }
     std::filesystem::path submissionFile() const { return m_dir / "run.json"; }

@@ -190,6 +190,46 @@ private slots:
         QVERIFY2(help.output.contains(QStringLiteral("fault-injection flags for Shardscope's own tests")),
                  qPrintable(help.output));
     }
+    // #56: a cluster run's nodes run its request.json (data, not argument strings in the batch
+    // script): the dry run shows the script naming the file and what the file holds, a launcher
+    // given the file runs what it says (here on this machine, placed by its command line), and
+    // refuses options that would say otherwise.
+    void nodesRunTheRequestFile()
+    {
+        QTemporaryDir home;
+        const QString profiles = home.filePath(QStringLiteral("clusters.ini"));
+        testing::writeFile(profiles, "[default]\nshared_folder = " + home.filePath(QStringLiteral("shared")).toUtf8() + "\n");
+        const QString recipe = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-mlp.yaml");
+        const auto shown = runCli(home,
+                                  {"launch", "--target", "slurm", "--dry_run", "--cluster_profiles", profiles, "--recipe", recipe,
+                                   "--run_name", "r", "--max_steps", "3", "--heartbeat_timeout", "50", "--", "--threads", "1"});
+        QVERIFY2(shown.exitCode == 0, qPrintable(shown.output));
+        const QString file = home.filePath(QStringLiteral("shared/runs/r/request.json"));
+        QVERIFY2(shown.output.contains(QStringLiteral("--request ") + file), qPrintable(shown.output));
+        QVERIFY2(!shown.output.contains(QStringLiteral("--max_steps")), qPrintable(shown.output)); // not as arguments
+        for (const char* held : {"\"max_steps\": 3", "\"heartbeat_timeout\": 50.0", "\"num_machines\": 1"})
+            QVERIFY2(shown.output.contains(QString::fromUtf8(held)), held);
+
+        const QString request = home.filePath(QStringLiteral("request.json"));
+        testing::writeFile(request, "{\"format\": \"shardscope-launch-request\", \"version\": 1, \"recipe\": \"" + recipe.toUtf8()
+                                        + "\", \"num_processes\": 2, \"max_steps\": 3, \"worker_args\": [\"--threads\", \"1\"]}");
+        const QString runs = home.filePath(QStringLiteral("noderuns"));
+        const auto ran = runCli(home,
+                                {"launch", "--request", request, "--runs_dir", runs, "--run_name", "node0", "--no_history"});
+        QVERIFY2(ran.exitCode == 0, qPrintable(ran.output));
+        QVERIFY2(ran.output.contains(QStringLiteral("2 ranks finished successfully")), qPrintable(ran.output));
+        const QByteArray plan = testing::readFile(runs + "/node0/plan.json");
+        QVERIFY2(plan.contains("max_steps: 3\\n"), plan.constData()); // the recipe as run
+
+        const auto mixed = runCli(home, {"launch", "--request", request, "--recipe", recipe, "--mixed_precision", "bf16"});
+        QCOMPARE(mixed.exitCode, 2);
+        QVERIFY2(mixed.output.contains(QStringLiteral("--recipe, --mixed_precision cannot go with it")),
+                 qPrintable(mixed.output));
+        testing::writeFile(request, "{\"format\": \"shardscope-launch-request\", \"version\": 1, \"recipe\": 3}");
+        const auto wrong = runCli(home, {"launch", "--request", request});
+        QCOMPARE(wrong.exitCode, 2);
+        QVERIFY2(wrong.output.contains(request + QStringLiteral(": \"recipe\" is 3, not a string")), qPrintable(wrong.output));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCliChecks)
