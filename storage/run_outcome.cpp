@@ -1,5 +1,7 @@
 #include "storage/run_outcome.h"
 
+#include "engine/common/user_file.h"
+
 #include "engine/common/run_layout.h"
 #include <nlohmann/json.hpp>
 
@@ -75,12 +77,11 @@ Result<void> writeOutcomeFile(const std::filesystem::path& runDir, const RunEnd&
 
 std::optional<RunEnd> readOutcomeFile(const std::filesystem::path& runDir)
 {
-    std::ifstream in(pathOf(runDir));
-    if (!in)
+    // A run folder's file: a FIFO or a device in its place is no outcome (and must not block).
+    auto read = readUserFile(pathOf(runDir), {"a run's outcome.json", 1u << 20, std::chrono::seconds(10)});
+    if (!read)
         return std::nullopt;
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string text = buffer.str();
+    const std::string& text = *read;
     if (text.find_first_not_of(" \n") == std::string::npos)
         return std::nullopt; // reserved, never written: the launcher died before the end
     try {

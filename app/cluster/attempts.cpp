@@ -4,6 +4,7 @@
 #include "engine/checkpoint/checkpoint_paths.h"
 #include "engine/protocol/events.h"
 #include "engine/common/run_layout.h"
+#include "engine/common/user_file.h"
 
 #include <unistd.h>
 
@@ -20,10 +21,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What the batch script writes of an attempt (a few lines), and what a node's launcher writes of
+// its ranks' events (as a run's events.jsonl, at most 4 GiB).
+const UserFileKind kAttemptRecord{"an attempt's record", 64u << 10, std::chrono::seconds(10)};
+const UserFileKind kNodeEvents{"a node's events.jsonl", std::uint64_t(4) << 30, std::chrono::minutes(5)};
+
 // attempt.txt's key=value lines.
 void readAttemptFile(const fs::path& file, JobAttempt& attempt)
 {
-    std::ifstream in(file);
+    auto text = readUserFile(file, kAttemptRecord);
+    std::istringstream in(text ? *text : std::string());
     for (std::string line; std::getline(in, line);) {
         const auto eq = line.find('=');
         if (eq == std::string::npos)
@@ -49,8 +56,8 @@ void readAttemptFile(const fs::path& file, JobAttempt& attempt)
 // The step a plan.json resumed from (0: none), and the checkpoint's folder.
 void readResume(const fs::path& planFile, JobAttempt& attempt)
 {
-    std::ifstream in(planFile);
-    const auto plan = nlohmann::json::parse(in, nullptr, false);
+    auto text = readUserFile(planFile, {"a node's plan.json", 16u << 20, std::chrono::seconds(10)});
+    const auto plan = nlohmann::json::parse(text ? *text : std::string(), nullptr, false);
     if (!plan.is_object() || !plan.contains("resume_from") || !plan["resume_from"].is_string())
         return;
     attempt.resumedFrom = plan["resume_from"].get<std::string>();
@@ -99,9 +106,8 @@ std::vector<JobAttempt> readAttempts(const fs::path& runDir)
         attempt.attempt = n;
         readAttemptFile(RunLayout(runDir).attemptRecordFile(n), attempt);
         readResume(RunLayout(nodeRunDir(runDir, n, 0)).planFile(), attempt);
-        if (std::ifstream unseen(RunLayout(runDir).unseenFolderFile(n)); unseen) {
-            std::string nodes;
-            std::getline(unseen, nodes);
+        if (auto unseen = readUserFile(RunLayout(runDir).unseenFolderFile(n), kAttemptRecord)) {
+            const std::string nodes = unseen->substr(0, unseen->find('\n'));
             attempt.nodesWithoutFolder = nodes.substr(0, nodes.find_last_not_of(" \t\r") + 1);
         }
         attempts.push_back(attempt);
@@ -120,27 +126,32 @@ Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, cons
     std::ofstream out(partial, std::ios::binary | std::ios::trunc);
     std::int64_t written = 0;
     std::string missing; // the first node of the last attempt that left no events file
+    std::string refused; // the first events file that is not one (a FIFO, a device, past 4 GiB)
+    std::string slurmOutput = RunLayout(runDir).slurmOutputPattern().string();
+    slurmOutput.replace(slurmOutput.find("%j"), 2, "<job>");
     for (std::size_t a = 0; a < attempts.size(); ++a) {
         const JobAttempt* next = a + 1 < attempts.size() ? &attempts[a + 1] : nullptr;
         for (int node = 0; node < nodes; ++node) {
             const fs::path file = RunLayout(nodeRunDir(runDir, attempts[a].attempt, node)).eventsFile();
-            std::ifstream in(file, std::ios::binary);
-            if (!in) {
+            std::error_code ec;
+            if (!fs::exists(file, ec)) {
                 // An attempt cut short before this node's launcher started leaves nothing to gather.
                 if (next)
                     continue;
                 if (missing.empty())
                     missing = "node " + std::to_string(node) + " left no events in attempt " + std::to_string(attempts[a].attempt)
-                              + " (" + file.string() + "); its launcher's output is in " + (runDir / "slurm-<job>.out").string();
+                              + " (" + file.string() + "); its launcher's output is in " + slurmOutput;
                 continue; // the other nodes' are gathered all the same
             }
-            for (std::string line; std::getline(in, line);) {
+            auto lines = readUserFileLines(file, kNodeEvents, [&](const std::string& line) {
                 const std::string kept = keptLine(line, attempts[a], next);
                 if (kept.empty())
-                    continue;
+                    return;
                 out << kept << '\n';
                 ++written;
-            }
+            });
+            if (!lines && refused.empty())
+                refused = lines.error().message; // what it read before is kept
         }
     }
     out.close();
@@ -151,6 +162,8 @@ Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, cons
     }
     if (!missing.empty())
         return makeError(missing);
+    if (!refused.empty())
+        return makeError(refused);
     return written;
 }
 

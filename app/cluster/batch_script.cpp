@@ -1,11 +1,14 @@
 #include "app/cluster/batch_script.h"
 
 #include "engine/common/run_layout.h"
+#include "engine/common/user_file.h"
 #include "engine/plan/script_plan.h"
 
 #include <cstdio>
 #include <random>
+#include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 namespace shardscope::cluster {
 
@@ -52,6 +55,22 @@ void writeFolderProbe(std::ostream& out, const BatchRequest& r)
 }
 
 } // namespace
+
+int nodesOfBatchScript(const std::filesystem::path& runDir)
+{
+    // A script this Shardscope wrote is a few KiB; its node count is one a cluster has (a script
+    // edited to ask for 2^31 nodes would have the follower look for as many node folders).
+    constexpr int kMostNodes = 65536;
+    auto text = readUserFile(RunLayout(runDir).batchScriptFile(), {"a run's batch script", 1u << 20, std::chrono::seconds(10)});
+    std::istringstream in(text ? *text : std::string());
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("#SBATCH --nodes=", 0) == 0) {
+            const long nodes = std::strtol(line.c_str() + std::string_view("#SBATCH --nodes=").size(), nullptr, 10);
+            return nodes > 0 && nodes <= kMostNodes ? static_cast<int>(nodes) : 0;
+        }
+    return 0;
+}
 
 std::string batchScript(const BatchRequest& r)
 {

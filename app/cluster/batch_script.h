@@ -32,6 +32,10 @@ struct BatchRequest {
     std::string folderMarker;
 };
 std::string batchScript(const BatchRequest& request);
+// The node count a run folder's batch script asks for (its "#SBATCH --nodes=N" line); 0 when
+// unknown, or past what a cluster has (a script edited to ask for 2^31 nodes would have the
+// follower look for as many node folders).
+int nodesOfBatchScript(const std::filesystem::path& runDir);
 // The marker file of a run folder, and a new token to write in it.
 std::filesystem::path folderMarkerFile(const std::filesystem::path& runDir);
 std::string newFolderMarker();

@@ -1,11 +1,13 @@
 #include "app/cluster/follower.h"
 
 #include "app/cluster/adoption.h"
+#include "app/cluster/batch_script.h"
 #include "app/cluster/catch_up.h"
 #include "app/cluster/job_watch.h"
 #include "app/cluster/submission.h"
 #include "app/runs/run_import.h"
 #include "engine/common/run_layout.h"
+#include "engine/common/user_file.h"
 #include "engine/common/wall_clock.h"
 #include "storage/store_paths.h"
 
@@ -15,6 +17,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <thread>
 
@@ -48,17 +51,6 @@ storage::RunAttempt attemptRow(const cluster::JobAttempt& a)
 std::string unseenFolderNodes(const std::vector<cluster::JobAttempt>& attempts)
 {
     return attempts.empty() ? std::string() : attempts.back().nodesWithoutFolder;
-}
-
-// The node count the run's batch script asked for (its "#SBATCH --nodes=N" line); 0 when unknown.
-int nodesOfScript(const fs::path& runDir)
-{
-    std::ifstream in(RunLayout(runDir).batchScriptFile());
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("#SBATCH --nodes=", 0) == 0)
-            return std::atoi(line.c_str() + std::string_view("#SBATCH --nodes=").size());
-    return 0;
 }
 
 // What the nodes wrote so far, into the run folder's events.jsonl and the history (the steps the
@@ -293,7 +285,7 @@ int followRun(const FollowRequest& request)
                   << ") put in this history from its folder's run.json" << std::endl;
     const std::int64_t jobId = std::atoll(summary.job.c_str() + 6);
     const fs::path runDir = summary.runDir;
-    const int nodes = std::max(1, nodesOfScript(runDir));
+    const int nodes = std::max(1, nodesOfBatchScript(runDir));
     warnIf(store->adoptRun(*runId, storage::LauncherIdentity::current()));
     // SIGINT (Ctrl-C, the workbench's Stop) cancels the job; SIGTERM and SIGHUP (a logout, a
     // shutdown, a kill of a background follower) only stop following it. (Before it says it

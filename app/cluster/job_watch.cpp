@@ -2,6 +2,7 @@
 
 #include "app/runs/run_end.h"
 #include "engine/common/run_layout.h"
+#include "engine/common/user_file.h"
 
 #include <fstream>
 
@@ -18,14 +19,18 @@ std::int64_t EventsTail::readNew(const std::function<void(const protocol::Event&
     for (int attempt = 0; fs::is_directory(attemptDir(m_runDir, attempt), ec); ++attempt) {
         for (int node = 0; node < m_nodes; ++node) {
             const fs::path file = RunLayout(nodeRunDir(m_runDir, attempt, node)).eventsFile();
-            std::ifstream in(file, std::ios::binary);
-            if (!in)
+            if (!fs::exists(file, ec))
                 continue; // not started yet
             Tail& tail = m_tails[file];
-            in.seekg(static_cast<std::streamoff>(tail.offset));
-            std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-            tail.offset += chunk.size();
-            tail.partial += chunk;
+            // At most 64 MiB a look (the rest at the next); a FIFO or a device in its place is
+            // refused, not read (it would block the follower or never end).
+            auto chunk = readUserFileFrom(file, "a node's events.jsonl", tail.offset, 64u << 20);
+            if (!chunk) {
+                m_refused = chunk.error().message;
+                continue;
+            }
+            tail.offset += chunk->size();
+            tail.partial += *chunk;
             std::size_t start = 0;
             for (std::size_t end; (end = tail.partial.find('\n', start)) != std::string::npos; start = end + 1) {
                 const std::string_view line(tail.partial.data() + start, end - start);
@@ -39,6 +44,10 @@ std::int64_t EventsTail::readNew(const std::function<void(const protocol::Event&
                 }
             }
             tail.partial.erase(0, start);
+            if (tail.partial.size() > (64u << 20)) { // no event is that long: not a file of events
+                tail.partial.clear();
+                ++m_malformed;
+            }
         }
     }
     return read;

@@ -29,6 +29,8 @@ public:
     // in malformed().
     std::int64_t readNew(const std::function<void(const protocol::Event&, int node)>& onEvent);
     std::int64_t malformed() const { return m_malformed; }
+    // The last node events file that was not one (a FIFO, a device): skipped; empty when none.
+    const std::string& refused() const { return m_refused; }
 
 private:
     struct Tail {
@@ -39,6 +41,7 @@ private:
     int m_nodes;
     std::map<std::filesystem::path, Tail> m_tails;
     std::int64_t m_malformed = 0;
+    std::string m_refused;
 };
 
 // How a job ended, for the history: SLURM's end state and the ranks' events handed to the one

@@ -1,5 +1,7 @@
 #include "app/cluster/slurm.h"
 
+#include "engine/common/user_file.h"
+
 #include "app/launcher/program.h"
 #include "engine/common/run_layout.h"
 #include "engine/plan/script_plan.h"
@@ -128,6 +130,19 @@ int gpusPerNode(const ClusterProfile& profile)
     return gpus;
 }
 
+namespace {
+
+// A line of the file as an error quotes it: a long one cut (the error is read on a terminal).
+std::string quoted(const std::string& text)
+{
+    constexpr std::size_t kShown = 80;
+    if (text.size() <= kShown)
+        return "'" + text + "'";
+    return "'" + text.substr(0, kShown) + "...' (" + std::to_string(text.size()) + " characters)";
+}
+
+} // namespace
+
 Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& text, const std::string& source)
 {
     std::map<std::string, ClusterProfile> profiles;
@@ -142,7 +157,7 @@ Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& t
             continue;
         if (line.front() == '[') {
             if (line.back() != ']' || line.size() < 3)
-                return makeError(where + "'" + line + "' is not a [profile] heading");
+                return makeError(where + quoted(line) + " is not a [profile] heading");
             const std::string name = trim(line.substr(1, line.size() - 2));
             current = &profiles[name];
             current->name = name;
@@ -150,7 +165,7 @@ Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& t
         }
         const auto eq = line.find('=');
         if (eq == std::string::npos)
-            return makeError(where + "'" + line + "' is not key = value");
+            return makeError(where + quoted(line) + " is not key = value");
         if (!current)
             return makeError(where + "a key before the first [profile] heading; start the file with [default]");
         const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
@@ -196,16 +211,20 @@ Result<std::map<std::string, ClusterProfile>> parseProfiles(const std::string& t
     return profiles;
 }
 
+// The profiles file: a few profiles of a few lines each.
+const UserFileKind kProfilesFile{"the cluster profiles file", 1u << 20, std::chrono::seconds(10)};
+
 Result<std::map<std::string, ClusterProfile>> loadProfiles(const std::filesystem::path& file)
 {
-    std::ifstream in(file);
-    if (!in)
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec))
         return makeError("no cluster profiles at " + file.string()
                          + "; write one, e.g.\n  [default]\n  partition = gpu\n"
                            "  time = 02:00:00\n  shared_folder = /shared/you/shardscope");
-    std::stringstream text;
-    text << in.rdbuf();
-    return parseProfiles(text.str(), file.string());
+    auto text = readUserFile(file, kProfilesFile);
+    if (!text)
+        return text.error();
+    return parseProfiles(*text, file.string());
 }
 
 std::filesystem::path profilesFile(const std::filesystem::path& given)
@@ -328,12 +347,10 @@ Result<void> saveProfile(const std::filesystem::path& file, const ClusterProfile
     std::string before;
     std::error_code ec;
     if (std::filesystem::exists(file, ec)) {
-        std::ifstream in(file);
-        std::stringstream text;
-        text << in.rdbuf();
-        if (!in.good() && !in.eof())
-            return makeError("cannot read " + file.string());
-        before = text.str();
+        auto text = readUserFile(file, kProfilesFile);
+        if (!text)
+            return makeError("not saved: " + text.error().message);
+        before = std::move(*text);
     }
     const std::string after = replaceProfileSection(before, profile.name, remove ? std::string() : formatProfile(profile));
     auto parsed = parseProfiles(after, file.string());

@@ -1,6 +1,7 @@
 #include "app/cluster/submission.h"
 
 #include "engine/common/run_layout.h"
+#include "engine/common/user_file.h"
 
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -49,6 +51,15 @@ Result<void> writeSubmission(const fs::path& runDir, const Submission& s)
     return {};
 }
 
+namespace {
+
+bool hasControlCharacter(const std::string& text)
+{
+    return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+} // namespace
+
 Result<Submission> readSubmission(const fs::path& runDir)
 {
     const fs::path file = RunLayout(runDir).submissionFile();
@@ -58,20 +69,14 @@ Result<Submission> readSubmission(const fs::path& runDir)
         return makeError(file.string() + " does not exist: " + runDir.string()
                          + " is not a cluster run's folder, or was submitted by a Shardscope before run.json (`shardscope "
                            "runs import` records it once its job has ended)");
-    // A FIFO or a device would block or never end; a run.json is a few hundred bytes. Opened without
-    // blocking and checked on the open file, so nothing swapped in after the check is read.
-    const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat info { };
-    if (fd < 0 || ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_size > (1 << 20)) {
-        if (fd >= 0)
-            ::close(fd);
-        return makeError(file.string() + " is not a regular file of a submission (at most 1 MiB)");
-    }
-    std::string content(static_cast<std::size_t>(info.st_size), '\0');
-    const ssize_t got = ::read(fd, content.data(), content.size());
-    ::close(fd);
-    content.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
-    const auto j = nlohmann::json::parse(content, nullptr, false);
+    // A run's files are its own: a link could make another user's file (or a FIFO, or a device)
+    // this run's. A run.json is a few hundred bytes.
+    if (fs::is_symlink(fs::symlink_status(file, ec)))
+        return makeError(file.string() + " is not a regular file (a link); a run's run.json is written by its submission");
+    auto content = readUserFile(file, {"a submission's run.json", 1u << 20, std::chrono::seconds(10)});
+    if (!content)
+        return content.error();
+    const auto j = nlohmann::json::parse(*content, nullptr, false);
     if (!j.is_object())
         return makeError(file.string() + " is not a JSON object");
     Submission s;
@@ -80,11 +85,15 @@ Result<Submission> readSubmission(const fs::path& runDir)
             return makeError(file.string() + ": " + key + " is " + (j.contains(key) ? j[key].dump() : "missing")
                              + ", not a string");
         out = j[key].get<std::string>();
+        // Printed on a terminal by `runs follow`: no escape sequence, no line of its own.
+        if (hasControlCharacter(out))
+            return makeError(file.string() + ": " + key + " holds a control character (a terminal escape?); a run.json "
+                             + "is written by its submission, not by hand");
         return {};
     };
     const auto count = [&](const char* key, int& out) -> Result<void> {
         if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<std::int64_t>() < 1
-            || j[key].get<std::int64_t>() > (1 << 20))
+            || j[key].get<std::int64_t>() > 65536) // as many as a cluster has, not 2^31 folders to look for
             return makeError(file.string() + ": " + key + " is " + (j.contains(key) ? j[key].dump() : "missing")
                              + ", not a count");
         out = static_cast<int>(j[key].get<std::int64_t>());
@@ -104,6 +113,8 @@ Result<Submission> readSubmission(const fs::path& runDir)
         for (const auto& tag : j["tags"]) {
             if (!tag.is_string())
                 return makeError(file.string() + ": a tag is " + tag.dump() + ", not a string");
+            if (hasControlCharacter(tag.get<std::string>()))
+                return makeError(file.string() + ": a tag holds a control character; a run.json is written by its submission");
             s.tags.push_back(tag.get<std::string>());
         }
     }

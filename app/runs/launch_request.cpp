@@ -157,24 +157,13 @@ bool reportAccelerateFlags(const LaunchRequest& request)
                         [](const config::Diagnostic& d) { return d.severity == config::Severity::Error; });
 }
 
-namespace {
-
-std::string readText(const std::string& path)
-{
-    std::ifstream in(path);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
-}
-
-} // namespace
-
 // The config as the run used it, for the history: the file's text with the launch flags merged
 // in as Accelerate merges them, so that comparing runs compares what ran (a sweep's
 // --mixed_precision included), not only what the file said. The file's own bytes without flags.
 std::string ranConfigText(const LaunchRequest& request, const std::string& copiedFile)
 {
-    std::string text = readText(copiedFile);
+    const auto read = config::readTextFile(copiedFile);
+    std::string text = read ? *read : std::string();
     const config::LaunchOverrides o = launchOverridesOf(request);
     if (!o.numProcesses && !o.numMachines && !o.machineRank && !o.mainProcessIp && !o.mainProcessPort && !o.mixedPrecision
         && !flagsSetConfigKeys(request))

@@ -3,6 +3,7 @@
 #include "app/launcher/run_recorder.h"
 #include "app/runs/run_end.h"
 #include "engine/common/run_layout.h"
+#include "engine/common/user_file.h"
 #include "engine/protocol/events.h"
 #include "storage/run_store.h"
 #include "storage/store_paths.h"
@@ -23,11 +24,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A run folder's file (events, run.json, config.yaml) is read only when it is a regular file of a
-// sane size inside the folder: a
-// FIFO with no writer, a device (/dev/zero, /dev/urandom), a folder, or a link out of the folder
-// would hang the import, fill the history with noise, or read what the run did not write.
-constexpr std::uintmax_t kMaxEventsFileBytes = std::uintmax_t{4} << 30;
+// A run folder's file (events, run.json, config.yaml) is read only when it is the run's own (no
+// link out of the folder: it would read what the run did not write), and through the one reader
+// of user files (engine/common/user_file.h): a FIFO with no writer, a device (/dev/zero), a
+// folder or a file past its kind's size is refused, not read.
+constexpr std::uint64_t kMaxEventsFileBytes = std::uint64_t{4} << 30;
 
 Result<void> checkRunFile(const fs::path& file, const fs::path& runDir)
 {
@@ -41,17 +42,15 @@ Result<void> checkRunFile(const fs::path& file, const fs::path& runDir)
             return makeError(file.string() + " is a link out of the run folder (to " + target.string()
                              + "); a run's files must be its own");
     }
-    const auto status = fs::status(file, ec);
-    if (ec || !fs::is_regular_file(status))
-        return makeError(file.string() + " is not a regular file ("
-                         + (fs::is_directory(status)                                     ? "a folder"
-                            : fs::is_fifo(status)                                        ? "a FIFO"
-                            : fs::is_character_file(status) || fs::is_block_file(status) ? "a device"
-                                                                                         : "not a file")
-                         + "); a run's files are written by the run");
-    if (fs::file_size(file, ec) > kMaxEventsFileBytes)
-        return makeError(file.string() + " is larger than 4 GiB; that is not a file a run writes");
     return {};
+}
+
+// A run folder's small file (run.json, config.yaml, script.yaml), checked and read whole.
+Result<std::string> readRunFile(const fs::path& file, const fs::path& runDir)
+{
+    if (auto usable = checkRunFile(file, runDir); !usable)
+        return usable.error();
+    return readUserFile(file, {"a run's " + file.filename().string(), 16u << 20, std::chrono::seconds(30)});
 }
 
 } // namespace
@@ -78,25 +77,20 @@ Result<std::vector<protocol::Event>> readRunEvents(const fs::path& runDir, std::
     for (const auto& file : files) {
         if (auto usable = checkRunFile(file, runDir); !usable)
             return usable.error();
-        std::ifstream in(file);
-        if (!in)
-            return makeError("cannot read " + file.string());
-        std::string line;
-        while (std::getline(in, line)) {
-            // A regular file can still stall (a network filesystem that stopped answering): an
-            // import ends, with the file named, rather than never.
-            if (std::chrono::steady_clock::now() - started > deadline)
-                return makeError("reading " + file.string() + " took longer than "
-                                 + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(deadline).count())
-                                 + " s; is its filesystem answering? Copy the run folder to a local disk and import "
-                                   "that");
+        // A regular file can still stall (a network filesystem that stopped answering): an
+        // import ends, with the file named, rather than never.
+        const auto left = deadline
+                          - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+        auto lines = readUserFileLines(file, {"a run's events", kMaxEventsFileBytes, left}, [&](const std::string& line) {
             if (line.empty())
-                continue;
+                return;
             if (auto event = protocol::decodeEvent(line))
                 events.push_back(std::move(*event));
             else
                 ++malformed;
-        }
+        });
+        if (!lines)
+            return lines.error();
     }
     std::stable_sort(events.begin(), events.end(),
                      [](const protocol::Event& a, const protocol::Event& b) { return a.time < b.time; });
@@ -113,10 +107,10 @@ Result<void> readRunJson(const fs::path& runDir, storage::NewRun& run)
     std::error_code ec;
     if (!fs::exists(file, ec))
         return {};
-    if (auto usable = checkRunFile(file, runDir); !usable)
-        return usable.error();
-    std::ifstream in(file);
-    const auto info = nlohmann::json::parse(in, nullptr, false);
+    auto content = readRunFile(file, runDir);
+    if (!content)
+        return content.error();
+    const auto info = nlohmann::json::parse(*content, nullptr, false);
     if (!info.is_object())
         return makeError(file.string() + " is not a JSON object; the shardscope reporter writes run.json as one");
     const auto text = [&](const char* key, std::string& out) -> Result<void> {
@@ -215,10 +209,10 @@ Result<ImportedRun> importRunDirectory(const fs::path& home, const fs::path& run
     for (const auto& [file, text] : {std::pair{layout.configFile(), &run.configText}, {layout.scriptFile(), &run.recipeText}}) {
         if (!fs::exists(file, ec))
             continue;
-        if (auto usable = checkRunFile(file, runDir); !usable)
-            return usable.error();
-        std::ifstream in(file);
-        text->assign(std::istreambuf_iterator<char>(in), {});
+        auto content = readRunFile(file, runDir);
+        if (!content)
+            return content.error();
+        *text = std::move(*content);
     }
     // What the reporter knew of the run without a launcher (run.json): how Accelerate ran it.
     if (auto described = readRunJson(runDir, run); !described)

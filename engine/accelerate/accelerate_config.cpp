@@ -327,12 +327,14 @@ Result<AccelerateConfig> parseAccelerateConfig(const std::string& text, const st
 Result<AccelerateConfig> loadAccelerateConfig(const std::string& path)
 {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
+    if (!std::filesystem::exists(path, ec)) // (a FIFO or a folder: the reader says what it is)
         return makeError("The passed configuration file `" + path
                              + "` does not exist. Please pass an existing file, or create one with `shardscope config` "
                                "(or `accelerate config`).",
                          ErrorKind::Io);
-    auto text = readTextFile(path);
+    // An Accelerate config is a few KiB; parsing costs ~200 bytes of memory and ~12 s per MiB of
+    // text, so a larger "config" is refused before it is parsed.
+    auto text = readTextFile(path, {"an Accelerate config file", 256u << 10, std::chrono::seconds(10)});
     if (!text)
         return text.error();
     return parseAccelerateConfig(*text, path, formatForPath(path));

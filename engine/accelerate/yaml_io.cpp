@@ -25,21 +25,7 @@
 
 namespace shardscope::config {
 
-Result<std::string> readTextFile(const std::string& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        Error error = makeError(path + ": cannot open the file for reading (" + std::string(std::strerror(errno))
-                                    + "); check the path and its permissions",
-                                ErrorKind::Io);
-        error.file = path;
-        error.fix = "check the path and its permissions";
-        return error;
-    }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+Result<std::string> readTextFile(const std::string& path, const UserFileKind& kind) { return readUserFile(path, kind); }
 
 Result<void> writeTextFile(const std::string& path, const std::string& text)
 {

@@ -5,6 +5,7 @@
 // See Note [PyYAML compatibility] in yaml_io.cpp.
 
 #include "engine/common/result.h"
+#include "engine/common/user_file.h"
 #include "engine/accelerate/value.h"
 
 #include <string>
@@ -25,7 +26,10 @@ std::string dumpJson(const Value& value);
 enum class PlainTag { Null, Bool, Int, Float, Merge, Timestamp, ValueTag, Str };
 PlainTag resolvePlainScalar(const std::string& text);
 
-Result<std::string> readTextFile(const std::string& path);
+// A settings file a user hands over (a config, a recipe, a DeepSpeed JSON, a run's plan): through
+// the one reader of user files (engine/common/user_file.h), at most 1 MiB unless `kind` says.
+Result<std::string> readTextFile(const std::string& path,
+                                 const UserFileKind& kind = {"the file", 1u << 20, std::chrono::seconds(10)});
 Result<void> writeTextFile(const std::string& path, const std::string& text);
 
 } // namespace shardscope::config

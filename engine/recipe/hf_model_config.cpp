@@ -373,7 +373,7 @@ Result<HfModelConfig> loadHfModelConfig(const std::string& modelDir)
 {
     const std::string path = (std::filesystem::path(modelDir) / "config.json").string();
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
+    if (!std::filesystem::exists(path, ec)) { // (not a file: the reader says what it is)
         Error error = makeError(modelDir
                                     + " has no config.json; a Hugging Face model folder (what save_pretrained writes) "
                                       "holds config.json and model.safetensors",

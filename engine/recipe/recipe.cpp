@@ -3,6 +3,7 @@
 #include "engine/common/edit_distance.h"
 #include "engine/common/line_column.h"
 #include "engine/common/text_format.h"
+#include "engine/common/user_file.h"
 #include "engine/recipe/hf_config_keys.h"
 #include "engine/text/corpus.h"
 #include "engine/text/token_stream.h"
@@ -547,12 +548,11 @@ Result<void> checkRecipeInputs(const Recipe& recipe)
     if (recipe.data.type != "text")
         return {};
     const std::string path = recipe.data.path.empty() ? defaultTextPath() : recipe.data.path;
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return makeError("cannot read the text file '" + path + "' (data.path in the recipe); check the path");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string bytes = buffer.str();
+    // A corpus may be large; not endless (a FIFO or /dev/zero as data.path).
+    auto text = readUserFile(path, {"the recipe's data.path text file", std::uint64_t(4) << 30, std::chrono::minutes(5)});
+    if (!text)
+        return makeError(text.error().message + " (data.path in the recipe)", ErrorKind::Io);
+    const std::string& bytes = *text;
     const std::int64_t need = 2 * recipe.model.blockSize + 1;
     if (static_cast<std::int64_t>(bytes.size()) < need)
         return makeError("the text file '" + path + "' has " + std::to_string(bytes.size()) + " bytes; it needs at least "
@@ -562,12 +562,10 @@ Result<void> checkRecipeInputs(const Recipe& recipe)
 
 Result<Recipe> loadRecipe(const std::string& path)
 {
-    std::ifstream in(path);
-    if (!in)
-        return makeError(path + ": cannot open the recipe file");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    auto recipe = parseRecipe(buffer.str(), path);
+    auto text = readUserFile(path, {"a recipe", 1u << 20, std::chrono::seconds(10)});
+    if (!text)
+        return text.error();
+    auto recipe = parseRecipe(*text, path);
     // Relative paths in a recipe file are the file's own, wherever it is launched from.
     if (recipe)
         resolveRecipePaths(*recipe, std::filesystem::absolute(std::filesystem::path(path)).parent_path().string());

@@ -7,10 +7,13 @@
 #include "tests/common/recipe_run.h"
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFileInfo>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <sys/stat.h>
 
 namespace testing = shardscope::testing;
 
@@ -229,6 +232,46 @@ private slots:
         const auto wrong = runCli(home, {"launch", "--request", request});
         QCOMPARE(wrong.exitCode, 2);
         QVERIFY2(wrong.output.contains(request + QStringLiteral(": \"recipe\" is 3, not a string")), qPrintable(wrong.output));
+    }
+    // #57 item 4: the profiles file as a FIFO, a link to /dev/zero, a 50 MB file or a line of 900 KB:
+    // `launch --target slurm`, `clusters` and `runs follow --all` each end at once with an error
+    // that says what the file is, and echo no more of it than a line's start.
+    void profilesFileThatIsNoFile_data()
+    {
+        QTest::addColumn<QString>("how");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("a FIFO") << "fifo"
+                                << "clusters.ini is not a regular file (a FIFO)";
+        QTest::newRow("a link to /dev/zero") << "zero"
+                                             << "clusters.ini is not a regular file (a device)";
+        QTest::newRow("50 MB") << "large"
+                               << "clusters.ini is larger than 1.00 MiB";
+        QTest::newRow("a line of 900 KB") << "line"
+                                          << "...' (921600 characters) is not key = value";
+    }
+    void profilesFileThatIsNoFile()
+    {
+        QFETCH(QString, how);
+        QFETCH(QString, says);
+        QTemporaryDir home;
+        const QString profiles = home.filePath(QStringLiteral("clusters.ini"));
+        if (how == "fifo")
+            QVERIFY(::mkfifo(QFile::encodeName(profiles).constData(), 0600) == 0);
+        else if (how == "zero")
+            QVERIFY(QFile::link(QStringLiteral("/dev/zero"), profiles));
+        else
+            testing::writeFile(profiles, "[default]\n" + QByteArray(how == "large" ? 50 << 20 : 900 << 10, 'x') + "\n");
+        const QString recipe = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-mlp.yaml");
+        for (const QStringList& command : {QStringList{"launch", "--target", "slurm", "--recipe", recipe},
+                                           QStringList{"clusters"}, QStringList{"runs", "follow", "--all"}}) {
+            QElapsedTimer clock;
+            clock.start();
+            const auto ran = testing::runShardscope(home.path(), command, 20000);
+            QVERIFY2(clock.elapsed() < 15000, qPrintable(command.join(' ')));
+            QVERIFY2(ran.exitCode != 0 && ran.exitCode != -1, qPrintable(command.join(' ') + ": " + ran.output.left(500)));
+            QVERIFY2(ran.output.contains(says), qPrintable(command.join(' ') + ": " + ran.output.left(500)));
+            QVERIFY2(ran.output.size() < 4000, qPrintable(command.join(' ') + ": " + ran.output.left(500)));
+        }
     }
 };
 
