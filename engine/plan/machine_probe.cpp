@@ -1,6 +1,9 @@
 #include "engine/plan/machine_probe.h"
 
+#include <sched.h>
+
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -68,6 +71,25 @@ int physicalCoreCount()
     if (!cores.empty())
         return static_cast<int>(cores.size());
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int cpusOfThisProcess()
+{
+    int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (::sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0)
+        cpus = CPU_COUNT(&mask);
+    if (!std::getenv("SLURM_JOB_ID"))
+        return cpus;
+    for (const char* name : {"SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"}) {
+        const char* given = std::getenv(name);
+        char* end = nullptr;
+        const long n = given ? std::strtol(given, &end, 10) : 0;
+        if (given && end != given && *end == '\0' && n > 0)
+            return std::min(cpus, static_cast<int>(std::min<long>(n, 1 << 20)));
+    }
+    return cpus;
 }
 
 } // namespace shardscope::config

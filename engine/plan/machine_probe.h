@@ -18,5 +18,9 @@ Hardware probeHardware();
 // Physical cores of this machine, counted as psutil.cpu_count(logical=False) counts them on Linux
 // (distinct core ids per package in /proc/cpuinfo); the logical count when that is unreadable.
 int physicalCoreCount();
+// The CPUs this process may use: its affinity mask, and within a SLURM job the CPUs the job step
+// was given (SLURM_CPUS_PER_TASK, else SLURM_CPUS_ON_NODE: a cluster without task affinity sets no
+// mask, and ranks that took every core of the machine would share it with the other jobs on it).
+int cpusOfThisProcess();
 
 } // namespace shardscope::config

@@ -55,7 +55,8 @@ json bodyJson(const EventBody& body)
                         {"peak_flops", e.peakFlops},
                         {"peak_dtype", e.peakDtype},
                         {"peak_source", e.peakSource},
-                        {"precision_emulated", e.precisionEmulated}};
+                        {"precision_emulated", e.precisionEmulated},
+                        {"threads", e.threads}};
             } else if constexpr (std::is_same_v<T, StepEvent>) {
                 json j = {{"step", e.step},
                           {"epoch", e.epoch},
@@ -343,6 +344,7 @@ Result<Event> decodeEvent(std::string_view line)
         r.read("peak_dtype", e.peakDtype);
         r.read("peak_source", e.peakSource);
         r.read("precision_emulated", e.precisionEmulated);
+        r.read("threads", e.threads);
         event.body = e;
     } else if (type == "step") {
         StepEvent e;

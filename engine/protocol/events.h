@@ -40,6 +40,9 @@ struct HelloEvent {
     std::string peakDtype{};
     std::string peakSource{};
     bool precisionEmulated = false;
+    // The intra-op threads this rank computes with (engine ranks: --threads, else the CPUs it was
+    // given over the ranks of its machine; 0: not said).
+    int threads = 0;
 };
 
 struct MemoryStats { // bytes

@@ -2,6 +2,7 @@
 
 #include "engine/checkpoint/safetensors.h"
 #include "engine/models/pretrained.h"
+#include "engine/plan/machine_probe.h"
 #include "engine/train/trainer.h"
 
 #include <ATen/ATen.h>
@@ -15,8 +16,9 @@ namespace shardscope::train {
 
 void runTraining(const DistEnv& env, const config::RunPlan& plan, EventSink& events)
 {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    at::set_num_threads(plan.threads > 0 ? plan.threads : std::max(1, cores / env.localWorldSize));
+    // The CPUs this rank's launcher was given (a SLURM job step's, not the whole machine's) over the
+    // ranks it started, as on one machine.
+    at::set_num_threads(plan.threads > 0 ? plan.threads : std::max(1, config::cpusOfThisProcess() / env.localWorldSize));
     Trainer trainer(env, plan, events);
     trainer.run();
 }

@@ -96,6 +96,7 @@ Trainer::Trainer(const DistEnv& env, const config::RunPlan& plan, EventSink& eve
     hello.worldSize = m_acc.numProcesses();
     hello.localRank = env.localRank;
     hello.machineRank = env.groupRank;
+    hello.threads = at::get_num_threads();
     if (m_devicePeak) {
         hello.peakFlops = m_devicePeak->flops;
         hello.peakDtype = m_devicePeak->dtype;

@@ -142,18 +142,20 @@ private slots:
         QVERIFY2(m_cluster.start(m_dir.path(), 3, 2, 27817, &said, m_dir.filePath(QStringLiteral("shared-partial"))),
                  qPrintable(said));
         m_profiles = m_dir.filePath(QStringLiteral("clusters.ini"));
-        testing::writeFile(m_profiles, "[default]\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8()
-                                           + "\n[nope]\npartition = nope\nshared_folder = "
-                                           + m_dir.filePath(QStringLiteral("shared")).toUtf8()
-                                           // SLURM's shortest limit. The warning comes on slurmctld's 30 s
-                                           // tick once the time left is under warning + 30 s: here 29 to
-                                           // 59 s into each attempt.
-                                           + "\n[short]\ntime = 1\nwarning_seconds = 1\nshared_folder = "
-                                           + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n[partial]\nshared_folder = "
-                                           + m_dir.filePath(QStringLiteral("shared-partial")).toUtf8()
-                                           // More memory than any node has: sbatch --test-only refuses it.
-                                           + "\n[hungry]\nsbatch = --mem=99999999\nshared_folder = "
-                                           + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n");
+        testing::writeFile(
+            m_profiles,
+            "[default]\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8()
+                + "\n[nope]\npartition = nope\nshared_folder = "
+                + m_dir.filePath(QStringLiteral("shared")).toUtf8()
+                // SLURM's shortest limit. The warning comes on slurmctld's 30 s
+                // tick once the time left is under warning + 30 s: here 29 to
+                // 59 s into each attempt.
+                + "\n[short]\ntime = 1\nwarning_seconds = 1\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8()
+                + "\n[partial]\nshared_folder = "
+                + m_dir.filePath(QStringLiteral("shared-partial")).toUtf8()
+                // More memory than any node has: sbatch --test-only refuses it.
+                + "\n[hungry]\nsbatch = --mem=99999999\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8()
+                + "\n[two_cpus]\ncpus_per_task = 2\nshared_folder = " + m_dir.filePath(QStringLiteral("shared")).toUtf8() + "\n");
     }
 
     void cleanupTestCase()
@@ -183,6 +185,33 @@ private slots:
             rankOne = rankOne || (e["type"].toString() == "hello" && e["rank"].toInt() == 1);
         QVERIFY(rankOne);
         QVERIFY(QFile::exists(slurm.runDir + "/job.sbatch"));
+    }
+
+    // #57 item 5: a node's ranks compute on the CPUs its job step was given (this cluster sets no
+    // affinity mask: SLURM_CPUS_PER_TASK, else the CPUs allocated on the node), not on every core
+    // of the machine: one CPU by default, two with cpus_per_task = 2, shared by the node's ranks.
+    void nodesComputeOnTheCpusTheyWereGiven()
+    {
+        const auto threadsOf = [](const QString& eventsFile) {
+            QList<int> threads;
+            for (const auto& e : testing::readEvents(eventsFile))
+                if (e["type"].toString() == "hello")
+                    threads << e["threads"].toInt();
+            return threads;
+        };
+        const auto given = submit(QStringLiteral("one-cpu"), {"--num_processes", "2", "--num_machines", "2"});
+        QVERIFY2(given.exitCode == 0, qPrintable(given.output));
+        for (const char* node : {"node0", "node1"})
+            QCOMPARE(threadsOf(given.runDir + "/attempts/0/" + node + "/events.jsonl"), QList<int>{1});
+        const auto two = submit(QStringLiteral("two-cpus"), {"--num_processes", "4", "--num_machines", "2"},
+                                QStringLiteral("slurm:two_cpus"));
+        QVERIFY2(two.exitCode == 0, qPrintable(two.output));
+        for (const char* node : {"node0", "node1"})
+            QCOMPARE(threadsOf(two.runDir + "/attempts/0/" + node + "/events.jsonl"), (QList<int>{1, 1}));
+        const auto alone = submit(QStringLiteral("two-cpus-one-rank"), {"--num_processes", "2", "--num_machines", "2"},
+                                  QStringLiteral("slurm:two_cpus"));
+        QVERIFY2(alone.exitCode == 0, qPrintable(alone.output));
+        QCOMPARE(threadsOf(alone.runDir + "/attempts/0/node0/events.jsonl"), QList<int>{2});
     }
 
     // FSDP HYBRID_SHARD on 2 nodes x 2 ranks: shards within each node, replicas across them; the
