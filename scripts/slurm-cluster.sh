@@ -9,6 +9,8 @@
 #   scripts/slurm-cluster.sh start     prints `export SLURM_CONF=...` (a second start fails)
 #   scripts/slurm-cluster.sh stop      cancels the jobs, stops every daemon it started
 #   scripts/slurm-cluster.sh status
+#   scripts/slurm-cluster.sh kill-controller    SIGKILL to slurmctld (its jobs go on on the nodes)
+#   scripts/slurm-cluster.sh start-controller   slurmctld again, recovering its state; waits until it answers
 #
 # Environment: SLURM_LAB (default /tmp/shardscope-slurm-$USER), NODES (2), CPUS (CPUs per node, 2),
 # PORT_BASE (26817: the controller; nodes listen on PORT_BASE+100+i), HIDE_FROM_LAST_NODE (a folder
@@ -144,6 +146,29 @@ stop() {
   log "stopped"
 }
 
+controller_pid() { awk '$1 == "slurmctld" { pid = $2 } END { print pid }' "$LAB/run/ours.pids"; }
+
+kill_controller() {
+  export SLURM_CONF=$CONF
+  [ -e "$LAB/run/ours.pids" ] || { log "nothing started in $LAB"; exit 1; }
+  local pid; pid=$(controller_pid)
+  alive "$pid" || { log "slurmctld is not running"; exit 1; }
+  kill -KILL "$pid"
+  wait_until 10 bash -c "! [ -e /proc/$pid ] || grep -q '^State:[[:space:]]*Z' /proc/$pid/status"
+  log "slurmctld ($pid) killed"
+}
+
+start_controller() {
+  export SLURM_CONF=$CONF
+  [ -e "$LAB/run/ours.pids" ] || { log "nothing started in $LAB"; exit 1; }
+  alive "$(controller_pid)" && { log "slurmctld is running"; exit 1; }
+  slurmctld -D -f "$CONF" >> "$LAB/log/slurmctld.stderr" 2>&1 &
+  # The new PID replaces the old one (stop stops by PID).
+  sed -i "s/^slurmctld .*/slurmctld $!/" "$LAB/run/ours.pids"
+  wait_until 60 sinfo -h || { log "slurmctld does not answer after 60 s; see $LAB/log"; exit 1; }
+  log "slurmctld ($!) answers"
+}
+
 status() {
   export SLURM_CONF=$CONF
   [ -e "$LAB/run/ours.pids" ] || { echo "not started"; return 1; }
@@ -157,5 +182,7 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  kill-controller) kill_controller ;;
+  start-controller) start_controller ;;
+  *) echo "usage: $0 start|stop|status|kill-controller|start-controller" >&2; exit 2 ;;
 esac

@@ -176,35 +176,66 @@ std::optional<JobState> JobWatch::look()
 std::optional<JobState> followJob(JobWatch& watch, const fs::path& runDir, const FollowOptions& options,
                                   const std::function<void(bool ended)>& ingest)
 {
-    int failedLooks = 0;
+    using Clock = std::chrono::steady_clock;
+    std::optional<Clock::time_point> silentSince; // SLURM has not answered since
+    auto retry = options.retryInterval;
     while (!g_stopFollowing.load()) {
         auto state = watch.look();
         if (!state) {
-            // SLURM could not be asked (a controller or login node that did not answer): again,
-            // for a while, taking in what the nodes write meanwhile. A job it says it does not
-            // know has ended: the folder may say how.
+            // SLURM could not be asked. A job it says it does not know has ended: the folder may
+            // say how. A SLURM that does not answer at all (its controller restarting) is not a
+            // job that ended: the nodes go on, and so does the following, from their files.
             const auto known = watch.slurm.knowsJob(watch.jobId);
-            if (known && !*known)
+            if (known && !*known) {
                 state = endFromFolder(runDir);
-            if (!state) {
-                if (++failedLooks >= options.patience) {
-                    std::cerr << watch.who << ": SLURM did not answer " << failedLooks
-                              << " times in a row; the run stays open (`runs follow` takes it up again)\n";
+            } else if (!known) {
+                if (!silentSince) {
+                    silentSince = Clock::now();
+                    std::cout << watch.who << ": SLURM does not answer; the job goes on without its controller, and this "
+                              << "follows the nodes' files until SLURM answers again" << std::endl;
+                }
+                state = finalEndFromFolder(runDir);
+                if (!state && Clock::now() - *silentSince > options.silenceLimit) {
+                    std::cerr << watch.who << ": SLURM has not answered for "
+                              << std::chrono::duration_cast<std::chrono::seconds>(options.silenceLimit).count()
+                              << " s; the run stays open (`runs follow` takes it up again)\n";
                     return std::nullopt;
                 }
+            }
+            if (!state) {
                 ingest(false);
-                std::this_thread::sleep_for(options.retryInterval * failedLooks);
+                std::this_thread::sleep_for(retry);
+                retry = std::min(retry * 2, options.longestRetry);
                 continue;
             }
             std::cout << watch.who << ": " << state->reason << std::endl;
+        } else if (silentSince) {
+            std::cout << watch.who << ": SLURM answers again (after "
+                      << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *silentSince).count() << " s)"
+                      << std::endl;
         }
-        failedLooks = 0;
+        silentSince.reset();
+        retry = options.retryInterval;
         ingest(state->ended());
         if (state->ended())
             return state;
         std::this_thread::sleep_for(options.pollInterval);
     }
     return std::nullopt;
+}
+
+std::optional<JobState> finalEndFromFolder(const fs::path& runDir)
+{
+    const auto attempts = cluster::readAttempts(runDir);
+    if (attempts.empty() || attempts.back().endedAt <= 0)
+        return std::nullopt;
+    const auto& last = attempts.back();
+    if (last.exitCode < 0 || last.exitCode == 75 || last.exitCode == 143)
+        return std::nullopt;
+    return cluster::JobState{last.exitCode == 0 ? "COMPLETED" : "FAILED",
+                             "SLURM does not answer; the job's batch script wrote its end (exit " + std::to_string(last.exitCode)
+                                 + ")",
+                             last.nodes, std::to_string(last.exitCode) + ":0"};
 }
 
 std::optional<JobState> endFromFolder(const fs::path& runDir)

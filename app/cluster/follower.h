@@ -55,16 +55,22 @@ struct JobWatch {
 
 struct FollowOptions {
     std::chrono::milliseconds pollInterval{500}; // between looks
-    // After the Nth look in a row SLURM left unanswered, N times this before the next.
+    // While SLURM does not answer: this before the first look again, doubled each time up to the
+    // longest.
     std::chrono::milliseconds retryInterval{500};
-    int patience = 10; // looks in a row SLURM may leave unanswered before the run is left open
+    std::chrono::milliseconds longestRetry{10000};
+    // How long SLURM may leave every look unanswered (a controller restarting, a login node's
+    // network gone) before the run is left open for a later `runs follow`. The job goes on without
+    // its controller, so the follower does too, from the nodes' files.
+    std::chrono::milliseconds silenceLimit{std::chrono::hours(1)};
 };
 
 // Looks at the job until it ends, calling `ingest(ended)` after every look to take in what the
-// nodes wrote (and while SLURM does not answer). A job SLURM says it no longer knows ends as its
-// folder's last attempt wrote. The end state; none when following stopped (followingStopped())
-// or SLURM did not answer `patience` times in a row (said, the run left open for a later
-// `runs follow`).
+// nodes wrote. While SLURM does not answer, the nodes' files are followed instead, and the run
+// ends when its last attempt's batch script wrote an end no requeue follows (0, or a failure
+// other than 75 and 143); a job SLURM says it no longer knows ends as its folder's last attempt
+// wrote. The end state; none when following stopped (followingStopped()) or SLURM did not answer
+// for `silenceLimit` (said, the run left open for a later `runs follow`).
 std::optional<JobState> followJob(JobWatch& watch, const std::filesystem::path& runDir, const FollowOptions& options,
                                   const std::function<void(bool ended)>& ingest);
 
@@ -72,6 +78,10 @@ std::optional<JobState> followJob(JobWatch& watch, const std::filesystem::path& 
 // when its last attempt's batch script saw its end. None when it did not (still running
 // elsewhere, or killed with its node: only SLURM could tell).
 std::optional<JobState> endFromFolder(const std::filesystem::path& runDir);
+// While SLURM does not answer: the end the last attempt's batch script wrote when no requeue can
+// follow it (0: completed; a failure other than 75, a requeue asked for, and 143, a SIGTERM that a
+// preemption's requeue may follow). None otherwise.
+std::optional<JobState> finalEndFromFolder(const std::filesystem::path& runDir);
 
 // How a job ended: from its folder's events (events.jsonl: every attempt's, gathered) and SLURM's
 // end state, naming nodes as SLURM does; with its attempts.

@@ -187,6 +187,37 @@ private slots:
         QVERIFY(QFile::exists(slurm.runDir + "/job.sbatch"));
     }
 
+    // #57 item 1: the controller killed while the job runs and started again 60 s later. The job
+    // goes on on its nodes, and so does its launcher: it follows the nodes' files meanwhile (the
+    // history's steps go on), takes SLURM's answer up again, and records every step and the end
+    // as completed; no rank is blamed.
+    void controllerRestartIsNotTheRunsEnd()
+    {
+        const QString recipe = QString(kRecipe).replace(QStringLiteral("max_steps: 6"), QStringLiteral("max_steps: 200"));
+        QProcess p;
+        startSubmit(p, QStringLiteral("restart"),
+                    {"--num_processes", "2", "--num_machines", "2", "--", "--slow-rank", "0", "--slow-forward-ms", "400"},
+                    QStringLiteral("slurm"), recipe);
+        const QString node0 = runDir(QStringLiteral("restart")) + "/attempts/0/node0/events.jsonl";
+        QTRY_VERIFY_WITH_TIMEOUT(stepsOf(node0) >= 10, 120000);
+        QString said;
+        QVERIFY2(m_cluster.killController(&said), qPrintable(said));
+        const int stepsWhenKilled = stepsOf(node0);
+        QTest::qWait(60000);
+        QVERIFY2(stepsOf(node0) > stepsWhenKilled + 50, "the job did not go on without its controller");
+        QVERIFY2(m_cluster.startController(&said), qPrintable(said));
+        const auto run = finished(p, QStringLiteral("restart"));
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        QVERIFY2(run.output.contains(QStringLiteral("SLURM does not answer; the job goes on without its controller")),
+                 qPrintable(run.output));
+        QVERIFY2(run.output.contains(QStringLiteral("in the history: completed")), qPrintable(run.output));
+        QVERIFY2(!run.output.contains(QStringLiteral("without a word")) && !run.output.contains(QStringLiteral("UNKNOWN")),
+                 qPrintable(run.output));
+        QCOMPARE(testing::rankZeroLosses(run).size(), 200);
+        QVERIFY2(runsShow(runName(QStringLiteral("restart"))).contains(QStringLiteral("completed")),
+                 qPrintable(runsShow(runName(QStringLiteral("restart")))));
+    }
+
     // #57 item 5: a node's ranks compute on the CPUs its job step was given (this cluster sets no
     // affinity mask: SLURM_CPUS_PER_TASK, else the CPUs allocated on the node), not on every core
     // of the machine: one CPU by default, two with cpus_per_task = 2, shared by the node's ranks.

@@ -51,6 +51,11 @@ public:
         return run(QStringLiteral("stop"), said);
     }
 
+    // The controller killed (SIGKILL: the jobs go on on the nodes), and started again (it recovers
+    // its state from its state folder; returns once it answers). False with what the script said.
+    bool killController(QString* said) const { return run(QStringLiteral("kill-controller"), said); }
+    bool startController(QString* said) const { return run(QStringLiteral("start-controller"), said); }
+
     ~SlurmLab()
     {
         QString said;
