@@ -11,6 +11,8 @@
 #   scripts/slurm-cluster.sh status
 #   scripts/slurm-cluster.sh kill-controller    SIGKILL to slurmctld (its jobs go on on the nodes)
 #   scripts/slurm-cluster.sh start-controller   slurmctld again, recovering its state; waits until it answers
+#   scripts/slurm-cluster.sh kill-node nI       SIGKILL to node nI's slurmd (its tasks run on, unheard)
+#   scripts/slurm-cluster.sh start-node nI      node nI's slurmd again; waits until SLURM has it back
 #
 # Environment: SLURM_LAB (default /tmp/shardscope-slurm-$USER), NODES (2), CPUS (CPUs per node, 2),
 # PORT_BASE (26817: the controller; nodes listen on PORT_BASE+100+i), HIDE_FROM_LAST_NODE (a folder
@@ -101,17 +103,7 @@ start() {
   echo "munged $(cat "$LAB/munge/munged.pid")" >> "$LAB/run/ours.pids"
   slurmctld -D -f "$CONF" > "$LAB/log/slurmctld.stderr" 2>&1 &
   echo "slurmctld $!" >> "$LAB/run/ours.pids"
-  for i in $(seq 1 "$NODES"); do
-    if [ "$i" -eq "$NODES" ] && [ -n "${HIDE_FROM_LAST_NODE:-}" ]; then
-      # unshare and sh exec into slurmd, so $! is slurmd's PID; its jobs run in its mount
-      # namespace, which ends with them.
-      unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m shardscope-hidden "$1" && shift && exec "$@"' \
-        _ "$HIDE_FROM_LAST_NODE" slurmd -D -f "$CONF" -N "n$i" > "$LAB/log/slurmd-n$i.stderr" 2>&1 &
-    else
-      slurmd -D -f "$CONF" -N "n$i" > "$LAB/log/slurmd-n$i.stderr" 2>&1 &
-    fi
-    echo "slurmd-n$i $!" >> "$LAB/run/ours.pids"
-  done
+  for i in $(seq 1 "$NODES"); do start_slurmd "$i"; done
   if ! wait_until 30 all_idle; then
     log "the nodes are not idle after 30 s; see $LAB/log"
     sinfo -N >&2 || true
@@ -169,6 +161,44 @@ start_controller() {
   log "slurmctld ($!) answers"
 }
 
+node_pid() { awk -v name="slurmd-$1" '$1 == name { pid = $2 } END { print pid }' "$LAB/run/ours.pids"; }
+
+start_slurmd() { # start_slurmd I: node nI's slurmd, in the background, recorded in ours.pids
+  local i=$1
+  if [ "$i" -eq "$NODES" ] && [ -n "${HIDE_FROM_LAST_NODE:-}" ]; then
+    # unshare and sh exec into slurmd, so $! is slurmd's PID; its jobs run in its mount
+    # namespace, which ends with them.
+    unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1m shardscope-hidden "$1" && shift && exec "$@"' \
+      _ "$HIDE_FROM_LAST_NODE" slurmd -D -f "$CONF" -N "n$i" >> "$LAB/log/slurmd-n$i.stderr" 2>&1 &
+  else
+    slurmd -D -f "$CONF" -N "n$i" >> "$LAB/log/slurmd-n$i.stderr" 2>&1 &
+  fi
+  if grep -q "^slurmd-n$i " "$LAB/run/ours.pids"; then
+    sed -i "s/^slurmd-n$i .*/slurmd-n$i $!/" "$LAB/run/ours.pids"
+  else
+    echo "slurmd-n$i $!" >> "$LAB/run/ours.pids"
+  fi
+}
+
+kill_node() {
+  export SLURM_CONF=$CONF
+  local node=${1:?kill-node takes a node name, n1 .. n$NODES} pid
+  pid=$(node_pid "$node")
+  alive "$pid" || { log "slurmd of $node is not running"; exit 1; }
+  kill -KILL "$pid"
+  log "slurmd of $node ($pid) killed"
+}
+
+start_node() {
+  export SLURM_CONF=$CONF
+  local node=${1:?start-node takes a node name, n1 .. n$NODES}
+  alive "$(node_pid "$node")" && { log "slurmd of $node is running"; exit 1; }
+  start_slurmd "${node#n}"
+  wait_until 90 bash -c "[ \"\$(sinfo -h -N -n $node -o %T | sed -n 1p)\" = idle ]" \
+    || { log "$node is not idle after 90 s; see $LAB/log"; exit 1; }
+  log "$node is back"
+}
+
 status() {
   export SLURM_CONF=$CONF
   [ -e "$LAB/run/ours.pids" ] || { echo "not started"; return 1; }
@@ -184,5 +214,7 @@ case "${1:-}" in
   status) status ;;
   kill-controller) kill_controller ;;
   start-controller) start_controller ;;
-  *) echo "usage: $0 start|stop|status|kill-controller|start-controller" >&2; exit 2 ;;
+  kill-node) kill_node "${2:-}" ;;
+  start-node) start_node "${2:-}" ;;
+  *) echo "usage: $0 start|stop|status|kill-controller|start-controller|kill-node NODE|start-node NODE" >&2; exit 2 ;;
 esac

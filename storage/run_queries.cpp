@@ -217,8 +217,9 @@ Result<RunDetails> RunStore::run(std::int64_t runId) const
     if (!rc)
         return rc.error();
 
-    auto attempts = m_db.prepare("SELECT attempt, job_id, nodes, started_at, ended_at, exit_code, resumed_step, resumed_from "
-                                 "FROM run_attempts WHERE run_id = ? ORDER BY attempt");
+    auto attempts = m_db.prepare(
+        "SELECT attempt, job_id, nodes, started_at, ended_at, exit_code, resumed_step, resumed_from, lost_nodes "
+        "FROM run_attempts WHERE run_id = ? ORDER BY attempt");
     if (!attempts)
         return attempts.error();
     attempts->bind(1, runId);
@@ -232,6 +233,7 @@ Result<RunDetails> RunStore::run(std::int64_t runId) const
         a.exitCode = optionalInt(s, 5);
         a.resumedStep = s.int64(6);
         a.resumedFrom = s.text(7);
+        a.lostNodes = s.text(8);
         details.attempts.push_back(std::move(a));
     });
     if (!rc)

@@ -245,11 +245,11 @@ Result<void> RunStore::adoptRun(std::int64_t runId, const LauncherIdentity& laun
 Result<void> RunStore::recordAttempt(std::int64_t runId, const RunAttempt& a)
 {
     auto upsert = m_db.prepare("INSERT OR REPLACE INTO run_attempts (run_id, attempt, job_id, nodes, started_at, ended_at, "
-                               "exit_code, resumed_step, resumed_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                               "exit_code, resumed_step, resumed_from, lost_nodes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!upsert)
         return upsert.error();
     upsert->bind(1, runId).bind(2, a.attempt).bind(3, a.jobId).bind(4, a.nodes).bind(5, a.startedAt).bind(6, a.endedAt);
-    upsert->bind(7, a.exitCode).bind(8, a.resumedStep).bind(9, a.resumedFrom);
+    upsert->bind(7, a.exitCode).bind(8, a.resumedStep).bind(9, a.resumedFrom).bind(10, a.lostNodes);
     return upsert->run();
 }
 

@@ -153,6 +153,7 @@ struct RunAttempt {
     std::optional<int> exitCode; // none: its end was not seen (preempted, killed)
     std::int64_t resumedStep = 0; // 0: a fresh start
     std::string resumedFrom; // the checkpoint's folder
+    std::string lostNodes; // the nodes SLURM lost while it ran ("n2 (down*: Not responding)"); empty: none known
 };
 
 enum class RunSort { Created, Name, Status, Duration, Steps, Loss };

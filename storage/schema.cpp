@@ -172,6 +172,11 @@ CREATE TABLE eval_samples (
 CREATE INDEX eval_samples_by_run ON eval_samples(run_id, id);
 )sql";
 
+// v7: the nodes SLURM lost while an attempt ran (a requeue after a node failure names them).
+constexpr const char* kSchemaV7 = R"sql(
+ALTER TABLE run_attempts ADD COLUMN lost_nodes TEXT NOT NULL DEFAULT '';
+)sql";
+
 // v2 backfills the blocks of the series v1 stored, with the accumulator the writer uses.
 Result<void> backfillBlocks(Database& db)
 {
@@ -229,6 +234,8 @@ Result<void> applyStep(Database& db, int version)
         return db.exec(kSchemaV5);
     case 6:
         return db.exec(kSchemaV6);
+    case 7:
+        return db.exec(kSchemaV7);
     default:
         return makeError("internal error: no migration to schema version " + std::to_string(version));
     }

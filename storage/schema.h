@@ -17,7 +17,7 @@ namespace shardscope::storage {
 // v4: runs.job, runs.status_detail and run_attempts (a cluster job's requeues).
 // v5: run_ranks' peak (what each rank's MFU is against) and whether its precision is emulated.
 // v6: eval_samples, the text a run's model wrote at its evals.
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // Inserts or updates a rank's hello (bindRank binds it).
 inline constexpr const char* kUpsertRank =

@@ -141,7 +141,7 @@ void printAttempts(const std::vector<storage::RunAttempt>& attempts)
                           : std::string("from the start"))
                   << ", "
                   << (a.exitCode ? "exit " + std::to_string(*a.exitCode) : std::string("its end not seen (preempted or killed)"))
-                  << "\n";
+                  << (a.lostNodes.empty() ? std::string() : "; SLURM lost node " + terminalSafe(a.lostNodes)) << "\n";
     }
 }
 

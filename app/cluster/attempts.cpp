@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -110,6 +111,10 @@ std::vector<JobAttempt> readAttempts(const fs::path& runDir)
             const std::string nodes = unseen->substr(0, unseen->find('\n'));
             attempt.nodesWithoutFolder = nodes.substr(0, nodes.find_last_not_of(" \t\r") + 1);
         }
+        if (auto lost = readUserFile(RunLayout(runDir).lostNodesFile(n), kAttemptRecord)) {
+            const std::string nodes = lost->substr(0, lost->find('\n'));
+            attempt.lostNodes = nodes.substr(0, nodes.find_last_not_of(" \t\r") + 1);
+        }
         attempts.push_back(attempt);
     }
     return attempts;
@@ -131,6 +136,15 @@ Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, cons
     slurmOutput.replace(slurmOutput.find("%j"), 2, "<job>");
     for (std::size_t a = 0; a < attempts.size(); ++a) {
         const JobAttempt* next = a + 1 < attempts.size() ? &attempts[a + 1] : nullptr;
+        if (!attempts[a].lostNodes.empty()) { // said between this attempt and the next
+            protocol::Event lost;
+            lost.time = next && next->startedAt > 0 ? next->startedAt : std::max(attempts[a].startedAt, attempts[a].endedAt);
+            lost.body = protocol::LogEvent{"warning", "attempt " + std::to_string(attempts[a].attempt) + " (job "
+                                                          + std::to_string(attempts[a].jobId) + "): SLURM lost node "
+                                                          + attempts[a].lostNodes};
+            out << protocol::encodeEvent(lost) << '\n';
+            ++written;
+        }
         for (int node = 0; node < nodes; ++node) {
             const fs::path file = RunLayout(nodeRunDir(runDir, attempts[a].attempt, node)).eventsFile();
             std::error_code ec;

@@ -27,6 +27,9 @@ struct JobAttempt {
     // The nodes that did not see the run folder ("n3 n4"; the batch script's probe): the attempt
     // ended before any rank started. Empty: every node saw it.
     std::string nodesWithoutFolder;
+    // The nodes SLURM lost while the attempt ran ("n2 (down*: Not responding)"), as its follower
+    // wrote them; empty: none known.
+    std::string lostNodes;
 };
 
 // The attempts in <runDir>/attempts/, in order (0, 1, ... while the folders go on). What a node's

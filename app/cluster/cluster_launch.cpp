@@ -113,10 +113,16 @@ public:
             std::cerr << "shardscope launch: warning: " << gathered.error().message << "\n";
         const JobOutcome outcome = decideJobEnd(m_slurm, m_runDir, state, m_launch.node.numProcesses, m_perNode);
         const storage::RunEnd& end = outcome.end;
-        for (const auto& a : attempts)
-            if (a.attempt > 0)
+        for (const auto& a : attempts) {
+            if (!a.lostNodes.empty())
+                std::cout << "shardscope launch: attempt " << a.attempt << " lost node " << a.lostNodes << "\n";
+            if (a.attempt > 0 && a.resumedStep > 0)
                 std::cout << "shardscope launch: attempt " << a.attempt << " resumed after step " << a.resumedStep << " from "
                           << a.resumedFrom << "\n";
+            else if (a.attempt > 0)
+                std::cout << "shardscope launch: attempt " << a.attempt << " started over from step 0 (no checkpoint had been "
+                          << "saved before it)\n";
+        }
         if (!end.error.empty() && end.status != storage::RunStatus::Completed)
             std::cout << "shardscope launch: " << end.error << "\n";
         if (!m_recorder)

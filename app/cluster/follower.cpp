@@ -20,6 +20,7 @@
 #include <sstream>
 #include <iostream>
 #include <thread>
+#include <utility>
 
 namespace shardscope::cluster {
 
@@ -42,6 +43,7 @@ storage::RunAttempt attemptRow(const cluster::JobAttempt& a)
         row.endedAt = a.endedAt;
     if (a.exitCode >= 0)
         row.exitCode = a.exitCode;
+    row.lostNodes = a.lostNodes;
     row.resumedStep = a.resumedStep;
     row.resumedFrom = a.resumedFrom;
     return row;
@@ -114,6 +116,31 @@ int recordFollowedEnd(storage::RunStore& store, std::int64_t runId, const storag
     return runEnd.status == storage::RunStatus::Completed ? 0 : runEnd.status == storage::RunStatus::Cancelled ? 130 : 1;
 }
 
+// An attempt that ran on `runningOn` and is over (the job requeued, or running elsewhere): the
+// nodes SLURM lost of it, asked now (later they may be back), said and written into the
+// attempt's folder, so that the history and `runs show` name them.
+void noteLostNodes(const JobWatch& watch, const fs::path& runDir, const JobState& state, std::string& runningOn)
+{
+    const bool runs = state.state == "RUNNING" || state.state == "COMPLETING";
+    if (runs && (runningOn.empty() || state.nodes == runningOn)) {
+        runningOn = state.nodes;
+        return;
+    }
+    if (runningOn.empty())
+        return;
+    const std::string ranOn = std::exchange(runningOn, runs ? state.nodes : std::string());
+    auto lost = watch.slurm.lostNodes(ranOn);
+    if (!lost || lost->empty())
+        return;
+    const auto attempts = cluster::readAttempts(runDir);
+    const auto ran = std::find_if(attempts.rbegin(), attempts.rend(), [&](const JobAttempt& a) { return a.nodes == ranOn; });
+    if (ran == attempts.rend())
+        return;
+    std::cout << watch.who << ": attempt " << ran->attempt << " lost node " << *lost << "; SLURM "
+              << (state.ended() ? "ended the job" : "runs the job again") << std::endl;
+    std::ofstream(RunLayout(runDir).lostNodesFile(ran->attempt)) << *lost << "\n";
+}
+
 } // namespace
 
 void cancelJobOnSignals(std::initializer_list<int> signals)
@@ -135,10 +162,10 @@ void stopFollowingOnSignals(std::initializer_list<int> signals)
 bool followingStopped() { return g_stopFollowing.load(); }
 
 // What the history shows of the job while it is not running yet, or where it runs.
-std::string detailOf(const JobState& state)
+std::string detailOf(const JobState& state, std::int64_t jobId)
 {
     if (state.state == "PENDING")
-        return "pending (" + state.reason + "): " + cluster::pendingAdvice(state.reason);
+        return "pending (" + state.reason + "): " + cluster::pendingAdvice(state.reason, jobId);
     return state.state + (state.nodes.empty() ? "" : " on " + state.nodes);
 }
 
@@ -160,7 +187,7 @@ std::optional<JobState> JobWatch::look()
         std::cerr << who << ": " << state.error().message << "\n";
         return std::nullopt;
     }
-    if (const std::string now = detailOf(*state); now != said && !state->ended()) {
+    if (const std::string now = detailOf(*state, jobId); now != said && !state->ended()) {
         said = now;
         std::cout << who << ": job " << jobId << " is " << now << std::endl;
         if (store) {
@@ -177,8 +204,10 @@ std::optional<JobState> followJob(JobWatch& watch, const fs::path& runDir, const
                                   const std::function<void(bool ended)>& ingest)
 {
     using Clock = std::chrono::steady_clock;
-    std::optional<Clock::time_point> silentSince; // SLURM has not answered since
+    bool silent = false; // SLURM has not answered since silentSince
+    Clock::time_point silentSince{};
     auto retry = options.retryInterval;
+    std::string runningOn; // the nodes of the attempt SLURM last said runs
     while (!g_stopFollowing.load()) {
         auto state = watch.look();
         if (!state) {
@@ -189,13 +218,14 @@ std::optional<JobState> followJob(JobWatch& watch, const fs::path& runDir, const
             if (known && !*known) {
                 state = endFromFolder(runDir);
             } else if (!known) {
-                if (!silentSince) {
+                if (!silent) {
+                    silent = true;
                     silentSince = Clock::now();
                     std::cout << watch.who << ": SLURM does not answer; the job goes on without its controller, and this "
                               << "follows the nodes' files until SLURM answers again" << std::endl;
                 }
                 state = finalEndFromFolder(runDir);
-                if (!state && Clock::now() - *silentSince > options.silenceLimit) {
+                if (!state && Clock::now() - silentSince > options.silenceLimit) {
                     std::cerr << watch.who << ": SLURM has not answered for "
                               << std::chrono::duration_cast<std::chrono::seconds>(options.silenceLimit).count()
                               << " s; the run stays open (`runs follow` takes it up again)\n";
@@ -209,13 +239,14 @@ std::optional<JobState> followJob(JobWatch& watch, const fs::path& runDir, const
                 continue;
             }
             std::cout << watch.who << ": " << state->reason << std::endl;
-        } else if (silentSince) {
+        } else if (silent) {
             std::cout << watch.who << ": SLURM answers again (after "
-                      << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - *silentSince).count() << " s)"
+                      << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - silentSince).count() << " s)"
                       << std::endl;
         }
-        silentSince.reset();
+        silent = false;
         retry = options.retryInterval;
+        noteLostNodes(watch, runDir, *state, runningOn);
         ingest(state->ended());
         if (state->ended())
             return state;

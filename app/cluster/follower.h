@@ -33,7 +33,7 @@ void stopFollowingOnSignals(std::initializer_list<int> signals);
 bool followingStopped();
 
 // What the history shows of the job while it is not running yet, or where it runs.
-std::string detailOf(const JobState& state);
+std::string detailOf(const JobState& state, std::int64_t jobId = 0);
 
 // A write to the history that failed, said as a warning: the run goes on.
 void warnIf(const Result<void>& result);

@@ -433,7 +433,28 @@ std::map<std::string, std::string> parseScontrolRecord(const std::string& text)
     return out;
 }
 
-std::string pendingAdvice(const std::string& reason)
+std::string lostNodesOf(const std::string& sinfoLines)
+{
+    std::string lost;
+    std::set<std::string> seen; // a node in two partitions is listed twice
+    std::istringstream in(sinfoLines);
+    for (std::string line; std::getline(in, line);) {
+        const auto bar = line.find('|'), second = line.find('|', bar == std::string::npos ? bar : bar + 1);
+        if (bar == std::string::npos || second == std::string::npos)
+            continue;
+        const std::string node = trim(line.substr(0, bar)), state = trim(line.substr(bar + 1, second - bar - 1));
+        const std::string reason = trim(line.substr(second + 1));
+        const bool gone = state.find("down") != std::string::npos || state.find("fail") != std::string::npos
+                          || (!state.empty() && state.back() == '*');
+        if (!gone || !seen.insert(node).second)
+            continue;
+        lost += (lost.empty() ? "" : ", ") + node + " (" + state + (reason.empty() || reason == "none" ? "" : ": " + reason)
+                + ")";
+    }
+    return lost;
+}
+
+std::string pendingAdvice(const std::string& reason, std::int64_t jobId)
 {
     static const std::map<std::string, std::string> kAdvice = {
         {"None", "the scheduler has not placed it yet; it looks again on its next pass (seconds)"},
@@ -449,9 +470,18 @@ std::string pendingAdvice(const std::string& reason)
         {"Dependency", "it waits for the jobs it depends on"},
         {"JobHeldUser", "held by you: `scontrol release <job id>` lets it start"},
         {"JobHeldAdmin", "held by an administrator"},
+        {"PartitionDown", "its partition is down (an administrator's doing); it starts when the partition is up again, or "
+                          "choose another partition in the profile"},
+        {"PartitionInactive", "its partition is inactive; it starts when the partition is up again, or choose another "
+                              "partition in the profile"},
+        {"NodeDown", "a node it needs is down; it starts when SLURM has nodes for it again"},
     };
+    const std::string id = jobId > 0 ? std::to_string(jobId) : std::string("<job id>");
     const auto it = kAdvice.find(reason);
-    return it != kAdvice.end() ? it->second : "SLURM's reason " + reason + "; `squeue -j <job id> -l` says more";
+    std::string advice = it != kAdvice.end() ? it->second : "SLURM's reason " + reason + "; `squeue -j " + id + " -l` says more";
+    if (const auto at = advice.find("<job id>"); at != std::string::npos)
+        advice.replace(at, 8, id);
+    return advice;
 }
 
 Result<std::int64_t> parseJobId(const std::string& text)
@@ -578,6 +608,14 @@ Result<bool> SlurmClient::knowsJob(std::int64_t jobId) const
     if (record.error().message.find("Invalid job id") != std::string::npos)
         return false;
     return record.error();
+}
+
+Result<std::string> SlurmClient::lostNodes(const std::string& nodeList) const
+{
+    auto lines = run("sinfo", {"-h", "-N", "-n", nodeList, "-o", "%N|%T|%E"});
+    if (!lines)
+        return lines.error();
+    return lostNodesOf(*lines);
 }
 
 Result<JobState> SlurmClient::state(std::int64_t jobId) const

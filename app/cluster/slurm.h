@@ -108,7 +108,12 @@ struct JobState {
 std::optional<JobState> parseSqueueLine(const std::string& line);
 std::map<std::string, std::string> parseScontrolRecord(const std::string& text); // "Key=Value Key=Value ..."
 // What a pending reason means and what to do about it, for the user.
-std::string pendingAdvice(const std::string& reason);
+std::string pendingAdvice(const std::string& reason, std::int64_t jobId = 0);
+
+// The nodes of `sinfo -h -N -o '%N|%T|%E'` that SLURM counts lost (down, failing, or not
+// responding: its state ends in '*'), each as "n2 (down*: Not responding)", joined by ", ". Empty
+// when none.
+std::string lostNodesOf(const std::string& sinfoLines);
 
 // `sbatch --parsable`: "123" or "123;cluster".
 Result<std::int64_t> parseJobId(const std::string& text);
@@ -131,6 +136,8 @@ public:
     Result<void> cancel(std::int64_t jobId) const;
     // `scontrol show hostnames`: "n[1-2]" -> n1, n2.
     Result<std::vector<std::string>> hostnames(const std::string& nodeList) const;
+    // What SLURM says of these nodes that it lost (lostNodesOf); empty when none.
+    Result<std::string> lostNodes(const std::string& nodeList) const;
     // squeue while the job is queued or running, scontrol after (SLURM keeps it MinJobAge seconds).
     Result<JobState> state(std::int64_t jobId) const;
     // False when SLURM answers that it has no such job (it forgot it, MinJobAge after its end); an

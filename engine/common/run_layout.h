@@ -8,7 +8,7 @@
 //   logs/rank<N>.log  traces/rank<N>.json  checkpoints/step_<N>/  export/  flight/  hang_report.txt
 //   attempts/<N>/ (a continued run's or a requeued job's later attempts, each a run folder)
 //   a cluster run's: job.sbatch  request.json  slurm_job_id  slurm-<job>.out  run.json  .shardscope-marker
-//     attempts/<N>/attempt.txt  attempts/<N>/unseen_folder.txt  attempts/<N>/node<M>/
+//     attempts/<N>/attempt.txt  attempts/<N>/unseen_folder.txt  attempts/<N>/lost_nodes.txt  attempts/<N>/node<M>/
 //   a script run's: .events/rank<N>.fifo, or without a launcher events/rank<N>.jsonl
 
 #include <filesystem>
@@ -60,6 +60,8 @@ public:
     std::filesystem::path folderMarkerFile() const { return m_dir / ".shardscope-marker"; }
     std::filesystem::path attemptRecordFile(const std::string& attempt) const { return attemptDir(attempt) / "attempt.txt"; }
     std::filesystem::path attemptRecordFile(int attempt) const { return attemptRecordFile(std::to_string(attempt)); }
+    // The nodes SLURM lost of an attempt (its follower asks when the attempt is over).
+    std::filesystem::path lostNodesFile(int attempt) const { return attemptDir(attempt) / "lost_nodes.txt"; }
     std::filesystem::path unseenFolderFile(const std::string& attempt) const { return attemptDir(attempt) / "unseen_folder.txt"; }
     std::filesystem::path unseenFolderFile(int attempt) const { return unseenFolderFile(std::to_string(attempt)); }
     std::filesystem::path nodeDir(int attempt, int node) const

@@ -53,6 +53,21 @@ private slots:
         QVERIFY(QString::fromStdString(pendingAdvice("SomethingNew")).contains(QStringLiteral("SomethingNew")));
     }
 
+    // #57 items 6 and 7: the nodes SLURM lost, from sinfo's lines as it prints them (down, failing,
+    // not responding: '*'); a pending reason's advice names the job and has a fix for a partition
+    // that is down.
+    void lostNodesAndPendingAdvice()
+    {
+        QCOMPARE(lostNodesOf("n1|allocated|none\nn2|down*|Not responding\nn3|idle*|none\nn2|down*|Not responding\n"),
+                 std::string("n2 (down*: Not responding), n3 (idle*)"));
+        QCOMPARE(lostNodesOf("n1|mixed|none\nn4|fail|bad disk\n"), std::string("n4 (fail: bad disk)"));
+        QVERIFY(lostNodesOf("n1|allocated|none\nn2|allocated|none\n").empty());
+        const std::string down = pendingAdvice("PartitionDown", 42);
+        QVERIFY2(down.find("partition is down") != std::string::npos && down.find("<job id>") == std::string::npos, down.c_str());
+        const std::string unknown = pendingAdvice("SomethingNew", 42);
+        QVERIFY2(unknown.find("squeue -j 42 -l") != std::string::npos, unknown.c_str());
+    }
+
     // A profile saved (the workbench's editor, `clusters --save`) replaces its own section only:
     // the rest of the file, comments and all, stays byte for byte; a new one is appended; a removed
     // one goes with its lines; what would not load is refused and the file left alone.

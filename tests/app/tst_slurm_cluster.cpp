@@ -768,6 +768,48 @@ private slots:
         QVERIFY2(QString::fromUtf8(p.readAll()).contains(QStringLiteral("shared_folder = ")), "no hint what to write");
     }
 
+    // #57 item 6: a node of the job lost (its slurmd killed: SLURM hears no more of it, marks it down
+    // and requeues the job, which resumes on the other nodes). The launcher names the lost node as
+    // it learns of it and at the end, `runs show` names it with its attempt, and the resumed attempt
+    // says where it resumed from.
+    void lostNodeIsNamed()
+    {
+        const QString recipe = QString(kRecipe).replace(QStringLiteral("max_steps: 6"),
+                                                        QStringLiteral("max_steps: 300, checkpoint_every: 10"));
+        QProcess p;
+        startSubmit(p, QStringLiteral("lost-node"),
+                    {"--num_processes", "2", "--num_machines", "2", "--", "--slow-rank", "0", "--slow-forward-ms", "300"},
+                    QStringLiteral("slurm"), recipe);
+        const QString dir = runDir(QStringLiteral("lost-node"));
+        QTRY_VERIFY_WITH_TIMEOUT(stepsOf(dir + "/attempts/0/node1/events.jsonl") >= 12, 120000);
+        // Node 1 of the job: the second of attempt 0's nodes.
+        QString nodes;
+        for (const QByteArray& line : testing::readFile(dir + "/attempts/0/attempt.txt").split('\n'))
+            if (line.startsWith("nodes="))
+                nodes = QString::fromUtf8(line.mid(6));
+        QProcess names;
+        names.start(QStringLiteral("scontrol"), {"show", "hostnames", nodes});
+        QVERIFY(names.waitForFinished(30000));
+        const QStringList hosts = QString::fromUtf8(names.readAll()).split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(hosts.size(), 2);
+        const QString lost = hosts[1];
+        QString said;
+        QVERIFY2(m_cluster.killNode(lost, &said), qPrintable(said));
+        const auto run = finished(p, QStringLiteral("lost-node"), 400000);
+        const bool back = m_cluster.startNode(lost, &said); // for the tests after this one
+        QVERIFY2(back, qPrintable(said));
+        QVERIFY2(run.exitCode == 0, qPrintable(run.output));
+        QVERIFY2(run.output.contains(QStringLiteral("attempt 0 lost node %1 (down").arg(lost)), qPrintable(run.output));
+        QVERIFY2(run.output.contains(QStringLiteral("in the history: completed (2 attempts)")), qPrintable(run.output));
+        QVERIFY2(!run.output.contains(QStringLiteral("resumed after step 0 from \n")), qPrintable(run.output));
+        QVERIFY2(run.output.contains(QStringLiteral("attempt 1 resumed after step "))
+                     || run.output.contains(QStringLiteral("attempt 1 started over from step 0")),
+                 qPrintable(run.output));
+        const QString shown = runsShow(runName(QStringLiteral("lost-node")));
+        QVERIFY2(shown.contains(QStringLiteral("SLURM lost node %1 (down").arg(lost)), qPrintable(shown));
+        QCOMPARE(testing::rankZeroLosses(run).size(), 300);
+    }
+
     // --dry-run prints the batch script and submits nothing.
     void dryRunPrintsTheScript()
     {

@@ -56,6 +56,11 @@ public:
     bool killController(QString* said) const { return run(QStringLiteral("kill-controller"), said); }
     bool startController(QString* said) const { return run(QStringLiteral("start-controller"), said); }
 
+    // Node `node`'s slurmd killed (its tasks run on, but SLURM hears no more of the node and marks it
+    // down after SlurmdTimeout), and started again (returns once the node is idle).
+    bool killNode(const QString& node, QString* said) const { return run(QStringLiteral("kill-node"), said, {node}); }
+    bool startNode(const QString& node, QString* said) const { return run(QStringLiteral("start-node"), said, {node}); }
+
     ~SlurmLab()
     {
         QString said;
@@ -63,7 +68,7 @@ public:
     }
 
 private:
-    bool run(const QString& verb, QString* output) const
+    bool run(const QString& verb, QString* output, const QStringList& arguments = {}) const
     {
         QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
@@ -75,7 +80,7 @@ private:
             env.insert(QStringLiteral("HIDE_FROM_LAST_NODE"), m_hidden);
         p.setProcessEnvironment(env);
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/slurm-cluster.sh"), {verb});
+        p.start(QStringLiteral(SHARDSCOPE_SOURCE_DIR "/scripts/slurm-cluster.sh"), QStringList{verb} + arguments);
         p.waitForFinished(120000);
         if (output)
             *output = QString::fromUtf8(p.readAll());
