@@ -142,7 +142,7 @@ Result<std::int64_t> RunStore::createRun(const NewRun& run)
                                "launcher_start_ticks) VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!insert)
         return insert.error();
-    insert->bind(1, run.name).bind(2, now()).bind(3, launcher.host).bind(4, run.worldSize);
+    insert->bind(1, run.name).bind(2, run.createdAt.value_or(now())).bind(3, launcher.host).bind(4, run.worldSize);
     insert->bind(5, run.distributedType).bind(6, run.mixedPrecision).bind(7, run.configText);
     insert->bind(8, run.recipeText).bind(9, run.runDir).bind(10, run.notes).bind(11, launcher.pid);
     insert->bind(12, launcher.host).bind(13, launcher.bootId).bind(14, launcher.startTicks);
@@ -162,12 +162,12 @@ Result<std::int64_t> RunStore::createRun(const NewRun& run)
     return id;
 }
 
-Result<void> RunStore::markRunning(std::int64_t runId)
+Result<void> RunStore::markRunning(std::int64_t runId, std::optional<double> at)
 {
     auto update = m_db.prepare("UPDATE runs SET status = 'running', started_at = ? WHERE id = ? AND status = 'pending'");
     if (!update)
         return update.error();
-    update->bind(1, now()).bind(2, runId);
+    update->bind(1, at.value_or(now())).bind(2, runId);
     if (auto rc = update->run(); !rc)
         return rc;
     if (m_db.changes() == 1)
@@ -179,7 +179,7 @@ Result<void> RunStore::markRunning(std::int64_t runId)
                      + " (only a pending run can start)");
 }
 
-Result<void> RunStore::finishRun(std::int64_t runId, const RunEnd& end)
+Result<void> RunStore::finishRun(std::int64_t runId, const RunEnd& end, std::optional<double> endedAt)
 {
     if (!isTerminal(end.status) || end.status == RunStatus::Interrupted)
         return makeError("a run ends as completed, failed or cancelled, not " + std::string(statusName(end.status)));
@@ -190,7 +190,7 @@ Result<void> RunStore::finishRun(std::int64_t runId, const RunEnd& end)
                                "error = ? WHERE id = ? AND status IN ('pending', 'running')");
     if (!update)
         return update.error();
-    update->bind(1, statusName(end.status)).bind(2, now()).bind(3, end.exitCode).bind(4, end.rootCauseRank);
+    update->bind(1, statusName(end.status)).bind(2, endedAt.value_or(now())).bind(3, end.exitCode).bind(4, end.rootCauseRank);
     update->bind(5, end.error).bind(6, runId);
     if (auto rc = update->run(); !rc)
         return rc;

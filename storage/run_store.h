@@ -43,11 +43,14 @@ public:
 
     // --- lifecycle (the launcher) ---
     Result<std::int64_t> createRun(const NewRun& run); // status pending
-    Result<void> markRunning(std::int64_t runId); // pending -> running
+    // pending -> running, at `at` (seconds since the epoch; none: now): a cluster run caught up
+    // after it started keeps its start.
+    Result<void> markRunning(std::int64_t runId, std::optional<double> at = std::nullopt);
     // pending|running -> completed|failed|cancelled, with exit codes and the root-cause rank.
     // A launcher that uses a RunWriter ends the run with RunWriter::finish instead, so the last
     // metrics and the final status commit together.
-    Result<void> finishRun(std::int64_t runId, const RunEnd& end);
+    // `endedAt`: when it ended elsewhere (a cluster job's last attempt), seconds since the epoch; none: now.
+    Result<void> finishRun(std::int64_t runId, const RunEnd& end, std::optional<double> endedAt = std::nullopt);
     Result<void> recordRank(std::int64_t runId, const RankInfo& rank);
     // A cluster run's job ("slurm:123"), and what the scheduler says of it now.
     Result<void> setJob(std::int64_t runId, const std::string& job);

@@ -48,6 +48,9 @@ struct NewRun {
     std::string notes;
     // The process that will supervise the run; defaults to the calling process.
     std::optional<LauncherIdentity> launcher;
+    // When it was made, seconds since the epoch: a cluster run put in a history after its
+    // submission keeps its submission's time. None: now.
+    std::optional<double> createdAt;
 };
 
 // A rank's `hello` event.

@@ -34,6 +34,8 @@ Result<std::int64_t> adoptFolder(storage::RunStore& store, const fs::path& runDi
     run.mixedPrecision = submission->mixedPrecision;
     run.worldSize = submission->numProcesses;
     run.tags = submission->tags;
+    if (submission->submittedAt > 0)
+        run.createdAt = submission->submittedAt; // not when this history learned of it
     run.notes = "SLURM job " + submission->job.substr(6) + " (" + std::to_string(submission->numMachines)
                 + " nodes), submitted by " + submission->user + " on " + submission->host + "; followed here";
     auto id = store.createRun(run);

@@ -102,7 +102,9 @@ public:
     std::string recordEnd(const cluster::JobState& state)
     {
         const auto attempts = cluster::readAttempts(m_runDir);
-        if (attempts.empty())
+        if (attempts.empty() && state.state.rfind("CANCELLED", 0) == 0)
+            std::cout << "shardscope launch: the job was cancelled before it started: nothing ran\n";
+        else if (attempts.empty())
             std::cout << "shardscope launch: the job left nothing in " << m_runDir.string()
                       << ": its script never ran there. The nodes may not see this folder (the profile's shared_folder "
                          "must be mounted at the same path on every node), or the job failed before its script started; "

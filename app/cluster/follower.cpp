@@ -104,9 +104,11 @@ int recordFollowedEnd(storage::RunStore& store, std::int64_t runId, const storag
     const storage::RunEnd& runEnd = outcome.end;
     const auto& attempts = outcome.attempts;
     recordAttempts(store, runId, attempts);
-    if (!sawItRun)
-        warnIf(store.markRunning(runId)); // a job that ran between two looks still ran
-    if (auto finished = store.finishRun(runId, runEnd); !finished) {
+    if (!sawItRun) // a job that ran between two looks still ran, from its first attempt's start
+        warnIf(store.markRunning(runId, attempts.empty() || attempts.front().startedAt <= 0
+                                            ? std::nullopt
+                                            : std::optional<double>(attempts.front().startedAt)));
+    if (auto finished = store.finishRun(runId, runEnd, outcome.endedAt); !finished) {
         std::cerr << "shardscope runs follow: recording the end failed: " << finished.error().message << "\n";
         return 1;
     }
@@ -295,6 +297,10 @@ JobOutcome decideJobEnd(const SlurmClient& slurm, const fs::path& runDir, const 
         nodeNames = *names;
     outcome.end = jobEnd(state, events ? *events : std::vector<protocol::Event>{}, worldSize, processesPerNode, nodeNames,
                          unseenFolderNodes(outcome.attempts), runDir.string());
+    // When the job's last attempt ended, as its batch script wrote it (a follower that caught up
+    // later must not make it end now).
+    if (!outcome.attempts.empty() && outcome.attempts.back().endedAt > 0)
+        outcome.endedAt = outcome.attempts.back().endedAt;
     return outcome;
 }
 
@@ -349,6 +355,10 @@ int followRun(const FollowRequest& request)
     const fs::path runDir = summary.runDir;
     const int nodes = std::max(1, nodesOfBatchScript(runDir));
     warnIf(store->adoptRun(*runId, storage::LauncherIdentity::current()));
+    // A run that started before this follower (caught up): running since its first attempt began.
+    bool running = summary.status == storage::RunStatus::Running;
+    if (const auto attempts = cluster::readAttempts(runDir); !running && !attempts.empty() && attempts.front().startedAt > 0)
+        running = store->markRunning(*runId, attempts.front().startedAt).ok();
     // SIGINT (Ctrl-C, the workbench's Stop) cancels the job; SIGTERM and SIGHUP (a logout, a
     // shutdown, a kill of a background follower) only stop following it. (Before it says it
     // follows: a Stop that answers that line must find them.)
@@ -359,13 +369,7 @@ int followRun(const FollowRequest& request)
     const cluster::SlurmClient slurm = clientOf(runDir, request.profilesFile);
     // Over SSH every look is a login: less often.
     const auto pollInterval = slurm.where() == "this machine" ? std::chrono::milliseconds(500) : std::chrono::milliseconds(3000);
-    JobWatch watch{slurm,
-                   jobId,
-                   "shardscope runs follow",
-                   &*store,
-                   *runId,
-                   summary.statusDetail,
-                   summary.status == storage::RunStatus::Running};
+    JobWatch watch{slurm, jobId, "shardscope runs follow", &*store, *runId, summary.statusDetail, running};
     auto lastCatchUp = std::chrono::steady_clock::now() - std::chrono::hours(1);
     FollowOptions following;
     following.pollInterval = pollInterval;

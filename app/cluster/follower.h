@@ -88,6 +88,7 @@ std::optional<JobState> finalEndFromFolder(const std::filesystem::path& runDir);
 struct JobOutcome {
     storage::RunEnd end;
     std::vector<JobAttempt> attempts;
+    std::optional<double> endedAt; // when the last attempt's batch script saw its end; none: not seen
 };
 JobOutcome decideJobEnd(const SlurmClient& slurm, const std::filesystem::path& runDir, const JobState& state, int worldSize,
                         int processesPerNode);
