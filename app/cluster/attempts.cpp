@@ -132,8 +132,7 @@ Result<std::int64_t> gatherAttemptEvents(const fs::path& runDir, int nodes, cons
     std::int64_t written = 0;
     std::string missing; // the first node of the last attempt that left no events file
     std::string refused; // the first events file that is not one (a FIFO, a device, past 4 GiB)
-    std::string slurmOutput = RunLayout(runDir).slurmOutputPattern().string();
-    slurmOutput.replace(slurmOutput.find("%j"), 2, "<job>");
+    const std::string slurmOutput = RunLayout(runDir).slurmOutput("<job>").string();
     for (std::size_t a = 0; a < attempts.size(); ++a) {
         const JobAttempt* next = a + 1 < attempts.size() ? &attempts[a + 1] : nullptr;
         if (!attempts[a].lostNodes.empty()) { // said between this attempt and the next

@@ -1,5 +1,7 @@
 #include "app/runs/run_end.h"
 
+#include "engine/common/run_layout.h"
+
 #include "app/launcher/run_monitor.h"
 
 #include <algorithm>
@@ -331,6 +333,12 @@ RunVerdict clusterJobEnd(const RunEvidence& evidence)
     if (end.rootCauseRank) {
         end.error = "rank " + std::to_string(*end.rootCauseRank) + " on " + nodeOf(*end.rootCauseRank, job)
                     + " failed first: " + end.error;
+    } else if (std::none_of(evidence.world.begin(), evidence.world.end(),
+                            [&](int rank) { return evidence.ranks.heardFrom(rank); })) {
+        // Not one rank said a word: the job failed before its launchers started them (a node's
+        // launcher that could not run, the batch script itself). No rank is to blame.
+        end.error = "no rank started: the job failed before its nodes' launchers started the ranks; the job's output ("
+                    + RunLayout(job.runDir).slurmOutput("<job>").string() + ") and each node's launcher log say why";
     } else {
         // The ranks that said neither done nor an error of their own: the peers that lost them said "peer".
         for (int rank : evidence.world)

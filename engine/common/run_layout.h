@@ -55,7 +55,9 @@ public:
     std::filesystem::path batchScriptFile() const { return m_dir / "job.sbatch"; }
     std::filesystem::path requestFile() const { return m_dir / "request.json"; } // what every node's launcher runs
     std::filesystem::path jobIdFile() const { return m_dir / "slurm_job_id"; }
-    std::filesystem::path slurmOutputPattern() const { return m_dir / "slurm-%j.out"; }
+    std::filesystem::path slurmOutputPattern() const { return slurmOutput("%j"); }
+    // A job's output ("<job>" in words a user reads).
+    std::filesystem::path slurmOutput(const std::string& job) const { return m_dir / ("slurm-" + job + ".out"); }
     std::filesystem::path submissionFile() const { return m_dir / "run.json"; }
     std::filesystem::path folderMarkerFile() const { return m_dir / ".shardscope-marker"; }
     std::filesystem::path attemptRecordFile(const std::string& attempt) const { return attemptDir(attempt) / "attempt.txt"; }

@@ -249,6 +249,9 @@ private slots:
         QTest::newRow("a time limit without a checkpoint")
             << clusterJob(both, 2, slurmSays("JobId=43 JobState=TIMEOUT Reason=TimeLimit NodeList=n[1-2] ExitCode=0:0", 1, nodes))
             << Expected{RunStatus::Failed, 0, 0, "failed", "time limit (TIMEOUT)"};
+        QTest::newRow("the job failed before any rank started")
+            << clusterJob("", 2, slurmSays("FAILED|NonZeroExitCode|n[1-2]", 1, nodes))
+            << Expected{RunStatus::Failed, 0, -1, "failed", "no rank started: the job failed before its nodes' launchers"};
         QTest::newRow("every rank done, whatever SLURM says last") << clusterJob(
             both + done(0, "completed", 120) + done(1, "completed", 120), 2, slurmSays("CANCELLED|None|n[1-2]", 1, nodes))
                                                                    << Expected{RunStatus::Completed, 0, -1, "completed", ""};
