@@ -486,14 +486,35 @@ Result<std::string> generationTokenizer(const RunLayout& layout, const config::R
                        "copy the tokenizer the run trained with into the export folder");
 }
 
+// Where a run's model was exported: its last attempt's folder when it went on (a continued run's
+// attempts/<N>/, a cluster run's attempts/<N>/node0/ — the attempt that ended the training exports),
+// else the run folder itself.
+RunLayout exportingRun(const std::filesystem::path& runDir)
+{
+    std::error_code ec;
+    int last = -1;
+    while (std::filesystem::is_directory(RunLayout(runDir).attemptDir(last + 1), ec))
+        ++last;
+    for (int attempt = last; attempt >= 0; --attempt)
+        for (const std::filesystem::path& folder :
+             {RunLayout(runDir).attemptDir(attempt), cluster::nodeRunDir(runDir, attempt, 0)}) {
+            const RunLayout candidate(folder);
+            if (std::filesystem::exists(candidate.exportDir() / "config.json", ec)
+                || std::filesystem::exists(candidate.exportDir() / "adapter", ec))
+                return candidate;
+        }
+    return RunLayout(runDir);
+}
+
 // Continues a prompt with a finished run's exported model (shardscope-worker generate).
 int runGenerate(const RunsArgs& args, const std::string& programPath)
 {
     auto run = namedRun(args, args.runs.front());
     if (!run)
         return fail("generate", run.error());
-    const RunLayout layout(run->dir);
-    if (!std::filesystem::exists(layout.recipeFile()))
+    const RunLayout layout = exportingRun(run->dir);
+    const RunLayout runFolder(run->dir);
+    if (!std::filesystem::exists(runFolder.recipeFile()))
         return fail("generate", makeError(run->dir.string()
                                           + " has no recipe.yaml: only the engine's runs can be tried here "
                                             "(a script's model loads with transformers' from_pretrained)"));
@@ -507,7 +528,7 @@ int runGenerate(const RunsArgs& args, const std::string& programPath)
                                           + " has no exported model yet: a run exports it when training "
                                             "ends (the recipe's export.enabled); let it finish, or "
                                             "resume it (shardscope launch --continue_run)"));
-    auto recipe = config::loadRecipe(layout.recipeFile().string());
+    auto recipe = config::loadRecipe(runFolder.recipeFile().string());
     if (!recipe)
         return fail("generate", recipe.error());
     if (recipe->data.type == "synthetic_regression")
@@ -519,7 +540,7 @@ int runGenerate(const RunsArgs& args, const std::string& programPath)
         return fail("generate", tokenizer.error());
     std::vector<std::string> workerArgs{"generate",
                                         "--recipe",
-                                        layout.recipeFile().string(),
+                                        runFolder.recipeFile().string(),
                                         "--weights",
                                         layout.exportDir().string(),
                                         "--prompt",

@@ -129,6 +129,29 @@ private slots:
         QCOMPARE(rankZeroSamples[30][0].toObject()["text"].toString(), lastJsonLine(run.output)["text"].toString());
     }
 
+    // #57 item 8: a run that went on (Resume: `launch --continue_run`; a requeued SLURM job)
+    // exported from its last attempt's folder; Try model (`runs generate`) finds the model there,
+    // in the run's own recipe, as it finds a run's that never stopped.
+    void triesTheModelOfTheLastAttempt()
+    {
+        const auto whole = generate({"--max_new_tokens", "12", "--json"});
+        QVERIFY2(whole.exitCode == 0, qPrintable(whole.output));
+        const QString resumed = m_dir.filePath("resumed");
+        const QString cluster = m_dir.filePath("cluster");
+        for (const QString& exportDir : {resumed + "/attempts/1/export", cluster + "/attempts/1/node0/export"}) {
+            const QString run = exportDir.left(exportDir.indexOf("/attempts/"));
+            QVERIFY(QDir().mkpath(exportDir));
+            QVERIFY(QDir().mkpath(run + "/attempts/0"));
+            QVERIFY(QFile::copy(m_runDir + "/recipe.yaml", run + "/recipe.yaml"));
+            for (const QString& file : QDir(m_runDir + "/export").entryList(QDir::Files))
+                QVERIFY(QFile::copy(m_runDir + "/export/" + file, exportDir + "/" + file));
+            const auto tried = testing::runShardscope(
+                m_dir.path(), {"runs", "generate", run, "--prompt", kPrompt, "--max_new_tokens", "12", "--json"}, 120000);
+            QVERIFY2(tried.exitCode == 0, qPrintable(tried.output));
+            QCOMPARE(lastJsonLine(tried.output)["text"].toString(), lastJsonLine(whole.output)["text"].toString());
+        }
+    }
+
     void refusesWhatCannotBeTried()
     {
         // A run whose model was not exported (yet): said, with what to do.
