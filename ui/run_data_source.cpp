@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <optional>
 #include <type_traits>
 
 namespace shardscope::ui {
@@ -75,6 +76,26 @@ std::optional<std::int64_t> recipeMaxSteps(const std::string& recipeText)
     return config::Recipe{}.maxSteps; // the recipe schema's default
 }
 
+namespace {
+
+// The logs folder holding a cluster run's rank: its newest attempt's node folder that has the
+// rank's log (attempts/<N>/node<M>/logs/); none before any has.
+std::optional<std::string> clusterRankLogs(const RunLayout& run, int rank)
+{
+    std::error_code ec;
+    int last = -1;
+    while (fs::is_directory(run.attemptDir(last + 1), ec))
+        ++last;
+    for (int attempt = last; attempt >= 0; --attempt)
+        for (int node = 0; fs::is_directory(run.nodeDir(attempt, node), ec); ++node)
+            if (const RunLayout nodeRun(run.nodeDir(attempt, node));
+                fs::exists(nodeRun.logsDir() / RunLayout::rankLogName(rank), ec))
+                return nodeRun.logsDir().string();
+    return std::nullopt;
+}
+
+} // namespace
+
 RunFiles RunDataSource::readFiles(const RunInfo& info, int rank, std::uint64_t logOffset, bool readCommand) const
 {
     RunFiles files;
@@ -99,6 +120,9 @@ RunFiles RunDataSource::readFiles(const RunInfo& info, int rank, std::uint64_t l
         files.mesh = plan ? config::describeMesh(*plan) : config::MeshDescription{};
     }
     files.logsDir = info.logsDir.empty() ? layout.logsDir().string() : info.logsDir;
+    if (!info.job.empty()) // a cluster run: each node's launcher keeps its ranks' logs in its own folder
+        if (auto nodeLogs = clusterRankLogs(layout, rank))
+            files.logsDir = *nodeLogs;
     std::ifstream log(fs::path(files.logsDir) / RunLayout::rankLogName(rank), std::ios::binary | std::ios::ate);
     if (!log)
         return files;

@@ -77,6 +77,27 @@ private slots:
         QCOMPARE(QByteArray::fromStdString(files.log), QByteArray("second attempt\n"));
     }
 
+    // #57 item 10: a SLURM run's ranks log in their node's folder of the newest attempt
+    // (attempts/<N>/node<M>/logs/), and the Run page shows them from there.
+    void aClusterRunsRankLogs()
+    {
+        RunInfo info = runIn(QStringLiteral("on-slurm"));
+        info.job = "slurm:12";
+        const QString dir = QString::fromStdString(info.runDir);
+        QDir(dir).mkpath(QStringLiteral("attempts/0/node0/logs"));
+        QDir(dir).mkpath(QStringLiteral("attempts/0/node1/logs"));
+        QDir(dir).mkpath(QStringLiteral("attempts/1/node0/logs"));
+        QDir(dir).mkpath(QStringLiteral("attempts/1/node1/logs"));
+        testing::writeFile(dir + QStringLiteral("/attempts/0/node1/logs/rank1.log"), "attempt 0, node 1\n");
+        testing::writeFile(dir + QStringLiteral("/attempts/1/node0/logs/rank0.log"), "attempt 1, node 0\n");
+        testing::writeFile(dir + QStringLiteral("/attempts/1/node1/logs/rank1.log"), "attempt 1, node 1\n");
+        ui::EventFileRunSource source(info.runDir);
+        QCOMPARE(QByteArray::fromStdString(source.readFiles(info, 1, 0, false).log), QByteArray("attempt 1, node 1\n"));
+        QCOMPARE(QByteArray::fromStdString(source.readFiles(info, 0, 0, false).log), QByteArray("attempt 1, node 0\n"));
+        QFile::remove(dir + QStringLiteral("/attempts/1/node1/logs/rank1.log")); // not written yet: the attempt before
+        QCOMPARE(QByteArray::fromStdString(source.readFiles(info, 1, 0, false).log), QByteArray("attempt 0, node 1\n"));
+    }
+
     void aLongLogComesInParts()
     {
         const RunInfo info = runIn(QStringLiteral("long"));
