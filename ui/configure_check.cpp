@@ -66,6 +66,11 @@ ConfigureCheck checkConfigure(const ConfigureInputs& in)
     // error here, instead of a launch that reports success and never starts.
     config::PlanInputs inputs;
     inputs.config = in.config;
+    if (in.clusterTarget && inputs.config) // planned as node 0 will plan it, with a stand-in rendezvous (cli/slurm_launch.cpp)
+        for (const auto& [key, standIn] : {std::pair{"main_process_ip", config::Value("127.0.0.1")},
+                                           {"main_process_port", config::Value(std::int64_t{29500})},
+                                           {"machine_rank", config::Value(std::int64_t{0})}})
+            inputs.config->setField(key, standIn);
     inputs.configBaseDir = folderOf(in.configPath);
     inputs.machine = in.machine;
     inputs.environment.physicalCores = in.physicalCores;

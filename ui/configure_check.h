@@ -36,6 +36,9 @@ struct ConfigureInputs {
     // page): a missing text file, one too short for the model's blocks; empty: nothing wrong, or
     // not read yet.
     QString dataProblem;
+    // A cluster target (SLURM): the batch script gives each node's launcher its machine rank and
+    // the head node's address and port, so the config need not (the CLI plans it so too).
+    bool clusterTarget = false;
 };
 
 struct ConfigureCheck {

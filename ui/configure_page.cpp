@@ -364,6 +364,7 @@ void ConfigurePage::refresh()
     ConfigureInputs inputs(cfg, m_configPath, m_machine, m_physicalCores, m_recipeEditor->recipe(), m_recipeEditor->sourceName(),
                            m_recipeEditor->error(), scriptMode(), std::vector<config::Diagnostic>(), QStringList(),
                            m_dataCheck->problem());
+    inputs.clusterTarget = !target().isEmpty();
     if (inputs.script)
         inputs.scriptProblems = m_bottom->scriptPanel()->check(cfg, m_configPath, m_machine, inputs.scriptTexts);
     m_check = checkConfigure(inputs);

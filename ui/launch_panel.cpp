@@ -108,6 +108,7 @@ void LaunchPanel::targetChanged()
     const bool cluster = !m_target->target().isEmpty();
     m_batchScriptButton->setVisible(cluster);
     m_profile->setVisible(!cluster && !scriptMode()); // a job does not profile yet
+    emit runChanged(); // checked again: a cluster target gives each node its rendezvous
 }
 
 bool LaunchPanel::scriptMode() const { return m_runKind->currentIndex() == 1; }

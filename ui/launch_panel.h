@@ -49,7 +49,7 @@ signals:
     void launchRequested();
     void fixRequested();
     void diagnosticChosen(const QString& keyPath); // clicked or activated: go to its field
-    void runChanged(); // what Launch runs changed: the run kind, or the script's row
+    void runChanged(); // what Launch runs changed: the run kind, the script's row, or the target
     void batchScriptRequested();
     void tuneRequested();
     void targetsLoaded(); // the target choice listed the cluster profiles again

@@ -548,6 +548,9 @@ Result<void> checkRecipeInputs(const Recipe& recipe)
     if (recipe.data.type != "text")
         return {};
     const std::string path = recipe.data.path.empty() ? defaultTextPath() : recipe.data.path;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec))
+        return makeError("cannot read the text file '" + path + "' (data.path in the recipe); check the path");
     // A corpus may be large; not endless (a FIFO or /dev/zero as data.path).
     auto text = readUserFile(path, {"the recipe's data.path text file", std::uint64_t(4) << 30, std::chrono::minutes(5)});
     if (!text)

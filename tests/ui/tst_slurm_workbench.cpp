@@ -162,6 +162,34 @@ private slots:
         QTRY_VERIFY2_WITH_TIMEOUT(progress->text().contains(QStringLiteral("step 6/6")), qPrintable(progress->text()), 10000);
     }
 
+    // #57 item 10: a 2-node config without main_process_ip/port (which the batch script gives each
+    // node) is refused for this machine, and launched from Configure on a SLURM target: the batch
+    // script shown, submitted, and the run followed to completed with its ranks' logs.
+    void twoNodesLaunchFromConfigureWithoutARendezvous()
+    {
+        ui::ConfigurePage page(m_db);
+        QSignalSpy listed(&page, &ui::ConfigurePage::targetsLoaded);
+        page.refreshTargets();
+        QVERIFY(listed.wait(30000));
+        const QString config = m_dir.filePath(QStringLiteral("two-nodes-no-rendezvous.yaml"));
+        testing::writeFile(config, "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nmixed_precision: 'no'\n"
+                                   "num_machines: 2\nnum_processes: 2\nuse_cpu: true\n");
+        QVERIFY(page.openConfigFile(config));
+        page.setRecipeText(QString::fromUtf8(kRecipe));
+        auto* summary = page.findChild<QLabel*>(QStringLiteral("problemsSummary"));
+        QVERIFY2(!page.canLaunch(), qPrintable(summary->text())); // this machine: the rendezvous is the user's to give
+        QVERIFY(page.setTarget(QStringLiteral("slurm:lab")));
+        QVERIFY2(page.canLaunch(), qPrintable(summary->text()));
+        const std::int64_t runId = showAndSubmit(page);
+        QVERIFY(runId > 0);
+        ui::RunPage runPage;
+        runPage.openStoreRun(m_db, runId);
+        QTRY_VERIFY_WITH_TIMEOUT(storage::isTerminal(runPage.info().status), 240000);
+        QCOMPARE(runPage.info().status, storage::RunStatus::Completed);
+        QVERIFY(page.setTarget(QString()));
+        QVERIFY2(!page.canLaunch(), qPrintable(summary->text()));
+    }
+
     // A workbench opened on another machine (here: another home, the same cluster and shared
     // folder) catches up with a run it did not submit: the Runs page starts its follower, the run
     // appears in its history and the page, and is followed to completed.
