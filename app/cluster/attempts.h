@@ -15,6 +15,9 @@
 
 namespace shardscope::cluster {
 
+// What the attempt's files say, as read: 0 or -1 where the file said nothing. The history's row
+// of an attempt is storage::RunAttempt (optional fields, a job reference as text), made from this
+// in one place (follower.cpp's attemptRow); both are kept, as the tests of each read them.
 struct JobAttempt {
     int attempt = 0;
     std::int64_t jobId = 0;

@@ -15,7 +15,7 @@ private slots:
     {
         for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
                                  "MASTER_PORT", "SHARDSCOPE_MASTER_LISTEN_FD"})
-            unsetenv(name);
+            qunsetenv(name); // Qt's environment lock: QtTest's watchdog thread reads the environment too
     }
 
     void roundTrip()
@@ -28,8 +28,10 @@ private slots:
         env.groupRank = 1;
         env.masterAddr = "127.0.0.2";
         env.masterPort = 12345;
-        for (const auto& entry : env.toEnvironment())
-            putenv(strdup(entry.c_str()));
+        for (const auto& entry : env.toEnvironment()) {
+            const auto eq = entry.find('=');
+            qputenv(entry.substr(0, eq).c_str(), QByteArray::fromStdString(entry.substr(eq + 1)));
+        }
         auto read = DistEnv::fromEnvironment();
         QVERIFY(read.ok());
         QCOMPARE(read->rank, 3);
@@ -81,7 +83,7 @@ private slots:
         QFETCH(QString, expected);
         auto set = [](const char* name, const QString& value) {
             if (!value.isEmpty())
-                setenv(name, value.toUtf8().constData(), 1);
+                qputenv(name, value.toUtf8());
         };
         set("RANK", rank);
         set("WORLD_SIZE", world);
