@@ -5,6 +5,8 @@
 #include "engine/accelerate/accelerate_config.h"
 #include "engine/plan/run_plan.h"
 #include "tests/common/config_text.h"
+#include "tests/common/files.h"
+#include "tests/common/recipe_run.h"
 
 #include <QDir>
 #include <QFile>
@@ -584,6 +586,26 @@ private slots:
         const QString out = QString::fromUtf8(p.readAll());
         QVERIFY2(out.contains(named), qPrintable(out)); // the key (or the nearest valid one) is named
         QVERIFY(!QFile::exists(dir.filePath("runs")) || QDir(dir.filePath("runs")).isEmpty());
+    }
+
+    // #56: a node's launcher runs what its cluster run's request.json says (here on this machine),
+    // placed by its command line (its runs folder and run name): the recipe, --max_steps and the
+    // engine flags come from the file.
+    void aNodeRunsTheRequestFile()
+    {
+        QTemporaryDir home;
+        const QString recipe = QStringLiteral(SHARDSCOPE_SOURCE_DIR "/resources/recipes/demo-mlp.yaml");
+        const QString request = home.filePath(QStringLiteral("request.json"));
+        testing::writeFile(request, "{\"format\": \"shardscope-launch-request\", \"version\": 1, \"recipe\": \"" + recipe.toUtf8()
+                                        + "\", \"num_processes\": 2, \"max_steps\": 3, \"worker_args\": [\"--threads\", \"1\"]}");
+        const QString runs = home.filePath(QStringLiteral("noderuns"));
+        const auto ran = testing::runShardscope(
+            home.path(), {"launch", "--request", request, "--runs_dir", runs, "--run_name", "node0", "--no_history"});
+        QVERIFY2(ran.exitCode == 0, qPrintable(ran.output));
+        QVERIFY2(ran.output.contains(QStringLiteral("2 ranks finished successfully")), qPrintable(ran.output));
+        const QByteArray plan = testing::readFile(runs + "/node0/plan.json");
+        QVERIFY2(plan.contains("max_steps: 3\\n"), plan.constData()); // the recipe as run
+        QVERIFY2(plan.contains("\"threads\": 1"), plan.constData()); // the engine flag
     }
 };
 
