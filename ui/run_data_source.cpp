@@ -1,5 +1,6 @@
 #include "ui/run_data_source.h"
 
+#include "engine/common/attempt_folders.h"
 #include "engine/common/run_layout.h"
 #include "engine/recipe/recipe.h"
 #include "engine/protocol/events.h"
@@ -83,14 +84,9 @@ namespace {
 std::optional<std::string> clusterRankLogs(const RunLayout& run, int rank)
 {
     std::error_code ec;
-    int last = -1;
-    while (fs::is_directory(run.attemptDir(last + 1), ec))
-        ++last;
-    for (int attempt = last; attempt >= 0; --attempt)
-        for (int node = 0; fs::is_directory(run.nodeDir(attempt, node), ec); ++node)
-            if (const RunLayout nodeRun(run.nodeDir(attempt, node));
-                fs::exists(nodeRun.logsDir() / RunLayout::rankLogName(rank), ec))
-                return nodeRun.logsDir().string();
+    for (const auto& folder : attemptRunFolders(run))
+        if (const RunLayout attempt(folder); fs::exists(attempt.logsDir() / RunLayout::rankLogName(rank), ec))
+            return attempt.logsDir().string();
     return std::nullopt;
 }
 

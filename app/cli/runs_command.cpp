@@ -11,6 +11,7 @@
 #include "app/runs/run_import.h"
 #include "app/launcher/script_run.h"
 #include "engine/recipe/recipe.h"
+#include "engine/common/attempt_folders.h"
 #include "engine/common/run_layout.h"
 #include "engine/plan/run_plan.h"
 #include "engine/common/byte_format.h"
@@ -486,23 +487,16 @@ Result<std::string> generationTokenizer(const RunLayout& layout, const config::R
                        "copy the tokenizer the run trained with into the export folder");
 }
 
-// Where a run's model was exported: its last attempt's folder when it went on (a continued run's
-// attempts/<N>/, a cluster run's attempts/<N>/node0/ — the attempt that ended the training exports),
-// else the run folder itself.
+// Where a run's model was exported: the newest attempt's folder that has it when the run went on
+// (a continued run's attempts/<N>/, a cluster run's attempts/<N>/node0/: the attempt that ended
+// the training exports), else the run folder itself.
 RunLayout exportingRun(const std::filesystem::path& runDir)
 {
     std::error_code ec;
-    int last = -1;
-    while (std::filesystem::is_directory(RunLayout(runDir).attemptDir(last + 1), ec))
-        ++last;
-    for (int attempt = last; attempt >= 0; --attempt)
-        for (const std::filesystem::path& folder :
-             {RunLayout(runDir).attemptDir(attempt), cluster::nodeRunDir(runDir, attempt, 0)}) {
-            const RunLayout candidate(folder);
-            if (std::filesystem::exists(candidate.exportDir() / "config.json", ec)
-                || std::filesystem::exists(candidate.exportDir() / "adapter", ec))
-                return candidate;
-        }
+    for (const auto& folder : attemptRunFolders(RunLayout(runDir)))
+        if (const RunLayout attempt(folder); std::filesystem::exists(attempt.exportDir() / "config.json", ec)
+                                             || std::filesystem::exists(attempt.exportDir() / "adapter", ec))
+            return attempt;
     return RunLayout(runDir);
 }
 

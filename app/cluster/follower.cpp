@@ -257,32 +257,41 @@ std::optional<JobState> followJob(JobWatch& watch, const fs::path& runDir, const
     return std::nullopt;
 }
 
-std::optional<JobState> finalEndFromFolder(const fs::path& runDir)
+namespace {
+
+// The last attempt of the run folder, when its batch script wrote its end.
+std::optional<JobAttempt> lastEndedAttempt(const fs::path& runDir)
 {
     const auto attempts = cluster::readAttempts(runDir);
     if (attempts.empty() || attempts.back().endedAt <= 0)
         return std::nullopt;
-    const auto& last = attempts.back();
-    if (last.exitCode < 0 || last.exitCode == 75 || last.exitCode == 143)
+    return attempts.back();
+}
+
+} // namespace
+
+std::optional<JobState> finalEndFromFolder(const fs::path& runDir)
+{
+    const auto last = lastEndedAttempt(runDir);
+    if (!last || last->exitCode < 0 || last->exitCode == 75 || last->exitCode == 143)
         return std::nullopt;
-    return cluster::JobState{last.exitCode == 0 ? "COMPLETED" : "FAILED",
-                             "SLURM does not answer; the job's batch script wrote its end (exit " + std::to_string(last.exitCode)
+    return cluster::JobState{last->exitCode == 0 ? "COMPLETED" : "FAILED",
+                             "SLURM does not answer; the job's batch script wrote its end (exit " + std::to_string(last->exitCode)
                                  + ")",
-                             last.nodes, std::to_string(last.exitCode) + ":0"};
+                             last->nodes, std::to_string(last->exitCode) + ":0"};
 }
 
 std::optional<JobState> endFromFolder(const fs::path& runDir)
 {
-    const auto attempts = cluster::readAttempts(runDir);
-    if (attempts.empty() || attempts.back().endedAt <= 0)
+    const auto last = lastEndedAttempt(runDir);
+    if (!last)
         return std::nullopt;
     // SLURM keeps a requeued or preempted job under its id while it waits: one it no longer knows
     // has no attempt to come. Stopped by SIGTERM (143: scancel, a preemption) is cancelled; the
     // rest is what the batch script saw (75: a requeue asked for that never ran).
-    const auto& last = attempts.back();
-    const std::string state = last.exitCode == 0 ? "COMPLETED" : last.exitCode == 143 ? "CANCELLED" : "FAILED";
-    return cluster::JobState{state, "the job has left SLURM's memory; its end is what its batch script wrote", last.nodes,
-                             std::to_string(std::max(0, last.exitCode)) + ":0"};
+    const std::string state = last->exitCode == 0 ? "COMPLETED" : last->exitCode == 143 ? "CANCELLED" : "FAILED";
+    return cluster::JobState{state, "the job has left SLURM's memory; its end is what its batch script wrote", last->nodes,
+                             std::to_string(std::max(0, last->exitCode)) + ":0"};
 }
 
 JobOutcome decideJobEnd(const SlurmClient& slurm, const fs::path& runDir, const JobState& state, int worldSize,

@@ -5,9 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
 #include <pwd.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>

@@ -116,16 +116,6 @@ Result<std::string> readWhole(const std::filesystem::path& file, const UserFileK
 
 } // namespace
 
-std::string fileTypeName(const std::filesystem::path& file)
-{
-    struct stat info { };
-    if (::stat(file.c_str(), &info) != 0)
-        return "missing";
-    return S_ISREG(info.st_mode) ? "a file" : typeOf(info.st_mode);
-}
-
-Result<int> openUserFile(const std::filesystem::path& file, const std::string& what) { return openRegular(file, what); }
-
 Result<std::string> readUserFileFrom(const std::filesystem::path& file, const std::string& what, std::uint64_t offset,
                                      std::uint64_t maxBytes)
 {

@@ -6,8 +6,8 @@
 // never end, a folder is no file), at most a size fit for its kind (an 8 MiB "config" would take
 // minutes and gigabytes to parse before any error), and read within a deadline (a hung network
 // mount ends in an error, not a launcher that ignores Ctrl-C). Every refusal says what the file
-// is, where, and how to fix it. Streams that a run writes as it goes (events.jsonl) are opened
-// with openUserFile: the same type check, read in bounded pieces by their reader.
+// is, where, and how to fix it. Streams that a run writes as it goes (events.jsonl) get the same
+// type check and are read in bounded pieces (readUserFileFrom, readUserFileLines).
 
 #include "engine/common/result.h"
 
@@ -28,11 +28,6 @@ struct UserFileKind {
 // The whole file. ErrorKind::Io; error.file is the path.
 Result<std::string> readUserFile(const std::filesystem::path& file, const UserFileKind& kind);
 
-// A regular file opened for reading (O_CLOEXEC; blocking reads), checked on the open descriptor so
-// that nothing swapped in after the check is read; the caller closes it. A FIFO or a device is
-// refused without blocking.
-Result<int> openUserFile(const std::filesystem::path& file, const std::string& what);
-
 // A file a run writes as it goes (events.jsonl): the bytes from `offset` on, at most `maxBytes` of
 // them (the rest is read by the next call). The same type check as readUserFile.
 Result<std::string> readUserFileFrom(const std::filesystem::path& file, const std::string& what, std::uint64_t offset,
@@ -41,8 +36,5 @@ Result<std::string> readUserFileFrom(const std::filesystem::path& file, const st
 // at most kind.maxBytes in all (an error past it). The count of lines.
 Result<std::uint64_t> readUserFileLines(const std::filesystem::path& file, const UserFileKind& kind,
                                         const std::function<void(const std::string& line)>& onLine);
-
-// What a path is when it is not a regular file ("a FIFO", "a device", "a folder"), for errors.
-std::string fileTypeName(const std::filesystem::path& file);
 
 } // namespace shardscope
